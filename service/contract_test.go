@@ -112,9 +112,9 @@ func agentEventCases(t *testing.T) map[string]*agentdv1.AgentEvent {
 		return ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_MessageUpdate{MessageUpdate: u}})
 	}
 	return map[string]*agentdv1.AgentEvent{
-		"agent_start":   ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_AgentStart{AgentStart: &agentdv1.AgentStart{}}}),
-		"turn_start":    ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_TurnStart{TurnStart: &agentdv1.TurnStart{Turn: 3}}}),
-		"message_start": ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_MessageStart{MessageStart: &agentdv1.MessageStart{Message: msgs["user"]}}}),
+		"agent_start":    ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_AgentStart{AgentStart: &agentdv1.AgentStart{}}}),
+		"turn_start":     ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_TurnStart{TurnStart: &agentdv1.TurnStart{Turn: 3}}}),
+		"message_start":  ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_MessageStart{MessageStart: &agentdv1.MessageStart{Message: msgs["user"]}}}),
 		"message_update": update(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_TextDelta{TextDelta: &agentdv1.TextDelta{ContentIndex: 2, Delta: "30"}}}),
 		"message_end":    ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_MessageEnd{MessageEnd: &agentdv1.MessageEnd{Message: msgs["assistant"], EntryId: "e3"}}}),
 		"tool_execution_start": ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ToolExecutionStart{ToolExecutionStart: &agentdv1.ToolExecutionStart{

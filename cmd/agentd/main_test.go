@@ -144,4 +144,3 @@ func TestRunFailsClearlyOnUnwritableDatabase(t *testing.T) {
 		t.Fatalf("run with a database in a missing directory = %v, want an 'open database' error", err)
 	}
 }
-
