@@ -1,0 +1,280 @@
+package agentloop
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+)
+
+// The error texts the model gets for calls that never run, exactly as pi
+// words them.
+const (
+	errTextBlocked = "Tool execution was blocked"
+)
+
+// NotFoundText is the error result for a call to an unknown tool.
+func NotFoundText(name string) string { return "Tool " + name + " not found" }
+
+// prepared is a tool call after lookup, validation and BeforeToolCall:
+// either an immediate (error) result or a call ready to execute.
+type prepared struct {
+	call      *agentdv1.ToolCall
+	entry     *toolEntry
+	args      *structpb.Struct
+	immediate bool
+	result    Result
+	isError   bool
+}
+
+type finalized struct {
+	call    *agentdv1.ToolCall
+	result  Result
+	isError bool
+	message *agentdv1.ToolResultMessage
+}
+
+func errorResult(text string) Result {
+	return Result{Content: []*agentdv1.ContentBlock{textBlock(text)}}
+}
+
+// executeToolCalls runs one assistant message's tool calls and returns their
+// results in call order, and whether the batch asked to terminate.
+func (r *run) executeToolCalls(msg *agentdv1.AssistantMessage, calls []*agentdv1.ToolCall) ([]*agentdv1.ToolResultMessage, bool, error) {
+	sequential := r.cfg.ToolExecution == agentdv1.ToolExecutionMode_TOOL_EXECUTION_MODE_SEQUENTIAL
+	for _, c := range calls {
+		if e := r.state.Tools.lookup(c.GetName()); e != nil && e.def.GetSequential() {
+			sequential = true
+		}
+	}
+	var done []*finalized
+	var err error
+	if sequential {
+		done, err = r.runSequential(msg, calls)
+	} else {
+		done, err = r.runParallel(msg, calls)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	results := make([]*agentdv1.ToolResultMessage, 0, len(done))
+	terminate := len(done) > 0
+	for _, f := range done {
+		if !f.result.Terminate {
+			terminate = false
+		}
+		results = append(results, f.message)
+	}
+	return results, terminate, nil
+}
+
+func (r *run) runSequential(msg *agentdv1.AssistantMessage, calls []*agentdv1.ToolCall) ([]*finalized, error) {
+	out := make([]*finalized, 0, len(calls))
+	for _, c := range calls {
+		if err := r.em.send(evToolStart(c.GetId(), c.GetName(), c)); err != nil {
+			return nil, err
+		}
+		p := r.prepare(msg, c)
+		var f *finalized
+		if p.immediate {
+			f = r.finalizeImmediate(p)
+		} else {
+			f = r.executeAndFinalize(msg, p)
+		}
+		if err := r.em.send(evToolEnd(f.message)); err != nil {
+			return nil, err
+		}
+		if err := r.appendToolResult(f.message); err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+func (r *run) runParallel(msg *agentdv1.AssistantMessage, calls []*agentdv1.ToolCall) ([]*finalized, error) {
+	out := make([]*finalized, len(calls))
+	var runnable []int
+	preps := make([]prepared, len(calls))
+	for i, c := range calls {
+		if err := r.em.send(evToolStart(c.GetId(), c.GetName(), c)); err != nil {
+			return nil, err
+		}
+		preps[i] = r.prepare(msg, c)
+		if preps[i].immediate {
+			out[i] = r.finalizeImmediate(preps[i])
+			if err := r.em.send(evToolEnd(out[i].message)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		runnable = append(runnable, i)
+	}
+	var wg sync.WaitGroup
+	for _, i := range runnable {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f := r.executeAndFinalize(msg, preps[i])
+			out[i] = f
+			// Completion order; a sink failure is picked up after Wait.
+			_ = r.em.send(evToolEnd(f.message))
+		}()
+	}
+	wg.Wait()
+	if err := r.em.failure(); err != nil {
+		return nil, err
+	}
+	for _, f := range out {
+		if err := r.appendToolResult(f.message); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (r *run) appendToolResult(m *agentdv1.ToolResultMessage) error {
+	am := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_ToolResult{ToolResult: m}}
+	if err := r.em.send(evMessageStart(am)); err != nil {
+		return err
+	}
+	if err := r.em.send(evMessageEnd(am)); err != nil {
+		return err
+	}
+	r.messages = append(r.messages, am)
+	r.newMessages = append(r.newMessages, am)
+	return nil
+}
+
+// prepare looks the tool up, validates the arguments and asks BeforeToolCall.
+func (r *run) prepare(msg *agentdv1.AssistantMessage, c *agentdv1.ToolCall) prepared {
+	p := prepared{call: c}
+	e := r.state.Tools.lookup(c.GetName())
+	if e == nil {
+		p.immediate, p.isError, p.result = true, true, errorResult(NotFoundText(c.GetName()))
+		return p
+	}
+	args, err := e.schema.validateArguments(c.GetName(), c.GetArguments())
+	if err != nil {
+		p.immediate, p.isError, p.result = true, true, errorResult(err.Error())
+		return p
+	}
+	if r.cfg.BeforeToolCall != nil {
+		d, err := safeBefore(r.ctx, r.cfg.BeforeToolCall, ToolCallInfo{AssistantMessage: msg, ToolCall: c, Args: args, Messages: r.messages})
+		if err != nil {
+			p.immediate, p.isError, p.result = true, true, errorResult(err.Error())
+			return p
+		}
+		if d.Block {
+			reason := d.Reason
+			if reason == "" {
+				reason = errTextBlocked
+			}
+			p.immediate, p.isError, p.result = true, true, errorResult(reason)
+			return p
+		}
+	}
+	p.entry, p.args = e, args
+	return p
+}
+
+func safeBefore(ctx context.Context, f BeforeToolCallFunc, info ToolCallInfo) (d BeforeDecision, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("beforeToolCall panicked: %v", p)
+		}
+	}()
+	return f(ctx, info)
+}
+
+func safeAfter(ctx context.Context, f AfterToolCallFunc, info AfterToolCallInfo) (o *ResultOverride, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("afterToolCall panicked: %v", p)
+		}
+	}()
+	return f(ctx, info)
+}
+
+func (r *run) finalizeImmediate(p prepared) *finalized {
+	f := &finalized{call: p.call, result: p.result, isError: p.isError}
+	f.message = r.resultMessage(f)
+	return f
+}
+
+func (r *run) resultMessage(f *finalized) *agentdv1.ToolResultMessage {
+	return &agentdv1.ToolResultMessage{
+		ToolCallId: f.call.GetId(),
+		ToolName:   f.call.GetName(),
+		Content:    f.result.Content,
+		Details:    f.result.Details,
+		IsError:    f.isError,
+		Timestamp:  timestamppb.New(r.cfg.Now()),
+	}
+}
+
+// executeAndFinalize runs the tool (recovering a panic), then AfterToolCall.
+func (r *run) executeAndFinalize(msg *agentdv1.AssistantMessage, p prepared) *finalized {
+	// mu orders updates before the tool's end: once Execute returned, late
+	// updates (from goroutines the tool leaked) are dropped.
+	var mu sync.Mutex
+	returned := false
+	onUpdate := func(content []*agentdv1.ContentBlock, details *structpb.Value) {
+		mu.Lock()
+		defer mu.Unlock()
+		if returned {
+			return
+		}
+		_ = r.em.send(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ToolExecutionUpdate{ToolExecutionUpdate: &agentdv1.ToolExecutionUpdate{
+			ToolCallId: p.call.GetId(), ToolName: p.call.GetName(), Content: content, Details: details,
+		}}})
+	}
+	result, isError := r.execute1(p, onUpdate)
+	mu.Lock()
+	returned = true
+	mu.Unlock()
+
+	if r.cfg.AfterToolCall != nil {
+		o, err := safeAfter(r.ctx, r.cfg.AfterToolCall, AfterToolCallInfo{
+			ToolCallInfo: ToolCallInfo{AssistantMessage: msg, ToolCall: p.call, Args: p.args, Messages: r.messages},
+			Result:       result, IsError: isError,
+		})
+		switch {
+		case err != nil:
+			result, isError = errorResult(err.Error()), true
+		case o != nil:
+			if o.Content != nil {
+				result.Content = o.Content
+			}
+			if o.Details != nil {
+				result.Details = o.Details
+			}
+			if o.Terminate != nil {
+				result.Terminate = *o.Terminate
+			}
+			if o.IsError != nil {
+				isError = *o.IsError
+			}
+		}
+	}
+	f := &finalized{call: p.call, result: result, isError: isError}
+	f.message = r.resultMessage(f)
+	return f
+}
+
+func (r *run) execute1(p prepared, onUpdate UpdateFunc) (res Result, isError bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			res, isError = errorResult(fmt.Sprintf("Tool %s panicked: %v", p.call.GetName(), v)), true
+		}
+	}()
+	res, err := p.entry.tool.Execute(r.ctx, p.call.GetId(), p.args, onUpdate)
+	if err != nil {
+		return errorResult(err.Error()), true
+	}
+	return res, false
+}

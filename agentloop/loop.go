@@ -1,0 +1,681 @@
+package agentloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/provider"
+)
+
+// State is the conversation a run starts from. The loop never modifies
+// Messages or the messages in it; it builds its own context slice.
+type State struct {
+	SystemPrompt string
+	// Messages is the transcript so far (the path from root to leaf).
+	Messages []*agentdv1.AgentMessage
+	// Tools the model may call; nil means none.
+	Tools *ToolSet
+}
+
+// TransformFunc adjusts one request's view of the transcript (prune, inject
+// context). It gets a deep copy, so it cannot corrupt the transcript; an
+// error or panic makes the loop use the untransformed messages and emit a
+// non-fatal error event with stage "transform_context".
+type TransformFunc func(ctx context.Context, msgs []*agentdv1.AgentMessage) ([]*agentdv1.AgentMessage, error)
+
+// ConvertFunc turns agent messages into what the model understands. It gets
+// a deep copy; an error or panic makes the loop fall back to
+// DefaultConvertToLLM and emit a non-fatal error event with stage
+// "convert_to_llm".
+type ConvertFunc func(ctx context.Context, msgs []*agentdv1.AgentMessage) ([]*agentdv1.Message, error)
+
+// TurnInfo is what ShouldStopAfterTurn sees.
+type TurnInfo struct {
+	Turn        uint32
+	Message     *agentdv1.AssistantMessage
+	ToolResults []*agentdv1.ToolResultMessage
+	// Messages is the run's transcript so far; read-only.
+	Messages []*agentdv1.AgentMessage
+	// NewMessages are the messages this run produced so far; read-only.
+	NewMessages []*agentdv1.AgentMessage
+}
+
+// Config is how a run behaves. Only Stream is required.
+type Config struct {
+	// Model is passed to Stream and names the model on errors the loop
+	// itself synthesizes.
+	Model provider.Model
+	// Stream calls the model.
+	Stream provider.StreamFunc
+	// StreamOptions are passed to Stream unchanged.
+	StreamOptions provider.Options
+
+	// TransformContext runs before ConvertToLLM on every model call; nil
+	// means identity.
+	TransformContext TransformFunc
+	// ConvertToLLM defaults to DefaultConvertToLLM.
+	ConvertToLLM ConvertFunc
+
+	BeforeToolCall BeforeToolCallFunc
+	AfterToolCall  AfterToolCallFunc
+
+	// Steering messages are polled after each turn (after the whole tool
+	// batch); FollowUp messages only when the agent would otherwise stop.
+	// Their QueueMode decides how many are taken at a time. Either may be nil.
+	Steering *Queue
+	FollowUp *Queue
+
+	// ToolExecution is PARALLEL by default; a tool whose definition is
+	// sequential forces its whole batch sequential.
+	ToolExecution agentdv1.ToolExecutionMode
+
+	// ShouldStopAfterTurn may end the run after a turn_end (a turn limit,
+	// a budget). The run then ends COMPLETED.
+	ShouldStopAfterTurn func(ctx context.Context, info TurnInfo) bool
+
+	// Now stamps events and tool results; defaults to time.Now.
+	Now func() time.Time
+}
+
+// PreconditionError says why Continue cannot start; the service maps it to
+// FAILED_PRECONDITION. Its text is pi's.
+type PreconditionError struct {
+	Message string
+}
+
+// Error returns pi's text unchanged, so clients see the reference wording.
+func (e *PreconditionError) Error() string { return e.Message }
+
+// The texts of Continue's refusals, exactly as pi words them.
+const (
+	ErrTextNoMessages    = "Cannot continue: no messages in context"
+	ErrTextFromAssistant = "Cannot continue from message role: assistant"
+)
+
+// Run appends prompts to the transcript and runs the agent until it stops.
+// It returns the messages the run produced, prompts included, in transcript
+// order. Provider and tool failures are data (an ERROR assistant message, an
+// error tool result), not errors: the returned error is non-nil only for a
+// misconfiguration, a sink failure (*SinkError) or a panic in the loop's own
+// callbacks. Whatever happens after agent_start, exactly one agent_end is
+// offered to the sink.
+func Run(ctx context.Context, prompts []*agentdv1.AgentMessage, state State, cfg Config, sink Sink) ([]*agentdv1.AgentMessage, error) {
+	if err := checkConfig(cfg, sink); err != nil {
+		return nil, err
+	}
+	r := newRun(ctx, state, cfg, sink)
+	defer r.cancel(nil)
+	return r.execute(func() error {
+		return r.start(prompts, false, false)
+	})
+}
+
+// Continue resumes from the transcript without a new prompt, for example
+// after a failed model call or a restart. The last model-visible message must
+// be a user message or a tool result; when it is an assistant message, queued
+// steering (then follow-up) messages are delivered instead, and with nothing
+// queued Continue refuses with a *PreconditionError before any event.
+func Continue(ctx context.Context, state State, cfg Config, sink Sink) ([]*agentdv1.AgentMessage, error) {
+	if err := checkConfig(cfg, sink); err != nil {
+		return nil, err
+	}
+	last := lastModelVisible(state.Messages)
+	if last == nil {
+		return nil, &PreconditionError{Message: ErrTextNoMessages}
+	}
+	if last.GetAssistant() == nil {
+		r := newRun(ctx, state, cfg, sink)
+		defer r.cancel(nil)
+		return r.execute(func() error {
+			if err := r.em.send(evAgentStart()); err != nil {
+				return err
+			}
+			if err := r.turnStart(); err != nil {
+				return err
+			}
+			return r.loop(r.cfg.Steering.Drain())
+		})
+	}
+	if cfg.Steering.Len() > 0 {
+		r := newRun(ctx, state, cfg, sink)
+		defer r.cancel(nil)
+		return r.execute(func() error {
+			return r.start(r.cfg.Steering.Drain(), true, true)
+		})
+	}
+	if cfg.FollowUp.Len() > 0 {
+		r := newRun(ctx, state, cfg, sink)
+		defer r.cancel(nil)
+		return r.execute(func() error {
+			return r.start(r.cfg.FollowUp.Drain(), false, true)
+		})
+	}
+	return nil, &PreconditionError{Message: ErrTextFromAssistant}
+}
+
+func checkConfig(cfg Config, sink Sink) error {
+	if cfg.Stream == nil {
+		return errors.New("agentloop: Config.Stream is nil")
+	}
+	if sink == nil {
+		return errors.New("agentloop: sink is nil")
+	}
+	return nil
+}
+
+// lastModelVisible is the last message DefaultConvertToLLM would send.
+func lastModelVisible(msgs []*agentdv1.AgentMessage) *agentdv1.AgentMessage {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if convertOne(msgs[i]) != nil {
+			return msgs[i]
+		}
+	}
+	return nil
+}
+
+type run struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	cfg    Config
+	state  State
+	em     *emitter
+
+	// messages is the run's context: the transcript plus what this run
+	// appended. newMessages is what this run appended.
+	messages    []*agentdv1.AgentMessage
+	newMessages []*agentdv1.AgentMessage
+
+	turn  uint32
+	usage agentdv1.Usage
+	// lastAssistant decides the outcome.
+	lastAssistant *agentdv1.AssistantMessage
+}
+
+func newRun(ctx context.Context, state State, cfg Config, sink Sink) *run {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	rctx, cancel := context.WithCancelCause(ctx)
+	r := &run{
+		ctx:    rctx,
+		cancel: cancel,
+		cfg:    cfg,
+		state:  state,
+	}
+	r.em = &emitter{sink: sink, ctx: context.WithoutCancel(ctx), now: cfg.Now, cancel: cancel}
+	r.messages = make([]*agentdv1.AgentMessage, len(state.Messages), len(state.Messages)+16)
+	copy(r.messages, state.Messages)
+	return r
+}
+
+// execute runs body, turns a panic into a fatal error, and always ends with
+// one agent_end.
+func (r *run) execute(body func() error) (msgs []*agentdv1.AgentMessage, err error) {
+	var fatal error
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				fatal = fmt.Errorf("agentloop: panic: %v", p)
+			}
+		}()
+		fatal = body()
+	}()
+	var sinkErr *SinkError
+	if errors.As(fatal, &sinkErr) || errors.Is(fatal, errClosed) {
+		fatal = nil
+	}
+	if fatal != nil {
+		// The sink may still work: tell clients why the run ends.
+		_ = r.em.send(evError("loop", fatal.Error(), true))
+	}
+	end := &agentdv1.AgentEnd{Usage: r.totalUsage()}
+	switch failure := r.em.failure(); {
+	case failure != nil:
+		end.Outcome = agentdv1.RunOutcome_RUN_OUTCOME_ERROR
+		end.ErrorMessage = failure.Error()
+	case fatal != nil:
+		end.Outcome = agentdv1.RunOutcome_RUN_OUTCOME_ERROR
+		end.ErrorMessage = fatal.Error()
+	case r.lastAssistant.GetStopReason() == agentdv1.StopReason_STOP_REASON_ERROR:
+		end.Outcome = agentdv1.RunOutcome_RUN_OUTCOME_ERROR
+		end.ErrorMessage = r.lastAssistant.GetErrorMessage()
+	case r.lastAssistant.GetStopReason() == agentdv1.StopReason_STOP_REASON_ABORTED:
+		end.Outcome = agentdv1.RunOutcome_RUN_OUTCOME_ABORTED
+		end.ErrorMessage = r.lastAssistant.GetErrorMessage()
+	default:
+		end.Outcome = agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED
+	}
+	sinkFailure := r.em.failure()
+	r.em.final(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_AgentEnd{AgentEnd: end}})
+	if sinkFailure != nil {
+		return r.newMessages, sinkFailure
+	}
+	if fatal != nil {
+		return r.newMessages, fatal
+	}
+	if failure := r.em.failure(); failure != nil {
+		// Only agent_end itself was refused.
+		return r.newMessages, failure
+	}
+	return r.newMessages, nil
+}
+
+func (r *run) totalUsage() *agentdv1.Usage {
+	u := &agentdv1.Usage{
+		Input: r.usage.Input, Output: r.usage.Output, CacheRead: r.usage.CacheRead,
+		CacheWrite: r.usage.CacheWrite, TotalTokens: r.usage.TotalTokens, Cost: &agentdv1.Cost{},
+	}
+	if r.usage.Cost != nil {
+		*u.Cost = agentdv1.Cost{Input: r.usage.Cost.Input, Output: r.usage.Cost.Output,
+			CacheRead: r.usage.Cost.CacheRead, CacheWrite: r.usage.Cost.CacheWrite, Total: r.usage.Cost.Total}
+	}
+	return u
+}
+
+func (r *run) addUsage(u *agentdv1.Usage) {
+	if u == nil {
+		return
+	}
+	r.usage.Input += u.GetInput()
+	r.usage.Output += u.GetOutput()
+	r.usage.CacheRead += u.GetCacheRead()
+	r.usage.CacheWrite += u.GetCacheWrite()
+	r.usage.TotalTokens += u.GetTotalTokens()
+	if c := u.GetCost(); c != nil {
+		if r.usage.Cost == nil {
+			r.usage.Cost = &agentdv1.Cost{}
+		}
+		r.usage.Cost.Input += c.GetInput()
+		r.usage.Cost.Output += c.GetOutput()
+		r.usage.Cost.CacheRead += c.GetCacheRead()
+		r.usage.Cost.CacheWrite += c.GetCacheWrite()
+		r.usage.Cost.Total += c.GetTotal()
+	}
+}
+
+func (r *run) turnStart() error {
+	r.turn++
+	return r.em.send(evTurnStart(r.turn))
+}
+
+// start emits agent_start, the first turn_start and the prompts, then loops.
+// fromQueue says the prompts were taken from a queue (Continue), which
+// clients learn from a queue_update.
+func (r *run) start(prompts []*agentdv1.AgentMessage, skipInitialSteering, fromQueue bool) error {
+	if err := r.em.send(evAgentStart()); err != nil {
+		return err
+	}
+	if err := r.turnStart(); err != nil {
+		return err
+	}
+	if fromQueue {
+		if err := r.queueUpdate(); err != nil {
+			return err
+		}
+	}
+	if err := r.appendMessages(prompts); err != nil {
+		return err
+	}
+	var pending []*agentdv1.AgentMessage
+	if !skipInitialSteering {
+		pending = r.cfg.Steering.Drain()
+	}
+	return r.loop(pending)
+}
+
+// appendMessages emits message_start and message_end for each message and
+// adds it to the run's context.
+func (r *run) appendMessages(msgs []*agentdv1.AgentMessage) error {
+	for _, m := range msgs {
+		if err := r.em.send(evMessageStart(m)); err != nil {
+			return err
+		}
+		if err := r.em.send(evMessageEnd(m)); err != nil {
+			return err
+		}
+		r.messages = append(r.messages, m)
+		r.newMessages = append(r.newMessages, m)
+	}
+	return nil
+}
+
+func (r *run) queueUpdate() error {
+	return r.em.send(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_QueueUpdate{QueueUpdate: &agentdv1.QueueUpdate{
+		Steering: r.cfg.Steering.Snapshot(), FollowUp: r.cfg.FollowUp.Snapshot(),
+	}}})
+}
+
+// loop is pi's runLoop: turns continue while the model calls tools or
+// steering messages wait; follow-ups restart it when it would stop.
+func (r *run) loop(pending []*agentdv1.AgentMessage) error {
+	firstTurn := true
+	for {
+		hasMoreToolCalls := true
+		for hasMoreToolCalls || len(pending) > 0 {
+			if !firstTurn {
+				if err := r.turnStart(); err != nil {
+					return err
+				}
+			}
+			firstTurn = false
+			if len(pending) > 0 {
+				if err := r.queueUpdate(); err != nil {
+					return err
+				}
+				if err := r.appendMessages(pending); err != nil {
+					return err
+				}
+				pending = nil
+			}
+			msg, err := r.streamAssistant()
+			if err != nil {
+				return err
+			}
+			if sr := msg.GetStopReason(); sr == agentdv1.StopReason_STOP_REASON_ERROR || sr == agentdv1.StopReason_STOP_REASON_ABORTED {
+				return r.em.send(evTurnEnd(r.turn, msg, nil))
+			}
+			var results []*agentdv1.ToolResultMessage
+			hasMoreToolCalls = false
+			if calls := toolCalls(msg); len(calls) > 0 {
+				batch, terminate, err := r.executeToolCalls(msg, calls)
+				if err != nil {
+					return err
+				}
+				results = batch
+				hasMoreToolCalls = !terminate
+			}
+			if err := r.em.send(evTurnEnd(r.turn, msg, results)); err != nil {
+				return err
+			}
+			if r.cfg.ShouldStopAfterTurn != nil && r.cfg.ShouldStopAfterTurn(r.ctx, TurnInfo{
+				Turn: r.turn, Message: msg, ToolResults: results, Messages: r.messages, NewMessages: r.newMessages,
+			}) {
+				return nil
+			}
+			pending = r.cfg.Steering.Drain()
+		}
+		pending = r.cfg.FollowUp.Drain()
+		if len(pending) == 0 {
+			return nil
+		}
+	}
+}
+
+func evTurnEnd(turn uint32, msg *agentdv1.AssistantMessage, results []*agentdv1.ToolResultMessage) *agentdv1.AgentEvent {
+	return &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_TurnEnd{TurnEnd: &agentdv1.TurnEnd{Turn: turn, Message: msg, ToolResults: results}}}
+}
+
+func toolCalls(m *agentdv1.AssistantMessage) []*agentdv1.ToolCall {
+	var out []*agentdv1.ToolCall
+	for _, b := range m.GetContent() {
+		if tc := b.GetToolCall(); tc != nil {
+			out = append(out, tc)
+		}
+	}
+	return out
+}
+
+// buildContext runs TransformContext and ConvertToLLM fail-safe.
+func (r *run) buildContext() (*agentdv1.Context, error) {
+	msgs := r.messages
+	if r.cfg.TransformContext != nil {
+		out, err := safeTransform(r.ctx, r.cfg.TransformContext, cloneMessages(msgs))
+		if err != nil {
+			if e := r.em.send(evError("transform_context", err.Error(), false)); e != nil {
+				return nil, e
+			}
+		} else {
+			msgs = out
+		}
+	}
+	var llm []*agentdv1.Message
+	if r.cfg.ConvertToLLM != nil {
+		out, err := safeConvert(r.ctx, r.cfg.ConvertToLLM, cloneMessages(msgs))
+		if err != nil {
+			if e := r.em.send(evError("convert_to_llm", err.Error(), false)); e != nil {
+				return nil, e
+			}
+			llm = DefaultConvertToLLM(msgs)
+		} else {
+			llm = out
+		}
+	} else {
+		llm = DefaultConvertToLLM(msgs)
+	}
+	return &agentdv1.Context{SystemPrompt: r.state.SystemPrompt, Messages: llm, Tools: r.state.Tools.Definitions()}, nil
+}
+
+func safeTransform(ctx context.Context, f TransformFunc, in []*agentdv1.AgentMessage) (out []*agentdv1.AgentMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, fmt.Errorf("transformContext panicked: %v", p)
+		}
+	}()
+	out, err = f(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("transformContext failed: %w", err)
+	}
+	for i, m := range out {
+		if m == nil || m.GetKind() == nil {
+			return nil, fmt.Errorf("transformContext returned an empty message at %d", i)
+		}
+	}
+	return out, nil
+}
+
+func safeConvert(ctx context.Context, f ConvertFunc, in []*agentdv1.AgentMessage) (out []*agentdv1.Message, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, fmt.Errorf("convertToLlm panicked: %v", p)
+		}
+	}()
+	out, err = f(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("convertToLlm failed: %w", err)
+	}
+	for i, m := range out {
+		if m == nil || m.GetRole() == nil {
+			return nil, fmt.Errorf("convertToLlm returned an empty message at %d", i)
+		}
+	}
+	return out, nil
+}
+
+// partial accumulates the streamed assistant message incrementally (one
+// builder per block), so a stream that breaks off still leaves a message to
+// store. Nothing copies it per delta.
+type partial struct {
+	blocks []partialBlock
+}
+
+type partialBlock struct {
+	kind      uint8 // 1 text, 2 thinking, 3 tool call
+	text      strings.Builder
+	signature string
+	redacted  bool
+	call      *agentdv1.ToolCall
+	id, name  string
+}
+
+func (p *partial) block(i int, kind uint8) *partialBlock {
+	for len(p.blocks) <= i {
+		p.blocks = append(p.blocks, partialBlock{})
+	}
+	b := &p.blocks[i]
+	if b.kind == 0 {
+		b.kind = kind
+	}
+	return b
+}
+
+func (p *partial) content() []*agentdv1.ContentBlock {
+	out := make([]*agentdv1.ContentBlock, 0, len(p.blocks))
+	for i := range p.blocks {
+		b := &p.blocks[i]
+		switch b.kind {
+		case 1:
+			out = append(out, &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: b.text.String(), TextSignature: b.signature}}})
+		case 2:
+			out = append(out, &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_Thinking{Thinking: &agentdv1.ThinkingContent{Thinking: b.text.String(), ThinkingSignature: b.signature, Redacted: b.redacted}}})
+		case 3:
+			call := b.call
+			if call == nil {
+				// Never leak the partial-JSON scratch buffer: {} until complete.
+				call = &agentdv1.ToolCall{Id: b.id, Name: b.name, Arguments: &structpb.Struct{Fields: map[string]*structpb.Value{}}}
+			}
+			out = append(out, &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_ToolCall{ToolCall: call}})
+		}
+	}
+	return out
+}
+
+// Texts of failures the loop itself turns into assistant messages.
+const (
+	errTextNoFinal = "Provider stream ended without a final message"
+	errTextAborted = "Request was aborted"
+)
+
+// streamAssistant makes one model call and emits its message events. The
+// returned message is already in the run's context.
+func (r *run) streamAssistant() (*agentdv1.AssistantMessage, error) {
+	llmCtx, err := r.buildContext()
+	if err != nil {
+		return nil, err
+	}
+	startedAt := r.cfg.Now()
+	var (
+		header  *agentdv1.AssistantMessage
+		final   *agentdv1.AssistantMessage
+		acc     partial
+		sendErr error
+		failure string
+	)
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				failure = fmt.Sprintf("provider panicked: %v", p)
+			}
+		}()
+		stream := r.cfg.Stream(r.ctx, r.cfg.Model, llmCtx, r.cfg.StreamOptions)
+		if stream == nil {
+			failure = "provider returned no stream"
+			return
+		}
+		for ev := range stream {
+			switch ev.Type {
+			case provider.EventStart:
+				if header != nil {
+					continue
+				}
+				header = ev.Message
+				if header == nil {
+					header = r.emptyAssistant(startedAt)
+				}
+				sendErr = r.em.send(evMessageStart(&agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: header}}))
+			case provider.EventDone, provider.EventError:
+				final = ev.Message
+				return
+			default:
+				if header == nil {
+					continue // pi ignores deltas before start
+				}
+				sendErr = r.applyDelta(&acc, ev)
+			}
+			if sendErr != nil {
+				return
+			}
+		}
+	}()
+	if sendErr != nil {
+		return nil, sendErr
+	}
+	if final == nil {
+		m := r.emptyAssistant(startedAt)
+		if header != nil {
+			m.Api, m.Provider, m.Model, m.Timestamp = header.GetApi(), header.GetProvider(), header.GetModel(), header.GetTimestamp()
+		}
+		m.Content = acc.content()
+		if failure == "" {
+			failure = errTextNoFinal
+		}
+		m.StopReason = agentdv1.StopReason_STOP_REASON_ERROR
+		m.ErrorMessage = failure
+		if r.ctx.Err() != nil {
+			m.StopReason = agentdv1.StopReason_STOP_REASON_ABORTED
+			m.ErrorMessage = errTextAborted
+		}
+		final = m
+	}
+	if final.GetStopReason() == agentdv1.StopReason_STOP_REASON_UNSPECIFIED {
+		final.StopReason = agentdv1.StopReason_STOP_REASON_STOP
+	}
+	if final.Usage == nil {
+		final.Usage = &agentdv1.Usage{Cost: &agentdv1.Cost{}}
+	}
+	am := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: final}}
+	r.messages = append(r.messages, am)
+	r.newMessages = append(r.newMessages, am)
+	r.lastAssistant = final
+	r.addUsage(final.GetUsage())
+	if header == nil {
+		h := &agentdv1.AssistantMessage{Api: final.GetApi(), Provider: final.GetProvider(), Model: final.GetModel(), Timestamp: final.GetTimestamp()}
+		if err := r.em.send(evMessageStart(&agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: h}})); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.em.send(evMessageEnd(am)); err != nil {
+		return nil, err
+	}
+	return final, nil
+}
+
+func (r *run) emptyAssistant(at time.Time) *agentdv1.AssistantMessage {
+	return &agentdv1.AssistantMessage{
+		Api: r.cfg.Model.API, Provider: r.cfg.Model.Provider, Model: r.cfg.Model.ID,
+		Usage: &agentdv1.Usage{Cost: &agentdv1.Cost{}}, Timestamp: timestamppb.New(at),
+	}
+}
+
+func (r *run) applyDelta(acc *partial, ev provider.Event) error {
+	i := ev.ContentIndex
+	switch ev.Type {
+	case provider.EventTextStart:
+		acc.block(i, 1)
+		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_TextStart{TextStart: &agentdv1.TextStart{ContentIndex: uint32(i)}}}))
+	case provider.EventTextDelta:
+		acc.block(i, 1).text.WriteString(ev.Delta)
+		return r.em.send(r.em.textDelta(i, ev.Delta))
+	case provider.EventTextEnd:
+		acc.block(i, 1).signature = ev.Signature
+		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_TextEnd{TextEnd: &agentdv1.TextEnd{ContentIndex: uint32(i), TextSignature: ev.Signature}}}))
+	case provider.EventThinkingStart:
+		acc.block(i, 2).redacted = ev.Redacted
+		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ThinkingStart{ThinkingStart: &agentdv1.ThinkingStart{ContentIndex: uint32(i), Redacted: ev.Redacted}}}))
+	case provider.EventThinkingDelta:
+		acc.block(i, 2).text.WriteString(ev.Delta)
+		return r.em.send(r.em.thinkingDelta(i, ev.Delta))
+	case provider.EventThinkingEnd:
+		acc.block(i, 2).signature = ev.Signature
+		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ThinkingEnd{ThinkingEnd: &agentdv1.ThinkingEnd{ContentIndex: uint32(i), ThinkingSignature: ev.Signature}}}))
+	case provider.EventToolCallStart:
+		b := acc.block(i, 3)
+		b.id, b.name = ev.ToolCallID, ev.ToolName
+		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ToolCallStart{ToolCallStart: &agentdv1.ToolCallStart{ContentIndex: uint32(i), Id: ev.ToolCallID, Name: ev.ToolName}}}))
+	case provider.EventToolCallDelta:
+		// The JSON fragments are not accumulated: only the final, parsed call
+		// at toolcall_end may reach the transcript.
+		acc.block(i, 3)
+		return r.em.send(r.em.toolCallDelta(i, ev.Delta))
+	case provider.EventToolCallEnd:
+		acc.block(i, 3).call = ev.ToolCall
+		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ToolCallEnd{ToolCallEnd: &agentdv1.ToolCallEnd{ContentIndex: uint32(i), ToolCall: ev.ToolCall}}}))
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+package agentloop
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+)
+
+// UpdateFunc lets a running tool report progress; each call becomes a
+// tool_execution_update event. Calls after Execute returned are ignored.
+type UpdateFunc func(content []*agentdv1.ContentBlock, details *structpb.Value)
+
+// Result is what a tool produced.
+type Result struct {
+	// Content is what the model sees.
+	Content []*agentdv1.ContentBlock
+	// Details is for user interfaces and logs, never sent to the model.
+	Details *structpb.Value
+	// Terminate asks to end the run after this batch; honoured only when
+	// every result of the batch asks for it.
+	Terminate bool
+}
+
+// Tool is a tool the model may call. Execute receives arguments already
+// validated (and coerced) against Definition().Parameters and must honour
+// ctx: an abort cancels it. A returned error becomes an error result with the
+// error's text; a panic becomes one too.
+type Tool interface {
+	// Definition is the declaration sent to the model: name, description,
+	// JSON Schema parameters and the sequential flag. It must not change.
+	Definition() *agentdv1.Tool
+	Execute(ctx context.Context, toolCallID string, args *structpb.Struct, onUpdate UpdateFunc) (Result, error)
+}
+
+// FuncTool adapts a function to Tool.
+type FuncTool struct {
+	// Def is returned by Definition.
+	Def *agentdv1.Tool
+	// Fn is called by Execute.
+	Fn func(ctx context.Context, toolCallID string, args *structpb.Struct, onUpdate UpdateFunc) (Result, error)
+}
+
+// Definition implements Tool.
+func (t FuncTool) Definition() *agentdv1.Tool { return t.Def }
+
+// Execute implements Tool.
+func (t FuncTool) Execute(ctx context.Context, id string, args *structpb.Struct, onUpdate UpdateFunc) (Result, error) {
+	return t.Fn(ctx, id, args, onUpdate)
+}
+
+// ToolSet is an immutable set of tools with their schemas compiled once, so
+// validation costs no compilation per call. Runs may share a ToolSet.
+type ToolSet struct {
+	defs   []*agentdv1.Tool
+	byName map[string]*toolEntry
+}
+
+type toolEntry struct {
+	tool   Tool
+	def    *agentdv1.Tool
+	schema *argSchema
+}
+
+// NewToolSet compiles the tools' schemas. It fails on a missing or
+// duplicate name and on a schema that does not compile.
+func NewToolSet(tools ...Tool) (*ToolSet, error) {
+	ts := &ToolSet{byName: make(map[string]*toolEntry, len(tools))}
+	for i, t := range tools {
+		def := t.Definition()
+		if def.GetName() == "" {
+			return nil, fmt.Errorf("agentloop: tool %d has no name", i)
+		}
+		if _, dup := ts.byName[def.GetName()]; dup {
+			return nil, fmt.Errorf("agentloop: duplicate tool name %q", def.GetName())
+		}
+		sch, err := compileArgSchema(i, def.GetParameters())
+		if err != nil {
+			return nil, fmt.Errorf("agentloop: tool %q: invalid parameters schema: %w", def.GetName(), err)
+		}
+		ts.byName[def.GetName()] = &toolEntry{tool: t, def: def, schema: sch}
+		ts.defs = append(ts.defs, def)
+	}
+	return ts, nil
+}
+
+// Definitions returns the declarations for the model context, in the order
+// the tools were given. The slice is shared: do not modify it.
+func (ts *ToolSet) Definitions() []*agentdv1.Tool {
+	if ts == nil {
+		return nil
+	}
+	return ts.defs
+}
+
+func (ts *ToolSet) lookup(name string) *toolEntry {
+	if ts == nil {
+		return nil
+	}
+	return ts.byName[name]
+}
+
+// ValidateArguments validates and coerces arguments for the named tool the
+// way the loop does before running it, for callers (such as a client-tool
+// gateway) that need the same check.
+func (ts *ToolSet) ValidateArguments(name string, args *structpb.Struct) (*structpb.Struct, error) {
+	e := ts.lookup(name)
+	if e == nil {
+		return nil, fmt.Errorf("Tool %s not found", name)
+	}
+	return e.schema.validateArguments(name, args)
+}
+
+// ToolCallInfo describes the call a hook is asked about.
+type ToolCallInfo struct {
+	// AssistantMessage is the message that holds the call.
+	AssistantMessage *agentdv1.AssistantMessage
+	ToolCall         *agentdv1.ToolCall
+	// Args are the validated, coerced arguments.
+	Args *structpb.Struct
+	// Messages is the run's transcript so far; read-only.
+	Messages []*agentdv1.AgentMessage
+}
+
+// BeforeDecision is a BeforeToolCall hook's answer.
+type BeforeDecision struct {
+	// Block refuses the call; the model gets an error result with Reason, or
+	// "Tool execution was blocked" when Reason is empty.
+	Block  bool
+	Reason string
+}
+
+// BeforeToolCallFunc runs after validation and before execution. It may
+// block for a long time (an approval gate, a client-executed tool) and must
+// return promptly once ctx is cancelled. A returned error becomes the call's
+// error result.
+type BeforeToolCallFunc func(ctx context.Context, call ToolCallInfo) (BeforeDecision, error)
+
+// AfterToolCallInfo is what AfterToolCall sees.
+type AfterToolCallInfo struct {
+	ToolCallInfo
+	Result  Result
+	IsError bool
+}
+
+// ResultOverride rewrites a tool's result; nil fields keep the original.
+type ResultOverride struct {
+	Content   []*agentdv1.ContentBlock
+	Details   *structpb.Value
+	Terminate *bool
+	IsError   *bool
+}
+
+// AfterToolCallFunc runs after a tool executed (not for immediate errors
+// such as an unknown tool). Returning nil keeps the result; an error
+// replaces it with an error result.
+type AfterToolCallFunc func(ctx context.Context, info AfterToolCallInfo) (*ResultOverride, error)
