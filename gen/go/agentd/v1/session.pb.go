@@ -595,8 +595,11 @@ type SessionConfig struct {
 	ApprovalTimeout *durationpb.Duration `protobuf:"bytes,11,opt,name=approval_timeout,json=approvalTimeout,proto3" json:"approval_timeout,omitempty"`
 	// Whether ApprovalNotice messages reach the model.
 	IncludeApprovalsInModelContext bool `protobuf:"varint,12,opt,name=include_approvals_in_model_context,json=includeApprovalsInModelContext,proto3" json:"include_approvals_in_model_context,omitempty"`
-	unknownFields                  protoimpl.UnknownFields
-	sizeCache                      protoimpl.SizeCache
+	// Scripted answers for the faux model; used only when model.provider is
+	// "faux" (or model is unset).
+	Faux          *FauxScript `protobuf:"bytes,13,opt,name=faux,proto3" json:"faux,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionConfig) Reset() {
@@ -713,6 +716,85 @@ func (x *SessionConfig) GetIncludeApprovalsInModelContext() bool {
 	return false
 }
 
+func (x *SessionConfig) GetFaux() *FauxScript {
+	if x != nil {
+		return x.Faux
+	}
+	return nil
+}
+
+// FauxScript scripts the faux model, so clients in any language can write
+// deterministic tests against a real agentd without a network.
+type FauxScript struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The answers in order. A model call gets responses[n], where n is the
+	// number of assistant messages in the context it receives; a failed or
+	// aborted answer is not in that context, so a retry gets the same answer,
+	// also after a restart. Text and thinking are streamed in small chunks and
+	// tool call arguments as JSON fragments. api, provider, model, usage and
+	// timestamp are filled in by agentd; stop_reason defaults to TOOL_USE when
+	// the answer calls a tool and to STOP otherwise.
+	Responses []*AssistantMessage `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	// When the responses are used up, answer by echoing the last user message
+	// instead of failing with "No more faux responses queued".
+	Echo bool `protobuf:"varint,2,opt,name=echo,proto3" json:"echo,omitempty"`
+	// Pacing in tokens per second; 0 streams without delay.
+	TokensPerSecond uint32 `protobuf:"varint,3,opt,name=tokens_per_second,json=tokensPerSecond,proto3" json:"tokens_per_second,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *FauxScript) Reset() {
+	*x = FauxScript{}
+	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FauxScript) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FauxScript) ProtoMessage() {}
+
+func (x *FauxScript) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FauxScript.ProtoReflect.Descriptor instead.
+func (*FauxScript) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *FauxScript) GetResponses() []*AssistantMessage {
+	if x != nil {
+		return x.Responses
+	}
+	return nil
+}
+
+func (x *FauxScript) GetEcho() bool {
+	if x != nil {
+		return x.Echo
+	}
+	return false
+}
+
+func (x *FauxScript) GetTokensPerSecond() uint32 {
+	if x != nil {
+		return x.TokensPerSecond
+	}
+	return 0
+}
+
 // Session is one conversation with its configuration.
 type Session struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -740,7 +822,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	mi := &file_agentd_v1_session_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +834,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	mi := &file_agentd_v1_session_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +847,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Session) GetId() string {
@@ -848,7 +930,7 @@ type ModelPrice struct {
 
 func (x *ModelPrice) Reset() {
 	*x = ModelPrice{}
-	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	mi := &file_agentd_v1_session_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +942,7 @@ func (x *ModelPrice) String() string {
 func (*ModelPrice) ProtoMessage() {}
 
 func (x *ModelPrice) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	mi := &file_agentd_v1_session_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +955,7 @@ func (x *ModelPrice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
 func (*ModelPrice) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ModelPrice) GetInput() float64 {
@@ -935,7 +1017,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	mi := &file_agentd_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1029,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	mi := &file_agentd_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1042,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Model) GetRef() *ModelRef {
@@ -1055,7 +1137,7 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\x05tools\x18\x03 \x03(\v2\x0f.agentd.v1.ToolR\x05tools\"6\n" +
 	"\bModelRef\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\xa4\x05\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\xcf\x05\n" +
 	"\rSessionConfig\x12)\n" +
 	"\x05model\x18\x01 \x01(\v2\x13.agentd.v1.ModelRefR\x05model\x12#\n" +
 	"\rsystem_prompt\x18\x02 \x01(\tR\fsystemPrompt\x12%\n" +
@@ -1069,7 +1151,13 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\x13client_tool_timeout\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x11clientToolTimeout\x12D\n" +
 	"\x10approval_timeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\x0fapprovalTimeout\x12J\n" +
-	"\"include_approvals_in_model_context\x18\f \x01(\bR\x1eincludeApprovalsInModelContext\"\xc5\x03\n" +
+	"\"include_approvals_in_model_context\x18\f \x01(\bR\x1eincludeApprovalsInModelContext\x12)\n" +
+	"\x04faux\x18\r \x01(\v2\x15.agentd.v1.FauxScriptR\x04faux\"\x87\x01\n" +
+	"\n" +
+	"FauxScript\x129\n" +
+	"\tresponses\x18\x01 \x03(\v2\x1b.agentd.v1.AssistantMessageR\tresponses\x12\x12\n" +
+	"\x04echo\x18\x02 \x01(\bR\x04echo\x12*\n" +
+	"\x11tokens_per_second\x18\x03 \x01(\rR\x0ftokensPerSecond\"\xc5\x03\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x126\n" +
@@ -1146,7 +1234,7 @@ func file_agentd_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_agentd_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_agentd_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_agentd_v1_session_proto_goTypes = []any{
 	(ToolExecutor)(0),             // 0: agentd.v1.ToolExecutor
 	(ApprovalPolicy)(0),           // 1: agentd.v1.ApprovalPolicy
@@ -1158,44 +1246,48 @@ var file_agentd_v1_session_proto_goTypes = []any{
 	(*Context)(nil),               // 7: agentd.v1.Context
 	(*ModelRef)(nil),              // 8: agentd.v1.ModelRef
 	(*SessionConfig)(nil),         // 9: agentd.v1.SessionConfig
-	(*Session)(nil),               // 10: agentd.v1.Session
-	(*ModelPrice)(nil),            // 11: agentd.v1.ModelPrice
-	(*Model)(nil),                 // 12: agentd.v1.Model
-	nil,                           // 13: agentd.v1.Session.LabelsEntry
-	(*structpb.Struct)(nil),       // 14: google.protobuf.Struct
-	(*Message)(nil),               // 15: agentd.v1.Message
-	(ThinkingLevel)(0),            // 16: agentd.v1.ThinkingLevel
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*FauxScript)(nil),            // 10: agentd.v1.FauxScript
+	(*Session)(nil),               // 11: agentd.v1.Session
+	(*ModelPrice)(nil),            // 12: agentd.v1.ModelPrice
+	(*Model)(nil),                 // 13: agentd.v1.Model
+	nil,                           // 14: agentd.v1.Session.LabelsEntry
+	(*structpb.Struct)(nil),       // 15: google.protobuf.Struct
+	(*Message)(nil),               // 16: agentd.v1.Message
+	(ThinkingLevel)(0),            // 17: agentd.v1.ThinkingLevel
+	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
+	(*AssistantMessage)(nil),      // 19: agentd.v1.AssistantMessage
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 }
 var file_agentd_v1_session_proto_depIdxs = []int32{
-	14, // 0: agentd.v1.Tool.parameters:type_name -> google.protobuf.Struct
+	15, // 0: agentd.v1.Tool.parameters:type_name -> google.protobuf.Struct
 	0,  // 1: agentd.v1.Tool.executor:type_name -> agentd.v1.ToolExecutor
 	1,  // 2: agentd.v1.Tool.approval:type_name -> agentd.v1.ApprovalPolicy
-	15, // 3: agentd.v1.Context.messages:type_name -> agentd.v1.Message
+	16, // 3: agentd.v1.Context.messages:type_name -> agentd.v1.Message
 	6,  // 4: agentd.v1.Context.tools:type_name -> agentd.v1.Tool
 	8,  // 5: agentd.v1.SessionConfig.model:type_name -> agentd.v1.ModelRef
 	6,  // 6: agentd.v1.SessionConfig.tools:type_name -> agentd.v1.Tool
 	2,  // 7: agentd.v1.SessionConfig.tool_execution:type_name -> agentd.v1.ToolExecutionMode
 	3,  // 8: agentd.v1.SessionConfig.steering_mode:type_name -> agentd.v1.QueueMode
 	3,  // 9: agentd.v1.SessionConfig.follow_up_mode:type_name -> agentd.v1.QueueMode
-	16, // 10: agentd.v1.SessionConfig.thinking_level:type_name -> agentd.v1.ThinkingLevel
-	17, // 11: agentd.v1.SessionConfig.client_tool_timeout:type_name -> google.protobuf.Duration
-	17, // 12: agentd.v1.SessionConfig.approval_timeout:type_name -> google.protobuf.Duration
-	13, // 13: agentd.v1.Session.labels:type_name -> agentd.v1.Session.LabelsEntry
-	9,  // 14: agentd.v1.Session.config:type_name -> agentd.v1.SessionConfig
-	18, // 15: agentd.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	18, // 16: agentd.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	4,  // 17: agentd.v1.Session.state:type_name -> agentd.v1.SessionState
-	8,  // 18: agentd.v1.Model.ref:type_name -> agentd.v1.ModelRef
-	5,  // 19: agentd.v1.Model.input_modalities:type_name -> agentd.v1.Modality
-	11, // 20: agentd.v1.Model.price:type_name -> agentd.v1.ModelPrice
-	14, // 21: agentd.v1.Model.metadata:type_name -> google.protobuf.Struct
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	17, // 10: agentd.v1.SessionConfig.thinking_level:type_name -> agentd.v1.ThinkingLevel
+	18, // 11: agentd.v1.SessionConfig.client_tool_timeout:type_name -> google.protobuf.Duration
+	18, // 12: agentd.v1.SessionConfig.approval_timeout:type_name -> google.protobuf.Duration
+	10, // 13: agentd.v1.SessionConfig.faux:type_name -> agentd.v1.FauxScript
+	19, // 14: agentd.v1.FauxScript.responses:type_name -> agentd.v1.AssistantMessage
+	14, // 15: agentd.v1.Session.labels:type_name -> agentd.v1.Session.LabelsEntry
+	9,  // 16: agentd.v1.Session.config:type_name -> agentd.v1.SessionConfig
+	20, // 17: agentd.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	20, // 18: agentd.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	4,  // 19: agentd.v1.Session.state:type_name -> agentd.v1.SessionState
+	8,  // 20: agentd.v1.Model.ref:type_name -> agentd.v1.ModelRef
+	5,  // 21: agentd.v1.Model.input_modalities:type_name -> agentd.v1.Modality
+	12, // 22: agentd.v1.Model.price:type_name -> agentd.v1.ModelPrice
+	15, // 23: agentd.v1.Model.metadata:type_name -> google.protobuf.Struct
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_session_proto_init() }
@@ -1211,7 +1303,7 @@ func file_agentd_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_session_proto_rawDesc), len(file_agentd_v1_session_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
