@@ -1,0 +1,79 @@
+package persistence
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+)
+
+// MaxIDLength bounds caller-chosen session, entry and run ids, so an id can
+// always be echoed in an error message and indexed cheaply.
+const MaxIDLength = 128
+
+// NewID returns a fresh random id (16 hex digits). 64 random bits make a
+// collision within one session practically impossible, and the unique
+// constraint turns the impossible case into ErrConflict rather than damage.
+func NewID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24).
+	return hex.EncodeToString(b[:])
+}
+
+// EntryKind names what an entry holds, as stored in the kind column so that
+// tools reading the database can filter without decoding payloads: the
+// AgentMessage kind ("user", "assistant", "tool_result", "approval_notice",
+// "bash_execution", "custom", "branch_summary", "compaction_summary",
+// "extension") or the entry payload ("model_change",
+// "thinking_level_change", "label"). An entry without payload is invalid.
+func EntryKind(e *agentdv1.Entry) (string, error) {
+	switch p := e.GetPayload().(type) {
+	case *agentdv1.Entry_Message:
+		switch p.Message.GetKind().(type) {
+		case *agentdv1.AgentMessage_User:
+			return "user", nil
+		case *agentdv1.AgentMessage_Assistant:
+			return "assistant", nil
+		case *agentdv1.AgentMessage_ToolResult:
+			return "tool_result", nil
+		case *agentdv1.AgentMessage_ApprovalNotice:
+			return "approval_notice", nil
+		case *agentdv1.AgentMessage_BashExecution:
+			return "bash_execution", nil
+		case *agentdv1.AgentMessage_Custom:
+			return "custom", nil
+		case *agentdv1.AgentMessage_BranchSummary:
+			return "branch_summary", nil
+		case *agentdv1.AgentMessage_CompactionSummary:
+			return "compaction_summary", nil
+		case *agentdv1.AgentMessage_Extension:
+			return "extension", nil
+		default:
+			return "", fmt.Errorf("message has no kind set")
+		}
+	case *agentdv1.Entry_ModelChange:
+		return "model_change", nil
+	case *agentdv1.Entry_ThinkingLevelChange:
+		return "thinking_level_change", nil
+	case *agentdv1.Entry_Label:
+		return "label", nil
+	default:
+		return "", fmt.Errorf("entry has no payload set")
+	}
+}
+
+// PageSize applies DefaultPageSize and MaxPageSize to a requested size and
+// refuses negative ones.
+func PageSize(requested int) (int, error) {
+	switch {
+	case requested < 0:
+		return 0, &Error{Kind: ErrInvalid, Detail: fmt.Sprintf("page size %d is negative", requested)}
+	case requested == 0:
+		return DefaultPageSize, nil
+	case requested > MaxPageSize:
+		return MaxPageSize, nil
+	default:
+		return requested, nil
+	}
+}

@@ -1,0 +1,283 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+)
+
+// Synchronous is SQLite's commit durability setting.
+type Synchronous int
+
+const (
+	// SyncNormal does not fsync on commit in WAL mode: nothing committed is
+	// lost when the process dies; a power loss may drop the latest commits
+	// but never corrupts the database. The default.
+	SyncNormal Synchronous = iota
+	// SyncFull fsyncs the WAL on every commit, so a commit survives a power
+	// loss too, at the price of one fsync per append.
+	SyncFull
+)
+
+func (s Synchronous) pragma() string {
+	if s == SyncFull {
+		return "FULL"
+	}
+	return "NORMAL"
+}
+
+// Defaults used when Open gets no option for them.
+const (
+	// DefaultBusyTimeout is how long a statement waits for a lock held by
+	// another connection or process before failing.
+	DefaultBusyTimeout = 5 * time.Second
+	// pageSize is the page size of new databases. SQLite's default; larger
+	// pages measured no smaller on disk for realistic transcripts (4 KiB
+	// tool results spill to an overflow page either way) but every commit
+	// writes whole pages to the WAL, so appends got slower (16 KiB: about
+	// twice the time per append).
+	pageSize = 4096
+	// checkpointEvery is how many commits pass between background
+	// checkpoints: about 1000 WAL pages for typical appends, SQLite's own
+	// default.
+	checkpointEvery = 256
+	// backstopCheckpointPages lets the writer checkpoint by itself (SQLite's
+	// auto-checkpoint) only if the WAL grows past 32 MiB anyway, for
+	// example while a long read pins old pages.
+	backstopCheckpointPages = 8192
+	// applicationID marks the file as an agentd database ("agnd"), so Open
+	// refuses some other program's SQLite file instead of adding tables to
+	// it.
+	applicationID = 0x61676e64
+)
+
+// ErrLocked means another connection or process held the database lock for
+// longer than the busy timeout while Open needed it; typically a second
+// agentd using the same file.
+var ErrLocked = errors.New("database is locked by another process")
+
+// ErrReadOnly means the database file or its directory is not writable.
+// agentd needs to write both (WAL mode keeps -wal and -shm files beside the
+// database).
+var ErrReadOnly = errors.New("database is not writable")
+
+// SchemaVersionError refuses a database whose schema is newer than this
+// build knows, because reading it with the old schema could lose data.
+type SchemaVersionError struct {
+	// Path is the database file.
+	Path string
+	// Found is the version recorded in the file.
+	Found int
+	// Supported is the newest version this build knows.
+	Supported int
+}
+
+// Error names both versions and what to do.
+func (e *SchemaVersionError) Error() string {
+	return fmt.Sprintf("database %s: schema version %d is newer than this agentd supports (%d); upgrade agentd", e.Path, e.Found, e.Supported)
+}
+
+// Option changes how Open configures the store.
+type Option func(*options)
+
+type options struct {
+	synchronous Synchronous
+	busyTimeout time.Duration
+	readers     int
+}
+
+// WithSynchronous selects commit durability; see SyncNormal and SyncFull.
+func WithSynchronous(s Synchronous) Option {
+	return func(o *options) { o.synchronous = s }
+}
+
+// WithBusyTimeout sets how long statements wait for another connection's or
+// process's lock; also how long Open waits before failing with ErrLocked.
+func WithBusyTimeout(d time.Duration) Option {
+	return func(o *options) { o.busyTimeout = d }
+}
+
+// WithReaderPoolSize sets how many connections serve reads concurrently
+// (default: the number of CPUs, at least 4).
+func WithReaderPoolSize(n int) Option {
+	return func(o *options) { o.readers = n }
+}
+
+// Open opens the database at path, creating it when missing, applies
+// pending migrations and returns a ready store. It fails with a message fit
+// for a start-up log when the directory is missing, the file or directory is
+// read-only (ErrReadOnly), another process holds the lock (ErrLocked), the
+// file is not an agentd database, or its schema is newer than this build
+// (*SchemaVersionError). Open does no work proportional to the number of
+// sessions. Close the store when done.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	o := options{synchronous: SyncNormal, busyTimeout: DefaultBusyTimeout, readers: max(4, runtime.NumCPU())}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("open database %q: give the path of a database file", path)
+	}
+	if o.readers < 1 {
+		return nil, fmt.Errorf("open database %s: reader pool size %d must be at least 1", path, o.readers)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	if fi, err := os.Stat(filepath.Dir(abs)); err != nil {
+		return nil, fmt.Errorf("open database %s: directory %s: %w", path, filepath.Dir(abs), err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("open database %s: %s is not a directory", path, filepath.Dir(abs))
+	}
+	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("open database %s: is a directory, not a database file", path)
+	}
+
+	writer := sql.OpenDB(connector{dsn: dsn(abs, o, false), pragmas: []string{
+		// A backstop only: checkpoints normally run in the background (see
+		// checkpointLoop), so appends do not pay for their fsyncs.
+		fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", backstopCheckpointPages),
+	}})
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxLifetime(0)
+	writer.SetConnMaxIdleTime(0)
+	if err := initialize(ctx, writer, abs); err != nil {
+		writer.Close()
+		return nil, classify(path, o, err)
+	}
+
+	reader := sql.OpenDB(connector{dsn: dsn(abs, o, true)})
+	reader.SetMaxOpenConns(o.readers)
+	reader.SetMaxIdleConns(o.readers)
+	reader.SetConnMaxLifetime(0)
+	reader.SetConnMaxIdleTime(0)
+	if err := reader.PingContext(ctx); err != nil {
+		writer.Close()
+		reader.Close()
+		return nil, classify(path, o, err)
+	}
+	// Checkpoints copy the WAL back into the database file; they need a
+	// connection of their own so they never wait for, or hold up, appends.
+	checkpointer := sql.OpenDB(connector{dsn: dsn(abs, o, false), pragmas: []string{"PRAGMA wal_autocheckpoint = 0"}})
+	checkpointer.SetMaxOpenConns(1)
+	checkpointer.SetMaxIdleConns(1)
+	checkpointer.SetConnMaxLifetime(0)
+	checkpointer.SetConnMaxIdleTime(0)
+	closeAll := func() {
+		writer.Close()
+		reader.Close()
+		checkpointer.Close()
+	}
+	if err := checkpointer.PingContext(ctx); err != nil {
+		closeAll()
+		return nil, classify(path, o, err)
+	}
+	s, err := newStore(ctx, writer, reader, checkpointer)
+	if err != nil {
+		closeAll()
+		return nil, classify(path, o, err)
+	}
+	return s, nil
+}
+
+// dsn builds a go-sqlite3 URI. The path is percent-encoded so names with
+// '?', '#' or '%' reach SQLite intact.
+func dsn(abs string, o options, readOnly bool) string {
+	q := url.Values{}
+	q.Set("_busy_timeout", strconv.FormatInt(o.busyTimeout.Milliseconds(), 10))
+	q.Set("_foreign_keys", "1")
+	q.Set("_synchronous", o.synchronous.pragma())
+	// database/sql already serializes use of each connection.
+	q.Set("_mutex", "no")
+	if readOnly {
+		q.Set("_query_only", "1")
+	} else {
+		// Take the write lock at BEGIN, so a transaction never fails
+		// half-way on a lock upgrade.
+		q.Set("_txlock", "immediate")
+	}
+	u := url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}
+	return u.String()
+}
+
+// connector opens go-sqlite3 connections without registering a driver
+// name (which would be process-global state).
+type connector struct {
+	dsn     string
+	pragmas []string // run on every new connection
+}
+
+func (c connector) Connect(context.Context) (driver.Conn, error) {
+	conn, err := (&sqlite3.SQLiteDriver{}).Open(c.dsn)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range c.pragmas {
+		if _, err := conn.(*sqlite3.SQLiteConn).Exec(p, nil); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
+	return conn, nil
+}
+
+func (c connector) Driver() driver.Driver { return &sqlite3.SQLiteDriver{} }
+
+// initialize switches a new or existing database to WAL, checks it is ours
+// and applies migrations.
+func initialize(ctx context.Context, db *sql.DB, path string) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	// page_size only takes effect while the file is still empty, so it must
+	// come before the first write (which switching to WAL is).
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA page_size = %d", pageSize)); err != nil {
+		return err
+	}
+	var mode string
+	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode = WAL").Scan(&mode); err != nil {
+		return err
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("cannot switch to WAL mode (journal mode stays %q): %w", mode, ErrReadOnly)
+	}
+	return migrate(ctx, conn, path)
+}
+
+// classify turns low-level open errors into the ones an operator can act
+// on.
+func classify(path string, o options, err error) error {
+	var sv *SchemaVersionError
+	if errors.As(err, &sv) {
+		return err
+	}
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		switch se.Code {
+		case sqlite3.ErrBusy, sqlite3.ErrLocked:
+			return fmt.Errorf("open database %s: %w (waited %v; is another agentd using it?)", path, ErrLocked, o.busyTimeout)
+		case sqlite3.ErrReadonly, sqlite3.ErrPerm:
+			return fmt.Errorf("open database %s: %w: agentd needs write access to the file and its directory (for the -wal and -shm files): %v", path, ErrReadOnly, err)
+		case sqlite3.ErrCantOpen:
+			return fmt.Errorf("open database %s: %w: cannot create or open the file; is its directory writable? (%v)", path, ErrReadOnly, err)
+		case sqlite3.ErrNotADB:
+			return fmt.Errorf("open database %s: the file is not an SQLite database: %w", path, err)
+		}
+	}
+	return fmt.Errorf("open database %s: %w", path, err)
+}

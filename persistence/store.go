@@ -1,0 +1,169 @@
+package persistence
+
+import (
+	"context"
+	"time"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+)
+
+// Store keeps sessions, their transcripts and their runs. Implementations are
+// safe for concurrent use. Every method that names a session or entry that
+// does not exist fails with an error matching ErrNotFound; no failing call
+// leaves a partial write behind.
+type Store interface {
+	// CreateSession stores a new session. An empty ID gets a fresh one; a
+	// given ID that is already used fails with ErrConflict.
+	CreateSession(ctx context.Context, params CreateSessionParams) (*Session, error)
+	// GetSession returns one session.
+	GetSession(ctx context.Context, sessionID string) (*Session, error)
+	// ListSessions returns sessions newest first, a page at a time.
+	ListSessions(ctx context.Context, req ListSessionsRequest) (*SessionPage, error)
+	// DeleteSession removes a session with its entries and runs. Later calls
+	// naming it fail with ErrNotFound.
+	DeleteSession(ctx context.Context, sessionID string) error
+
+	// Append stores entries as a chain in one transaction: the first entry
+	// hangs below its ParentId when set (a branch), otherwise below the
+	// current leaf; each later entry hangs below the one before it; the leaf
+	// moves to the last entry. Append fills in Id (when empty), ParentId and
+	// Time (when unset) on the given entries so the caller sees exactly what
+	// was stored; when it fails it restores them and stores nothing.
+	Append(ctx context.Context, sessionID string, entries ...*agentdv1.Entry) error
+	// SetLeaf moves the session's leaf to an existing entry, selecting
+	// another path of the tree.
+	SetLeaf(ctx context.Context, sessionID, entryID string) error
+	// GetEntry returns one entry.
+	GetEntry(ctx context.Context, sessionID, entryID string) (*agentdv1.Entry, error)
+	// Path returns the entries from the root to the session's leaf; empty for
+	// an empty transcript. This is what the model context is built from.
+	Path(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error)
+	// PathTo returns the entries from the root to entryID, which need not be
+	// the leaf (for example to show an abandoned branch).
+	PathTo(ctx context.Context, sessionID, entryID string) ([]*agentdv1.Entry, error)
+	// Entries returns every entry of the session, branches included, in
+	// append order, a page at a time.
+	Entries(ctx context.Context, sessionID string, req EntriesRequest) (*EntryPage, error)
+
+	// StartRun records that a run of the session started, so a crash before
+	// EndRun is detectable later. A run id that was used before fails with
+	// ErrConflict.
+	StartRun(ctx context.Context, sessionID, runID string) error
+	// EndRun records how a run ended. Ending a run twice fails with
+	// ErrConflict.
+	EndRun(ctx context.Context, runID string, outcome agentdv1.RunOutcome, errorMessage string) error
+	// GetRun returns one run.
+	GetRun(ctx context.Context, runID string) (*Run, error)
+	// CloseInterruptedRuns marks every run that started but never ended as
+	// RUN_OUTCOME_INTERRUPTED and returns them, oldest first. The service
+	// calls it once at start-up, before accepting requests, to repair what a
+	// crash left behind.
+	CloseInterruptedRuns(ctx context.Context) ([]*Run, error)
+
+	// Close releases the store. Calls after Close fail.
+	Close() error
+}
+
+// Session is the store's record of a session: what survives a restart. It is
+// not the wire agentdv1.Session, which also carries runtime state (whether a
+// run is active) that only the service knows.
+type Session struct {
+	// ID is unique among sessions.
+	ID string
+	// Title is a human-readable title; may be empty.
+	Title string
+	// Labels are the key/value pairs ListSessions filters on; never nil on a
+	// returned session.
+	Labels map[string]string
+	// Config is the session's configuration; never nil on a returned session.
+	Config *agentdv1.SessionConfig
+	// CreateTime is when the session was created.
+	CreateTime time.Time
+	// UpdateTime is when the session last changed (created, appended to, or
+	// its leaf moved).
+	UpdateTime time.Time
+	// LeafEntryID is the current leaf; empty for an empty transcript.
+	LeafEntryID string
+}
+
+// CreateSessionParams are the caller-chosen fields of a new session.
+type CreateSessionParams struct {
+	// ID is the session's id; empty asks the store to assign one.
+	ID string
+	// Title is optional.
+	Title string
+	// Labels are optional.
+	Labels map[string]string
+	// Config is stored as given; nil stores an empty configuration.
+	Config *agentdv1.SessionConfig
+}
+
+// Page size bounds shared by every engine, matching the wire contract's
+// ListSessions and GetTranscript.
+const (
+	// DefaultPageSize is used when a request's page size is 0.
+	DefaultPageSize = 100
+	// MaxPageSize is the largest page a request may ask for; larger sizes
+	// are reduced to it.
+	MaxPageSize = 1000
+)
+
+// ListSessionsRequest selects a page of sessions.
+type ListSessionsRequest struct {
+	// PageSize is the most sessions to return; 0 means DefaultPageSize,
+	// more than MaxPageSize means MaxPageSize, negative is invalid.
+	PageSize int
+	// PageToken is the NextPageToken of a previous page; empty for the
+	// first page. A token that the store did not issue fails with
+	// ErrInvalid.
+	PageToken string
+	// LabelFilter keeps only sessions that carry every one of these labels
+	// with exactly these values.
+	LabelFilter map[string]string
+}
+
+// SessionPage is one page of ListSessions.
+type SessionPage struct {
+	// Sessions are newest first.
+	Sessions []*Session
+	// NextPageToken continues the listing; empty on the last page.
+	NextPageToken string
+}
+
+// EntriesRequest selects a page of a session's entries.
+type EntriesRequest struct {
+	// PageSize is the most entries to return, with the same bounds as
+	// ListSessionsRequest.PageSize.
+	PageSize int
+	// PageToken is the NextPageToken of a previous page; empty for the
+	// first page.
+	PageToken string
+}
+
+// EntryPage is one page of Entries.
+type EntryPage struct {
+	// Entries are in append order.
+	Entries []*agentdv1.Entry
+	// NextPageToken continues the listing; empty on the last page.
+	NextPageToken string
+}
+
+// Run is the store's record of one run of the agent loop.
+type Run struct {
+	// ID is unique among runs.
+	ID string
+	// SessionID is the session the run belongs to.
+	SessionID string
+	// StartTime is when StartRun was called.
+	StartTime time.Time
+	// EndTime is when the run ended; zero while it is active.
+	EndTime time.Time
+	// Outcome is how the run ended; RUN_OUTCOME_UNSPECIFIED while it is
+	// active.
+	Outcome agentdv1.RunOutcome
+	// ErrorMessage says why the run failed or was aborted; empty otherwise.
+	ErrorMessage string
+}
+
+// Ended reports whether the run has an outcome.
+func (r *Run) Ended() bool { return !r.EndTime.IsZero() }

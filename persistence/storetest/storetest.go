@@ -1,0 +1,906 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/persistence/internal/transcriptgen"
+)
+
+// Harness adapts an engine to the suite.
+type Harness struct {
+	// Open returns a new, empty store. The suite closes it (through Reopen
+	// or at the end of the test).
+	Open func(t *testing.T) persistence.Store
+	// Reopen closes s and opens the same storage again, as a restart would.
+	Reopen func(t *testing.T, s persistence.Store) persistence.Store
+	// CorruptPayload replaces the stored payload of one entry with raw
+	// bytes, bypassing the store's checks, to simulate disk damage or a
+	// buggy foreign writer.
+	CorruptPayload func(t *testing.T, s persistence.Store, sessionID, entryID string, payload []byte)
+}
+
+// Run runs the whole suite as subtests of t.
+func Run(t *testing.T, h Harness) {
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Harness)
+	}{
+		{"Sessions", testSessions},
+		{"ListSessions", testListSessions},
+		{"DeleteSession", testDeleteSession},
+		{"AppendOrder", testAppendOrder},
+		{"AppendAtomicity", testAppendAtomicity},
+		{"CallerIDs", testCallerIDs},
+		{"TreeAndLeaf", testTreeAndLeaf},
+		{"EntryPaging", testEntryPaging},
+		{"ConcurrentAppends", testConcurrentAppends},
+		{"ConcurrentReadsDuringWrites", testConcurrentReads},
+		{"ReopenIdenticalBytes", testReopen},
+		{"CorruptPayload", testCorrupt},
+		{"Runs", testRuns},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
+	}
+}
+
+func open(t *testing.T, h Harness) persistence.Store {
+	t.Helper()
+	s := h.Open(t)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func mustCreate(t *testing.T, s persistence.Store, p persistence.CreateSessionParams) *persistence.Session {
+	t.Helper()
+	sess, err := s.CreateSession(context.Background(), p)
+	if err != nil {
+		t.Fatalf("CreateSession(%+v): %v", p, err)
+	}
+	return sess
+}
+
+func userEntry(text string) *agentdv1.Entry {
+	return &agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_User{
+		User: &agentdv1.UserMessage{Content: []*agentdv1.ContentBlock{{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: text}}}}},
+	}}}}
+}
+
+func mustAppend(t *testing.T, s persistence.Store, sessionID string, entries ...*agentdv1.Entry) {
+	t.Helper()
+	if err := s.Append(context.Background(), sessionID, entries...); err != nil {
+		t.Fatalf("Append(%s, %d entries): %v", sessionID, len(entries), err)
+	}
+}
+
+func ids(entries []*agentdv1.Entry) []string {
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = e.GetId()
+	}
+	return out
+}
+
+func allEntries(t *testing.T, s persistence.Store, sessionID string) []*agentdv1.Entry {
+	t.Helper()
+	var out []*agentdv1.Entry
+	token := ""
+	for {
+		page, err := s.Entries(context.Background(), sessionID, persistence.EntriesRequest{PageSize: persistence.MaxPageSize, PageToken: token})
+		if err != nil {
+			t.Fatalf("Entries(%s): %v", sessionID, err)
+		}
+		out = append(out, page.Entries...)
+		if page.NextPageToken == "" {
+			return out
+		}
+		token = page.NextPageToken
+	}
+}
+
+// wantErr checks err matches kind and, when it is a *persistence.Error,
+// names the given session and entry.
+func wantErr(t *testing.T, what string, err, kind error, sessionID, entryID string) {
+	t.Helper()
+	if !errors.Is(err, kind) {
+		t.Fatalf("%s: got error %v, want %v", what, err, kind)
+	}
+	var pe *persistence.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("%s: error %v is not a *persistence.Error", what, err)
+	}
+	if pe.SessionID != sessionID || pe.EntryID != entryID {
+		t.Fatalf("%s: error names session %q entry %q, want %q %q (%v)", what, pe.SessionID, pe.EntryID, sessionID, entryID, err)
+	}
+}
+
+func testSessions(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	cfg := &agentdv1.SessionConfig{
+		Model:             &agentdv1.ModelRef{Provider: "faux", Id: "faux-1"},
+		SystemPrompt:      "be brief",
+		Tools:             []*agentdv1.Tool{{Name: "read_file", Executor: agentdv1.ToolExecutor_TOOL_EXECUTOR_SERVER}},
+		ApprovalTimeout:   durationpb.New(90e9),
+		ThinkingLevel:     agentdv1.ThinkingLevel_THINKING_LEVEL_HIGH,
+		WorkspaceRoot:     "/tmp/ws",
+		MaxTurns:          7,
+		ToolExecution:     agentdv1.ToolExecutionMode_TOOL_EXECUTION_MODE_SEQUENTIAL,
+		ClientToolTimeout: durationpb.New(5e9),
+	}
+	created := mustCreate(t, s, persistence.CreateSessionParams{Title: "first", Labels: map[string]string{"team": "a", "env": "dev"}, Config: cfg})
+	if created.ID == "" {
+		t.Fatal("CreateSession assigned no id")
+	}
+	got, err := s.GetSession(ctx, created.ID)
+	if err != nil {
+		t.Fatalf("GetSession: %v", err)
+	}
+	if diff := diffSessions(created, got); diff != "" {
+		t.Fatalf("GetSession differs from CreateSession: %s", diff)
+	}
+	if !proto.Equal(got.Config, cfg) || got.Title != "first" || got.Labels["team"] != "a" || got.LeafEntryID != "" {
+		t.Fatalf("GetSession = %+v, want the created fields", got)
+	}
+	if got.CreateTime.IsZero() || got.UpdateTime.Before(got.CreateTime) {
+		t.Fatalf("times: create %v update %v", got.CreateTime, got.UpdateTime)
+	}
+
+	given := mustCreate(t, s, persistence.CreateSessionParams{ID: "my-session"})
+	if given.ID != "my-session" || given.Config == nil || given.Labels == nil {
+		t.Fatalf("CreateSession with id = %+v", given)
+	}
+	_, err = s.CreateSession(ctx, persistence.CreateSessionParams{ID: "my-session"})
+	wantErr(t, "duplicate session id", err, persistence.ErrConflict, "my-session", "")
+
+	_, err = s.GetSession(ctx, "nope")
+	wantErr(t, "GetSession(unknown)", err, persistence.ErrNotFound, "nope", "")
+	for name, call := range map[string]func() error{
+		"Append":    func() error { return s.Append(ctx, "nope", userEntry("x")) },
+		"SetLeaf":   func() error { return s.SetLeaf(ctx, "nope", "e") },
+		"Path":      func() error { _, err := s.Path(ctx, "nope"); return err },
+		"Entries":   func() error { _, err := s.Entries(ctx, "nope", persistence.EntriesRequest{}); return err },
+		"GetEntry":  func() error { _, err := s.GetEntry(ctx, "nope", "e"); return err },
+		"StartRun":  func() error { return s.StartRun(ctx, "nope", "r") },
+		"DeleteSes": func() error { return s.DeleteSession(ctx, "nope") },
+	} {
+		wantErr(t, name+"(unknown session)", call(), persistence.ErrNotFound, "nope", "")
+	}
+	path, err := s.Path(ctx, given.ID)
+	if err != nil || len(path) != 0 {
+		t.Fatalf("Path(empty session) = %v, %v; want empty", path, err)
+	}
+	_, err = s.GetEntry(ctx, given.ID, "missing")
+	wantErr(t, "GetEntry(unknown entry)", err, persistence.ErrNotFound, given.ID, "missing")
+}
+
+func testListSessions(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	var want []string // newest first
+	for i := range 7 {
+		labels := map[string]string{"parity": []string{"even", "odd"}[i%2], "n": fmt.Sprint(i)}
+		if i%3 == 0 {
+			labels["third"] = "yes"
+		}
+		sess := mustCreate(t, s, persistence.CreateSessionParams{Title: fmt.Sprint(i), Labels: labels})
+		want = append([]string{sess.ID}, want...)
+	}
+	tests := []struct {
+		name   string
+		size   int
+		filter map[string]string
+		want   []string
+	}{
+		{"all in pages of 3", 3, nil, want},
+		{"default size", 0, nil, want},
+		{"one page exactly", 7, nil, want},
+		{"filter one label", 2, map[string]string{"parity": "even"}, []string{want[0], want[2], want[4], want[6]}},
+		{"filter every label", 1, map[string]string{"parity": "even", "third": "yes"}, []string{want[0], want[6]}},
+		{"filter no match", 5, map[string]string{"parity": "prime"}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			token, pages := "", 0
+			for {
+				page, err := s.ListSessions(ctx, persistence.ListSessionsRequest{PageSize: tc.size, PageToken: token, LabelFilter: tc.filter})
+				if err != nil {
+					t.Fatalf("ListSessions: %v", err)
+				}
+				pages++
+				if tc.size > 0 && len(page.Sessions) > tc.size {
+					t.Fatalf("page of %d sessions, size %d", len(page.Sessions), tc.size)
+				}
+				for _, sess := range page.Sessions {
+					got = append(got, sess.ID)
+					for k, v := range tc.filter {
+						if sess.Labels[k] != v {
+							t.Fatalf("session %s labels %v do not match filter %v", sess.ID, sess.Labels, tc.filter)
+						}
+					}
+					if sess.Labels["n"] != sess.Title {
+						t.Fatalf("session %s: labels %v not loaded with it (title %s)", sess.ID, sess.Labels, sess.Title)
+					}
+				}
+				if page.NextPageToken == "" {
+					break
+				}
+				token = page.NextPageToken
+			}
+			if diff := diffSlices(tc.want, got); diff != "" {
+				t.Fatalf("listed ids: %s", diff)
+			}
+			if tc.size > 0 && pages > len(tc.want)/tc.size+1 {
+				t.Fatalf("%d pages for %d sessions of page size %d", pages, len(tc.want), tc.size)
+			}
+		})
+	}
+	_, err := s.ListSessions(ctx, persistence.ListSessionsRequest{PageToken: "garbage!"})
+	if !errors.Is(err, persistence.ErrInvalid) {
+		t.Fatalf("bad page token: %v, want ErrInvalid", err)
+	}
+	_, err = s.ListSessions(ctx, persistence.ListSessionsRequest{PageSize: -1})
+	if !errors.Is(err, persistence.ErrInvalid) {
+		t.Fatalf("negative page size: %v, want ErrInvalid", err)
+	}
+}
+
+func testDeleteSession(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	doomed := mustCreate(t, s, persistence.CreateSessionParams{Labels: map[string]string{"k": "v"}})
+	kept := mustCreate(t, s, persistence.CreateSessionParams{Labels: map[string]string{"k": "v"}})
+	mustAppend(t, s, doomed.ID, userEntry("a"), userEntry("b"))
+	mustAppend(t, s, kept.ID, userEntry("c"))
+	if err := s.StartRun(ctx, doomed.ID, "run-doomed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteSession(ctx, doomed.ID); err != nil {
+		t.Fatalf("DeleteSession: %v", err)
+	}
+	_, err := s.GetSession(ctx, doomed.ID)
+	wantErr(t, "GetSession after delete", err, persistence.ErrNotFound, doomed.ID, "")
+	wantErr(t, "Append after delete", s.Append(ctx, doomed.ID, userEntry("late")), persistence.ErrNotFound, doomed.ID, "")
+	_, err = s.Path(ctx, doomed.ID)
+	wantErr(t, "Path after delete", err, persistence.ErrNotFound, doomed.ID, "")
+	wantErr(t, "second delete", s.DeleteSession(ctx, doomed.ID), persistence.ErrNotFound, doomed.ID, "")
+	if _, err := s.GetRun(ctx, "run-doomed"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("run of deleted session: %v, want ErrNotFound", err)
+	}
+	page, err := s.ListSessions(ctx, persistence.ListSessionsRequest{LabelFilter: map[string]string{"k": "v"}})
+	if err != nil || len(page.Sessions) != 1 || page.Sessions[0].ID != kept.ID {
+		t.Fatalf("ListSessions after delete = %v, %v; want only %s", page, err, kept.ID)
+	}
+	if got := allEntries(t, s, kept.ID); len(got) != 1 {
+		t.Fatalf("other session has %d entries after delete, want 1", len(got))
+	}
+	// The id is free again.
+	mustCreate(t, s, persistence.CreateSessionParams{ID: doomed.ID})
+	if got := allEntries(t, s, doomed.ID); len(got) != 0 {
+		t.Fatalf("recreated session has %d old entries", len(got))
+	}
+}
+
+func testAppendOrder(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	sess := mustCreate(t, s, persistence.CreateSessionParams{})
+	gen := transcriptgen.New(1)
+	var written []*agentdv1.Entry
+	for range 4 {
+		e := gen.Next()
+		mustAppend(t, s, sess.ID, e)
+		written = append(written, e)
+	}
+	batch := []*agentdv1.Entry{gen.Next(), gen.Next(), gen.Next()}
+	mustAppend(t, s, sess.ID, batch...)
+	written = append(written, batch...)
+
+	seen := map[string]bool{}
+	for i, e := range written {
+		if e.Id == "" || seen[e.Id] {
+			t.Fatalf("entry %d: id %q empty or repeated", i, e.Id)
+		}
+		seen[e.Id] = true
+		wantParent := ""
+		if i > 0 {
+			wantParent = written[i-1].Id
+		}
+		if e.ParentId != wantParent {
+			t.Fatalf("entry %d: parent %q, want %q", i, e.ParentId, wantParent)
+		}
+		if e.Time == nil {
+			t.Fatalf("entry %d: time not set", i)
+		}
+	}
+	got, err := s.GetSession(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.LeafEntryID != written[len(written)-1].Id {
+		t.Fatalf("leaf %q, want %q", got.LeafEntryID, written[len(written)-1].Id)
+	}
+	if got.UpdateTime.Before(sess.UpdateTime) {
+		t.Fatalf("update time went back: %v < %v", got.UpdateTime, sess.UpdateTime)
+	}
+	path, err := s.Path(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := diffEntries(written, path); diff != "" {
+		t.Fatalf("Path differs from what was appended: %s", diff)
+	}
+	if diff := diffEntries(written, allEntries(t, s, sess.ID)); diff != "" {
+		t.Fatalf("Entries differs from what was appended: %s", diff)
+	}
+	for _, e := range written {
+		one, err := s.GetEntry(ctx, sess.ID, e.Id)
+		if err != nil || !proto.Equal(one, e) {
+			t.Fatalf("GetEntry(%s) = %v, %v", e.Id, one, err)
+		}
+	}
+	// A given time is kept.
+	at := timestamppb.New(sess.CreateTime.Add(-1e9))
+	e := userEntry("timed")
+	e.Time = at
+	mustAppend(t, s, sess.ID, e)
+	if one, err := s.GetEntry(ctx, sess.ID, e.Id); err != nil || !proto.Equal(one.Time, at) {
+		t.Fatalf("given time not kept: %v, %v", one, err)
+	}
+}
+
+func testAppendAtomicity(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	other := mustCreate(t, s, persistence.CreateSessionParams{})
+	mustAppend(t, s, other.ID, userEntry("elsewhere"))
+	otherLeaf := other.ID
+	if o, err := s.GetSession(ctx, other.ID); err == nil {
+		otherLeaf = o.LeafEntryID
+	}
+
+	tests := []struct {
+		name    string
+		batch   func(existing string) []*agentdv1.Entry
+		kind    error
+		entryID string // the entry the error must name; "" for none
+	}{
+		{"payload missing in third entry", func(string) []*agentdv1.Entry {
+			return []*agentdv1.Entry{userEntry("1"), userEntry("2"), {Id: "bare"}}
+		}, persistence.ErrInvalid, "bare"},
+		{"message kind missing", func(string) []*agentdv1.Entry {
+			return []*agentdv1.Entry{userEntry("1"), {Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{}}}}
+		}, persistence.ErrInvalid, ""},
+		{"parent from another session", func(string) []*agentdv1.Entry {
+			e := userEntry("1")
+			e.ParentId = otherLeaf
+			return []*agentdv1.Entry{e, userEntry("2")}
+		}, persistence.ErrInvalid, otherLeaf},
+		{"parent does not exist", func(string) []*agentdv1.Entry {
+			e := userEntry("1")
+			e.ParentId = "ghost"
+			return []*agentdv1.Entry{e}
+		}, persistence.ErrInvalid, "ghost"},
+		{"later entry names another parent", func(existing string) []*agentdv1.Entry {
+			e := userEntry("2")
+			e.Id, e.ParentId = "second", existing
+			return []*agentdv1.Entry{userEntry("1"), e}
+		}, persistence.ErrInvalid, "second"},
+		{"duplicate id inside the batch", func(string) []*agentdv1.Entry {
+			a, b := userEntry("1"), userEntry("2")
+			a.Id, b.Id = "twin", "twin"
+			return []*agentdv1.Entry{userEntry("0"), a, b}
+		}, persistence.ErrConflict, "twin"},
+		{"id already stored", func(existing string) []*agentdv1.Entry {
+			e := userEntry("2")
+			e.Id = existing
+			return []*agentdv1.Entry{userEntry("1"), e}
+		}, persistence.ErrConflict, "existing-id"},
+		{"nil entry", func(string) []*agentdv1.Entry { return []*agentdv1.Entry{userEntry("1"), nil} }, persistence.ErrInvalid, ""},
+		{"empty batch", func(string) []*agentdv1.Entry { return nil }, persistence.ErrInvalid, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sess := mustCreate(t, s, persistence.CreateSessionParams{})
+			first := userEntry("first")
+			first.Id = "existing-id"
+			mustAppend(t, s, sess.ID, first)
+			before, err := s.GetSession(ctx, sess.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch := tc.batch(first.Id)
+			var snapshot []*agentdv1.Entry
+			for _, e := range batch {
+				snapshot = append(snapshot, proto.CloneOf(e))
+			}
+			err = s.Append(ctx, sess.ID, batch...)
+			wantErr(t, "Append", err, tc.kind, sess.ID, tc.entryID)
+			if diff := diffEntries(snapshot, batch); diff != "" {
+				t.Fatalf("failed Append changed its input: %s", diff)
+			}
+			if got := allEntries(t, s, sess.ID); len(got) != 1 {
+				t.Fatalf("failed batch left %d entries, want the 1 from before: %v", len(got), ids(got))
+			}
+			after, err := s.GetSession(ctx, sess.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.LeafEntryID != before.LeafEntryID {
+				t.Fatalf("failed batch moved the leaf from %q to %q", before.LeafEntryID, after.LeafEntryID)
+			}
+			// The session still works.
+			mustAppend(t, s, sess.ID, userEntry("after"))
+			if got := allEntries(t, s, sess.ID); len(got) != 2 {
+				t.Fatalf("append after failure: %d entries, want 2", len(got))
+			}
+		})
+	}
+	if got := allEntries(t, s, other.ID); len(got) != 1 {
+		t.Fatalf("other session has %d entries, want 1", len(got))
+	}
+}
+
+func testCallerIDs(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	a := mustCreate(t, s, persistence.CreateSessionParams{})
+	b := mustCreate(t, s, persistence.CreateSessionParams{})
+	e := userEntry("x")
+	e.Id = "fixed"
+	mustAppend(t, s, a.ID, e)
+	same := userEntry("y")
+	same.Id = "fixed"
+	mustAppend(t, s, b.ID, same) // ids are unique per session only
+	for _, sid := range []string{a.ID, b.ID} {
+		got, err := s.GetEntry(ctx, sid, "fixed")
+		if err != nil {
+			t.Fatalf("GetEntry(%s, fixed): %v", sid, err)
+		}
+		want := map[string]string{a.ID: "x", b.ID: "y"}[sid]
+		if text := got.GetMessage().GetUser().GetContent()[0].GetText().GetText(); text != want {
+			t.Fatalf("session %s entry fixed holds %q, want %q", sid, text, want)
+		}
+	}
+	long := userEntry("z")
+	long.Id = string(make([]byte, persistence.MaxIDLength+1))
+	if err := s.Append(ctx, a.ID, long); !errors.Is(err, persistence.ErrInvalid) {
+		t.Fatalf("over-long id: %v, want ErrInvalid", err)
+	}
+}
+
+func testTreeAndLeaf(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	sess := mustCreate(t, s, persistence.CreateSessionParams{})
+	other := mustCreate(t, s, persistence.CreateSessionParams{})
+	mk := func(id, parent string) *agentdv1.Entry {
+		e := userEntry(id)
+		e.Id, e.ParentId = id, parent
+		return e
+	}
+	mustAppend(t, s, sess.ID, mk("a", ""), mk("b", ""), mk("c", ""))
+	mustAppend(t, s, sess.ID, mk("d", "a"), mk("e", "")) // branch below a
+	mustAppend(t, s, other.ID, mk("x", ""))
+
+	pathIDs := func(to string) []string {
+		t.Helper()
+		var p []*agentdv1.Entry
+		var err error
+		if to == "" {
+			p, err = s.Path(ctx, sess.ID)
+		} else {
+			p, err = s.PathTo(ctx, sess.ID, to)
+		}
+		if err != nil {
+			t.Fatalf("path to %q: %v", to, err)
+		}
+		return ids(p)
+	}
+	leaf := func() string {
+		t.Helper()
+		got, err := s.GetSession(ctx, sess.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.LeafEntryID
+	}
+	steps := []struct {
+		name     string
+		act      func() error
+		wantErr  error
+		wantLeaf string
+		wantPath []string
+	}{
+		{"branch moved the leaf", nil, nil, "e", []string{"a", "d", "e"}},
+		{"leaf to the old branch", func() error { return s.SetLeaf(ctx, sess.ID, "c") }, nil, "c", []string{"a", "b", "c"}},
+		{"append continues the selected branch", func() error { return s.Append(ctx, sess.ID, mk("f", "")) }, nil, "f", []string{"a", "b", "c", "f"}},
+		{"leaf to an inner entry", func() error { return s.SetLeaf(ctx, sess.ID, "a") }, nil, "a", []string{"a"}},
+		{"unknown entry", func() error { return s.SetLeaf(ctx, sess.ID, "ghost") }, persistence.ErrNotFound, "a", []string{"a"}},
+		{"entry of another session", func() error { return s.SetLeaf(ctx, sess.ID, "x") }, persistence.ErrNotFound, "a", []string{"a"}},
+		{"branch from the root again", func() error { return s.Append(ctx, sess.ID, mk("g", "a")) }, nil, "g", []string{"a", "g"}},
+	}
+	for _, st := range steps {
+		if st.act != nil {
+			if err := st.act(); !errors.Is(err, st.wantErr) || (err != nil) != (st.wantErr != nil) {
+				t.Fatalf("%s: error %v, want %v", st.name, err, st.wantErr)
+			}
+		}
+		if got := leaf(); got != st.wantLeaf {
+			t.Fatalf("%s: leaf %q, want %q", st.name, got, st.wantLeaf)
+		}
+		if diff := diffSlices(st.wantPath, pathIDs("")); diff != "" {
+			t.Fatalf("%s: path: %s", st.name, diff)
+		}
+	}
+	if diff := diffSlices([]string{"a", "d", "e"}, pathIDs("e")); diff != "" {
+		t.Fatalf("PathTo(e): %s", diff)
+	}
+	_, err := s.PathTo(ctx, sess.ID, "x")
+	wantErr(t, "PathTo(entry of another session)", err, persistence.ErrNotFound, sess.ID, "x")
+	if diff := diffSlices([]string{"a", "b", "c", "d", "e", "f", "g"}, ids(allEntries(t, s, sess.ID))); diff != "" {
+		t.Fatalf("Entries keeps every branch in append order: %s", diff)
+	}
+}
+
+func testEntryPaging(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	sess := mustCreate(t, s, persistence.CreateSessionParams{})
+	want := transcriptgen.Transcript(2, 25)
+	mustAppend(t, s, sess.ID, want...)
+	tests := []struct {
+		size      int
+		wantSizes []int
+	}{
+		{10, []int{10, 10, 5}},
+		{5, []int{5, 5, 5, 5, 5}},
+		{25, []int{25}},
+		{0, []int{25}},
+		{1000, []int{25}},
+		{persistence.MaxPageSize + 50, []int{25}},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprint(tc.size), func(t *testing.T) {
+			var got []*agentdv1.Entry
+			var sizes []int
+			token := ""
+			for {
+				page, err := s.Entries(ctx, sess.ID, persistence.EntriesRequest{PageSize: tc.size, PageToken: token})
+				if err != nil {
+					t.Fatal(err)
+				}
+				sizes = append(sizes, len(page.Entries))
+				got = append(got, page.Entries...)
+				if page.NextPageToken == "" {
+					break
+				}
+				token = page.NextPageToken
+			}
+			if diff := diffSlices(tc.wantSizes, sizes); diff != "" {
+				t.Fatalf("page sizes: %s", diff)
+			}
+			if diff := diffEntries(want, got); diff != "" {
+				t.Fatalf("paged entries: %s", diff)
+			}
+		})
+	}
+	for _, bad := range []persistence.EntriesRequest{{PageToken: "not-a-token"}, {PageSize: -3}} {
+		if _, err := s.Entries(ctx, sess.ID, bad); !errors.Is(err, persistence.ErrInvalid) {
+			t.Fatalf("Entries(%+v): %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+func testConcurrentAppends(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	const sessions, perSession = 6, 30
+	want := make([][]*agentdv1.Entry, sessions)
+	sids := make([]string, sessions)
+	for i := range sessions {
+		sids[i] = mustCreate(t, s, persistence.CreateSessionParams{}).ID
+		want[i] = transcriptgen.Transcript(uint64(100+i), perSession)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions)
+	start := make(chan struct{})
+	for i := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for j, e := range want[i] {
+				if err := s.Append(ctx, sids[i], e); err != nil {
+					errs <- fmt.Errorf("session %d append %d: %w", i, j, err)
+					return
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i, sid := range sids {
+		path, err := s.Path(ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := diffEntries(want[i], path); diff != "" {
+			t.Fatalf("session %d path: %s", i, diff)
+		}
+	}
+}
+
+func testConcurrentReads(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	sess := mustCreate(t, s, persistence.CreateSessionParams{})
+	want := transcriptgen.Transcript(3, 60)
+	done := make(chan struct{})
+	firstWritten := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(done)
+		for i, e := range want {
+			if err := s.Append(ctx, sess.ID, e); err != nil {
+				errs <- fmt.Errorf("append %d: %w", i, err)
+				return
+			}
+			if i == 0 {
+				close(firstWritten)
+			}
+		}
+	}()
+	for r := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-firstWritten
+			last := 0
+			for finished := false; !finished; {
+				select {
+				case <-done:
+					finished = true // one more read after the writer is done
+				default:
+				}
+				var got []*agentdv1.Entry
+				var err error
+				if r%2 == 0 {
+					got, err = s.Path(ctx, sess.ID)
+				} else {
+					var page *persistence.EntryPage
+					page, err = s.Entries(ctx, sess.ID, persistence.EntriesRequest{PageSize: persistence.MaxPageSize})
+					if page != nil {
+						got = page.Entries
+					}
+				}
+				if err != nil {
+					errs <- fmt.Errorf("reader %d: %w", r, err)
+					return
+				}
+				if len(got) < last || len(got) > len(want) {
+					errs <- fmt.Errorf("reader %d: saw %d entries after %d (of %d)", r, len(got), last, len(want))
+					return
+				}
+				last = len(got)
+				for i, e := range got {
+					if !proto.Equal(e, want[i]) {
+						errs <- fmt.Errorf("reader %d: entry %d differs from what was written", r, i)
+						return
+					}
+				}
+			}
+			if last != len(want) {
+				errs <- fmt.Errorf("reader %d: final read saw %d entries, want %d", r, last, len(want))
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func testReopen(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := h.Open(t)
+	cfg := &agentdv1.SessionConfig{SystemPrompt: "persist me", MaxTurns: 3}
+	sess := mustCreate(t, s, persistence.CreateSessionParams{Title: "t", Labels: map[string]string{"a": "b"}, Config: cfg})
+	entries := transcriptgen.Transcript(4, 20)
+	packed, err := anypb.New(structpb.NewStringValue("client payload"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	details, _ := structpb.NewValue(map[string]any{"nested": []any{1.5, "x", true, nil}})
+	entries = append(entries,
+		&agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Extension{Extension: &agentdv1.Extension{Payload: packed, VisibleInUi: true}}}}},
+		&agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Custom{Custom: &agentdv1.CustomMessage{
+			CustomType: "job_done", Details: details,
+			Content: []*agentdv1.ContentBlock{{Block: &agentdv1.ContentBlock_Image{Image: &agentdv1.ImageContent{Data: []byte{0, 1, 2, 0xff}, MimeType: "image/png"}}}},
+		}}}}},
+		&agentdv1.Entry{Payload: &agentdv1.Entry_ModelChange{ModelChange: &agentdv1.ModelChange{Provider: "openai", ModelId: "gpt-5"}}},
+		&agentdv1.Entry{Payload: &agentdv1.Entry_Label{Label: &agentdv1.Label{TargetEntryId: "x", Label: "bookmark"}}},
+	)
+	for _, e := range entries {
+		mustAppend(t, s, sess.ID, e)
+	}
+	if err := s.StartRun(ctx, sess.ID, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.GetSession(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = h.Reopen(t, s)
+	t.Cleanup(func() { _ = s.Close() })
+
+	after, err := s.GetSession(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := diffSessions(before, after); diff != "" {
+		t.Fatalf("session after reopen: %s", diff)
+	}
+	path, err := s.Path(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := allEntries(t, s, sess.ID)
+	if len(path) != len(entries) || len(all) != len(entries) {
+		t.Fatalf("after reopen: path %d, entries %d, want %d", len(path), len(all), len(entries))
+	}
+	det := proto.MarshalOptions{Deterministic: true}
+	for i, e := range entries {
+		want, _ := det.Marshal(e)
+		for what, got := range map[string]*agentdv1.Entry{"path": path[i], "entries": all[i]} {
+			b, err := det.Marshal(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(b) != string(want) {
+				t.Fatalf("entry %d (%s): %d bytes after reopen differ from the %d written", i, what, len(b), len(want))
+			}
+		}
+	}
+	if r, err := s.GetRun(ctx, "r1"); err != nil || r.Ended() {
+		t.Fatalf("run after reopen = %+v, %v; want active", r, err)
+	}
+}
+
+func testCorrupt(t *testing.T, h Harness) {
+	if h.CorruptPayload == nil {
+		t.Fatal("Harness.CorruptPayload is required")
+	}
+	ctx := context.Background()
+	bad := []struct {
+		name    string
+		payload func(neighbour []byte) []byte
+	}{
+		{"truncated", func([]byte) []byte { return []byte{0x0a, 0x40, 'a', 'b'} }},
+		{"invalid utf-8 in id", func([]byte) []byte { return []byte{0x0a, 0x02, 0xff, 0xfe} }},
+		{"valid entry with another id", func(n []byte) []byte { return n }},
+		{"no payload set", func([]byte) []byte { e, _ := proto.Marshal(&agentdv1.Entry{Id: "e2"}); return e }},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t, h)
+			sess := mustCreate(t, s, persistence.CreateSessionParams{})
+			mk := func(id string) *agentdv1.Entry { e := userEntry(id); e.Id = id; return e }
+			es := []*agentdv1.Entry{mk("e1"), mk("e2"), mk("e3")}
+			mustAppend(t, s, sess.ID, es...)
+			neighbour, _ := proto.Marshal(es[0])
+			h.CorruptPayload(t, s, sess.ID, "e2", tc.payload(neighbour))
+			reads := map[string]func() error{
+				"Path":     func() error { _, err := s.Path(ctx, sess.ID); return err },
+				"PathTo":   func() error { _, err := s.PathTo(ctx, sess.ID, "e3"); return err },
+				"Entries":  func() error { _, err := s.Entries(ctx, sess.ID, persistence.EntriesRequest{}); return err },
+				"GetEntry": func() error { _, err := s.GetEntry(ctx, sess.ID, "e2"); return err },
+			}
+			for name, read := range reads {
+				err := read()
+				var ce *persistence.CorruptEntryError
+				if !errors.As(err, &ce) || !errors.Is(err, persistence.ErrCorrupt) {
+					t.Fatalf("%s: got %v, want a *persistence.CorruptEntryError", name, err)
+				}
+				if ce.SessionID != sess.ID || ce.EntryID != "e2" {
+					t.Fatalf("%s: error names session %q entry %q, want %q e2", name, ce.SessionID, ce.EntryID, sess.ID)
+				}
+			}
+			if got, err := s.GetEntry(ctx, sess.ID, "e1"); err != nil || !proto.Equal(got, es[0]) {
+				t.Fatalf("intact neighbour: %v, %v", got, err)
+			}
+		})
+	}
+}
+
+func testRuns(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := h.Open(t)
+	a := mustCreate(t, s, persistence.CreateSessionParams{})
+	b := mustCreate(t, s, persistence.CreateSessionParams{})
+	for _, r := range []struct{ sid, id string }{{a.ID, "ra1"}, {a.ID, "ra2"}, {b.ID, "rb1"}, {b.ID, "rb2"}} {
+		if err := s.StartRun(ctx, r.sid, r.id); err != nil {
+			t.Fatalf("StartRun(%s): %v", r.id, err)
+		}
+	}
+	if err := s.StartRun(ctx, b.ID, "ra1"); !errors.Is(err, persistence.ErrConflict) {
+		t.Fatalf("reused run id: %v, want ErrConflict", err)
+	}
+	if err := s.StartRun(ctx, a.ID, ""); !errors.Is(err, persistence.ErrInvalid) {
+		t.Fatalf("empty run id: %v, want ErrInvalid", err)
+	}
+	r, err := s.GetRun(ctx, "ra1")
+	if err != nil || r.SessionID != a.ID || r.Ended() || r.Outcome != agentdv1.RunOutcome_RUN_OUTCOME_UNSPECIFIED || r.StartTime.IsZero() {
+		t.Fatalf("GetRun(active) = %+v, %v", r, err)
+	}
+	if err := s.EndRun(ctx, "ra1", agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EndRun(ctx, "rb1", agentdv1.RunOutcome_RUN_OUTCOME_ERROR, "model exploded"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EndRun(ctx, "ra1", agentdv1.RunOutcome_RUN_OUTCOME_ABORTED, ""); !errors.Is(err, persistence.ErrConflict) {
+		t.Fatalf("ending twice: %v, want ErrConflict", err)
+	}
+	if err := s.EndRun(ctx, "nope", agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("EndRun(unknown): %v, want ErrNotFound", err)
+	}
+	if err := s.EndRun(ctx, "ra2", agentdv1.RunOutcome_RUN_OUTCOME_UNSPECIFIED, ""); !errors.Is(err, persistence.ErrInvalid) {
+		t.Fatalf("EndRun(unspecified): %v, want ErrInvalid", err)
+	}
+	if _, err := s.GetRun(ctx, "nope"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("GetRun(unknown): %v, want ErrNotFound", err)
+	}
+	r, err = s.GetRun(ctx, "rb1")
+	if err != nil || !r.Ended() || r.Outcome != agentdv1.RunOutcome_RUN_OUTCOME_ERROR || r.ErrorMessage != "model exploded" || r.EndTime.Before(r.StartTime) {
+		t.Fatalf("GetRun(ended) = %+v, %v", r, err)
+	}
+
+	// A restart finds the runs that never ended.
+	s = h.Reopen(t, s)
+	t.Cleanup(func() { _ = s.Close() })
+	closed, err := s.CloseInterruptedRuns(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range closed {
+		got = append(got, r.SessionID+"/"+r.ID)
+		if r.Outcome != agentdv1.RunOutcome_RUN_OUTCOME_INTERRUPTED || !r.Ended() {
+			t.Fatalf("closed run %+v not marked interrupted", r)
+		}
+	}
+	if diff := diffSlices([]string{a.ID + "/ra2", b.ID + "/rb2"}, got); diff != "" {
+		t.Fatalf("interrupted runs: %s", diff)
+	}
+	if r, err := s.GetRun(ctx, "ra2"); err != nil || r.Outcome != agentdv1.RunOutcome_RUN_OUTCOME_INTERRUPTED {
+		t.Fatalf("GetRun(interrupted) = %+v, %v", r, err)
+	}
+	if again, err := s.CloseInterruptedRuns(ctx); err != nil || len(again) != 0 {
+		t.Fatalf("second CloseInterruptedRuns = %v, %v; want none", again, err)
+	}
+	if r, err := s.GetRun(ctx, "ra1"); err != nil || r.Outcome != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
+		t.Fatalf("completed run changed: %+v, %v", r, err)
+	}
+}
