@@ -422,13 +422,38 @@ func toolCalls(m *agentdv1.AssistantMessage) []*agentdv1.ToolCall {
 	return out
 }
 
-// buildContext runs TransformContext and ConvertToLLM fail-safe.
+// buildContext runs TransformContext and ConvertToLLM fail-safe, reporting
+// their failures as non-fatal error events.
 func (r *run) buildContext() (*agentdv1.Context, error) {
-	msgs := r.messages
-	if r.cfg.TransformContext != nil {
-		out, err := safeTransform(r.ctx, r.cfg.TransformContext, cloneMessages(msgs))
+	return assembleContext(r.ctx, r.state.SystemPrompt, r.messages, r.state.Tools, r.cfg, func(stage string, err error) error {
+		return r.em.send(evError(stage, err.Error(), false))
+	})
+}
+
+// BuildContext returns the Context the next model call would receive for a
+// run over state with cfg, without calling the model: the transcript after
+// TransformContext and ConvertToLLM, the system prompt and the tools. It
+// applies the same fail-safe fallbacks as a run; the failures it fell back
+// from are returned alongside, never instead of, the context.
+func BuildContext(ctx context.Context, state State, cfg Config) (*agentdv1.Context, []error) {
+	var failures []error
+	c, _ := assembleContext(ctx, state.SystemPrompt, state.Messages, state.Tools, cfg, func(_ string, err error) error {
+		failures = append(failures, err)
+		return nil
+	})
+	return c, failures
+}
+
+// assembleContext is the pipeline before every model call: transform (on a
+// deep copy), convert (on a deep copy), then the Context. A failing step
+// falls back to its input and is reported through onFailure, whose error
+// stops the pipeline.
+func assembleContext(ctx context.Context, systemPrompt string, msgs []*agentdv1.AgentMessage, tools *ToolSet, cfg Config,
+	onFailure func(stage string, err error) error) (*agentdv1.Context, error) {
+	if cfg.TransformContext != nil {
+		out, err := safeTransform(ctx, cfg.TransformContext, cloneMessages(msgs))
 		if err != nil {
-			if e := r.em.send(evError("transform_context", err.Error(), false)); e != nil {
+			if e := onFailure("transform_context", err); e != nil {
 				return nil, e
 			}
 		} else {
@@ -436,10 +461,10 @@ func (r *run) buildContext() (*agentdv1.Context, error) {
 		}
 	}
 	var llm []*agentdv1.Message
-	if r.cfg.ConvertToLLM != nil {
-		out, err := safeConvert(r.ctx, r.cfg.ConvertToLLM, cloneMessages(msgs))
+	if cfg.ConvertToLLM != nil {
+		out, err := safeConvert(ctx, cfg.ConvertToLLM, cloneMessages(msgs))
 		if err != nil {
-			if e := r.em.send(evError("convert_to_llm", err.Error(), false)); e != nil {
+			if e := onFailure("convert_to_llm", err); e != nil {
 				return nil, e
 			}
 			llm = DefaultConvertToLLM(msgs)
@@ -449,7 +474,7 @@ func (r *run) buildContext() (*agentdv1.Context, error) {
 	} else {
 		llm = DefaultConvertToLLM(msgs)
 	}
-	return &agentdv1.Context{SystemPrompt: r.state.SystemPrompt, Messages: llm, Tools: r.state.Tools.Definitions()}, nil
+	return &agentdv1.Context{SystemPrompt: systemPrompt, Messages: llm, Tools: tools.Definitions()}, nil
 }
 
 func safeTransform(ctx context.Context, f TransformFunc, in []*agentdv1.AgentMessage) (out []*agentdv1.AgentMessage, err error) {
@@ -676,6 +701,19 @@ func (r *run) applyDelta(acc *partial, ev provider.Event) error {
 	case provider.EventToolCallEnd:
 		acc.block(i, 3).call = ev.ToolCall
 		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ToolCallEnd{ToolCallEnd: &agentdv1.ToolCallEnd{ContentIndex: uint32(i), ToolCall: ev.ToolCall}}}))
+	}
+	return nil
+}
+
+// CheckContinue reports whether Continue could start from msgs with nothing
+// queued: it returns the *PreconditionError Continue would return, or nil.
+func CheckContinue(msgs []*agentdv1.AgentMessage) error {
+	last := lastModelVisible(msgs)
+	if last == nil {
+		return &PreconditionError{Message: ErrTextNoMessages}
+	}
+	if last.GetAssistant() != nil {
+		return &PreconditionError{Message: ErrTextFromAssistant}
 	}
 	return nil
 }

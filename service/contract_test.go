@@ -19,7 +19,7 @@ func text(s string) *agentdv1.ContentBlock {
 	return &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: s}}}
 }
 
-func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
+func mustStruct(t testing.TB, m map[string]any) *structpb.Struct {
 	t.Helper()
 	s, err := structpb.NewStruct(m)
 	if err != nil {

@@ -2,15 +2,20 @@ package service
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"runtime/debug"
 	"time"
 
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -21,50 +26,97 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
+// ServerOptions configure NewServer. The zero value serves without auth or
+// metrics.
+type ServerOptions struct {
+	// Logger receives one line per finished call and every recovered panic;
+	// nil discards them.
+	Logger *slog.Logger
+	// Metrics, when set, counts and times every RPC.
+	Metrics *Metrics
+	// AuthToken, when set, is required as "authorization: Bearer <token>"
+	// metadata on every AgentService call; health and reflection stay open
+	// so probes and grpcurl's list keep working.
+	AuthToken string
+	// GRPC are extra grpc.ServerOptions (TLS credentials, message size
+	// limits, keepalive), applied after agentd's own.
+	GRPC []grpc.ServerOption
+}
+
 // Server is agentd's gRPC server: the AgentService plus the standard health
-// and reflection services, behind logging and panic-recovery interceptors.
+// and reflection services, behind logging, metrics, auth and panic-recovery
+// interceptors.
 type Server struct {
 	grpc   *grpc.Server
 	health *health.Server
 	logger *slog.Logger
 }
 
-// NewServer assembles a gRPC server around svc. Extra grpc.ServerOptions (TLS
-// credentials, message size limits, keepalive) are appended after agentd's
-// own interceptors.
-func NewServer(logger *slog.Logger, svc agentdv1.AgentServiceServer, extra ...grpc.ServerOption) *Server {
-	logOpts := []logging.Option{
-		logging.WithLogOnEvents(logging.FinishCall),
+// NewServer assembles a gRPC server around svc.
+func NewServer(svc agentdv1.AgentServiceServer, opts ServerOptions) *Server {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
 	recoverOpts := []recovery.Option{
 		recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 			logger.ErrorContext(ctx, "panic in gRPC handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			return status.Error(codes.Internal, "internal error: the server recovered from a panic while handling this call; see the agentd log")
 		}),
 	}
-	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(
-			logging.UnaryServerInterceptor(slogAdapter(logger), logOpts...),
-			recovery.UnaryServerInterceptor(recoverOpts...),
-		),
-		grpc.ChainStreamInterceptor(
-			logging.StreamServerInterceptor(slogAdapter(logger), logOpts...),
-			recovery.StreamServerInterceptor(recoverOpts...),
-		),
+	var unary []grpc.UnaryServerInterceptor
+	var stream []grpc.StreamServerInterceptor
+	if opts.Metrics != nil {
+		unary = append(unary, opts.Metrics.grpc.UnaryServerInterceptor())
+		stream = append(stream, opts.Metrics.grpc.StreamServerInterceptor())
 	}
-	opts = append(opts, extra...)
+	unary = append(unary, logging.UnaryServerInterceptor(slogAdapter(logger), logOpts...))
+	stream = append(stream, logging.StreamServerInterceptor(slogAdapter(logger), logOpts...))
+	if opts.AuthToken != "" {
+		check := bearerAuth(opts.AuthToken)
+		onlyAgentService := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+			return c.Service == agentdv1.AgentService_ServiceDesc.ServiceName
+		})
+		unary = append(unary, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(check), onlyAgentService))
+		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(check), onlyAgentService))
+	}
+	unary = append(unary, recovery.UnaryServerInterceptor(recoverOpts...))
+	stream = append(stream, recovery.StreamServerInterceptor(recoverOpts...))
 
+	grpcOpts := append([]grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	}, opts.GRPC...)
 	s := &Server{
-		grpc:   grpc.NewServer(opts...),
+		grpc:   grpc.NewServer(grpcOpts...),
 		health: health.NewServer(),
 		logger: logger,
 	}
 	agentdv1.RegisterAgentServiceServer(s.grpc, svc)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
+	if opts.Metrics != nil {
+		opts.Metrics.grpc.InitializeMetrics(s.grpc)
+	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(agentdv1.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s
+}
+
+// bearerAuth accepts calls that carry the token as a bearer credential.
+func bearerAuth(token string) auth.AuthFunc {
+	return func(ctx context.Context) (context.Context, error) {
+		got, err := auth.AuthFromMD(ctx, "bearer")
+		if err != nil {
+			return nil, status.Error(codes.Unauthenticated,
+				`missing credentials: send metadata "authorization: Bearer <token>" with the token agentd was started with (--auth-token or AGENTD_AUTH_TOKEN)`)
+		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			return nil, status.Error(codes.Unauthenticated, "invalid bearer token")
+		}
+		return ctx, nil
+	}
 }
 
 // Serve accepts connections on lis until Shutdown is called. It returns nil

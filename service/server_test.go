@@ -56,7 +56,7 @@ func startServer(t *testing.T, svc agentdv1.AgentServiceServer) (*grpc.ClientCon
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := service.NewServer(logger, svc)
+	srv := service.NewServer(svc, service.ServerOptions{Logger: logger})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -76,7 +76,7 @@ func startServer(t *testing.T, svc agentdv1.AgentServiceServer) (*grpc.ClientCon
 }
 
 func TestServerReflectionListsAgentService(t *testing.T) {
-	conn, _ := startServer(t, service.New())
+	conn, _ := startServer(t, newService(t, service.Options{}))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
@@ -110,7 +110,7 @@ func TestServerReflectionListsAgentService(t *testing.T) {
 }
 
 func TestServerHealthServing(t *testing.T) {
-	conn, _ := startServer(t, service.New())
+	conn, _ := startServer(t, newService(t, service.Options{}))
 	client := healthpb.NewHealthClient(conn)
 	for _, svc := range []string{"", "agentd.v1.AgentService"} {
 		resp, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
@@ -128,7 +128,7 @@ func TestServerHealthServing(t *testing.T) {
 }
 
 func TestServerUnimplementedRPC(t *testing.T) {
-	conn, _ := startServer(t, service.New())
+	conn, _ := startServer(t, newService(t, service.Options{}))
 	client := agentdv1.NewAgentServiceClient(conn)
 	_, err := client.ResolveApproval(context.Background(), &agentdv1.ResolveApprovalRequest{SessionId: "s"})
 	if status.Code(err) != codes.Unimplemented {
@@ -194,7 +194,7 @@ func TestShutdownClosesStreamsThatOutliveTheGracePeriod(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := blockingService{started: make(chan struct{})}
-	srv := service.NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)), svc)
+	srv := service.NewServer(svc, service.ServerOptions{})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

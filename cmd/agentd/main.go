@@ -17,12 +17,18 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/agentd/agentd/persistence/sqlite"
 	"github.com/agentd/agentd/service"
 )
 
@@ -39,11 +45,18 @@ func main() {
 
 // config is agentd's start-up configuration.
 type config struct {
-	listen        string
-	dbPath        string
-	logLevel      slog.Level
-	logFormat     string
-	shutdownGrace time.Duration
+	listen          string
+	dbPath          string
+	logLevel        slog.Level
+	logFormat       string
+	shutdownGrace   time.Duration
+	authToken       string
+	tlsCert         string
+	tlsKey          string
+	metricsListen   string
+	maxRuns         int
+	maxMessageBytes int
+	syncFull        bool
 }
 
 // parseConfig reads flags, falling back to environment variables for the
@@ -66,6 +79,15 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&cfg.logFormat, "log-format", envOr("AGENTD_LOG_FORMAT", "text"), "log format: text or json (env AGENTD_LOG_FORMAT)")
 	fs.DurationVar(&cfg.shutdownGrace, "shutdown-grace", service.ShutdownTimeout,
 		"how long in-flight calls may take to finish on SIGINT/SIGTERM")
+	fs.StringVar(&cfg.authToken, "auth-token", getenv("AGENTD_AUTH_TOKEN"),
+		"require this bearer token on every AgentService call; empty disables auth (env AGENTD_AUTH_TOKEN)")
+	fs.StringVar(&cfg.tlsCert, "tls-cert", getenv("AGENTD_TLS_CERT"), "PEM certificate file; with --tls-key serves TLS (env AGENTD_TLS_CERT)")
+	fs.StringVar(&cfg.tlsKey, "tls-key", getenv("AGENTD_TLS_KEY"), "PEM private key file for --tls-cert (env AGENTD_TLS_KEY)")
+	fs.StringVar(&cfg.metricsListen, "metrics-listen", getenv("AGENTD_METRICS_LISTEN"),
+		"host:port to serve Prometheus metrics on at /metrics; empty disables (env AGENTD_METRICS_LISTEN)")
+	fs.IntVar(&cfg.maxRuns, "max-runs", 1024, "most runs active at once; more Prompts get RESOURCE_EXHAUSTED")
+	fs.IntVar(&cfg.maxMessageBytes, "max-message-bytes", 32<<20, "largest gRPC message agentd accepts or sends")
+	fs.BoolVar(&cfg.syncFull, "sync-full", false, "fsync the database on every commit (SQLite synchronous=FULL) instead of NORMAL")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -77,6 +99,15 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if cfg.dbPath == "" {
 		return config{}, errors.New("--db is empty: give the path of the SQLite database file")
+	}
+	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
+		return config{}, errors.New("--tls-cert and --tls-key go together: give both or neither")
+	}
+	if cfg.maxRuns < 1 {
+		return config{}, fmt.Errorf("--max-runs %d: want at least 1", cfg.maxRuns)
+	}
+	if cfg.maxMessageBytes < 1<<20 {
+		return config{}, fmt.Errorf("--max-message-bytes %d: want at least 1 MiB (1048576)", cfg.maxMessageBytes)
 	}
 	return cfg, nil
 }
@@ -90,33 +121,95 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	logger := newLogger(cfg, stderr)
 
-	store, err := openStore(ctx, cfg.dbPath)
+	var storeOpts []sqlite.Option
+	if cfg.syncFull {
+		storeOpts = append(storeOpts, sqlite.WithSynchronous(sqlite.SyncFull))
+	}
+	store, err := sqlite.Open(ctx, cfg.dbPath, storeOpts...)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 
+	grpcOpts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.maxMessageBytes),
+		grpc.MaxSendMsgSize(cfg.maxMessageBytes),
+		// Long streams idle while tools run: ping to find dead peers, and let
+		// clients ping us without being cut off.
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 20 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	if cfg.tlsCert != "" {
+		creds, err := credentials.NewServerTLSFromFile(cfg.tlsCert, cfg.tlsKey)
+		if err != nil {
+			return fmt.Errorf("load TLS certificate %s and key %s: %w", cfg.tlsCert, cfg.tlsKey, err)
+		}
+		grpcOpts = append(grpcOpts, grpc.Creds(creds))
+	}
+	metrics := service.NewMetrics()
+	svc, err := service.New(ctx, store, service.Options{
+		Logger:            logger,
+		MaxConcurrentRuns: cfg.maxRuns,
+		Metrics:           metrics,
+	})
+	if err != nil {
+		return err
+	}
+
 	lis, err := listen(cfg.listen)
 	if err != nil {
 		return err
 	}
-	srv := service.NewServer(logger, service.New())
+	srv := service.NewServer(svc, service.ServerOptions{
+		Logger: logger, Metrics: metrics, AuthToken: cfg.authToken, GRPC: grpcOpts,
+	})
 
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(lis) }()
-	logger.Info("agentd serving", "addr", listenAddr(lis), "db", cfg.dbPath)
+	var metricsSrv *http.Server
+	if cfg.metricsListen != "" {
+		mlis, err := net.Listen("tcp", cfg.metricsListen)
+		if err != nil {
+			srv.Shutdown(ctx)
+			return fmt.Errorf("cannot listen for metrics on %s (--metrics-listen): %w", cfg.metricsListen, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", metrics.Handler())
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := metricsSrv.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("serve metrics: %w", err)
+			}
+		}()
+		logger.Info("metrics serving", "addr", mlis.Addr().String())
+	}
+	logger.Info("agentd serving", "addr", listenAddr(lis), "db", cfg.dbPath, "auth", cfg.authToken != "", "tls", cfg.tlsCert != "")
 
+	var runErr error
 	select {
-	case err := <-serveErr:
-		return err
+	case runErr = <-serveErr:
 	case <-ctx.Done():
 	}
 	logger.Info("agentd shutting down", "grace", cfg.shutdownGrace)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
 	defer cancel()
+	// Abort runs first so every stream ends with agent_end and every run is
+	// recorded as ended; then let the calls drain.
+	if err := svc.Close(shutdownCtx); err != nil {
+		logger.Warn("runs did not end within the grace period", "err", err)
+	}
 	srv.Shutdown(shutdownCtx)
-	if err := <-serveErr; err != nil {
-		return err
+	if metricsSrv != nil {
+		_ = metricsSrv.Shutdown(shutdownCtx)
+	}
+	if runErr == nil {
+		select {
+		case runErr = <-serveErr:
+		default:
+		}
+	}
+	if runErr != nil {
+		return runErr
 	}
 	logger.Info("agentd stopped")
 	return nil

@@ -39,6 +39,11 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// Group commit (see writeLoop).
+	writes    chan *writeRequest
+	writeStop chan struct{}
+	writeDone sync.WaitGroup
+
 	// Write statements, prepared once on the single writer connection.
 	wSession     *sql.Stmt
 	wEntryExists *sql.Stmt
@@ -68,7 +73,8 @@ const (
 
 func newStore(ctx context.Context, writer, reader, checkpointer *sql.DB) (*Store, error) {
 	s := &Store{writer: writer, reader: reader, now: time.Now, checkpointer: checkpointer,
-		checkpointKick: make(chan struct{}, 1), checkpointStop: make(chan struct{})}
+		checkpointKick: make(chan struct{}, 1), checkpointStop: make(chan struct{}),
+		writes: make(chan *writeRequest), writeStop: make(chan struct{})}
 	prep := []struct {
 		db   *sql.DB
 		dst  **sql.Stmt
@@ -92,6 +98,8 @@ func newStore(ctx context.Context, writer, reader, checkpointer *sql.DB) (*Store
 	}
 	s.checkpointDone.Add(1)
 	go s.checkpointLoop()
+	s.writeDone.Add(1)
+	go s.writeLoop()
 	return s, nil
 }
 
@@ -123,6 +131,8 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) close() error {
+	close(s.writeStop)
+	s.writeDone.Wait()
 	close(s.checkpointStop)
 	s.checkpointDone.Wait()
 	errs := []error{s.checkpointer.Close()}
@@ -821,28 +831,129 @@ func scanRuns(rows *sql.Rows) ([]*persistence.Run, error) {
 
 // --- plumbing ---
 
-// write runs fn in a transaction on the writer connection (BEGIN
-// IMMEDIATE) and commits it, or rolls back everything when fn or the commit
-// fails.
+// writeRequest is one write waiting for the writer goroutine.
+type writeRequest struct {
+	ctx  context.Context
+	fn   func(*sql.Tx) error
+	done chan error
+}
+
+// maxWriteBatch bounds how many writes share one commit.
+const maxWriteBatch = 256
+
+// errClosed is returned by writes after Close.
+var errClosed = errors.New("the store is closed")
+
+// write runs fn atomically on the writer connection: everything fn did is
+// committed, or nothing is when fn or the commit fails. fn must not keep
+// the transaction.
 func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin write: %w", err)
+	req := &writeRequest{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	select {
+	case s.writes <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.writeStop:
+		return errClosed
 	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
+	// Once submitted, fn may be running: wait for its outcome whatever ctx
+	// does, so the caller never sees a write that later commits.
+	return <-req.done
+}
+
+// writeLoop is the group commit: it takes every write that is waiting
+// (up to maxWriteBatch) and runs them in one transaction, each inside its
+// own savepoint, so one commit (and one WAL sync under FULL) serves many
+// sessions' appends, and a failing write is rolled back alone. Waiting
+// writes are served in arrival order, which keeps latency fair under load
+// (database/sql hands a free connection to a random waiter).
+func (s *Store) writeLoop() {
+	defer s.writeDone.Done()
+	batch := make([]*writeRequest, 0, maxWriteBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case <-s.writeStop:
+			return
+		case req := <-s.writes:
+			batch = append(batch, req)
+		}
+	collect:
+		for len(batch) < maxWriteBatch {
+			select {
+			case req := <-s.writes:
+				batch = append(batch, req)
+			default:
+				break collect
+			}
+		}
+		s.commitBatch(batch)
+	}
+}
+
+func (s *Store) commitBatch(batch []*writeRequest) {
+	results := make([]error, len(batch))
+	fail := func(err error) {
+		for _, r := range batch {
+			r.done <- err
+		}
+	}
+	tx, err := s.writer.BeginTx(context.Background(), nil)
+	if err != nil {
+		fail(fmt.Errorf("begin write: %w", err))
+		return
+	}
+	committed := 0
+	for i, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			results[i] = err
+			continue
+		}
+		if _, err := tx.Exec("SAVEPOINT write"); err != nil {
+			_ = tx.Rollback()
+			fail(fmt.Errorf("savepoint: %w", err))
+			return
+		}
+		if err := r.fn(tx); err != nil {
+			results[i] = err
+			if _, rerr := tx.Exec("ROLLBACK TO write; RELEASE write"); rerr != nil {
+				// The failure broke the whole transaction: nothing of the
+				// batch is kept.
+				_ = tx.Rollback()
+				for j := range batch {
+					if results[j] == nil {
+						results[j] = fmt.Errorf("rolled back with a failing write of the same batch: %w", rerr)
+					}
+				}
+				for j, r := range batch {
+					r.done <- results[j]
+				}
+				return
+			}
+			continue
+		}
+		if _, err := tx.Exec("RELEASE write"); err != nil {
+			_ = tx.Rollback()
+			fail(fmt.Errorf("release savepoint: %w", err))
+			return
+		}
+		committed++
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	if s.commits.Add(1)%checkpointEvery == 0 {
+		for j := range results {
+			if results[j] == nil {
+				results[j] = fmt.Errorf("commit: %w", err)
+			}
+		}
+	} else if committed > 0 && s.commits.Add(1)%checkpointEvery == 0 {
 		select {
 		case s.checkpointKick <- struct{}{}:
 		default: // one is pending already
 		}
 	}
-	return nil
+	for j, r := range batch {
+		r.done <- results[j]
+	}
 }
 
 // read runs fn in a read transaction on a reader connection, so all its

@@ -1,0 +1,89 @@
+package service
+
+import (
+	"net/http"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are agentd's Prometheus metrics: per-RPC counts and latencies,
+// active runs, events, and transcript store latency. A nil *Metrics records
+// nothing, so tests and embedders need not set one up.
+type Metrics struct {
+	registry       *prometheus.Registry
+	grpc           *grpcprom.ServerMetrics
+	activeRuns     prometheus.Gauge
+	runsStarted    prometheus.Counter
+	eventsProduced prometheus.Counter
+	eventsSent     prometheus.Counter
+	storeSeconds   *prometheus.HistogramVec
+}
+
+// NewMetrics creates the metrics in a registry of their own (plus the Go
+// runtime and process collectors).
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		registry: prometheus.NewRegistry(),
+		grpc: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+			grpcprom.WithHistogramBuckets([]float64{.001, .005, .01, .05, .1, .5, 1, 5, 30, 120, 600}))),
+		activeRuns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "agentd_active_runs", Help: "Runs of the agent loop in progress.",
+		}),
+		runsStarted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentd_runs_started_total", Help: "Runs of the agent loop started.",
+		}),
+		eventsProduced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentd_events_produced_total", Help: "Agent events produced by runs.",
+		}),
+		eventsSent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentd_events_sent_total", Help: "Agent events sent to client streams (a replay to several clients counts each).",
+		}),
+		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "agentd_store_latency_seconds", Help: "Latency of transcript store writes.",
+			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .05, .1, .5},
+		}, []string{"op"}),
+	}
+	m.registry.MustRegister(m.grpc, m.activeRuns, m.runsStarted, m.eventsProduced, m.eventsSent, m.storeSeconds,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
+}
+
+func (m *Metrics) runStarted() {
+	if m != nil {
+		m.activeRuns.Inc()
+		m.runsStarted.Inc()
+	}
+}
+
+func (m *Metrics) runEnded() {
+	if m != nil {
+		m.activeRuns.Dec()
+	}
+}
+
+func (m *Metrics) eventProduced() {
+	if m != nil {
+		m.eventsProduced.Inc()
+	}
+}
+
+func (m *Metrics) eventSent() {
+	if m != nil {
+		m.eventsSent.Inc()
+	}
+}
+
+func (m *Metrics) storeLatency(op string, d time.Duration) {
+	if m != nil {
+		m.storeSeconds.WithLabelValues(op).Observe(d.Seconds())
+	}
+}

@@ -1,0 +1,228 @@
+package service
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+)
+
+// Limits bound what one request may carry. The zero value of a field means
+// its default (see DefaultLimits).
+type Limits struct {
+	// MaxTextBytes bounds one text block.
+	MaxTextBytes int
+	// MaxImageBytes bounds one image.
+	MaxImageBytes int
+	// MaxBlocks bounds the blocks of one message.
+	MaxBlocks int
+	// MaxTools bounds the tools of a session.
+	MaxTools int
+	// MaxSystemPromptBytes bounds the system prompt.
+	MaxSystemPromptBytes int
+	// MaxTurns bounds SessionConfig.max_turns, and is the default when a
+	// session leaves it 0.
+	MaxTurns uint32
+	// MaxMessagesPerAppend bounds AppendMessages.
+	MaxMessagesPerAppend int
+}
+
+// DefaultLimits are the limits agentd applies unless told otherwise.
+var DefaultLimits = Limits{
+	MaxTextBytes:         1 << 20,
+	MaxImageBytes:        10 << 20,
+	MaxBlocks:            256,
+	MaxTools:             128,
+	MaxSystemPromptBytes: 1 << 20,
+	MaxTurns:             1000,
+	MaxMessagesPerAppend: 1000,
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	if l.MaxTextBytes > 0 {
+		d.MaxTextBytes = l.MaxTextBytes
+	}
+	if l.MaxImageBytes > 0 {
+		d.MaxImageBytes = l.MaxImageBytes
+	}
+	if l.MaxBlocks > 0 {
+		d.MaxBlocks = l.MaxBlocks
+	}
+	if l.MaxTools > 0 {
+		d.MaxTools = l.MaxTools
+	}
+	if l.MaxSystemPromptBytes > 0 {
+		d.MaxSystemPromptBytes = l.MaxSystemPromptBytes
+	}
+	if l.MaxTurns > 0 {
+		d.MaxTurns = l.MaxTurns
+	}
+	if l.MaxMessagesPerAppend > 0 {
+		d.MaxMessagesPerAppend = l.MaxMessagesPerAppend
+	}
+	return d
+}
+
+var (
+	idPattern       = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+	toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+)
+
+// imageTypes are the media types every vision-capable provider accepts.
+var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
+
+// checkID validates a required id field.
+func checkID(field, id string) error {
+	if id == "" {
+		return invalid(field, "required")
+	}
+	if !idPattern.MatchString(id) {
+		return invalid(field, "%q is not a valid id (1 to 128 characters of A-Z a-z 0-9 . _ : -)", truncate(id, 40))
+	}
+	return nil
+}
+
+// checkOptionalID validates an id field that may be empty.
+func checkOptionalID(field, id string) error {
+	if id == "" {
+		return nil
+	}
+	return checkID(field, id)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// blockKinds says which content blocks a message may hold.
+type blockKinds struct {
+	thinking, toolCalls bool
+}
+
+var (
+	userBlocks      = blockKinds{}
+	assistantBlocks = blockKinds{thinking: true, toolCalls: true}
+)
+
+// checkContent validates content blocks; required demands at least one.
+func (l Limits) checkContent(field string, blocks []*agentdv1.ContentBlock, kinds blockKinds, required bool) error {
+	if required && len(blocks) == 0 {
+		return invalid(field, "at least one text or image block is required")
+	}
+	if len(blocks) > l.MaxBlocks {
+		return invalid(field, "%d blocks exceed the limit of %d", len(blocks), l.MaxBlocks)
+	}
+	for i, b := range blocks {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		switch blk := b.GetBlock().(type) {
+		case *agentdv1.ContentBlock_Text:
+			if blk.Text.GetText() == "" && !kinds.toolCalls {
+				return invalid(f+".text.text", "empty text; leave the block out instead")
+			}
+			if len(blk.Text.GetText()) > l.MaxTextBytes {
+				return invalid(f+".text.text", "%d bytes exceed the limit of %d", len(blk.Text.GetText()), l.MaxTextBytes)
+			}
+		case *agentdv1.ContentBlock_Image:
+			if blk.Image.GetMimeType() == "" {
+				return invalid(f+".image.mime_type", "required (image/png, image/jpeg, image/gif or image/webp)")
+			}
+			if !imageTypes[blk.Image.GetMimeType()] {
+				return invalid(f+".image.mime_type", "%q is not supported; use image/png, image/jpeg, image/gif or image/webp", blk.Image.GetMimeType())
+			}
+			if len(blk.Image.GetData()) == 0 {
+				return invalid(f+".image.data", "empty image")
+			}
+			if len(blk.Image.GetData()) > l.MaxImageBytes {
+				return invalid(f+".image.data", "%d bytes exceed the image limit of %d", len(blk.Image.GetData()), l.MaxImageBytes)
+			}
+		case *agentdv1.ContentBlock_Thinking:
+			if !kinds.thinking {
+				return invalid(f+".thinking", "only assistant messages hold thinking blocks")
+			}
+		case *agentdv1.ContentBlock_ToolCall:
+			if !kinds.toolCalls {
+				return invalid(f+".tool_call", "only assistant messages hold tool calls")
+			}
+			if blk.ToolCall.GetId() == "" {
+				return invalid(f+".tool_call.id", "required")
+			}
+			if !toolNamePattern.MatchString(blk.ToolCall.GetName()) {
+				return invalid(f+".tool_call.name", "%q is not a valid tool name", truncate(blk.ToolCall.GetName(), 70))
+			}
+		default:
+			return invalid(f, "no block kind set (text, image, thinking or tool_call)")
+		}
+	}
+	return nil
+}
+
+// checkAgentMessage validates a message a client asks to append.
+func (l Limits) checkAgentMessage(field string, m *agentdv1.AgentMessage) error {
+	switch k := m.GetKind().(type) {
+	case *agentdv1.AgentMessage_User:
+		return l.checkContent(field+".user.content", k.User.GetContent(), userBlocks, true)
+	case *agentdv1.AgentMessage_Assistant:
+		if k.Assistant.GetStopReason() == agentdv1.StopReason_STOP_REASON_UNSPECIFIED {
+			return invalid(field+".assistant.stop_reason", "required on a finished message")
+		}
+		return l.checkContent(field+".assistant.content", k.Assistant.GetContent(), assistantBlocks, false)
+	case *agentdv1.AgentMessage_ToolResult:
+		if k.ToolResult.GetToolCallId() == "" {
+			return invalid(field+".tool_result.tool_call_id", "required")
+		}
+		return l.checkContent(field+".tool_result.content", k.ToolResult.GetContent(), userBlocks, false)
+	case *agentdv1.AgentMessage_ApprovalNotice:
+		if k.ApprovalNotice.GetToolCallId() == "" {
+			return invalid(field+".approval_notice.tool_call_id", "required")
+		}
+		if k.ApprovalNotice.GetDecision() == agentdv1.ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED {
+			return invalid(field+".approval_notice.decision", "required")
+		}
+	case *agentdv1.AgentMessage_BashExecution:
+		if k.BashExecution.GetCommand() == "" {
+			return invalid(field+".bash_execution.command", "required")
+		}
+	case *agentdv1.AgentMessage_Custom:
+		if k.Custom.GetCustomType() == "" {
+			return invalid(field+".custom.custom_type", "required")
+		}
+		return l.checkContent(field+".custom.content", k.Custom.GetContent(), userBlocks, false)
+	case *agentdv1.AgentMessage_BranchSummary:
+		if k.BranchSummary.GetSummary() == "" {
+			return invalid(field+".branch_summary.summary", "required")
+		}
+	case *agentdv1.AgentMessage_CompactionSummary:
+		if k.CompactionSummary.GetSummary() == "" {
+			return invalid(field+".compaction_summary.summary", "required")
+		}
+	case *agentdv1.AgentMessage_Extension:
+		if k.Extension.GetPayload().GetTypeUrl() == "" {
+			return invalid(field+".extension.payload", "required, with a type_url naming the client's message type")
+		}
+		return l.checkContent(field+".extension.model_content", k.Extension.GetModelContent(), userBlocks, false)
+	default:
+		return invalid(field, "no message kind set")
+	}
+	return nil
+}
+
+// checkDuration validates an optional positive duration of at most a day.
+func checkDuration(field string, d *durationpb.Duration) error {
+	if d == nil {
+		return nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return invalid(field, "%v", err)
+	}
+	if v := d.AsDuration(); v <= 0 || v > 24*time.Hour {
+		return invalid(field, "%v is out of range (more than 0, at most 24h)", v)
+	}
+	return nil
+}
