@@ -1,0 +1,78 @@
+package tools
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+func benchFixture(b *testing.B) *Workspace {
+	b.Helper()
+	dir := b.TempDir()
+	ws, err := New(dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ws.Close() })
+	var sb strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&sb, "line %d: the quick brown fox jumps over the lazy dog\n", i)
+	}
+	for i := range 50 {
+		if err := ws.root.MkdirAll(fmt.Sprintf("d%d", i%5), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := ws.root.WriteFile(fmt.Sprintf("d%d/f%d.txt", i%5, i), []byte(sb.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return ws
+}
+
+func benchTool(b *testing.B, name string, args map[string]any, perItem float64, unit string) {
+	ws := benchFixture(b)
+	tool, _ := ws.Tool(name)
+	s, err := structpb.NewStruct(args)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := tool.Execute(b.Context(), "c", s, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/perItem, "ns/"+unit)
+}
+
+// BenchmarkReadFile reads a 1000-line file (all of it fits the caps).
+func BenchmarkReadFile(b *testing.B) {
+	benchTool(b, ReadFile, map[string]any{"path": "d0/f0.txt"}, 1000, "line")
+}
+
+// BenchmarkGrep searches 50 files of 1000 lines for a rare pattern.
+func BenchmarkGrep(b *testing.B) {
+	benchTool(b, Grep, map[string]any{"pattern": "line 99[0-9]:"}, 50000, "line")
+}
+
+// BenchmarkFind globs 50 files in 5 directories.
+func BenchmarkFind(b *testing.B) {
+	benchTool(b, Find, map[string]any{"pattern": "**/f1*.txt"}, 55, "entry")
+}
+
+// BenchmarkUnifiedDiff diffs a 1000-line text with one changed line.
+func BenchmarkUnifiedDiff(b *testing.B) {
+	var sb strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&sb, "line %d\n", i)
+	}
+	old := sb.String()
+	updated := strings.Replace(old, "line 500\n", "line five hundred\n", 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		unifiedDiff("f", old, updated, 3)
+	}
+}
