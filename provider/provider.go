@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"iter"
+	"time"
 	"unicode/utf16"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -32,6 +33,10 @@ type Model struct {
 	Reasoning bool
 	// Price is the price in US dollars per million tokens.
 	Price Price
+	// TextOnly marks a model that accepts no images; replay replaces images
+	// sent to it by a text placeholder. The zero value accepts images, so
+	// models declared before this field existed keep their behaviour.
+	TextOnly bool
 }
 
 // Price is a model's price per million tokens, used to fill Usage.cost.
@@ -119,6 +124,9 @@ type Event struct {
 	// Message is the message header at EventStart and the final message at
 	// EventDone and EventError.
 	Message *agentdv1.AssistantMessage
+	// RetryAfter is, on EventError, how long the provider asked the caller
+	// to wait before trying again (HTTP Retry-After); 0 when it did not say.
+	RetryAfter time.Duration
 }
 
 // Stream is what a model call returns: the loop ranges over it once. A

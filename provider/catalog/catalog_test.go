@@ -1,0 +1,136 @@
+package catalog_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/provider"
+	"github.com/agentd/agentd/provider/catalog"
+	"github.com/agentd/agentd/provider/internal/wiretest"
+)
+
+// The genai SDK's dependencies start an opencensus worker at init; it is
+// not ours and lives for the process.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
+}
+
+func env(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "models.json")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestResolveAndConfigured(t *testing.T) {
+	r, err := catalog.NewRegistry(catalog.Builtin(), catalog.Options{Getenv: env(map[string]string{"ANTHROPIC_API_KEY": "sk-ant-x"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		provider, id string
+		wantErr      error
+	}{
+		{"anthropic", "claude-sonnet-4-5", nil},
+		{"openai", "gpt-4.1", catalog.ErrNotConfigured},
+		{"anthropic", "no-such-model", catalog.ErrUnknownModel},
+		{"nobody", "x", catalog.ErrUnknownModel},
+	}
+	for _, tt := range tests {
+		m, stream, err := r.Resolve(&agentdv1.ModelRef{Provider: tt.provider, Id: tt.id})
+		if !errors.Is(err, tt.wantErr) {
+			t.Fatalf("%s/%s: err = %v, want %v", tt.provider, tt.id, err, tt.wantErr)
+		}
+		if tt.wantErr == nil && (stream == nil || m.API != provider.APIAnthropicMessages || m.ContextWindow != 200000 || m.Price.Output != 15 || !m.Reasoning) {
+			t.Fatalf("model = %+v", m)
+		}
+	}
+	if _, _, err := r.Resolve(&agentdv1.ModelRef{Provider: "openai", Id: "gpt-4.1"}); !strings.Contains(err.Error(), "OPENAI_API_KEY") {
+		t.Fatalf("not-configured error should name the variable: %v", err)
+	}
+	if !r.Configured("anthropic") || r.Configured("openai") {
+		t.Fatal("configured flags wrong")
+	}
+}
+
+func TestConfigFileAddsOllamaAndOverrides(t *testing.T) {
+	s := wiretest.New(t, wiretest.Reply{Body: wiretest.File(t, "../openai/testdata/text.sse")})
+	path := writeConfig(t, `{
+	  "providers": {
+	    "ollama": {
+	      "api": "openai-completions",
+	      "base_url": "`+s.URL+`/v1",
+	      "profile": "ollama",
+	      "models": [{"id": "qwen3:8b", "context_window": 40960, "max_output_tokens": 8192, "input": ["text"], "reasoning": true}]
+	    },
+	    "anthropic": {"api_key": "sk-ant-from-file", "models": [{"id": "claude-sonnet-4-5", "context_window": 1000000}]}
+	  }
+	}`)
+	fileCfg, err := catalog.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := catalog.NewRegistry(catalog.Merge(catalog.Builtin(), fileCfg), catalog.Options{Getenv: env(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, stream, err := r.Resolve(&agentdv1.ModelRef{Provider: "ollama", Id: "qwen3:8b"})
+	if err != nil || !m.TextOnly || !m.Reasoning || m.ContextWindow != 40960 {
+		t.Fatalf("ollama model %+v err %v", m, err)
+	}
+	final := provider.Collect(stream(context.Background(), m, &agentdv1.Context{Messages: []*agentdv1.Message{wiretest.User("hi")}}, provider.Options{MaxTokens: 100}))
+	if final.GetContent()[0].GetText().GetText() != "Hello, world" || final.GetProvider() != "ollama" {
+		t.Fatalf("final = %v", final)
+	}
+	if body := string(s.Requests()[0].Body); !strings.Contains(body, `"max_tokens":100`) || !strings.Contains(body, `"model":"qwen3:8b"`) {
+		t.Fatalf("ollama request = %s", body)
+	}
+	sonnet, _, err := r.Resolve(&agentdv1.ModelRef{Provider: "anthropic", Id: "claude-sonnet-4-5"})
+	if err != nil || sonnet.ContextWindow != 1000000 || sonnet.Price.Input != 3 {
+		t.Fatalf("override: %+v %v", sonnet, err)
+	}
+	list := r.List()
+	var sawOllama bool
+	for _, lm := range list {
+		js, _ := protojson.Marshal(lm)
+		if strings.Contains(string(js), "sk-ant-from-file") {
+			t.Fatalf("ListModels leaks a key: %s", js)
+		}
+		if lm.GetRef().GetProvider() == "ollama" {
+			sawOllama = true
+			if !lm.GetConfigured() || lm.GetMetadata().GetFields()["base_url"].GetStringValue() != s.URL+"/v1" ||
+				len(lm.GetInputModalities()) != 1 {
+				t.Fatalf("ollama listing = %v", lm)
+			}
+		}
+	}
+	if !sawOllama {
+		t.Fatal("ollama model not listed")
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	if _, err := catalog.LoadConfig(writeConfig(t, `{"providers":{"x":{"apikey":"typo"}}}`)); err == nil {
+		t.Fatal("unknown field accepted")
+	}
+	bad := catalog.Config{Providers: map[string]catalog.ProviderConfig{"x": {API: "openai-completions", Profile: "nope"}}}
+	if _, err := catalog.NewRegistry(bad, catalog.Options{}); err == nil {
+		t.Fatal("unknown profile accepted")
+	}
+	bad = catalog.Config{Providers: map[string]catalog.ProviderConfig{"x": {API: "carrier-pigeon"}}}
+	if _, err := catalog.NewRegistry(bad, catalog.Options{}); err == nil {
+		t.Fatal("unknown api accepted")
+	}
+}

@@ -1,0 +1,259 @@
+package provider_test
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/provider"
+)
+
+var (
+	claude = provider.Model{Provider: "anthropic", API: provider.APIAnthropicMessages, ID: "claude-sonnet-4-5"}
+	gpt    = provider.Model{Provider: "openai", API: provider.APIOpenAIResponses, ID: "gpt-5"}
+	chat   = provider.Model{Provider: "ollama", API: provider.APIOpenAICompletions, ID: "qwen3", TextOnly: true}
+	gemini = provider.Model{Provider: "google", API: provider.APIGoogleGenerativeAI, ID: "gemini-2.5-pro"}
+)
+
+func user(text string) *agentdv1.Message {
+	return &agentdv1.Message{Role: &agentdv1.Message_User{User: &agentdv1.UserMessage{Content: []*agentdv1.ContentBlock{text1(text)}}}}
+}
+func text1(s string) *agentdv1.ContentBlock {
+	return &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: s}}}
+}
+func assistant(from provider.Model, stop agentdv1.StopReason, blocks ...*agentdv1.ContentBlock) *agentdv1.Message {
+	return &agentdv1.Message{Role: &agentdv1.Message_Assistant{Assistant: &agentdv1.AssistantMessage{
+		Api: from.API, Provider: from.Provider, Model: from.ID, StopReason: stop, Content: blocks}}}
+}
+func thinking(text, sig string, redacted bool) *agentdv1.ContentBlock {
+	return &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_Thinking{Thinking: &agentdv1.ThinkingContent{Thinking: text, ThinkingSignature: sig, Redacted: redacted}}}
+}
+func signedText(text, sig string) *agentdv1.ContentBlock {
+	return &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: text, TextSignature: sig}}}
+}
+func call(id, name, thoughtSig string) *agentdv1.ContentBlock {
+	args, _ := structpb.NewStruct(map[string]any{"path": "a.txt"})
+	return &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_ToolCall{ToolCall: &agentdv1.ToolCall{Id: id, Name: name, Arguments: args, ThoughtSignature: thoughtSig}}}
+}
+func result(id string) *agentdv1.Message {
+	return &agentdv1.Message{Role: &agentdv1.Message_ToolResult{ToolResult: &agentdv1.ToolResultMessage{ToolCallId: id, ToolName: "read", Content: []*agentdv1.ContentBlock{text1("ok")}}}}
+}
+func image() *agentdv1.Message {
+	return &agentdv1.Message{Role: &agentdv1.Message_User{User: &agentdv1.UserMessage{Content: []*agentdv1.ContentBlock{
+		text1("look"), {Block: &agentdv1.ContentBlock_Image{Image: &agentdv1.ImageContent{Data: []byte{1, 2}, MimeType: "image/png"}}},
+		{Block: &agentdv1.ContentBlock_Image{Image: &agentdv1.ImageContent{Data: []byte{3}, MimeType: "image/png"}}}}}}}
+}
+
+// describe flattens messages into comparable lines.
+func describe(msgs []*agentdv1.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		switch r := m.Role.(type) {
+		case *agentdv1.Message_User:
+			s := "user:"
+			for _, b := range r.User.Content {
+				if b.GetImage() != nil {
+					s += "[img]"
+				} else {
+					s += b.GetText().GetText() + ";"
+				}
+			}
+			out = append(out, s)
+		case *agentdv1.Message_Assistant:
+			s := "assistant:"
+			for _, b := range r.Assistant.Content {
+				switch x := b.Block.(type) {
+				case *agentdv1.ContentBlock_Text:
+					s += "text(" + x.Text.Text + "|" + x.Text.TextSignature + ")"
+				case *agentdv1.ContentBlock_Thinking:
+					s += "thinking(" + x.Thinking.Thinking + "|" + x.Thinking.ThinkingSignature + ")"
+				case *agentdv1.ContentBlock_ToolCall:
+					s += "call(" + x.ToolCall.Id + "|" + x.ToolCall.ThoughtSignature + ")"
+				}
+			}
+			out = append(out, s)
+		case *agentdv1.Message_ToolResult:
+			s := "result:" + r.ToolResult.ToolCallId + ":" + r.ToolResult.Content[0].GetText().GetText()
+			if r.ToolResult.IsError {
+				s += ":error"
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+const (
+	stop    = agentdv1.StopReason_STOP_REASON_STOP
+	toolUse = agentdv1.StopReason_STOP_REASON_TOOL_USE
+)
+
+func TestReplayRules(t *testing.T) {
+	respID := "call_9|fc_68ab+/x"
+	tests := []struct {
+		name   string
+		target provider.Model
+		in     []*agentdv1.Message
+		want   []string
+	}{
+		{"same model keeps opaque fields", claude, []*agentdv1.Message{user("q"),
+			assistant(claude, toolUse, thinking("hmm", "SIG", false), thinking("", "ENC", true), call("toolu_1", "read", "")), result("toolu_1")},
+			[]string{"user:q;", "assistant:thinking(hmm|SIG)thinking(|ENC)call(toolu_1|)", "result:toolu_1:ok"}},
+		{"error and aborted skipped", claude, []*agentdv1.Message{user("q"),
+			assistant(claude, agentdv1.StopReason_STOP_REASON_ERROR, text1("partial")),
+			assistant(claude, agentdv1.StopReason_STOP_REASON_ABORTED, call("toolu_x", "read", "")), user("again")},
+			[]string{"user:q;", "user:again;"}},
+		{"orphan before user and at end", claude, []*agentdv1.Message{user("q"),
+			assistant(claude, toolUse, call("a", "read", ""), call("b", "read", "")), result("b"), user("next"),
+			assistant(claude, toolUse, call("c", "read", ""))},
+			[]string{"user:q;", "assistant:call(a|)call(b|)", "result:b:ok", "result:a:" + provider.NoResultText + ":error", "user:next;",
+				"assistant:call(c|)", "result:c:" + provider.NoResultText + ":error"}},
+		{"orphan result dropped", claude, []*agentdv1.Message{user("q"), result("ghost"), assistant(claude, stop, text1("a"))},
+			[]string{"user:q;", "assistant:text(a|)"}},
+		{"anthropic to responses", gpt, []*agentdv1.Message{user("q"),
+			assistant(claude, toolUse, thinking("hmm", "SIG", false), thinking("", "ENC", true), signedText("t", "x"), call("toolu_1", "read", "")), result("toolu_1")},
+			[]string{"user:q;", "assistant:text(hmm|)text(t|)call(toolu_1|)", "result:toolu_1:ok"}},
+		{"responses to anthropic remaps ids", claude, []*agentdv1.Message{user("q"),
+			assistant(gpt, toolUse, thinking("", `{"type":"reasoning","id":"rs_1","encrypted_content":"E"}`, false), signedText("t", `{"v":1,"id":"msg_1"}`), call(respID, "read", "")), result(respID)},
+			[]string{"user:q;", "assistant:text(t|)call(call_9_fc_68ab__x|)", "result:call_9_fc_68ab__x:ok"}},
+		{"responses to chat keeps call part", chat, []*agentdv1.Message{user("q"), assistant(gpt, toolUse, call(respID, "read", "")), result(respID)},
+			[]string{"user:q;", "assistant:call(call_9|)", "result:call_9:ok"}},
+		{"gemini to anthropic drops thought signatures", claude, []*agentdv1.Message{user("q"),
+			assistant(gemini, toolUse, thinking("plan", "R2VtaW5p", false), call("read_1", "read", "R2VtaW5pU2ln")), result("read_1")},
+			[]string{"user:q;", "assistant:text(plan|)call(read_1|)", "result:read_1:ok"}},
+		{"anthropic to gemini", gemini, []*agentdv1.Message{user("q"), assistant(claude, toolUse, thinking("hmm", "SIG", false), call("toolu_1", "read", "")), result("toolu_1")},
+			[]string{"user:q;", "assistant:text(hmm|)call(toolu_1|)", "result:toolu_1:ok"}},
+		{"same model gemini keeps thought signature", gemini, []*agentdv1.Message{user("q"), assistant(gemini, toolUse, call("read_1", "read", "U0lH")), result("read_1")},
+			[]string{"user:q;", "assistant:call(read_1|U0lH)", "result:read_1:ok"}},
+		{"responses to responses other model keeps pair", provider.Model{Provider: "openai", API: provider.APIOpenAIResponses, ID: "gpt-5-mini"},
+			[]*agentdv1.Message{user("q"), assistant(gpt, toolUse, call(respID, "read", "")), result(respID)},
+			[]string{"user:q;", "assistant:call(call_9|fc_68ab__x|)", "result:call_9|fc_68ab__x:ok"}},
+		{"images to text-only model", chat, []*agentdv1.Message{image()},
+			[]string{"user:look;" + provider.ImageOmittedText + ";"}},
+		{"images to vision model", claude, []*agentdv1.Message{image()}, []string{"user:look;[img][img]"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := make([]*agentdv1.Message, len(tt.in))
+			for i, m := range tt.in {
+				before[i] = proto.Clone(m).(*agentdv1.Message)
+			}
+			out := provider.Replay(tt.in, tt.target)
+			if got := describe(out); !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("got  %q\nwant %q", got, tt.want)
+			}
+			for i := range tt.in {
+				if !proto.Equal(before[i], tt.in[i]) {
+					t.Fatalf("Replay modified its input message %d", i)
+				}
+			}
+			again := provider.Replay(out, tt.target)
+			if len(again) != len(out) {
+				t.Fatalf("not idempotent: %q", describe(again))
+			}
+			for i := range out {
+				if !proto.Equal(out[i], again[i]) {
+					t.Fatalf("not idempotent at %d: %v vs %v", i, out[i], again[i])
+				}
+			}
+		})
+	}
+}
+
+// A round trip Anthropic → OpenAI Responses → Gemini → Anthropic keeps every
+// tool call paired with its result under the ids each target accepts.
+func TestHandoffChain(t *testing.T) {
+	conv := []*agentdv1.Message{user("q"),
+		assistant(claude, toolUse, thinking("a", "SIG", false), call("toolu_1", "read", "")), result("toolu_1"),
+		assistant(gpt, toolUse, thinking("", "{}", false), call("call_2|fc_2", "read", "")), result("call_2|fc_2"),
+		assistant(gemini, toolUse, call("read_3", "read", "U0lH")), result("read_3"), user("done?")}
+	for _, target := range []provider.Model{claude, gpt, gemini, chat, claude} {
+		out := provider.Replay(conv, target)
+		calls := map[string]bool{}
+		for _, m := range out {
+			if a := m.GetAssistant(); a != nil {
+				for _, b := range a.Content {
+					if tc := b.GetToolCall(); tc != nil {
+						if tc.Id != provider.NormalizeToolCallID(tc.Id, target.API) && !provider.SameModel(a, target) {
+							t.Fatalf("%s: id %q not normalized", target.API, tc.Id)
+						}
+						calls[tc.Id] = true
+					}
+				}
+			}
+			if r := m.GetToolResult(); r != nil {
+				if !calls[r.ToolCallId] || r.IsError {
+					t.Fatalf("%s: result %q unpaired or synthetic: %q", target.API, r.ToolCallId, describe(out))
+				}
+			}
+		}
+		if len(calls) != 3 {
+			t.Fatalf("%s: calls = %v", target.API, calls)
+		}
+	}
+}
+
+func TestRetryPolicy(t *testing.T) {
+	failing := func(msg string, afterContent bool) provider.StreamFunc {
+		return func(ctx context.Context, m provider.Model, c *agentdv1.Context, o provider.Options) provider.Stream {
+			return func(yield func(provider.Event) bool) {
+				e := provider.NewEmitter(m, yield, nil)
+				if afterContent {
+					i, _ := e.BeginText()
+					e.Delta(i, "partial")
+				}
+				e.Fail(msg, 0)
+			}
+		}
+	}
+	tests := []struct {
+		name         string
+		msg          string
+		afterContent bool
+		wantSleeps   []time.Duration
+	}{
+		{"retryable exhausts", "503 overloaded_error: Overloaded", false, []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second}},
+		{"not retryable", "401 authentication_error: bad key", false, nil},
+		{"overflow never retried", provider.ContextOverflowPrefix + "400: prompt is too long", false, nil},
+		{"after content not retried", "Stream error: connection reset", true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var sleeps []time.Duration
+			var reported int
+			s := provider.WithRetry(failing(tt.msg, tt.afterContent), provider.RetryPolicy{
+				Sleep:   func(_ context.Context, d time.Duration) error { sleeps = append(sleeps, d); return nil },
+				OnRetry: func(int, time.Duration, *agentdv1.AssistantMessage) { reported++ },
+			})
+			var types []provider.EventType
+			var final *agentdv1.AssistantMessage
+			for ev := range s(context.Background(), claude, &agentdv1.Context{}, provider.Options{}) {
+				types = append(types, ev.Type)
+				final = ev.Message
+			}
+			if !reflect.DeepEqual(sleeps, tt.wantSleeps) || reported != len(tt.wantSleeps) || final.GetErrorMessage() != tt.msg {
+				t.Fatalf("sleeps %v reported %d final %v", sleeps, reported, final)
+			}
+			if tt.afterContent && types[0] != provider.EventStart {
+				t.Fatalf("events %v", types)
+			}
+		})
+	}
+	// A Retry-After beyond the cap is not waited for.
+	if _, ok := (provider.RetryPolicy{}).Delay(1, 5*time.Minute); ok {
+		t.Fatal("a 5 minute Retry-After was accepted")
+	}
+	// Cancellation during the wait ends the stream ABORTED.
+	ctx, cancel := context.WithCancel(context.Background())
+	s := provider.WithRetry(failing("429 rate limit", false), provider.RetryPolicy{
+		Sleep: func(ctx context.Context, d time.Duration) error { cancel(); return ctx.Err() },
+	})
+	if m := provider.Collect(s(ctx, claude, &agentdv1.Context{}, provider.Options{})); m.GetStopReason() != agentdv1.StopReason_STOP_REASON_ABORTED {
+		t.Fatalf("final = %v", m)
+	}
+}
