@@ -2,6 +2,7 @@ package agentloop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -239,8 +240,11 @@ func (r *run) executeAndFinalize(msg *agentdv1.AssistantMessage, p prepared) *fi
 	mu.Unlock()
 
 	if r.cfg.AfterToolCall != nil {
+		r.recordMu.Lock()
+		msgs := r.messages // Record may append concurrently; this slice header is stable
+		r.recordMu.Unlock()
 		o, err := safeAfter(r.ctx, r.cfg.AfterToolCall, AfterToolCallInfo{
-			ToolCallInfo: ToolCallInfo{AssistantMessage: msg, ToolCall: p.call, Args: p.args, Messages: r.messages},
+			ToolCallInfo: ToolCallInfo{AssistantMessage: msg, ToolCall: p.call, Args: p.args, Messages: msgs},
 			Result:       result, IsError: isError,
 		})
 		switch {
@@ -272,9 +276,60 @@ func (r *run) execute1(p prepared, onUpdate UpdateFunc) (res Result, isError boo
 			res, isError = errorResult(fmt.Sprintf("Tool %s panicked: %v", p.call.GetName(), v)), true
 		}
 	}()
-	res, err := p.entry.tool.Execute(r.ctx, p.call.GetId(), p.args, onUpdate)
+	res, err := p.entry.tool.Execute(context.WithValue(r.ctx, runKey{}, r), p.call.GetId(), p.args, onUpdate)
 	if err != nil {
-		return errorResult(err.Error()), true
+		failed := errorResult(err.Error())
+		// A failing tool may still have details for UIs (a command's exit
+		// code and output): keep them.
+		var withDetails interface{ ResultDetails() *structpb.Value }
+		if errors.As(err, &withDetails) {
+			failed.Details = withDetails.ResultDetails()
+		}
+		return failed, true
 	}
-	return res, false
+	return res, res.IsError
+}
+
+// runKey finds the run in a tool's context, for Emit and Record.
+type runKey struct{}
+
+// errNoRun is returned by Emit and Record outside a tool's Execute.
+var errNoRun = errors.New("agentloop: not called with the context of a running tool")
+
+// Emit sends an event of the tool's run to the sink, in order with the
+// run's own events. A tool uses it for events the loop does not produce
+// itself, such as a request for the user's approval. ctx must be (derived
+// from) the context the loop passed to Execute or to the model's
+// StreamFunc.
+func Emit(ctx context.Context, ev *agentdv1.AgentEvent) error {
+	r, ok := ctx.Value(runKey{}).(*run)
+	if !ok {
+		return errNoRun
+	}
+	return r.em.send(ev)
+}
+
+// Record adds a message to the run's transcript while a tool executes (or
+// while a model call is being made, before its stream's first event):
+// the sink receives its message_start and message_end (and stores it), and
+// the run's later model calls see it. It lands before the batch's tool
+// results, so a record of a decision about a call precedes the call's
+// result. ctx must be (derived from) the context the loop passed to
+// Execute.
+func Record(ctx context.Context, msg *agentdv1.AgentMessage) error {
+	r, ok := ctx.Value(runKey{}).(*run)
+	if !ok {
+		return errNoRun
+	}
+	r.recordMu.Lock()
+	defer r.recordMu.Unlock()
+	if err := r.em.send(evMessageStart(msg)); err != nil {
+		return err
+	}
+	if err := r.em.send(evMessageEnd(msg)); err != nil {
+		return err
+	}
+	r.messages = append(r.messages, msg)
+	r.newMessages = append(r.newMessages, msg)
+	return nil
 }

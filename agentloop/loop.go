@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -188,9 +189,12 @@ type run struct {
 	em     *emitter
 
 	// messages is the run's context: the transcript plus what this run
-	// appended. newMessages is what this run appended.
+	// appended. newMessages is what this run appended. Tools running
+	// concurrently append through Record, which holds recordMu; the loop
+	// itself appends only while no tool runs.
 	messages    []*agentdv1.AgentMessage
 	newMessages []*agentdv1.AgentMessage
+	recordMu    sync.Mutex
 
 	turn  uint32
 	usage agentdv1.Usage
@@ -588,7 +592,9 @@ func (r *run) streamAssistant() (*agentdv1.AssistantMessage, error) {
 				failure = fmt.Sprintf("provider panicked: %v", p)
 			}
 		}()
-		stream := r.cfg.Stream(r.ctx, r.cfg.Model, llmCtx, r.cfg.StreamOptions)
+		// The stream's context lets a provider wrapper Record a failed
+		// attempt (before the stream's first event) and Emit events.
+		stream := r.cfg.Stream(context.WithValue(r.ctx, runKey{}, r), r.cfg.Model, llmCtx, r.cfg.StreamOptions)
 		if stream == nil {
 			failure = "provider returned no stream"
 			return

@@ -22,12 +22,17 @@ type Result struct {
 	// Terminate asks to end the run after this batch; honoured only when
 	// every result of the batch asks for it.
 	Terminate bool
+	// IsError marks the result as a failure while keeping Content and
+	// Details as given (a returned error carries only its text).
+	IsError bool
 }
 
 // Tool is a tool the model may call. Execute receives arguments already
 // validated (and coerced) against Definition().Parameters and must honour
 // ctx: an abort cancels it. A returned error becomes an error result with the
-// error's text; a panic becomes one too.
+// error's text (and the error's ResultDetails() *structpb.Value as details,
+// when it has that method); a panic becomes one too. From inside Execute, a
+// tool may Emit events and Record messages into its run.
 type Tool interface {
 	// Definition is the declaration sent to the model: name, description,
 	// JSON Schema parameters and the sequential flag. It must not change.
