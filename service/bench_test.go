@@ -134,12 +134,12 @@ func BenchmarkPromptStream10kDeltas(b *testing.B) {
 // peak heap and whether goroutines return to their baseline.
 func BenchmarkConcurrentSessions(b *testing.B) {
 	const sessions, turns = 1000, 10
-	tool := agentloop.FuncTool{
+	tool := readOnlyTool{agentloop.FuncTool{
 		Def: &agentdv1.Tool{Name: "step", Description: "One step.", Parameters: mustStruct(b, map[string]any{"type": "object"})},
 		Fn: func(context.Context, string, *structpb.Struct, agentloop.UpdateFunc) (agentloop.Result, error) {
 			return agentloop.Result{Content: texts("ok")}, nil
 		},
-	}
+	}}
 	var script []*agentdv1.AssistantMessage
 	for i := range turns {
 		script = append(script, toolCallAnswer(b, fmt.Sprintf("call_%d", i), "step", nil))

@@ -261,14 +261,20 @@ func wantCode(t *testing.T, err error, code codes.Code, mention string) {
 	}
 }
 
-// files is a read_file test tool over an in-memory file system.
+// readOnlyTool marks a test tool as read-only, so it runs without approval
+// by default like the built-in read tools.
+type readOnlyTool struct{ agentloop.FuncTool }
+
+func (readOnlyTool) ReadOnly() bool { return true }
+
+// readFileTool is a read_file test tool over an in-memory file system.
 func readFileTool(files map[string]string) agentloop.Tool {
 	params, _ := structpb.NewStruct(map[string]any{
 		"type":       "object",
 		"properties": map[string]any{"path": map[string]any{"type": "string"}},
 		"required":   []any{"path"},
 	})
-	return agentloop.FuncTool{
+	return readOnlyTool{agentloop.FuncTool{
 		Def: &agentdv1.Tool{Name: "read_file", Description: "Read a file.", Parameters: params},
 		Fn: func(_ context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
 			body, ok := files[args.GetFields()["path"].GetStringValue()]
@@ -277,7 +283,7 @@ func readFileTool(files map[string]string) agentloop.Tool {
 			}
 			return agentloop.Result{Content: texts(body)}, nil
 		},
-	}
+	}}
 }
 
 // gate is a tool that blocks until released (or its context ends), so a
@@ -296,7 +302,7 @@ func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
 
 func (g *gate) tool() agentloop.Tool {
 	params, _ := structpb.NewStruct(map[string]any{"type": "object"})
-	return agentloop.FuncTool{
+	return readOnlyTool{agentloop.FuncTool{
 		Def: &agentdv1.Tool{Name: "wait", Description: "Wait for the test.", Parameters: params},
 		Fn: func(ctx context.Context, id string, _ *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
 			g.entered <- id
@@ -307,5 +313,18 @@ func (g *gate) tool() agentloop.Tool {
 				return agentloop.Result{}, ctx.Err()
 			}
 		},
-	}
+	}}
 }
+
+// newClientConn opens a second, independent connection to addr.
+func newClientConn(t testing.TB, addr string) agentdv1.AgentServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return agentdv1.NewAgentServiceClient(conn)
+}
+
+func codeOf(err error) codes.Code { return status.Code(err) }

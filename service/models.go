@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,8 +11,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/provider"
+	"github.com/agentd/agentd/provider/catalog"
 	"github.com/agentd/agentd/provider/faux"
 )
 
@@ -23,8 +26,8 @@ type ModelResolver interface {
 	// an error saying why the reference is unusable (unknown provider or
 	// model, provider not configured).
 	Resolve(ref *agentdv1.ModelRef) (provider.Model, provider.StreamFunc, error)
-	// Models lists the known models.
-	Models() []*agentdv1.Model
+	// List describes the known models for ListModels.
+	List() []*agentdv1.Model
 }
 
 // isFaux reports whether ref selects the faux provider (unset selects it).
@@ -50,20 +53,66 @@ func (s *Service) checkModel(ref *agentdv1.ModelRef) error {
 		return invalid("config.model.provider", "unknown provider %q; this agentd offers only %q (ListModels shows the models)", ref.GetProvider(), faux.ProviderName)
 	}
 	if _, _, err := s.models.Resolve(ref); err != nil {
-		return status.Errorf(codes.InvalidArgument, "config.model: %v (ListModels shows the models and whether each is configured)", err)
+		code := codes.InvalidArgument
+		if errors.Is(err, catalog.ErrNotConfigured) {
+			code = codes.FailedPrecondition
+		}
+		return status.Errorf(code, "config.model: %v (ListModels shows the models and whether each is configured)", err)
 	}
 	return nil
 }
 
 // modelFor returns the model and stream function for a session's runs.
 func (s *Service) modelFor(cfg *agentdv1.SessionConfig) (provider.Model, provider.StreamFunc, error) {
+	model, stream, err := s.bareModelFor(cfg)
+	if err != nil {
+		return model, nil, err
+	}
+	return model, replaying(stream), nil
+}
+
+// replaying applies the replay rules (failed answers skipped, orphan tool
+// calls answered, foreign opaque fields dropped) before the adapter sees
+// the context, exactly as GetContext shows it. Adapters apply the same
+// rules again; they are idempotent.
+func replaying(next provider.StreamFunc) provider.StreamFunc {
+	return func(ctx context.Context, model provider.Model, c *agentdv1.Context, o provider.Options) provider.Stream {
+		replayed := &agentdv1.Context{SystemPrompt: c.GetSystemPrompt(), Messages: provider.Replay(c.GetMessages(), model), Tools: c.GetTools()}
+		return next(ctx, model, replayed, o)
+	}
+}
+
+func (s *Service) bareModelFor(cfg *agentdv1.SessionConfig) (provider.Model, provider.StreamFunc, error) {
 	if isFaux(cfg.GetModel()) {
 		return faux.DefaultModel(), scriptedFaux(cfg.GetFaux()), nil
 	}
 	if s.models == nil {
 		return provider.Model{}, nil, fmt.Errorf("no provider %q is configured", cfg.GetModel().GetProvider())
 	}
-	return s.models.Resolve(cfg.GetModel())
+	model, stream, err := s.models.Resolve(cfg.GetModel())
+	if err != nil {
+		return model, nil, err
+	}
+	return model, retrying(stream, s.retry), nil
+}
+
+// retrying retries a model call that failed before producing anything
+// (rate limits, overload, 5xx, connection resets). Each failed attempt is
+// recorded in the transcript as the ERROR answer it was, and announced as a
+// non-fatal error event; the replay rule keeps it out of the model's
+// context, so transcript and context agree.
+func retrying(next provider.StreamFunc, policy provider.RetryPolicy) provider.StreamFunc {
+	return func(ctx context.Context, model provider.Model, c *agentdv1.Context, o provider.Options) provider.Stream {
+		p := policy
+		p.OnRetry = func(attempt int, delay time.Duration, failed *agentdv1.AssistantMessage) {
+			_ = agentloop.Record(ctx, &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: failed}})
+			_ = agentloop.Emit(ctx, &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_Error{Error: &agentdv1.AgentError{
+				Stage:   "provider_retry",
+				Message: fmt.Sprintf("model call failed (%s); retry %d in %v", failed.GetErrorMessage(), attempt, delay.Round(time.Millisecond)),
+			}}})
+		}
+		return provider.WithRetry(next, p)(ctx, model, c, o)
+	}
 }
 
 // scriptedFaux answers the n-th model call of a session with the n-th
@@ -125,7 +174,7 @@ func fauxModel() *agentdv1.Model {
 func (s *Service) ListModels(context.Context, *agentdv1.ListModelsRequest) (*agentdv1.ListModelsResponse, error) {
 	models := []*agentdv1.Model{fauxModel()}
 	if s.models != nil {
-		models = append(models, s.models.Models()...)
+		models = append(models, s.models.List()...)
 	}
 	return &agentdv1.ListModelsResponse{Models: models}, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/tools"
 )
 
 type runManagerOptions struct {
@@ -50,9 +51,29 @@ type runHandle struct {
 	steering *agentloop.Queue
 	followUp *agentloop.Queue
 	log      *eventLog
+	// pending are the run's tool calls waiting for a client's answer.
+	pending pendingCalls
+	// ws is the session's workspace, opened by the first built-in tool of
+	// the run and closed when the run's goroutine returns.
+	wsOnce sync.Once
+	ws     *tools.Workspace
+	wsErr  error
 	// done is closed when the run's goroutine has returned.
 	done    chan struct{}
 	endedAt time.Time
+}
+
+// workspace opens the run's workspace once.
+func (h *runHandle) workspace(open func() (*tools.Workspace, error)) (*tools.Workspace, error) {
+	h.wsOnce.Do(func() { h.ws, h.wsErr = open() })
+	return h.ws, h.wsErr
+}
+
+// release frees what the run holds.
+func (h *runHandle) release() {
+	if h.ws != nil {
+		h.ws.Close()
+	}
 }
 
 // abort cancels the run and stops its event log from waiting for followers.
@@ -136,6 +157,7 @@ func (m *runManager) unregister(h *runHandle) {
 	}
 	delete(m.byID, h.id)
 	h.cancel(errors.New("the run never started"))
+	h.release()
 	close(h.done)
 	m.wg.Done()
 	m.opts.metrics.runEnded()
@@ -161,6 +183,7 @@ func (m *runManager) finish(h *runHandle) (undelivered []*agentdv1.AgentMessage)
 
 // exited records that the run's goroutine returned.
 func (m *runManager) exited(h *runHandle) {
+	h.release()
 	close(h.done)
 	m.wg.Done()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -13,6 +14,8 @@ import (
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/provider"
+	"github.com/agentd/agentd/tools"
 )
 
 // Options configure a Service. The zero value of each field means its
@@ -20,11 +23,23 @@ import (
 type Options struct {
 	// Logger receives operational logs; nil discards them.
 	Logger *slog.Logger
-	// Tools are the server-executed tools sessions may enable by name.
+	// Tools are extra server-executed tools sessions may enable by name;
+	// the built-in workspace tools (package tools) are always offered, and
+	// a tool here with a built-in's name replaces it.
 	Tools []agentloop.Tool
+	// WorkspaceRoots, when set, are the directories a session's
+	// workspace_root must lie in; empty allows any existing absolute
+	// directory.
+	WorkspaceRoots []string
+	// WorkspaceTools tunes the built-in tools' limits.
+	WorkspaceTools tools.Options
 	// Models resolves models of real providers; nil offers only the faux
 	// model.
 	Models ModelResolver
+	// Retry is how failed model calls of real providers are retried; the
+	// zero value is pi's policy (3 retries, 2 s doubling, Retry-After
+	// honoured). Its OnRetry is set by the service.
+	Retry provider.RetryPolicy
 	// Limits bound request sizes.
 	Limits Limits
 	// MaxConcurrentRuns bounds the runs active at once across sessions; a
@@ -51,14 +66,17 @@ type Options struct {
 type Service struct {
 	agentdv1.UnimplementedAgentServiceServer
 
-	store   persistence.Store
-	logger  *slog.Logger
-	tools   map[string]agentloop.Tool
-	models  ModelResolver
-	limits  Limits
-	metrics *Metrics
-	now     func() time.Time
-	runs    *runManager
+	store          persistence.Store
+	logger         *slog.Logger
+	tools          map[string]agentloop.Tool
+	workspaceRoots []string
+	workspaceTools tools.Options
+	models         ModelResolver
+	retry          provider.RetryPolicy
+	limits         Limits
+	metrics        *Metrics
+	now            func() time.Time
+	runs           *runManager
 }
 
 // New returns the service over store. It first repairs what an earlier
@@ -77,10 +95,19 @@ func New(ctx context.Context, store persistence.Store, opts Options) (*Service, 
 		logger:  opts.Logger,
 		tools:   make(map[string]agentloop.Tool, len(opts.Tools)),
 		models:  opts.Models,
+		retry:   opts.Retry,
 		limits:  opts.Limits.withDefaults(),
 		metrics: opts.Metrics,
 		now:     opts.Now,
 	}
+	for _, root := range opts.WorkspaceRoots {
+		resolved, err := filepath.EvalSymlinks(root)
+		if err != nil || !filepath.IsAbs(root) {
+			return nil, fmt.Errorf("service: workspace root %q must be an existing absolute directory", root)
+		}
+		s.workspaceRoots = append(s.workspaceRoots, resolved)
+	}
+	s.workspaceTools = opts.WorkspaceTools
 	for _, t := range opts.Tools {
 		name := t.Definition().GetName()
 		if _, dup := s.tools[name]; dup {

@@ -5,14 +5,17 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/tools"
 )
 
 // CreateSession implements agentdv1.AgentServiceServer.
@@ -153,13 +156,18 @@ func (s *Service) checkConfig(cfg *agentdv1.SessionConfig) error {
 	if err := checkDuration("config.approval_timeout", cfg.GetApprovalTimeout()); err != nil {
 		return err
 	}
+	if root := cfg.GetWorkspaceRoot(); root != "" {
+		if err := s.checkWorkspaceRoot(root); err != nil {
+			return err
+		}
+	}
 	for i, r := range cfg.GetFaux().GetResponses() {
 		m := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: scriptedAnswer(r)}}
 		if err := s.limits.checkAgentMessage(fmt.Sprintf("config.faux.responses[%d]", i), m); err != nil {
 			return err
 		}
 	}
-	if _, err := s.toolSet(cfg); err != nil {
+	if _, err := s.toolSet(cfg, nil); err != nil {
 		return err
 	}
 	return nil
@@ -175,15 +183,16 @@ type sessionTool struct {
 // Definition implements agentloop.Tool.
 func (t sessionTool) Definition() *agentdv1.Tool { return t.def }
 
-// toolSet builds the tools a session's runs may call; its errors are
-// INVALID_ARGUMENT statuses naming the field.
-func (s *Service) toolSet(cfg *agentdv1.SessionConfig) (*agentloop.ToolSet, error) {
+// toolSet builds the tools a session's run may call, with client tools and
+// approval gates bound to run (nil when only validating or previewing); its
+// errors are INVALID_ARGUMENT statuses naming the field.
+func (s *Service) toolSet(cfg *agentdv1.SessionConfig, run *runHandle) (*agentloop.ToolSet, error) {
 	decls := cfg.GetTools()
 	if len(decls) > s.limits.MaxTools {
 		return nil, invalid("config.tools", "%d tools exceed the limit of %d", len(decls), s.limits.MaxTools)
 	}
 	seen := map[string]int{}
-	tools := make([]agentloop.Tool, 0, len(decls))
+	toolList := make([]agentloop.Tool, 0, len(decls))
 	for i, d := range decls {
 		field := fmt.Sprintf("config.tools[%d]", i)
 		if !toolNamePattern.MatchString(d.GetName()) {
@@ -193,9 +202,18 @@ func (s *Service) toolSet(cfg *agentdv1.SessionConfig) (*agentloop.ToolSet, erro
 			return nil, invalid(field+".name", "%q is already declared by config.tools[%d]; tool names must be unique", d.GetName(), j)
 		}
 		seen[d.GetName()] = i
+		var tool agentloop.Tool
+		policy := d.GetApproval()
 		switch d.GetExecutor() {
 		case agentdv1.ToolExecutor_TOOL_EXECUTOR_UNSPECIFIED, agentdv1.ToolExecutor_TOOL_EXECUTOR_SERVER:
 			builtin, ok := s.tools[d.GetName()]
+			if !ok && tools.IsBuiltin(d.GetName()) {
+				t, err := s.builtinTool(cfg, d.GetName(), field, run)
+				if err != nil {
+					return nil, err
+				}
+				builtin, ok = t, true
+			}
 			if !ok {
 				return nil, invalid(field+".name", "no server tool is named %q; server tools: %s (or set executor CLIENT to run it in the client)",
 					d.GetName(), s.serverToolNames())
@@ -214,27 +232,52 @@ func (s *Service) toolSet(cfg *agentdv1.SessionConfig) (*agentloop.ToolSet, erro
 			if d.GetDescription() != "" {
 				def.Description = d.GetDescription()
 			}
-			tools = append(tools, sessionTool{Tool: builtin, def: def})
+			tool = sessionTool{Tool: builtin, def: def}
+			if policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED && !readOnly(builtin) {
+				policy = agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK
+			}
 		case agentdv1.ToolExecutor_TOOL_EXECUTOR_CLIENT:
-			return nil, status.Errorf(codes.Unimplemented, "%s.executor: client-executed tools are not supported by this agentd yet", field)
+			if d.GetParameters() == nil {
+				return nil, invalid(field+".parameters", "required for a client tool: the JSON Schema of its arguments object")
+			}
+			if d.GetDescription() == "" {
+				return nil, invalid(field+".description", "required for a client tool: the model needs to know what it does")
+			}
+			tool = clientTool{def: d, run: run, timeout: durationOr(cfg.GetClientToolTimeout(), DefaultClientToolTimeout), now: s.now}
 		default:
 			return nil, invalid(field+".executor", "unknown executor %v", d.GetExecutor())
 		}
+		switch policy {
+		case agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED, agentdv1.ApprovalPolicy_APPROVAL_POLICY_ALLOW:
+		case agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK, agentdv1.ApprovalPolicy_APPROVAL_POLICY_DENY:
+			tool = gatedTool{Tool: tool, policy: policy, run: run, now: s.now,
+				timeout:        durationOr(cfg.GetApprovalTimeout(), DefaultApprovalTimeout),
+				includeInModel: cfg.GetIncludeApprovalsInModelContext()}
+		default:
+			return nil, invalid(field+".approval", "unknown approval policy %v", policy)
+		}
+		toolList = append(toolList, tool)
 	}
-	ts, err := agentloop.NewToolSet(tools...)
+	ts, err := agentloop.NewToolSet(toolList...)
 	if err != nil {
 		return nil, invalid("config.tools", "%v", err)
 	}
 	return ts, nil
 }
 
-func (s *Service) serverToolNames() string {
-	if len(s.tools) == 0 {
-		return "(none)"
+func durationOr(d *durationpb.Duration, def time.Duration) time.Duration {
+	if d == nil {
+		return def
 	}
-	names := make([]string, 0, len(s.tools))
+	return d.AsDuration()
+}
+
+func (s *Service) serverToolNames() string {
+	names := tools.Names()
 	for n := range s.tools {
-		names = append(names, n)
+		if !tools.IsBuiltin(n) {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")

@@ -99,8 +99,7 @@ func (s *Service) launch(ctx context.Context, sessionID, requestID string, body 
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "session %q: its model cannot be used now: %v", sessionID, err)
 	}
-	tools, err := s.toolSet(cfg)
-	if err != nil {
+	if _, err := s.toolSet(cfg, nil); err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "session %q: its tools cannot be used now: %v", sessionID, err)
 	}
 	id := runID(sessionID, requestID)
@@ -117,6 +116,10 @@ func (s *Service) launch(ctx context.Context, sessionID, requestID string, body 
 			s.runs.unregister(h)
 		}
 	}()
+	tools, err := s.toolSet(cfg, h)
+	if err != nil {
+		return nil, err
+	}
 	path, err := s.store.Path(ctx, sessionID)
 	if err != nil {
 		return nil, s.storeStatus(ctx, "load transcript", err)

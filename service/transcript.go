@@ -13,6 +13,7 @@ import (
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/provider"
 )
 
 // AppendMessages implements agentdv1.AgentServiceServer.
@@ -85,7 +86,7 @@ func (s *Service) GetContext(ctx context.Context, req *agentdv1.GetContextReques
 		return nil, err
 	}
 	cfg := cloneConfig(rec.Config)
-	tools, err := s.toolSet(cfg)
+	tools, err := s.toolSet(cfg, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +99,9 @@ func (s *Service) GetContext(ctx context.Context, req *agentdv1.GetContextReques
 	for _, f := range failures {
 		s.logger.WarnContext(ctx, "context pipeline fell back", "session", req.GetSessionId(), "err", f)
 	}
+	// The same replay rules a run applies before the model call.
+	model, _, _ := s.bareModelFor(cfg) // a model no longer usable still names itself
+	c.Messages = provider.Replay(c.GetMessages(), model)
 	return &agentdv1.GetContextResponse{Context: c}, nil
 }
 

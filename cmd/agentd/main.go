@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/agentd/agentd/persistence/sqlite"
+	"github.com/agentd/agentd/provider/catalog"
 	"github.com/agentd/agentd/service"
 )
 
@@ -57,6 +59,8 @@ type config struct {
 	maxRuns         int
 	maxMessageBytes int
 	syncFull        bool
+	modelsConfig    string
+	workspaceRoots  []string
 }
 
 // parseConfig reads flags, falling back to environment variables for the
@@ -88,8 +92,15 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&cfg.maxRuns, "max-runs", 1024, "most runs active at once; more Prompts get RESOURCE_EXHAUSTED")
 	fs.IntVar(&cfg.maxMessageBytes, "max-message-bytes", 32<<20, "largest gRPC message agentd accepts or sends")
 	fs.BoolVar(&cfg.syncFull, "sync-full", false, "fsync the database on every commit (SQLite synchronous=FULL) instead of NORMAL")
+	fs.StringVar(&cfg.modelsConfig, "models-config", getenv("AGENTD_MODELS_CONFIG"),
+		"JSON file adding or overriding providers and models (env AGENTD_MODELS_CONFIG)")
+	roots := fs.String("workspace-roots", getenv("AGENTD_WORKSPACE_ROOTS"),
+		"directories a session's workspace_root must lie in, separated by "+string(os.PathListSeparator)+"; empty allows any (env AGENTD_WORKSPACE_ROOTS)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
+	}
+	if *roots != "" {
+		cfg.workspaceRoots = filepath.SplitList(*roots)
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected argument %q: agentd takes only flags (see agentd -h)", fs.Arg(0))
@@ -146,11 +157,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 		grpcOpts = append(grpcOpts, grpc.Creds(creds))
 	}
+	models, err := loadModels(cfg.modelsConfig)
+	if err != nil {
+		return err
+	}
 	metrics := service.NewMetrics()
 	svc, err := service.New(ctx, store, service.Options{
 		Logger:            logger,
 		MaxConcurrentRuns: cfg.maxRuns,
 		Metrics:           metrics,
+		Models:            models,
+		WorkspaceRoots:    cfg.workspaceRoots,
 	})
 	if err != nil {
 		return err
@@ -213,6 +230,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	logger.Info("agentd stopped")
 	return nil
+}
+
+// loadModels builds the model catalog: the built-in one, extended or
+// overridden by the config file when one is given. API keys come from the
+// environment or the file and are never logged.
+func loadModels(path string) (*catalog.Registry, error) {
+	cfg := catalog.Builtin()
+	if path != "" {
+		file, err := catalog.LoadConfig(path)
+		if err != nil {
+			return nil, fmt.Errorf("--models-config: %w", err)
+		}
+		cfg = catalog.Merge(cfg, file)
+	}
+	reg, err := catalog.NewRegistry(cfg, catalog.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("model catalog: %w", err)
+	}
+	return reg, nil
 }
 
 func newLogger(cfg config, w io.Writer) *slog.Logger {

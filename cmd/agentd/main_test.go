@@ -17,7 +17,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	// The Gemini SDK's dependencies start an opencensus worker at load.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
 }
 
 func env(kv map[string]string) func(string) string {

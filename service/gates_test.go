@@ -1,0 +1,291 @@
+package service_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/agentd/agentd/agentloop"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/service"
+)
+
+func colorTool(t testing.TB) *agentdv1.Tool {
+	return &agentdv1.Tool{
+		Name: "pick_color", Description: "Ask the user to pick a color.", Executor: agentdv1.ToolExecutor_TOOL_EXECUTOR_CLIENT,
+		Parameters: mustStruct(t, map[string]any{
+			"type": "object", "required": []any{"hint"},
+			"properties": map[string]any{"hint": map[string]any{"type": "string"}},
+		}),
+	}
+}
+
+// noteTool is a mutating server tool: it needs approval by default.
+func noteTool(ran *atomic.Int32) agentloop.Tool {
+	params, _ := structpb.NewStruct(map[string]any{"type": "object"})
+	return agentloop.FuncTool{
+		Def: &agentdv1.Tool{Name: "write_note", Description: "Write a note.", Parameters: params},
+		Fn: func(context.Context, string, *structpb.Struct, agentloop.UpdateFunc) (agentloop.Result, error) {
+			ran.Add(1)
+			return agentloop.Result{Content: texts("note written")}, nil
+		},
+	}
+}
+
+func TestClientToolRoundTrip(t *testing.T) {
+	h := newHarness(t, service.Options{}, service.ServerOptions{})
+	id := h.createSession(&agentdv1.SessionConfig{
+		Tools: []*agentdv1.Tool{colorTool(t)},
+		Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{
+			toolCallAnswer(t, "call_c", "pick_color", map[string]any{"hint": "warm"}), textAnswer("you picked red"),
+		}},
+	})
+	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("pick one")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := recvUntil(t, stream, func(ev *agentdv1.AgentEvent) bool { return ev.GetToolCallRequested() != nil })
+	req := evs[len(evs)-1].GetToolCallRequested()
+	if req.GetToolCallId() != "call_c" || req.GetArguments().GetFields()["hint"].GetStringValue() != "warm" || req.GetDeadline() == nil {
+		t.Fatalf("tool_call_requested: %v", req)
+	}
+
+	// Any connection may answer: a second harness client on the same server.
+	other := newClientConn(t, h.addr)
+	_, err = other.SubmitToolResult(h.ctx(), &agentdv1.SubmitToolResultRequest{SessionId: id, ToolCallId: "call_nope", Content: texts("x")})
+	wantCode(t, err, codes.NotFound, "call_nope")
+	details, _ := structpb.NewValue(map[string]any{"swatch": "#f00"})
+	if _, err := other.SubmitToolResult(h.ctx(), &agentdv1.SubmitToolResultRequest{
+		SessionId: id, ToolCallId: "call_c", Content: texts("red"), Details: details}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = other.SubmitToolResult(h.ctx(), &agentdv1.SubmitToolResultRequest{SessionId: id, ToolCallId: "call_c", Content: texts("blue")})
+	if code := codeOf(err); code != codes.FailedPrecondition {
+		t.Fatalf("duplicate answer: %v, want FailedPrecondition", err)
+	}
+	rest, err := drain(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := rest[len(rest)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
+		t.Fatalf("run: %s", kinds(rest))
+	}
+	entries := h.transcript(id)
+	tr := entries[2].GetMessage().GetToolResult()
+	if tr.GetToolCallId() != "call_c" || tr.GetIsError() || tr.GetContent()[0].GetText().GetText() != "red" ||
+		tr.GetDetails().GetStructValue().GetFields()["swatch"].GetStringValue() != "#f00" {
+		t.Fatalf("stored result: %v", tr)
+	}
+	// After the run nothing waits.
+	_, err = other.SubmitToolResult(h.ctx(), &agentdv1.SubmitToolResultRequest{SessionId: id, ToolCallId: "call_c", Content: texts("late")})
+	wantCode(t, err, codes.FailedPrecondition, "no active run")
+}
+
+func TestClientToolTimeoutAndInvalidArguments(t *testing.T) {
+	h := newHarness(t, service.Options{}, service.ServerOptions{})
+	id := h.createSession(&agentdv1.SessionConfig{
+		Tools:             []*agentdv1.Tool{colorTool(t)},
+		ClientToolTimeout: durationpb.New(150 * time.Millisecond),
+		Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{
+			toolCallAnswer(t, "call_bad", "pick_color", map[string]any{}), // missing "hint"
+			toolCallAnswer(t, "call_slow", "pick_color", map[string]any{"hint": "any"}),
+			textAnswer("ok"),
+		}},
+	})
+	evs := h.prompt(id, "go")
+	requested := 0
+	for _, ev := range evs {
+		if ev.GetToolCallRequested() != nil {
+			requested++
+		}
+	}
+	if requested != 1 {
+		t.Fatalf("%d tool_call_requested events, want 1 (invalid arguments never reach the client)", requested)
+	}
+	entries := h.transcript(id)
+	bad := entries[2].GetMessage().GetToolResult()
+	if !bad.GetIsError() || !strings.Contains(bad.GetContent()[0].GetText().GetText(), `Validation failed for tool "pick_color"`) {
+		t.Fatalf("invalid arguments result: %v", bad)
+	}
+	slow := entries[4].GetMessage().GetToolResult()
+	if !slow.GetIsError() || !strings.Contains(slow.GetContent()[0].GetText().GetText(), "did not return a result") {
+		t.Fatalf("timed out result: %v", slow)
+	}
+}
+
+func approvalConfig(t testing.TB, policy agentdv1.ApprovalPolicy, calls ...*agentdv1.AssistantMessage) *agentdv1.SessionConfig {
+	return &agentdv1.SessionConfig{
+		Tools:           []*agentdv1.Tool{{Name: "write_note", Approval: policy}, {Name: "read_file"}},
+		ApprovalTimeout: durationpb.New(time.Minute),
+		Faux:            &agentdv1.FauxScript{Responses: append(calls, textAnswer("finished"))},
+	}
+}
+
+func TestApprovalAllowDenyAndDurability(t *testing.T) {
+	for _, tc := range []struct {
+		decision agentdv1.ApprovalDecision
+		reason   string
+		wantRan  int32
+	}{
+		{agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED, "", 1},
+		{agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED, "not now", 0},
+	} {
+		t.Run(tc.decision.String(), func(t *testing.T) {
+			var ran atomic.Int32
+			h := newHarness(t, service.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}}, service.ServerOptions{})
+			id := h.createSession(approvalConfig(t, agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED,
+				toolCallAnswer(t, "call_w", "write_note", nil)))
+			stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("write it")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := recvUntil(t, stream, func(ev *agentdv1.AgentEvent) bool { return ev.GetApprovalRequested() != nil })
+			if ar := evs[len(evs)-1].GetApprovalRequested(); ar.GetToolCallId() != "call_w" || ar.GetToolName() != "write_note" {
+				t.Fatalf("approval_requested: %v", ar)
+			}
+			if ran.Load() != 0 {
+				t.Fatal("the tool ran before approval")
+			}
+			_, err = h.client.ResolveApproval(h.ctx(), &agentdv1.ResolveApprovalRequest{SessionId: id, ToolCallId: "call_w",
+				Decision: agentdv1.ApprovalDecision_APPROVAL_DECISION_TIMED_OUT})
+			wantCode(t, err, codes.InvalidArgument, "decision")
+			if _, err := h.client.ResolveApproval(h.ctx(), &agentdv1.ResolveApprovalRequest{SessionId: id, ToolCallId: "call_w",
+				Decision: tc.decision, Reason: tc.reason, DecidedBy: "alice"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := drain(stream); err != nil {
+				t.Fatal(err)
+			}
+			if ran.Load() != tc.wantRan {
+				t.Fatalf("tool ran %d times, want %d", ran.Load(), tc.wantRan)
+			}
+			check := func() {
+				entries := h.transcript(id)
+				if got, want := messageKinds(entries), "user assistant approval_notice tool_result assistant"; got != want {
+					t.Fatalf("transcript %q, want %q", got, want)
+				}
+				n := entries[2].GetMessage().GetApprovalNotice()
+				if n.GetDecision() != tc.decision || n.GetDecidedBy() != "alice" || n.GetReason() != tc.reason || n.GetToolCallId() != "call_w" || !n.GetVisibleInUi() {
+					t.Fatalf("notice: %v", n)
+				}
+				tr := entries[3].GetMessage().GetToolResult()
+				if denied := tc.decision == agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED; tr.GetIsError() != denied ||
+					(denied && tr.GetContent()[0].GetText().GetText() != "The user denied this tool call: not now") {
+					t.Fatalf("result: %v", tr)
+				}
+			}
+			check()
+			h.restart()
+			check()
+		})
+	}
+}
+
+func TestApprovalTimeoutAbortAndPolicy(t *testing.T) {
+	var ran atomic.Int32
+	h := newHarness(t, service.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}}, service.ServerOptions{})
+
+	// Timeout.
+	cfg := approvalConfig(t, agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK, toolCallAnswer(t, "call_t", "write_note", nil))
+	cfg.ApprovalTimeout = durationpb.New(100 * time.Millisecond)
+	id := h.createSession(cfg)
+	h.prompt(id, "go")
+	entries := h.transcript(id)
+	if n := entries[2].GetMessage().GetApprovalNotice(); n.GetDecision() != agentdv1.ApprovalDecision_APPROVAL_DECISION_TIMED_OUT || n.GetDecidedBy() != "timeout" {
+		t.Fatalf("timeout notice: %v", entries[2])
+	}
+	if tr := entries[3].GetMessage().GetToolResult(); !tr.GetIsError() || !strings.Contains(tr.GetContent()[0].GetText().GetText(), "approval_timeout") {
+		t.Fatalf("timeout result: %v", tr)
+	}
+
+	// Deny by policy: no request, a notice by "policy".
+	id = h.createSession(approvalConfig(t, agentdv1.ApprovalPolicy_APPROVAL_POLICY_DENY, toolCallAnswer(t, "call_d", "write_note", nil)))
+	evs := h.prompt(id, "go")
+	if strings.Contains(kinds(evs), "approval_requested") {
+		t.Fatal("a denied-by-policy call asked for approval")
+	}
+	entries = h.transcript(id)
+	if n := entries[2].GetMessage().GetApprovalNotice(); n.GetDecision() != agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED || n.GetDecidedBy() != "policy" {
+		t.Fatalf("policy notice: %v", entries[2])
+	}
+
+	// Abort while waiting.
+	id = h.createSession(approvalConfig(t, agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK, toolCallAnswer(t, "call_a", "write_note", nil)))
+	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("go")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recvUntil(t, stream, func(ev *agentdv1.AgentEvent) bool { return ev.GetApprovalRequested() != nil })
+	if _, err := h.client.Abort(h.ctx(), &agentdv1.AbortRequest{SessionId: id}); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := drain(stream)
+	if err != nil || rest[len(rest)-1].GetAgentEnd().GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_ABORTED {
+		t.Fatalf("abort while waiting: %s %v", kinds(rest), err)
+	}
+	_, err = h.client.ResolveApproval(h.ctx(), &agentdv1.ResolveApprovalRequest{SessionId: id, ToolCallId: "call_a",
+		Decision: agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED})
+	wantCode(t, err, codes.FailedPrecondition, "no active run")
+	if ran.Load() != 0 {
+		t.Fatalf("write_note ran %d times; every call was refused", ran.Load())
+	}
+}
+
+func TestParallelCallsOneWaitsForApproval(t *testing.T) {
+	var ran atomic.Int32
+	h := newHarness(t, service.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}}, service.ServerOptions{})
+	both := toolCallAnswer(t, "call_w", "write_note", nil)
+	both.Content = append(both.Content, toolCallAnswer(t, "call_r", "read_file", map[string]any{"path": "src/config.ts"}).Content...)
+	cfg := approvalConfig(t, agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED, both)
+	cfg.IncludeApprovalsInModelContext = true
+	id := h.createSession(cfg)
+	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("go")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The read finishes while the write still waits for its approval.
+	sawApproval, readDone := false, false
+	for !(sawApproval && readDone) {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sawApproval = sawApproval || ev.GetApprovalRequested() != nil
+		if end := ev.GetToolExecutionEnd(); end != nil {
+			if end.GetResult().GetToolCallId() != "call_r" {
+				t.Fatalf("%s ended before the approval", end.GetResult().GetToolCallId())
+			}
+			readDone = true
+		}
+	}
+	if _, err := h.client.ResolveApproval(h.ctx(), &agentdv1.ResolveApprovalRequest{SessionId: id, ToolCallId: "call_w",
+		Decision: agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drain(stream); err != nil {
+		t.Fatal(err)
+	}
+	// Results in call order, after the notice.
+	if got, want := messageKinds(h.transcript(id)), "user assistant approval_notice tool_result tool_result assistant"; got != want {
+		t.Fatalf("transcript %q, want %q", got, want)
+	}
+	// The notice reaches the model as a short user message when asked to.
+	c := h.context(id)
+	found := false
+	for _, m := range c.GetMessages() {
+		for _, b := range m.GetUser().GetContent() {
+			if strings.Contains(b.GetText().GetText(), "write_note") {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("approval notice not in the model context: %v", c.GetMessages())
+	}
+}

@@ -1,0 +1,75 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/provider"
+	"github.com/agentd/agentd/provider/faux"
+	"github.com/agentd/agentd/service"
+)
+
+// flakyModels is a ModelResolver with one model, "test/flaky", that fails
+// with a rate limit on its first call and then answers.
+type flakyModels struct{ calls atomic.Int32 }
+
+func (f *flakyModels) Resolve(ref *agentdv1.ModelRef) (provider.Model, provider.StreamFunc, error) {
+	model := provider.Model{Provider: "test", ID: "flaky", API: "faux"}
+	switch {
+	case ref.GetProvider() != "test" || ref.GetId() != "flaky":
+		return provider.Model{}, nil, errors.New("unknown model")
+	}
+	return model, func(ctx context.Context, m provider.Model, c *agentdv1.Context, o provider.Options) provider.Stream {
+		if f.calls.Add(1) == 1 {
+			return faux.New(faux.Options{}, faux.Reply(faux.Errored("429 rate_limit_error: Too many requests"))).Stream(ctx, m, c, o)
+		}
+		return faux.New(faux.Options{}, faux.Reply(faux.Message(faux.Text("answer after retry")))).Stream(ctx, m, c, o)
+	}, nil
+}
+
+func (f *flakyModels) List() []*agentdv1.Model {
+	return []*agentdv1.Model{{Ref: &agentdv1.ModelRef{Provider: "test", Id: "flaky"}, Configured: true}}
+}
+
+func TestRetriedModelCallIsRecordedAndHiddenFromTheModel(t *testing.T) {
+	models := &flakyModels{}
+	h := newHarness(t, service.Options{Models: models, Retry: provider.RetryPolicy{BaseDelay: time.Millisecond}}, service.ServerOptions{})
+	_, err := h.client.CreateSession(h.ctx(), &agentdv1.CreateSessionRequest{Config: &agentdv1.SessionConfig{
+		Model: &agentdv1.ModelRef{Provider: "test", Id: "nope"}}})
+	wantCode(t, err, codes.InvalidArgument, "config.model")
+	list, err := h.client.ListModels(h.ctx(), &agentdv1.ListModelsRequest{})
+	if err != nil || len(list.GetModels()) != 2 || list.GetModels()[1].GetRef().GetId() != "flaky" {
+		t.Fatalf("ListModels: %v %v", list, err)
+	}
+
+	id := h.createSession(&agentdv1.SessionConfig{Model: &agentdv1.ModelRef{Provider: "test", Id: "flaky"}})
+	evs := h.prompt(id, "hi")
+	retried := false
+	for _, ev := range evs {
+		if e := ev.GetError(); e.GetStage() == "provider_retry" && strings.Contains(e.GetMessage(), "429") && !e.GetFatal() {
+			retried = true
+		}
+	}
+	if !retried || evs[len(evs)-1].GetAgentEnd().GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
+		t.Fatalf("no retry event or run failed: %s", kinds(evs))
+	}
+	entries := h.transcript(id)
+	if got := messageKinds(entries); got != "user assistant assistant" {
+		t.Fatalf("transcript %q: the failed attempt must stay", got)
+	}
+	if a := entries[1].GetMessage().GetAssistant(); a.GetStopReason() != agentdv1.StopReason_STOP_REASON_ERROR {
+		t.Fatalf("first answer: %v", a)
+	}
+	// The model context (what the next call gets) hides the failed attempt.
+	c := h.context(id)
+	if len(c.GetMessages()) != 2 || c.GetMessages()[1].GetAssistant().GetContent()[0].GetText().GetText() != "answer after retry" {
+		t.Fatalf("context: %v", c.GetMessages())
+	}
+}
