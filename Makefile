@@ -16,6 +16,12 @@ GO_TOOLS := $(BIN)/.protoc-gen-go-$(PROTOC_GEN_GO_VERSION) \
             $(BIN)/.protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION) \
             $(BIN)/.grpcurl-$(GRPCURL_VERSION)
 
+# Client packages: Node packages from clients/ts/package-lock.json; Python
+# runs on Debian's interpreter and packages (no PyPI here).
+TS_DEPS    := clients/ts/node_modules/.package-lock.json
+PYTHON     := /usr/bin/python3
+PY_DEBS    := python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc
+
 AGENTD_LISTEN ?= 127.0.0.1:7777
 AGENTD_DB     ?= ./agentd.db
 
@@ -32,7 +38,7 @@ build: ## Build agentd into bin/.
 	go build -o $(BIN)/agentd ./cmd/agentd
 
 .PHONY: tools
-tools: $(GO_TOOLS) $(BUF) ## Install the pinned generation and test tools.
+tools: $(GO_TOOLS) $(BUF) $(TS_DEPS) python-deps ## Install the pinned generation and test tools.
 
 $(BIN)/.protoc-gen-go-$(PROTOC_GEN_GO_VERSION):
 	GOBIN=$(BIN) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
@@ -49,6 +55,17 @@ $(BIN)/.grpcurl-$(GRPCURL_VERSION):
 $(BUF): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
+
+$(TS_DEPS): clients/ts/package.json clients/ts/package-lock.json
+	cd clients/ts && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: python-deps
+python-deps: ## Install Debian's protoc, grpc_python_plugin and Python gRPC runtime when missing.
+	@if ! dpkg -s $(PY_DEBS) >/dev/null 2>&1; then \
+		echo "installing $(PY_DEBS)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(PY_DEBS); \
+	fi
 
 .PHONY: generate
 generate: tools ## Regenerate gen/ from proto/.
@@ -71,15 +88,35 @@ lint: tools ## go vet, gofmt, buf lint and buf format.
 	$(BUF) format --diff --exit-code
 
 .PHONY: go-test
-go-test: ## go test -race ./...
-	go test -race -count=1 ./...
+go-test: build ## go test -race ./... (the Go example's test runs bin/agentd)
+	AGENTD_BIN=$(BIN)/agentd go test -race -count=1 ./...
 
 .PHONY: smoke
 smoke: tools ## Start agentd on a free port and probe it with grpcurl.
 	./.ci/smoke
 
+.PHONY: ts-test
+ts-test: tools build ## Type-check the TypeScript client and run its tests against a real agentd.
+	cd clients/ts && npx tsc -p . && AGENTD_BIN=$(BIN)/agentd node --test build/clients/ts/test/*.test.js
+
+.PHONY: py-test
+py-test: tools build ## Run the Python client's tests against a real agentd.
+	cd clients/python && PYTHONDONTWRITEBYTECODE=1 AGENTD_BIN=$(BIN)/agentd $(PYTHON) tests/run.py
+
+.PHONY: ts-example
+ts-example: tools ## Run the TypeScript example against `make run`'s agentd.
+	cd clients/ts && npx tsc -p . && node build/clients/ts/examples/two_prompts.js --address $(AGENTD_LISTEN)
+
+.PHONY: py-example
+py-example: tools ## Run the Python example against `make run`'s agentd.
+	PYTHONDONTWRITEBYTECODE=1 $(PYTHON) clients/python/examples/two_prompts.py --address $(AGENTD_LISTEN)
+
+.PHONY: go-example
+go-example: ## Run the Go example against `make run`'s agentd.
+	go run ./clients/go/example --address $(AGENTD_LISTEN)
+
 .PHONY: test
-test: tools check-generated lint go-test smoke ## Everything CI checks.
+test: tools check-generated lint go-test smoke ts-test py-test ## Everything CI checks.
 
 .PHONY: bench
 bench: ## Run the benchmarks and print their figures.
@@ -87,4 +124,4 @@ bench: ## Run the benchmarks and print their figures.
 
 .PHONY: clean
 clean: ## Remove built binaries and tools.
-	rm -rf $(BIN) node_modules
+	rm -rf $(BIN) node_modules clients/ts/node_modules clients/ts/build

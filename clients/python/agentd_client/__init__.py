@@ -1,0 +1,52 @@
+"""Python client for agentd.
+
+A thin asyncio layer over the generated gRPC stubs (gen/python): connect with
+an address and a token, stream a prompt's events, answer client-executed tools
+and approvals, resume a dropped stream with Attach; plus the ChatItem UI
+reducer of the seed. Runs on Debian's python3-grpcio and python3-protobuf.
+"""
+
+import os
+import sys
+
+try:  # The generated stubs, installed or in the repository's gen/python.
+    import agentd.v1.service_pb2  # noqa: F401
+except ImportError:  # pragma: no cover - depends on the layout
+    _gen = os.path.join(os.path.dirname(__file__), "..", "..", "..", "gen", "python")
+    sys.path.insert(0, os.path.abspath(_gen))
+
+from agentd_client.client import AgentdClient, is_resumable, to_content  # noqa: E402
+from agentd_client.reducer import (  # noqa: E402
+    ApprovalItem,
+    AssistantItem,
+    ChatState,
+    Conversation,
+    ToolItem,
+    UiState,
+    UserItem,
+    apply_event,
+    items_from_transcript,
+    reduce_chat,
+    set_draft,
+    text_of,
+    toggle_collapsed,
+)
+
+__all__ = [
+    "AgentdClient",
+    "ApprovalItem",
+    "AssistantItem",
+    "ChatState",
+    "Conversation",
+    "ToolItem",
+    "UiState",
+    "UserItem",
+    "apply_event",
+    "is_resumable",
+    "items_from_transcript",
+    "reduce_chat",
+    "set_draft",
+    "text_of",
+    "to_content",
+    "toggle_collapsed",
+]

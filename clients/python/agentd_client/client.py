@@ -1,0 +1,219 @@
+"""AgentdClient: the thin layer an app needs over the generated stubs.
+
+Everything not wrapped here is on ``client.rpc``, the generated
+``AgentServiceStub`` over a ``grpc.aio`` channel.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, AsyncIterator, Iterable, Optional, Sequence, Union
+
+import grpc
+from google.protobuf import json_format, struct_pb2
+
+from agentd.v1 import agent_messages_pb2, content_pb2, events_pb2, service_pb2, service_pb2_grpc, session_pb2
+
+Content = Union[str, Sequence[content_pb2.ContentBlock]]
+
+# Status codes after which a run can still be followed with Attach.
+_RESUMABLE = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.DEADLINE_EXCEEDED}
+)
+
+
+def to_content(content: Content) -> list:
+    """Text or content blocks, as the content blocks a request carries."""
+    if isinstance(content, str):
+        return [content_pb2.ContentBlock(text=content_pb2.TextContent(text=content))]
+    return list(content)
+
+
+def is_resumable(err: BaseException) -> bool:
+    """True for the stream errors after which Attach can pick the run up."""
+    return isinstance(err, grpc.aio.AioRpcError) and err.code() in _RESUMABLE
+
+
+class AgentdClient:
+    """A connection to one agentd. Use ``async with`` or call ``close()``."""
+
+    def __init__(self, address: str, token: Optional[str] = None,
+                 credentials: Optional[grpc.ChannelCredentials] = None) -> None:
+        """Connects lazily to host:port (plaintext unless credentials are given)."""
+        if credentials is not None:
+            self._channel = grpc.aio.secure_channel(address, credentials)
+        else:
+            self._channel = grpc.aio.insecure_channel(address)
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        #: The generated stub, for every RPC the wrapper does not cover.
+        self.rpc = service_pb2_grpc.AgentServiceStub(self._channel)
+
+    async def __aenter__(self) -> "AgentdClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Closes the channel; open streams are cancelled."""
+        await self._channel.close()
+
+    async def create_session(self, config: session_pb2.SessionConfig, title: str = "",
+                             labels: Optional[dict] = None) -> session_pb2.Session:
+        """Creates a session; config.faux scripts the faux model."""
+        res = await self.rpc.CreateSession(
+            service_pb2.CreateSessionRequest(config=config, title=title, labels=labels or {}),
+            metadata=self._metadata)
+        return res.session
+
+    def prompt(self, session_id: str, content: Content, *, detach: bool = False,
+               request_id: str = "") -> AsyncIterator[events_pb2.AgentEvent]:
+        """Sends a prompt and yields the run's events until agent_end.
+
+        Leaving the iteration early (break, cancellation) ends the stream; the
+        run goes on only when detach is set.
+        """
+        req = service_pb2.PromptRequest(session_id=session_id, content=to_content(content),
+                                        detach=detach, request_id=request_id)
+        return self._stream(self.rpc.Prompt(req, metadata=self._metadata))
+
+    def continue_run(self, session_id: str, *, detach: bool = False,
+                     request_id: str = "") -> AsyncIterator[events_pb2.AgentEvent]:
+        """Runs the agent on the current transcript and yields the run's events."""
+        req = service_pb2.ContinueRequest(session_id=session_id, detach=detach, request_id=request_id)
+        return self._stream(self.rpc.Continue(req, metadata=self._metadata))
+
+    def attach(self, session_id: str, run_id: str = "", after_seq: int = 0) -> AsyncIterator[events_pb2.AgentEvent]:
+        """Yields a run's events after after_seq (0 replays all), then live ones."""
+        req = service_pb2.AttachRequest(session_id=session_id, run_id=run_id, after_seq=after_seq)
+        return self._stream(self.rpc.Attach(req, metadata=self._metadata))
+
+    async def resume(self, session_id: str, stream: AsyncIterator[events_pb2.AgentEvent],
+                     max_retries: int = 5) -> AsyncIterator[events_pb2.AgentEvent]:
+        """Yields stream's events; after a transport error re-joins with Attach.
+
+        Attach starts after the last seq seen, so every event arrives exactly
+        once. Start the stream with detach=True so the run survives the drop.
+        """
+        run_id, last_seq, retries, current = "", 0, 0, stream
+        while True:
+            try:
+                async for event in current:
+                    if event.run_id == run_id and event.seq <= last_seq:
+                        continue
+                    run_id, last_seq = event.run_id, event.seq
+                    yield event
+                    if event.WhichOneof("event") == "agent_end":
+                        return
+                return
+            except grpc.aio.AioRpcError as err:
+                if not run_id or not is_resumable(err) or retries >= max_retries:
+                    raise
+                retries += 1
+                current = self.attach(session_id, run_id=run_id, after_seq=last_seq)
+
+    async def handle(self, session_id: str, stream: AsyncIterator[events_pb2.AgentEvent], *,
+                     tools: Optional[dict] = None, approve=None) -> AsyncIterator[events_pb2.AgentEvent]:
+        """Yields stream's events and answers on the way.
+
+        tool_call_requested runs ``tools[name](args: dict, request)`` and
+        submits what it returns: a ``(content, details)`` pair, or a string;
+        an exception or an unknown tool becomes an error result the model
+        sees. approval_requested calls ``approve(request)``, which returns
+        ``(allow, reason, decided_by)``; without approve the request stays
+        pending until it times out. Handlers may be plain or async functions.
+        """
+        async for event in stream:
+            yield event
+            which = event.WhichOneof("event")
+            if which == "tool_call_requested":
+                req = event.tool_call_requested
+                tool = (tools or {}).get(req.tool_name)
+                details, is_error = None, False
+                try:
+                    if tool is None:
+                        raise LookupError(f"no client tool named {req.tool_name}")
+                    out = await _maybe_await(tool(arguments_dict(req.arguments), req))
+                    content, details = out if isinstance(out, tuple) else (out, None)
+                except Exception as err:  # the model sees the failure, the run goes on
+                    content, is_error = f"{req.tool_name} failed: {err}", True
+                await self.submit_tool_result(session_id, req.tool_call_id, content, details=details, is_error=is_error)
+            elif which == "approval_requested" and approve is not None:
+                req = event.approval_requested
+                allow, reason, decided_by = await _maybe_await(approve(req))
+                await self.resolve_approval(session_id, req.tool_call_id, allow, reason=reason, decided_by=decided_by)
+
+    async def steer(self, session_id: str, content: Content) -> int:
+        """Queues a message for the active run, after the current tool batch."""
+        res = await self.rpc.Steer(service_pb2.SteerRequest(session_id=session_id, content=to_content(content)),
+                                   metadata=self._metadata)
+        return res.queued
+
+    async def follow_up(self, session_id: str, content: Content) -> int:
+        """Queues a message for the active run, delivered when it would stop."""
+        res = await self.rpc.FollowUp(service_pb2.FollowUpRequest(session_id=session_id, content=to_content(content)),
+                                      metadata=self._metadata)
+        return res.queued
+
+    async def abort(self, session_id: str, run_id: str = "") -> str:
+        """Aborts the active run; its stream still ends with agent_end."""
+        res = await self.rpc.Abort(service_pb2.AbortRequest(session_id=session_id, run_id=run_id),
+                                   metadata=self._metadata)
+        return res.run_id
+
+    async def submit_tool_result(self, session_id: str, tool_call_id: str, content: Content, *,
+                                 details: Any = None, is_error: bool = False) -> None:
+        """Answers a tool_call_requested event; details is plain JSON for UIs."""
+        req = service_pb2.SubmitToolResultRequest(session_id=session_id, tool_call_id=tool_call_id,
+                                                  content=to_content(content), is_error=is_error)
+        if details is not None:
+            req.details.CopyFrom(json_format.ParseDict(details, struct_pb2.Value()))
+        await self.rpc.SubmitToolResult(req, metadata=self._metadata)
+
+    async def resolve_approval(self, session_id: str, tool_call_id: str, allow: bool, *,
+                               reason: str = "", decided_by: str = "") -> None:
+        """Answers an approval_requested event."""
+        decision = (agent_messages_pb2.APPROVAL_DECISION_ALLOWED if allow
+                    else agent_messages_pb2.APPROVAL_DECISION_DENIED)
+        await self.rpc.ResolveApproval(
+            service_pb2.ResolveApprovalRequest(session_id=session_id, tool_call_id=tool_call_id, decision=decision,
+                                               reason=reason, decided_by=decided_by),
+            metadata=self._metadata)
+
+    async def transcript(self, session_id: str) -> list:
+        """Every entry on the session's current path, root first (all pages)."""
+        entries: list = []
+        token = ""
+        while True:
+            res = await self.rpc.GetTranscript(
+                service_pb2.GetTranscriptRequest(session_id=session_id, page_size=1000, page_token=token),
+                metadata=self._metadata)
+            entries.extend(res.entries)
+            token = res.next_page_token
+            if not token:
+                return entries
+
+    async def context(self, session_id: str) -> session_pb2.Context:
+        """What the next model call would receive."""
+        res = await self.rpc.GetContext(service_pb2.GetContextRequest(session_id=session_id), metadata=self._metadata)
+        return res.context
+
+    @staticmethod
+    async def _stream(call: Any) -> AsyncIterator[events_pb2.AgentEvent]:
+        try:
+            async for event in call:
+                yield event
+        finally:
+            call.cancel()
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def arguments_dict(args: struct_pb2.Struct) -> dict:
+    """A tool call's arguments as a plain dict."""
+    return json_format.MessageToDict(args)
+
+
+__all__: Iterable[str] = ("AgentdClient", "Content", "arguments_dict", "is_resumable", "to_content")

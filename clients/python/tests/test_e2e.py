@@ -1,0 +1,194 @@
+"""End-to-end tests of the Python client against a real agentd.
+
+agentd runs on a free port with a temporary database; the faux model is
+scripted per session with FauxScript.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import unittest
+
+import grpc
+from google.protobuf import json_format
+
+import agentd_client  # noqa: F401  (puts gen/python on the path)
+from agentd.v1 import content_pb2, events_pb2, messages_pb2, session_pb2
+from agentd_client import AgentdClient, ChatState, Conversation, apply_event, items_from_transcript, reduce_chat
+
+from tests.agentd_server import Agentd
+
+
+def text(t: str) -> messages_pb2.AssistantMessage:
+    return messages_pb2.AssistantMessage(content=[content_pb2.ContentBlock(text=content_pb2.TextContent(text=t))])
+
+
+def call(call_id: str, name: str, args: dict) -> messages_pb2.AssistantMessage:
+    tc = content_pb2.ToolCall(id=call_id, name=name)
+    json_format.ParseDict(args, tc.arguments)
+    return messages_pb2.AssistantMessage(content=[content_pb2.ContentBlock(tool_call=tc)])
+
+
+def faux(*responses, tokens_per_second: int = 0) -> session_pb2.SessionConfig:
+    return session_pb2.SessionConfig(faux=session_pb2.FauxScript(responses=list(responses),
+                                                                 tokens_per_second=tokens_per_second))
+
+
+async def collect(stream) -> list:
+    return [e async for e in stream]
+
+
+def reduce_all(events, state: ChatState = ChatState()) -> ChatState:
+    for e in events:
+        state = reduce_chat(state, e)
+    return state
+
+
+def view(items):
+    """Items without their ids, which differ between a live run and a rebuilt transcript."""
+    return [dataclasses.replace(it, id="") for it in items]
+
+
+def shape(items):
+    """Items without ids or entry ids, to compare runs of different sessions."""
+    return [dataclasses.replace(it, id="", **({"entry_id": ""} if hasattr(it, "entry_id") else {})) for it in items]
+
+
+def kinds(events):
+    return [e.WhichOneof("event") for e in events]
+
+
+class AgentdE2E(unittest.IsolatedAsyncioTestCase):
+    agentd: Agentd
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.agentd = Agentd()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        code = cls.agentd.stop()
+        assert code == 0, f"agentd exit code {code}; log:\n{cls.agentd.log()}"
+        assert "agentd stopped" in cls.agentd.log()
+
+    async def asyncSetUp(self) -> None:
+        self.client = AgentdClient(self.agentd.address)
+
+    async def asyncTearDown(self) -> None:
+        await self.client.close()
+
+    def assert_seqs(self, events) -> None:
+        self.assertEqual([e.seq for e in events], list(range(1, len(events) + 1)), "seq runs 1..N exactly once")
+
+    async def test_streamed_answer_is_one_card_and_transcript_decodes(self) -> None:
+        answer = "默认端口是 3000。它在 src/config.ts 的 port 字段里定义。"
+        cfg = faux(text(answer), text("好的。"))
+        cfg.system_prompt = "你是桌面开发助手。"
+        session = await self.client.create_session(cfg)
+        events = await collect(self.client.prompt(session.id, "读取 src/config.ts，告诉我默认端口。"))
+        events += await collect(self.client.prompt(session.id, "谢谢"))
+        deltas = [e for e in events if e.WhichOneof("event") == "message_update"
+                  and e.message_update.WhichOneof("delta") == "text_delta"]
+        self.assertGreater(len(deltas), 1, "the answer streams in several deltas")
+
+        state = ChatState()
+        for e in events:
+            state = reduce_chat(state, e)
+            starts = sum(1 for x in events if x.run_id == e.run_id and x.seq <= e.seq
+                         and x.WhichOneof("event") == "message_start"
+                         and x.message_start.message.WhichOneof("kind") == "assistant")
+            cards = sum(1 for it in state.items if it.kind == "assistant" and it.id.startswith(e.run_id + "/"))
+            self.assertEqual(cards, starts, f"after seq {e.seq} ({e.WhichOneof('event')})")
+        self.assertEqual(
+            [(it.kind, it.text, getattr(it, "is_streaming", False)) for it in state.items],
+            [("user", "读取 src/config.ts，告诉我默认端口。", False), ("assistant", answer, False),
+             ("user", "谢谢", False), ("assistant", "好的。", False)])
+
+        ends = [e.message_end for e in events if e.WhichOneof("event") == "message_end"]
+        entries = await self.client.transcript(session.id)
+        stored = [en for en in entries if en.WhichOneof("payload") == "message"]
+        self.assertEqual(len(stored), len(ends))
+        for en, end in zip(stored, ends):
+            self.assertEqual(en.id, end.entry_id)
+            self.assertEqual(en.message, end.message, "the stored protobuf entry equals its message_end")
+        self.assertEqual(view(items_from_transcript(entries)), view(state.items))
+
+    async def test_tool_card_running_then_error_for_undeclared_tool(self) -> None:
+        session = await self.client.create_session(faux(call("call_1", "lookup", {"key": "port"}), text("没有这个工具。")))
+        events = await collect(self.client.prompt(session.id, "查一下端口"))
+        self.assert_seqs(events)
+        self.assertEqual(events[-1].agent_end.outcome, events_pb2.RUN_OUTCOME_COMPLETED)
+        start = kinds(events).index("tool_execution_start")
+        running = [it for it in reduce_all(events[:start + 1]).items if it.kind == "tool"]
+        self.assertEqual([it.state for it in running], ["running"])
+        items = reduce_all(events).items
+        self.assertEqual([it.kind for it in items], ["user", "assistant", "tool", "assistant"])
+        tool = items[2]
+        self.assertEqual((tool.state, tool.tool_call_id, tool.label), ("error", "call_1", 'lookup {"key":"port"}'))
+        self.assertIn("lookup", tool.output)
+        self.assertNotEqual(tool.entry_id, "")
+        self.assertEqual(view(items_from_transcript(await self.client.transcript(session.id))), view(items))
+
+    async def test_steer_becomes_user_card_before_next_answer(self) -> None:
+        long = "这是一段比较长的回答，" * 8
+        session = await self.client.create_session(faux(text(long), text("已改用 8080。"), tokens_per_second=20))
+        conv = Conversation()
+        steered = False
+        async for e in self.client.prompt(session.id, "介绍一下配置"):
+            conv = apply_event(conv, e)
+            if not steered and e.WhichOneof("event") == "message_update":
+                steered = True
+                self.assertEqual(await self.client.steer(session.id, "改成 8080"), 1)
+        self.assertEqual([(it.kind, it.text) for it in conv.chat.items],
+                         [("user", "介绍一下配置"), ("assistant", long), ("user", "改成 8080"),
+                          ("assistant", "已改用 8080。")])
+        self.assertEqual(len(conv.transcript), 4)
+        self.assertEqual(conv.ui, Conversation().ui, "events never touch the UI state")
+
+    async def test_dropped_detached_stream_resumes_with_attach(self) -> None:
+        script = faux(call("call_1", "lookup", {}), text("一二三四五六七八九十" * 6), tokens_per_second=200)
+        reference = await collect(self.client.prompt((await self.client.create_session(script)).id, "开始"))
+        self.assert_seqs(reference)
+
+        session = await self.client.create_session(script)
+        seen = []
+        async for e in self.client.prompt(session.id, "开始", detach=True):
+            seen.append(e)
+            if len(seen) == 5:
+                break  # drops the stream; the detached run goes on
+        self.assertNotIn("agent_end", kinds(seen))
+        rest = await collect(self.client.attach(session.id, run_id=seen[0].run_id, after_seq=seen[-1].seq))
+        self.assertEqual(rest[0].seq, 6, "Attach starts right after the last seq seen")
+        both = seen + rest
+        self.assert_seqs(both)
+        self.assertEqual(kinds(both), kinds(reference))
+        self.assertEqual(len({e.run_id for e in both}), 1)
+        self.assertEqual(shape(reduce_all(both).items), shape(reduce_all(reference).items))
+
+    async def test_resume_rejoins_after_transport_error(self) -> None:
+        script = faux(text("甲乙丙丁戊己庚辛壬癸" * 6), tokens_per_second=200)
+        reference = await collect(self.client.prompt((await self.client.create_session(script)).id, "开始"))
+        session = await self.client.create_session(script)
+        client = self.client
+
+        class Lost(grpc.aio.AioRpcError):
+            def __init__(self) -> None:
+                super().__init__(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                                 details="connection lost")
+
+        async def flaky():
+            n = 0
+            async for e in client.prompt(session.id, "开始", detach=True):
+                yield e
+                n += 1
+                if n == 4:
+                    raise Lost()  # leaving the loop cancels the real stream
+
+        both = await collect(self.client.resume(session.id, flaky()))
+        self.assert_seqs(both)
+        self.assertEqual(kinds(both), kinds(reference))
+        self.assertEqual(shape(reduce_all(both).items), shape(reduce_all(reference).items))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,282 @@
+// AgentdClient is the thin layer an app needs over the generated gRPC client:
+// connect with an address and a token, stream a prompt's events as an async
+// iterator, answer client-executed tools and approvals, and follow a run
+// across a dropped stream by resuming with Attach from the last seq seen.
+// Everything else is the generated client, exposed as `rpc`.
+
+import { create, fromJson } from "@bufbuild/protobuf";
+import type { JsonObject, JsonValue, MessageInitShape } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import {
+  Code,
+  ConnectError,
+  createClient,
+  type CallOptions,
+  type Client,
+  type Interceptor,
+} from "@connectrpc/connect";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+
+import { ApprovalDecision, type Entry } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
+import type { ContentBlock } from "../../../gen/ts/agentd/v1/content_pb.js";
+import { ContentBlockSchema } from "../../../gen/ts/agentd/v1/content_pb.js";
+import type { AgentEvent, ApprovalRequested, ToolCallRequested } from "../../../gen/ts/agentd/v1/events_pb.js";
+import { AgentService } from "../../../gen/ts/agentd/v1/service_pb.js";
+import type { Context, Session, SessionConfigSchema } from "../../../gen/ts/agentd/v1/session_pb.js";
+
+/** How to reach agentd. */
+export interface ConnectOptions {
+  /** host:port of a plaintext agentd, or a full http(s):// URL. */
+  address: string;
+  /** Sent as `authorization: Bearer <token>` when agentd runs with --auth-token. */
+  token?: string;
+}
+
+/** Content accepted wherever a message is sent: plain text or blocks. */
+export type Content = string | MessageInitShape<typeof ContentBlockSchema>[];
+
+/** Options of a streaming call. */
+export interface StreamOptions {
+  /** Keep the run going when this stream ends early (re-join with attach). */
+  detach?: boolean;
+  /** Makes the call idempotent: a retry joins the run the first attempt started. */
+  requestId?: string;
+  /** Ends the stream (not the run, when detached) when aborted. */
+  signal?: AbortSignal;
+}
+
+/** A tool result from the client's own tool implementation. */
+export interface ToolResultInput {
+  /** What the model sees. */
+  content: Content;
+  /** Structured data for user interfaces; never sent to the model. */
+  details?: JsonValue;
+  /** True when the tool failed. */
+  isError?: boolean;
+}
+
+/** A client-executed tool: takes the validated arguments, returns the result. */
+export type ToolHandler = (args: JsonObject, request: ToolCallRequested) => Promise<ToolResultInput> | ToolResultInput;
+
+/** A person (or policy) deciding an approval request. */
+export type Approver = (
+  request: ApprovalRequested,
+) => Promise<{ allow: boolean; reason?: string; decidedBy?: string }> | { allow: boolean; reason?: string; decidedBy?: string };
+
+/** What handle() answers on the app's behalf. */
+export interface RunHandlers {
+  /** Client tools by name. */
+  tools?: Record<string, ToolHandler>;
+  /** Decides approval_requested events; without it they stay pending until they time out. */
+  approve?: Approver;
+}
+
+/** Converts text or block initialisers into content blocks. */
+export function toContent(content: Content): ContentBlock[] {
+  if (typeof content === "string") {
+    return [create(ContentBlockSchema, { block: { case: "text", value: { text: content } } })];
+  }
+  return content.map((block) => create(ContentBlockSchema, block));
+}
+
+/** True for the errors after which a run can still be followed with Attach. */
+export function isResumable(err: unknown): boolean {
+  const code = ConnectError.from(err).code;
+  return code === Code.Unavailable || code === Code.Internal || code === Code.Unknown || code === Code.DeadlineExceeded;
+}
+
+/** AgentdClient talks to one agentd. Call close() when done. */
+export class AgentdClient {
+  /** The generated client, for every RPC the wrapper does not cover. */
+  readonly rpc: Client<typeof AgentService>;
+  readonly #sessions: Http2SessionManager;
+
+  private constructor(rpc: Client<typeof AgentService>, sessions: Http2SessionManager) {
+    this.rpc = rpc;
+    this.#sessions = sessions;
+  }
+
+  /** Connects lazily: the first call opens the HTTP/2 connection. */
+  static connect(options: ConnectOptions): AgentdClient {
+    const baseUrl = /^https?:\/\//.test(options.address) ? options.address : `http://${options.address}`;
+    const interceptors: Interceptor[] = [];
+    if (options.token) {
+      const header = `Bearer ${options.token}`;
+      interceptors.push((next) => (req) => {
+        req.header.set("authorization", header);
+        return next(req);
+      });
+    }
+    const sessions = new Http2SessionManager(baseUrl);
+    const transport = createGrpcTransport({ baseUrl, interceptors, sessionManager: sessions });
+    return new AgentdClient(createClient(AgentService, transport), sessions);
+  }
+
+  /** Closes the connection; streams still open fail. */
+  close(): void {
+    this.#sessions.abort();
+  }
+
+  /** Creates a session; the config may script the faux model (config.faux). */
+  async createSession(
+    config: MessageInitShape<typeof SessionConfigSchema>,
+    options: { title?: string; labels?: Record<string, string> } = {},
+  ): Promise<Session> {
+    const res = await this.rpc.createSession({ config, title: options.title ?? "", labels: options.labels ?? {} });
+    if (!res.session) throw new Error("agentd: CreateSession returned no session");
+    return res.session;
+  }
+
+  /** Sends a prompt and yields the run's events until agent_end. */
+  prompt(sessionId: string, content: Content, options: StreamOptions = {}): AsyncIterable<AgentEvent> {
+    return this.rpc.prompt(
+      { sessionId, content: toContent(content), detach: options.detach ?? false, requestId: options.requestId ?? "" },
+      callOptions(options.signal),
+    );
+  }
+
+  /** Runs the agent on the current transcript and yields the run's events. */
+  continue(sessionId: string, options: StreamOptions = {}): AsyncIterable<AgentEvent> {
+    return this.rpc.continue(
+      { sessionId, detach: options.detach ?? false, requestId: options.requestId ?? "" },
+      callOptions(options.signal),
+    );
+  }
+
+  /** Yields a run's events after afterSeq (0 replays from the start), then live ones. */
+  attach(
+    sessionId: string,
+    options: { runId?: string; afterSeq?: bigint; signal?: AbortSignal } = {},
+  ): AsyncIterable<AgentEvent> {
+    return this.rpc.attach(
+      { sessionId, runId: options.runId ?? "", afterSeq: options.afterSeq ?? 0n },
+      callOptions(options.signal),
+    );
+  }
+
+  /**
+   * Yields the events of `stream` and, when it breaks before agent_end with a
+   * transport error, re-joins the run with Attach after the last seq seen, so
+   * the caller sees every event exactly once. Start `stream` with detach so
+   * the run survives the drop.
+   */
+  async *resume(sessionId: string, stream: AsyncIterable<AgentEvent>, maxRetries = 5): AsyncGenerator<AgentEvent> {
+    let runId = "";
+    let lastSeq = 0n;
+    let retries = 0;
+    let current = stream;
+    for (;;) {
+      try {
+        for await (const event of current) {
+          if (event.seq <= lastSeq && event.runId === runId) continue;
+          runId = event.runId;
+          lastSeq = event.seq;
+          yield event;
+          if (event.event.case === "agentEnd") return;
+        }
+        return;
+      } catch (err) {
+        if (!runId || !isResumable(err) || retries >= maxRetries) throw err;
+        retries++;
+        current = this.attach(sessionId, { runId, afterSeq: lastSeq });
+      }
+    }
+  }
+
+  /**
+   * Yields the events of `stream` and answers on the way: tool_call_requested
+   * runs the named client tool and submits its result (a throwing or unknown
+   * tool becomes an error result the model sees), approval_requested asks
+   * the approver and resolves it.
+   */
+  async *handle(sessionId: string, stream: AsyncIterable<AgentEvent>, handlers: RunHandlers): AsyncGenerator<AgentEvent> {
+    for await (const event of stream) {
+      yield event;
+      const e = event.event;
+      if (e.case === "toolCallRequested") {
+        const tool = handlers.tools?.[e.value.toolName];
+        let result: ToolResultInput;
+        try {
+          result = tool
+            ? await tool(e.value.arguments ?? {}, e.value)
+            : { content: `no client tool named ${e.value.toolName}`, isError: true };
+        } catch (err) {
+          result = { content: `${e.value.toolName} failed: ${err instanceof Error ? err.message : String(err)}`, isError: true };
+        }
+        await this.submitToolResult(sessionId, e.value.toolCallId, result);
+      } else if (e.case === "approvalRequested" && handlers.approve) {
+        const d = await handlers.approve(e.value);
+        await this.resolveApproval(sessionId, e.value.toolCallId, d.allow, { reason: d.reason ?? "", decidedBy: d.decidedBy ?? "" });
+      }
+    }
+  }
+
+  /** Queues a message for the active run, delivered after the current tool batch. */
+  async steer(sessionId: string, content: Content): Promise<number> {
+    return (await this.rpc.steer({ sessionId, content: toContent(content) })).queued;
+  }
+
+  /** Queues a message for the active run, delivered when the agent would stop. */
+  async followUp(sessionId: string, content: Content): Promise<number> {
+    return (await this.rpc.followUp({ sessionId, content: toContent(content) })).queued;
+  }
+
+  /** Aborts the active run (or runId); its stream still ends with agent_end. */
+  async abort(sessionId: string, runId = ""): Promise<string> {
+    return (await this.rpc.abort({ sessionId, runId })).runId;
+  }
+
+  /** Answers a tool_call_requested event with the client tool's result. */
+  async submitToolResult(sessionId: string, toolCallId: string, result: ToolResultInput): Promise<void> {
+    await this.rpc.submitToolResult({
+      sessionId,
+      toolCallId,
+      content: toContent(result.content),
+      details: result.details === undefined ? undefined : toValue(result.details),
+      isError: result.isError ?? false,
+    });
+  }
+
+  /** Answers an approval_requested event. */
+  async resolveApproval(
+    sessionId: string,
+    toolCallId: string,
+    allow: boolean,
+    options: { reason?: string; decidedBy?: string } = {},
+  ): Promise<void> {
+    await this.rpc.resolveApproval({
+      sessionId,
+      toolCallId,
+      decision: allow ? ApprovalDecision.ALLOWED : ApprovalDecision.DENIED,
+      reason: options.reason ?? "",
+      decidedBy: options.decidedBy ?? "",
+    });
+  }
+
+  /** Returns every entry on the session's current path, root first, reading all pages. */
+  async transcript(sessionId: string): Promise<Entry[]> {
+    const entries: Entry[] = [];
+    let pageToken = "";
+    do {
+      const res = await this.rpc.getTranscript({ sessionId, pageSize: 1000, pageToken });
+      entries.push(...res.entries);
+      pageToken = res.nextPageToken;
+    } while (pageToken);
+    return entries;
+  }
+
+  /** Returns what the next model call would receive. */
+  async context(sessionId: string): Promise<Context> {
+    const res = await this.rpc.getContext({ sessionId });
+    if (!res.context) throw new Error("agentd: GetContext returned no context");
+    return res.context;
+  }
+}
+
+function callOptions(signal: AbortSignal | undefined): CallOptions {
+  return signal ? { signal } : {};
+}
+
+function toValue(json: JsonValue) {
+  return fromJson(ValueSchema, json);
+}

@@ -1,0 +1,10 @@
+// @agentd/client: the generated agentd.v1 types plus the thin client and the
+// ChatItem reducer an app needs.
+export * from "./client.js";
+export * from "./reducer.js";
+export * from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
+export * from "../../../gen/ts/agentd/v1/content_pb.js";
+export * from "../../../gen/ts/agentd/v1/events_pb.js";
+export * from "../../../gen/ts/agentd/v1/messages_pb.js";
+export * from "../../../gen/ts/agentd/v1/service_pb.js";
+export * from "../../../gen/ts/agentd/v1/session_pb.js";

@@ -1,0 +1,187 @@
+from agentd.v1 import content_pb2 as _content_pb2
+from agentd.v1 import messages_pb2 as _messages_pb2
+from google.protobuf import any_pb2 as _any_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+APPROVAL_DECISION_ALLOWED: ApprovalDecision
+APPROVAL_DECISION_DENIED: ApprovalDecision
+APPROVAL_DECISION_TIMED_OUT: ApprovalDecision
+APPROVAL_DECISION_UNSPECIFIED: ApprovalDecision
+DESCRIPTOR: _descriptor.FileDescriptor
+THINKING_LEVEL_HIGH: ThinkingLevel
+THINKING_LEVEL_LOW: ThinkingLevel
+THINKING_LEVEL_MEDIUM: ThinkingLevel
+THINKING_LEVEL_MINIMAL: ThinkingLevel
+THINKING_LEVEL_OFF: ThinkingLevel
+THINKING_LEVEL_UNSPECIFIED: ThinkingLevel
+THINKING_LEVEL_XHIGH: ThinkingLevel
+
+class AgentMessage(_message.Message):
+    __slots__ = ["approval_notice", "assistant", "bash_execution", "branch_summary", "compaction_summary", "custom", "extension", "tool_result", "user"]
+    APPROVAL_NOTICE_FIELD_NUMBER: _ClassVar[int]
+    ASSISTANT_FIELD_NUMBER: _ClassVar[int]
+    BASH_EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    BRANCH_SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_FIELD_NUMBER: _ClassVar[int]
+    EXTENSION_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RESULT_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    approval_notice: ApprovalNotice
+    assistant: _messages_pb2.AssistantMessage
+    bash_execution: BashExecution
+    branch_summary: BranchSummary
+    compaction_summary: CompactionSummary
+    custom: CustomMessage
+    extension: Extension
+    tool_result: _messages_pb2.ToolResultMessage
+    user: _messages_pb2.UserMessage
+    def __init__(self, user: _Optional[_Union[_messages_pb2.UserMessage, _Mapping]] = ..., assistant: _Optional[_Union[_messages_pb2.AssistantMessage, _Mapping]] = ..., tool_result: _Optional[_Union[_messages_pb2.ToolResultMessage, _Mapping]] = ..., approval_notice: _Optional[_Union[ApprovalNotice, _Mapping]] = ..., bash_execution: _Optional[_Union[BashExecution, _Mapping]] = ..., custom: _Optional[_Union[CustomMessage, _Mapping]] = ..., branch_summary: _Optional[_Union[BranchSummary, _Mapping]] = ..., compaction_summary: _Optional[_Union[CompactionSummary, _Mapping]] = ..., extension: _Optional[_Union[Extension, _Mapping]] = ...) -> None: ...
+
+class ApprovalNotice(_message.Message):
+    __slots__ = ["decided_by", "decision", "include_in_model_context", "reason", "timestamp", "tool_call_id", "tool_name", "visible_in_ui"]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_IN_MODEL_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    VISIBLE_IN_UI_FIELD_NUMBER: _ClassVar[int]
+    decided_by: str
+    decision: ApprovalDecision
+    include_in_model_context: bool
+    reason: str
+    timestamp: _timestamp_pb2.Timestamp
+    tool_call_id: str
+    tool_name: str
+    visible_in_ui: bool
+    def __init__(self, tool_call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., decision: _Optional[_Union[ApprovalDecision, str]] = ..., reason: _Optional[str] = ..., decided_by: _Optional[str] = ..., timestamp: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., visible_in_ui: bool = ..., include_in_model_context: bool = ...) -> None: ...
+
+class BashExecution(_message.Message):
+    __slots__ = ["cancelled", "command", "exit_code", "full_output_path", "include_in_model_context", "output", "timestamp", "truncated", "visible_in_ui"]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    FULL_OUTPUT_PATH_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_IN_MODEL_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    VISIBLE_IN_UI_FIELD_NUMBER: _ClassVar[int]
+    cancelled: bool
+    command: str
+    exit_code: int
+    full_output_path: str
+    include_in_model_context: bool
+    output: str
+    timestamp: _timestamp_pb2.Timestamp
+    truncated: bool
+    visible_in_ui: bool
+    def __init__(self, command: _Optional[str] = ..., output: _Optional[str] = ..., exit_code: _Optional[int] = ..., cancelled: bool = ..., truncated: bool = ..., full_output_path: _Optional[str] = ..., timestamp: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., visible_in_ui: bool = ..., include_in_model_context: bool = ...) -> None: ...
+
+class BranchSummary(_message.Message):
+    __slots__ = ["from_entry_id", "summary", "timestamp"]
+    FROM_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    from_entry_id: str
+    summary: str
+    timestamp: _timestamp_pb2.Timestamp
+    def __init__(self, summary: _Optional[str] = ..., from_entry_id: _Optional[str] = ..., timestamp: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CompactionSummary(_message.Message):
+    __slots__ = ["first_kept_entry_id", "summary", "timestamp", "tokens_before"]
+    FIRST_KEPT_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    first_kept_entry_id: str
+    summary: str
+    timestamp: _timestamp_pb2.Timestamp
+    tokens_before: int
+    def __init__(self, summary: _Optional[str] = ..., first_kept_entry_id: _Optional[str] = ..., tokens_before: _Optional[int] = ..., timestamp: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CustomMessage(_message.Message):
+    __slots__ = ["content", "custom_type", "details", "include_in_model_context", "timestamp", "visible_in_ui"]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    CUSTOM_TYPE_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_IN_MODEL_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    VISIBLE_IN_UI_FIELD_NUMBER: _ClassVar[int]
+    content: _containers.RepeatedCompositeFieldContainer[_content_pb2.ContentBlock]
+    custom_type: str
+    details: _struct_pb2.Value
+    include_in_model_context: bool
+    timestamp: _timestamp_pb2.Timestamp
+    visible_in_ui: bool
+    def __init__(self, custom_type: _Optional[str] = ..., content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., visible_in_ui: bool = ..., include_in_model_context: bool = ..., timestamp: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Entry(_message.Message):
+    __slots__ = ["id", "label", "message", "model_change", "parent_id", "run_id", "thinking_level_change", "time"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    THINKING_LEVEL_CHANGE_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    label: Label
+    message: AgentMessage
+    model_change: ModelChange
+    parent_id: str
+    run_id: str
+    thinking_level_change: ThinkingLevelChange
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., message: _Optional[_Union[AgentMessage, _Mapping]] = ..., model_change: _Optional[_Union[ModelChange, _Mapping]] = ..., thinking_level_change: _Optional[_Union[ThinkingLevelChange, _Mapping]] = ..., label: _Optional[_Union[Label, _Mapping]] = ...) -> None: ...
+
+class Extension(_message.Message):
+    __slots__ = ["include_in_model_context", "model_content", "payload", "timestamp", "visible_in_ui"]
+    INCLUDE_IN_MODEL_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    MODEL_CONTENT_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    VISIBLE_IN_UI_FIELD_NUMBER: _ClassVar[int]
+    include_in_model_context: bool
+    model_content: _containers.RepeatedCompositeFieldContainer[_content_pb2.ContentBlock]
+    payload: _any_pb2.Any
+    timestamp: _timestamp_pb2.Timestamp
+    visible_in_ui: bool
+    def __init__(self, payload: _Optional[_Union[_any_pb2.Any, _Mapping]] = ..., model_content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., visible_in_ui: bool = ..., include_in_model_context: bool = ..., timestamp: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class Label(_message.Message):
+    __slots__ = ["label", "target_entry_id"]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    TARGET_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    label: str
+    target_entry_id: str
+    def __init__(self, target_entry_id: _Optional[str] = ..., label: _Optional[str] = ...) -> None: ...
+
+class ModelChange(_message.Message):
+    __slots__ = ["model_id", "provider"]
+    MODEL_ID_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    model_id: str
+    provider: str
+    def __init__(self, provider: _Optional[str] = ..., model_id: _Optional[str] = ...) -> None: ...
+
+class ThinkingLevelChange(_message.Message):
+    __slots__ = ["thinking_level"]
+    THINKING_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    thinking_level: ThinkingLevel
+    def __init__(self, thinking_level: _Optional[_Union[ThinkingLevel, str]] = ...) -> None: ...
+
+class ApprovalDecision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ThinkingLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []

@@ -1,0 +1,247 @@
+from agentd.v1 import agent_messages_pb2 as _agent_messages_pb2
+from agentd.v1 import content_pb2 as _content_pb2
+from agentd.v1 import events_pb2 as _events_pb2
+from agentd.v1 import session_pb2 as _session_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class AbortRequest(_message.Message):
+    __slots__ = ["run_id", "session_id"]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+
+class AbortResponse(_message.Message):
+    __slots__ = ["run_id"]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class AppendMessagesRequest(_message.Message):
+    __slots__ = ["messages", "session_id"]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.AgentMessage]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_agent_messages_pb2.AgentMessage, _Mapping]]] = ...) -> None: ...
+
+class AppendMessagesResponse(_message.Message):
+    __slots__ = ["entries"]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.Entry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[_agent_messages_pb2.Entry, _Mapping]]] = ...) -> None: ...
+
+class AttachRequest(_message.Message):
+    __slots__ = ["after_seq", "run_id", "session_id"]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    after_seq: int
+    run_id: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
+
+class ContinueRequest(_message.Message):
+    __slots__ = ["detach", "request_id", "session_id"]
+    DETACH_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    detach: bool
+    request_id: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., detach: bool = ...) -> None: ...
+
+class CreateSessionRequest(_message.Message):
+    __slots__ = ["config", "labels", "title"]
+    class LabelsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    config: _session_pb2.SessionConfig
+    labels: _containers.ScalarMap[str, str]
+    title: str
+    def __init__(self, config: _Optional[_Union[_session_pb2.SessionConfig, _Mapping]] = ..., title: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class CreateSessionResponse(_message.Message):
+    __slots__ = ["session"]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _session_pb2.Session
+    def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ...) -> None: ...
+
+class DeleteSessionRequest(_message.Message):
+    __slots__ = ["force", "session_id"]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    force: bool
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., force: bool = ...) -> None: ...
+
+class DeleteSessionResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class FollowUpRequest(_message.Message):
+    __slots__ = ["content", "session_id"]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    content: _containers.RepeatedCompositeFieldContainer[_content_pb2.ContentBlock]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ...) -> None: ...
+
+class FollowUpResponse(_message.Message):
+    __slots__ = ["queued"]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    queued: int
+    def __init__(self, queued: _Optional[int] = ...) -> None: ...
+
+class GetContextRequest(_message.Message):
+    __slots__ = ["session_id"]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class GetContextResponse(_message.Message):
+    __slots__ = ["context"]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    context: _session_pb2.Context
+    def __init__(self, context: _Optional[_Union[_session_pb2.Context, _Mapping]] = ...) -> None: ...
+
+class GetSessionRequest(_message.Message):
+    __slots__ = ["session_id"]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class GetSessionResponse(_message.Message):
+    __slots__ = ["session"]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _session_pb2.Session
+    def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ...) -> None: ...
+
+class GetTranscriptRequest(_message.Message):
+    __slots__ = ["page_size", "page_token", "session_id"]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    page_size: int
+    page_token: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class GetTranscriptResponse(_message.Message):
+    __slots__ = ["entries", "next_page_token"]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.Entry]
+    next_page_token: str
+    def __init__(self, entries: _Optional[_Iterable[_Union[_agent_messages_pb2.Entry, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListModelsRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListModelsResponse(_message.Message):
+    __slots__ = ["models"]
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    models: _containers.RepeatedCompositeFieldContainer[_session_pb2.Model]
+    def __init__(self, models: _Optional[_Iterable[_Union[_session_pb2.Model, _Mapping]]] = ...) -> None: ...
+
+class ListSessionsRequest(_message.Message):
+    __slots__ = ["label_filter", "page_size", "page_token"]
+    class LabelFilterEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    LABEL_FILTER_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    label_filter: _containers.ScalarMap[str, str]
+    page_size: int
+    page_token: str
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., label_filter: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ListSessionsResponse(_message.Message):
+    __slots__ = ["next_page_token", "sessions"]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    next_page_token: str
+    sessions: _containers.RepeatedCompositeFieldContainer[_session_pb2.Session]
+    def __init__(self, sessions: _Optional[_Iterable[_Union[_session_pb2.Session, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class PromptRequest(_message.Message):
+    __slots__ = ["content", "detach", "request_id", "session_id"]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    DETACH_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    content: _containers.RepeatedCompositeFieldContainer[_content_pb2.ContentBlock]
+    detach: bool
+    request_id: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., request_id: _Optional[str] = ..., detach: bool = ...) -> None: ...
+
+class ResolveApprovalRequest(_message.Message):
+    __slots__ = ["decided_by", "decision", "reason", "session_id", "tool_call_id"]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    decided_by: str
+    decision: _agent_messages_pb2.ApprovalDecision
+    reason: str
+    session_id: str
+    tool_call_id: str
+    def __init__(self, session_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., decision: _Optional[_Union[_agent_messages_pb2.ApprovalDecision, str]] = ..., reason: _Optional[str] = ..., decided_by: _Optional[str] = ...) -> None: ...
+
+class ResolveApprovalResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class SteerRequest(_message.Message):
+    __slots__ = ["content", "session_id"]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    content: _containers.RepeatedCompositeFieldContainer[_content_pb2.ContentBlock]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ...) -> None: ...
+
+class SteerResponse(_message.Message):
+    __slots__ = ["queued"]
+    QUEUED_FIELD_NUMBER: _ClassVar[int]
+    queued: int
+    def __init__(self, queued: _Optional[int] = ...) -> None: ...
+
+class SubmitToolResultRequest(_message.Message):
+    __slots__ = ["content", "details", "is_error", "session_id", "tool_call_id"]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    content: _containers.RepeatedCompositeFieldContainer[_content_pb2.ContentBlock]
+    details: _struct_pb2.Value
+    is_error: bool
+    session_id: str
+    tool_call_id: str
+    def __init__(self, session_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., is_error: bool = ...) -> None: ...
+
+class SubmitToolResultResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...

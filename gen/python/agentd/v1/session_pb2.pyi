@@ -1,0 +1,188 @@
+from agentd.v1 import agent_messages_pb2 as _agent_messages_pb2
+from agentd.v1 import messages_pb2 as _messages_pb2
+from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+APPROVAL_POLICY_ALLOW: ApprovalPolicy
+APPROVAL_POLICY_ASK: ApprovalPolicy
+APPROVAL_POLICY_DENY: ApprovalPolicy
+APPROVAL_POLICY_UNSPECIFIED: ApprovalPolicy
+DESCRIPTOR: _descriptor.FileDescriptor
+MODALITY_IMAGE: Modality
+MODALITY_TEXT: Modality
+MODALITY_UNSPECIFIED: Modality
+QUEUE_MODE_ALL: QueueMode
+QUEUE_MODE_ONE_AT_A_TIME: QueueMode
+QUEUE_MODE_UNSPECIFIED: QueueMode
+SESSION_STATE_IDLE: SessionState
+SESSION_STATE_RUNNING: SessionState
+SESSION_STATE_UNSPECIFIED: SessionState
+TOOL_EXECUTION_MODE_PARALLEL: ToolExecutionMode
+TOOL_EXECUTION_MODE_SEQUENTIAL: ToolExecutionMode
+TOOL_EXECUTION_MODE_UNSPECIFIED: ToolExecutionMode
+TOOL_EXECUTOR_CLIENT: ToolExecutor
+TOOL_EXECUTOR_SERVER: ToolExecutor
+TOOL_EXECUTOR_UNSPECIFIED: ToolExecutor
+
+class Context(_message.Message):
+    __slots__ = ["messages", "system_prompt", "tools"]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[_messages_pb2.Message]
+    system_prompt: str
+    tools: _containers.RepeatedCompositeFieldContainer[Tool]
+    def __init__(self, system_prompt: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_messages_pb2.Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ...) -> None: ...
+
+class FauxScript(_message.Message):
+    __slots__ = ["echo", "responses", "tokens_per_second"]
+    ECHO_FIELD_NUMBER: _ClassVar[int]
+    RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    echo: bool
+    responses: _containers.RepeatedCompositeFieldContainer[_messages_pb2.AssistantMessage]
+    tokens_per_second: int
+    def __init__(self, responses: _Optional[_Iterable[_Union[_messages_pb2.AssistantMessage, _Mapping]]] = ..., echo: bool = ..., tokens_per_second: _Optional[int] = ...) -> None: ...
+
+class Model(_message.Message):
+    __slots__ = ["api", "configured", "context_window", "input_modalities", "max_output_tokens", "metadata", "name", "price", "reasoning", "ref"]
+    API_FIELD_NUMBER: _ClassVar[int]
+    CONFIGURED_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    INPUT_MODALITIES_FIELD_NUMBER: _ClassVar[int]
+    MAX_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PRICE_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
+    REF_FIELD_NUMBER: _ClassVar[int]
+    api: str
+    configured: bool
+    context_window: int
+    input_modalities: _containers.RepeatedScalarFieldContainer[Modality]
+    max_output_tokens: int
+    metadata: _struct_pb2.Struct
+    name: str
+    price: ModelPrice
+    reasoning: bool
+    ref: ModelRef
+    def __init__(self, ref: _Optional[_Union[ModelRef, _Mapping]] = ..., name: _Optional[str] = ..., api: _Optional[str] = ..., context_window: _Optional[int] = ..., max_output_tokens: _Optional[int] = ..., input_modalities: _Optional[_Iterable[_Union[Modality, str]]] = ..., reasoning: bool = ..., price: _Optional[_Union[ModelPrice, _Mapping]] = ..., configured: bool = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class ModelPrice(_message.Message):
+    __slots__ = ["cache_read", "cache_write", "input", "output"]
+    CACHE_READ_FIELD_NUMBER: _ClassVar[int]
+    CACHE_WRITE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    cache_read: float
+    cache_write: float
+    input: float
+    output: float
+    def __init__(self, input: _Optional[float] = ..., output: _Optional[float] = ..., cache_read: _Optional[float] = ..., cache_write: _Optional[float] = ...) -> None: ...
+
+class ModelRef(_message.Message):
+    __slots__ = ["id", "provider"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    provider: str
+    def __init__(self, provider: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
+
+class Session(_message.Message):
+    __slots__ = ["active_run_id", "config", "create_time", "id", "labels", "leaf_entry_id", "state", "title", "update_time"]
+    class LabelsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ACTIVE_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    LEAF_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    active_run_id: str
+    config: SessionConfig
+    create_time: _timestamp_pb2.Timestamp
+    id: str
+    labels: _containers.ScalarMap[str, str]
+    leaf_entry_id: str
+    state: SessionState
+    title: str
+    update_time: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., title: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., config: _Optional[_Union[SessionConfig, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., leaf_entry_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., active_run_id: _Optional[str] = ...) -> None: ...
+
+class SessionConfig(_message.Message):
+    __slots__ = ["approval_timeout", "client_tool_timeout", "faux", "follow_up_mode", "include_approvals_in_model_context", "max_turns", "model", "steering_mode", "system_prompt", "thinking_level", "tool_execution", "tools", "workspace_root"]
+    APPROVAL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_TOOL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    FAUX_FIELD_NUMBER: _ClassVar[int]
+    FOLLOW_UP_MODE_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_APPROVALS_IN_MODEL_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    MAX_TURNS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    STEERING_MODE_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
+    THINKING_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_EXECUTION_FIELD_NUMBER: _ClassVar[int]
+    WORKSPACE_ROOT_FIELD_NUMBER: _ClassVar[int]
+    approval_timeout: _duration_pb2.Duration
+    client_tool_timeout: _duration_pb2.Duration
+    faux: FauxScript
+    follow_up_mode: QueueMode
+    include_approvals_in_model_context: bool
+    max_turns: int
+    model: ModelRef
+    steering_mode: QueueMode
+    system_prompt: str
+    thinking_level: _agent_messages_pb2.ThinkingLevel
+    tool_execution: ToolExecutionMode
+    tools: _containers.RepeatedCompositeFieldContainer[Tool]
+    workspace_root: str
+    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., system_prompt: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_execution: _Optional[_Union[ToolExecutionMode, str]] = ..., steering_mode: _Optional[_Union[QueueMode, str]] = ..., follow_up_mode: _Optional[_Union[QueueMode, str]] = ..., thinking_level: _Optional[_Union[_agent_messages_pb2.ThinkingLevel, str]] = ..., workspace_root: _Optional[str] = ..., max_turns: _Optional[int] = ..., client_tool_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., include_approvals_in_model_context: bool = ..., faux: _Optional[_Union[FauxScript, _Mapping]] = ...) -> None: ...
+
+class Tool(_message.Message):
+    __slots__ = ["approval", "description", "executor", "name", "parameters", "sequential"]
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    EXECUTOR_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARAMETERS_FIELD_NUMBER: _ClassVar[int]
+    SEQUENTIAL_FIELD_NUMBER: _ClassVar[int]
+    approval: ApprovalPolicy
+    description: str
+    executor: ToolExecutor
+    name: str
+    parameters: _struct_pb2.Struct
+    sequential: bool
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., executor: _Optional[_Union[ToolExecutor, str]] = ..., approval: _Optional[_Union[ApprovalPolicy, str]] = ..., sequential: bool = ...) -> None: ...
+
+class ToolExecutor(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ApprovalPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ToolExecutionMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class QueueMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class SessionState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class Modality(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
