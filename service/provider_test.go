@@ -1,0 +1,105 @@
+package service_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/protobuf/types/known/structpb"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/agentloop"
+	"github.com/agentd/agentd/provider/catalog"
+	"github.com/agentd/agentd/service"
+)
+
+// anthropicWire serves recorded Anthropic Messages streams in order and
+// keeps every request body.
+type anthropicWire struct {
+	mu      sync.Mutex
+	streams []string
+	bodies  []string
+}
+
+func (w *anthropicWire) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	w.mu.Lock()
+	w.bodies = append(w.bodies, string(body))
+	n := len(w.bodies)
+	w.mu.Unlock()
+	data, err := os.ReadFile(w.streams[min(n, len(w.streams))-1])
+	if err != nil {
+		http.Error(rw, err.Error(), 500)
+		return
+	}
+	rw.Header().Set("Content-Type", "text/event-stream")
+	rw.Write(data)
+}
+
+// TestRealProviderStreamsThroughAgentd runs a session on the Anthropic
+// adapter (official SDK, recorded wire stream over httptest) exactly like a
+// faux session: thinking with its signature, a tool call, the tool, and a
+// second model call that sends the signature back byte for byte.
+func TestRealProviderStreamsThroughAgentd(t *testing.T) {
+	wire := &anthropicWire{streams: []string{"../provider/anthropic/testdata/thinking_tool.sse", "../provider/anthropic/testdata/text.sse"}}
+	srv := httptest.NewServer(wire)
+	defer srv.Close()
+	cfg := catalog.Builtin()
+	anth := cfg.Providers["anthropic"]
+	anth.BaseURL, anth.APIKey, anth.APIKeyEnv = srv.URL, "test-key", ""
+	cfg.Providers["anthropic"] = anth
+	reg, err := catalog.NewRegistry(cfg, catalog.Options{Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, _ := structpb.NewStruct(map[string]any{"type": "object", "properties": map[string]any{
+		"location": map[string]any{"type": "string"}, "unit": map[string]any{"type": "string"}}})
+	weather := readOnlyTool{agentloop.FuncTool{
+		Def: &agentdv1.Tool{Name: "get_weather", Description: "Weather for a place.", Parameters: params},
+		Fn: func(_ context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
+			return agentloop.Result{Content: texts("15 degrees in " + args.GetFields()["location"].GetStringValue())}, nil
+		},
+	}}
+	h := newHarness(t, service.Options{Models: reg, Tools: []agentloop.Tool{weather}}, service.ServerOptions{})
+	id := h.createSession(&agentdv1.SessionConfig{
+		Model: &agentdv1.ModelRef{Provider: "anthropic", Id: "claude-sonnet-4-5"},
+		Tools: []*agentdv1.Tool{{Name: "get_weather"}},
+	})
+	evs := h.prompt(id, "What's the weather in San Francisco?")
+	for _, want := range []string{"thinking_delta", "tool_call_delta", "text_delta"} {
+		found := false
+		for _, ev := range evs {
+			u := ev.GetMessageUpdate()
+			if (want == "thinking_delta" && u.GetThinkingDelta() != nil) || (want == "tool_call_delta" && u.GetToolCallDelta() != nil) ||
+				(want == "text_delta" && u.GetTextDelta() != nil) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no %s streamed: %s", want, kinds(evs))
+		}
+	}
+	if end := evs[len(evs)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED || end.GetUsage().GetCost().GetTotal() == 0 {
+		t.Fatalf("agent_end: %v", end)
+	}
+	entries := h.transcript(id)
+	if got := messageKinds(entries); got != "user assistant tool_result assistant" {
+		t.Fatalf("transcript %q", got)
+	}
+	first := entries[1].GetMessage().GetAssistant()
+	sig := first.GetContent()[0].GetThinking().GetThinkingSignature()
+	if first.GetProvider() != "anthropic" || sig == "" || first.GetResponseId() == "" {
+		t.Fatalf("first answer: %v", first)
+	}
+	if len(wire.bodies) != 2 {
+		t.Fatalf("%d model calls, want 2", len(wire.bodies))
+	}
+	if !strings.Contains(wire.bodies[1], `"signature":"`+sig+`"`) || !strings.Contains(wire.bodies[1], "15 degrees in San Francisco") {
+		t.Fatalf("second request does not replay the signature and the tool result:\n%s", wire.bodies[1])
+	}
+}
