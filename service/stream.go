@@ -99,9 +99,6 @@ func (s *Service) launch(ctx context.Context, sessionID, requestID string, body 
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "session %q: its model cannot be used now: %v", sessionID, err)
 	}
-	if _, err := s.toolSet(cfg, nil); err != nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "session %q: its tools cannot be used now: %v", sessionID, err)
-	}
 	id := runID(sessionID, requestID)
 	h, existing, err := s.runs.register(sessionID, id, cfg)
 	if err != nil {
@@ -118,7 +115,9 @@ func (s *Service) launch(ctx context.Context, sessionID, requestID string, body 
 	}()
 	tools, err := s.toolSet(cfg, h)
 	if err != nil {
-		return nil, err
+		// The configuration was valid when the session was created; what
+		// changed is the server (a workspace root gone or no longer allowed).
+		return nil, status.Errorf(codes.FailedPrecondition, "session %q: its tools cannot be used now: %v", sessionID, status.Convert(err).Message())
 	}
 	path, err := s.store.Path(ctx, sessionID)
 	if err != nil {

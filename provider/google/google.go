@@ -1,13 +1,17 @@
 // Package google adapts the Gemini API (generativelanguage.googleapis.com,
-// streamGenerateContent with alt=sse) to provider.Stream through the
-// official Go SDK, google.golang.org/genai.
+// streamGenerateContent with alt=sse) to provider.Stream. The official Go
+// SDK, google.golang.org/genai, builds and sends the request and decodes
+// HTTP errors; the adapter reads the server-sent chunks of a successful
+// response itself with gjson, in one pass over each, because the SDK's
+// decode-to-map, convert, re-encode, decode-to-struct path cost an order of
+// magnitude more than everything else per delta.
 //
 // Gemini marks reasoning parts with thought=true and binds opaque thought
 // signatures to parts and to function calls; the model refuses a follow-up
 // whose function calls lost their signature. The adapter stores a
-// signature as standard base64 text (thinking_signature, text_signature or
-// ToolCall.thought_signature) and sends back the exact bytes it received,
-// only to the model that produced them. Gemini may omit function call ids;
+// signature as the base64 text it arrived as (thinking_signature,
+// text_signature or ToolCall.thought_signature) and sends back the exact
+// bytes it received, only to the model that produced them. Gemini may omit function call ids;
 // the adapter then derives a stable one from the response id and the
 // call's position.
 package google
@@ -15,13 +19,10 @@ package google
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"hash/fnv"
+	"io"
 	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -58,12 +59,15 @@ type Config struct {
 type Provider struct {
 	cfg    Config
 	client *genai.Client
+	// timeout is the configured HTTPClient's Timeout, applied by run to
+	// the whole call including the body.
+	timeout time.Duration
 }
 
 // New builds the SDK client. The SDK does not retry by default and
 // provider.WithRetry owns the policy; its HTTP transport is wrapped so the
 // Retry-After of a failed call, which genai.APIError drops, still reaches
-// the retry policy.
+// the retry policy, and so the adapter reads a successful stream itself.
 func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -77,7 +81,10 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	wrapped.Transport = headerCapture{next: base}
+	wrapped.Transport = responseTap{next: base}
+	// http.Client.Timeout would cancel the call when the SDK closes the
+	// empty body responseTap leaves it; run applies it to the whole call.
+	wrapped.Timeout = 0
 	gc := &genai.ClientConfig{APIKey: cfg.APIKey, Backend: genai.BackendGeminiAPI, HTTPClient: &wrapped,
 		HTTPOptions: genai.HTTPOptions{BaseURL: cfg.BaseURL}}
 	if len(cfg.Headers) > 0 {
@@ -90,31 +97,71 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gemini client: %w", err)
 	}
-	return &Provider{cfg: cfg, client: client}, nil
+	return &Provider{cfg: cfg, client: client, timeout: hc.Timeout}, nil
 }
 
-// headerSink receives the headers of a failed response.
-type headerSink struct {
+// exchange carries what the transport learns about one call back to run:
+// the headers of a failed response, because genai.APIError drops
+// Retry-After, and the body of a successful one, which the adapter parses
+// itself instead of letting the SDK decode every chunk three times.
+type exchange struct {
 	mu     sync.Mutex
 	header http.Header
+	body   io.ReadCloser
 }
 
-type sinkKey struct{}
+type exchangeKey struct{}
 
-// headerCapture hands the headers of an error response to the sink in the
-// request's context.
-type headerCapture struct{ next http.RoundTripper }
+// failedHeader returns the headers of a failed response, nil if none.
+func (x *exchange) failedHeader() http.Header {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.header
+}
 
-func (h headerCapture) RoundTrip(r *http.Request) (*http.Response, error) {
-	resp, err := h.next.RoundTrip(r)
-	if err == nil && resp.StatusCode >= 400 {
-		if s, ok := r.Context().Value(sinkKey{}).(*headerSink); ok {
-			s.mu.Lock()
-			s.header = resp.Header.Clone()
-			s.mu.Unlock()
-		}
+// takeBody hands over the successful response body; the caller closes it.
+func (x *exchange) takeBody() io.ReadCloser {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	b := x.body
+	x.body = nil
+	return b
+}
+
+// close releases a body nobody took, so its connection is not leaked.
+func (x *exchange) close() {
+	if b := x.takeBody(); b != nil {
+		b.Close()
 	}
-	return resp, err
+}
+
+// responseTap sits under the SDK. For a call that carries an exchange it
+// keeps the headers of an error response, and takes the body of a
+// successful one, leaving the SDK an empty stream: the SDK still builds and
+// sends the request and decodes errors, the adapter reads the chunks.
+type responseTap struct{ next http.RoundTripper }
+
+func (t responseTap) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	if err != nil {
+		return resp, err
+	}
+	x, ok := r.Context().Value(exchangeKey{}).(*exchange)
+	if !ok {
+		return resp, nil
+	}
+	switch {
+	case resp.StatusCode >= 400:
+		x.mu.Lock()
+		x.header = resp.Header.Clone()
+		x.mu.Unlock()
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		x.mu.Lock()
+		x.body = resp.Body
+		x.mu.Unlock()
+		resp.Body = http.NoBody
+	}
+	return resp, nil
 }
 
 // Stream implements provider.StreamFunc.
@@ -295,230 +342,6 @@ func argsMap(tc *agentdv1.ToolCall) map[string]any {
 		return map[string]any{}
 	}
 	return tc.GetArguments().AsMap()
-}
-
-func (p *Provider) run(ctx context.Context, e *provider.Emitter, model provider.Model, c *agentdv1.Context, opts provider.Options) {
-	if ctx.Err() != nil {
-		e.FailOrAbort(ctx, "request not sent", 0)
-		return
-	}
-	contents, cfg := BuildRequest(model, c, opts)
-	sink := &headerSink{}
-	reqCtx := context.WithValue(ctx, sinkKey{}, sink)
-	s := streamState{e: e, p: p, model: model}
-	for resp, err := range p.client.Models.GenerateContentStream(reqCtx, model.ID, contents, cfg) {
-		if err != nil {
-			s.fail(ctx, err, sink)
-			return
-		}
-		if !s.chunk(resp) {
-			return
-		}
-		if s.failed {
-			return
-		}
-	}
-	if ctx.Err() != nil {
-		e.FailOrAbort(ctx, "stream ended", 0)
-		return
-	}
-	s.finish(ctx)
-}
-
-// streamState follows the open block across chunks: Gemini sends whole
-// parts, and consecutive text (or thought) parts continue one block.
-type streamState struct {
-	e       *provider.Emitter
-	p       *Provider
-	model   provider.Model
-	cur     int
-	curKind byte // 't' text, 'r' thought, 0 none
-	calls   int
-	ids     map[string]bool
-	reason  genai.FinishReason
-	message string
-	failed  bool
-}
-
-func (s *streamState) fail(ctx context.Context, err error, sink *headerSink) {
-	var apiErr genai.APIError
-	if !errors.As(err, &apiErr) {
-		var p *genai.APIError
-		if errors.As(err, &p) {
-			apiErr = *p
-		} else {
-			s.e.FailOrAbort(ctx, provider.Redact("Stream error: "+err.Error(), s.p.cfg.APIKey), 0)
-			return
-		}
-	}
-	body, _ := json.Marshal(map[string]any{"error": apiErr})
-	sink.mu.Lock()
-	h := sink.header
-	sink.mu.Unlock()
-	ra := provider.RetryAfter(h, s.p.cfg.Now())
-	if ra == 0 {
-		ra = retryInfoDelay(apiErr.Details)
-	}
-	code := apiErr.Code
-	if code == 0 {
-		code = http.StatusInternalServerError
-	}
-	s.e.FailOrAbort(ctx, provider.Redact(provider.HTTPErrorMessage(code, string(body)), s.p.cfg.APIKey), ra)
-}
-
-// retryInfoDelay reads google.rpc.RetryInfo.retryDelay ("2s", "1.5s"),
-// Google's own way of saying Retry-After.
-func retryInfoDelay(details []map[string]any) time.Duration {
-	for _, d := range details {
-		if t, _ := d["@type"].(string); strings.HasSuffix(t, "google.rpc.RetryInfo") {
-			if s, ok := d["retryDelay"].(string); ok {
-				if dur, err := time.ParseDuration(s); err == nil && dur > 0 {
-					return dur
-				}
-			}
-		}
-	}
-	return 0
-}
-
-func (s *streamState) closeCur() bool {
-	ok := true
-	if s.curKind != 0 {
-		ok = s.e.End(s.cur)
-	}
-	s.curKind = 0
-	return ok
-}
-
-func (s *streamState) chunk(resp *genai.GenerateContentResponse) bool {
-	e := s.e
-	if resp == nil {
-		return true
-	}
-	if e.ResponseID == "" {
-		e.ResponseID = resp.ResponseID
-	}
-	if !e.Start() {
-		return false
-	}
-	if u := resp.UsageMetadata; u != nil {
-		e.Usage.CacheRead = int64(u.CachedContentTokenCount)
-		e.Usage.Input = int64(u.PromptTokenCount) - e.Usage.CacheRead
-		e.Usage.Output = int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount)
-		e.Usage.Total = int64(u.TotalTokenCount)
-	}
-	if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" {
-		msg := "Prompt blocked: " + string(pf.BlockReason)
-		if pf.BlockReasonMessage != "" {
-			msg += ": " + pf.BlockReasonMessage
-		}
-		e.EndAll()
-		e.Fail(msg, 0)
-		s.failed = true
-		return true
-	}
-	if len(resp.Candidates) == 0 {
-		return true
-	}
-	cand := resp.Candidates[0]
-	if cand.Content != nil {
-		for _, part := range cand.Content.Parts {
-			if !s.part(part) {
-				return false
-			}
-		}
-	}
-	if cand.FinishReason != "" {
-		s.reason = cand.FinishReason
-		s.message = cand.FinishMessage
-	}
-	return true
-}
-
-func (s *streamState) part(part *genai.Part) bool {
-	e := s.e
-	switch {
-	case part.FunctionCall != nil:
-		if !s.closeCur() {
-			return false
-		}
-		fc := part.FunctionCall
-		id := fc.ID
-		if id == "" || s.ids[id] {
-			id = s.syntheticID(fc.Name)
-		}
-		if s.ids == nil {
-			s.ids = map[string]bool{}
-		}
-		s.ids[id] = true
-		s.calls++
-		idx, ok := e.BeginToolCall(id, fc.Name)
-		if !ok {
-			return false
-		}
-		if len(part.ThoughtSignature) > 0 {
-			e.SetThoughtSignature(idx, base64.StdEncoding.EncodeToString(part.ThoughtSignature))
-		}
-		args, err := json.Marshal(fc.Args)
-		if err != nil || fc.Args == nil {
-			args = []byte("{}")
-		}
-		return e.Delta(idx, string(args)) && e.End(idx)
-	case part.Text != "" || len(part.ThoughtSignature) > 0:
-		kind := byte('t')
-		if part.Thought {
-			kind = 'r'
-		}
-		if s.curKind != kind {
-			if !s.closeCur() {
-				return false
-			}
-			var ok bool
-			if kind == 'r' {
-				s.cur, ok = e.BeginThinking(false)
-			} else {
-				s.cur, ok = e.BeginText()
-			}
-			if !ok {
-				return false
-			}
-			s.curKind = kind
-		}
-		if len(part.ThoughtSignature) > 0 {
-			// The last signature of a run of parts is the one that counts.
-			e.SetSignature(s.cur, base64.StdEncoding.EncodeToString(part.ThoughtSignature))
-		}
-		return e.Delta(s.cur, part.Text)
-	}
-	return true
-}
-
-// syntheticID derives a call id from the response id and the call's
-// position, so the same wire stream always yields the same ids.
-func (s *streamState) syntheticID(name string) string {
-	h := fnv.New64a()
-	h.Write([]byte(s.e.ResponseID))
-	h.Write([]byte{0})
-	h.Write([]byte(strconv.Itoa(s.calls)))
-	return provider.NormalizeToolCallID(name+"_"+strconv.FormatUint(h.Sum64(), 36), API)
-}
-
-func (s *streamState) finish(ctx context.Context) {
-	e := s.e
-	if s.reason == "" {
-		e.FailOrAbort(ctx, "Stream terminated before the response was complete", 0)
-		return
-	}
-	stop, msg := StopReason(s.reason, s.message)
-	if msg != "" {
-		e.EndAll()
-		e.Fail(msg, 0)
-		return
-	}
-	if s.calls > 0 && stop == agentdv1.StopReason_STOP_REASON_STOP {
-		stop = agentdv1.StopReason_STOP_REASON_TOOL_USE
-	}
-	e.Done(stop)
 }
 
 // StopReason maps a finishReason; every reason but STOP and MAX_TOKENS is a
