@@ -12,8 +12,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/agentloop"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/provider/catalog"
 	"github.com/agentd/agentd/service"
 )
