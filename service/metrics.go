@@ -20,6 +20,7 @@ type Metrics struct {
 	runsStarted    prometheus.Counter
 	eventsProduced prometheus.Counter
 	eventsSent     prometheus.Counter
+	eventDelivery  prometheus.Histogram
 	storeSeconds   *prometheus.HistogramVec
 }
 
@@ -42,12 +43,16 @@ func NewMetrics() *Metrics {
 		eventsSent: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "agentd_events_sent_total", Help: "Agent events sent to client streams (a replay to several clients counts each).",
 		}),
+		eventDelivery: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "agentd_event_delivery_seconds", Help: "Time from an event's creation to its hand-over to a client stream.",
+			Buckets: []float64{.0001, .0005, .001, .005, .01, .025, .05, .1, .25, .5, 1, 5},
+		}),
 		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "agentd_store_latency_seconds", Help: "Latency of transcript store writes.",
 			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .05, .1, .5},
 		}, []string{"op"}),
 	}
-	m.registry.MustRegister(m.grpc, m.activeRuns, m.runsStarted, m.eventsProduced, m.eventsSent, m.storeSeconds,
+	m.registry.MustRegister(m.grpc, m.activeRuns, m.runsStarted, m.eventsProduced, m.eventsSent, m.eventDelivery, m.storeSeconds,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -76,9 +81,10 @@ func (m *Metrics) eventProduced() {
 	}
 }
 
-func (m *Metrics) eventSent() {
+func (m *Metrics) eventSent(created time.Time) {
 	if m != nil {
 		m.eventsSent.Inc()
+		m.eventDelivery.Observe(time.Since(created).Seconds())
 	}
 }
 

@@ -248,7 +248,7 @@ func (s *Service) follow(ctx context.Context, h *runHandle, after uint64, stream
 				s.dropped(h, abortOnDrop)
 				return err
 			}
-			s.metrics.eventSent()
+			s.metrics.eventSent(ev.GetTime().AsTime())
 			after = ev.GetSeq()
 		}
 		if len(evs) > 0 {
