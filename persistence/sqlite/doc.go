@@ -14,6 +14,16 @@
 //
 // Entry payloads are the binary protobuf of agentdv1.Entry, so any language
 // can read a database back (see migrations/0001_init.sql for the schema).
+// Payloads of 2 KiB and more are stored zlib-compressed when that saves at
+// least an eighth (entries.encoding = 1, migrations/0002_payload_encoding.sql):
+// inflating them gives the same protobuf. This keeps the file well below
+// the size of the same transcript as JSON lines, and keeps ~4 KiB tool
+// results out of half-empty overflow pages.
+//
+// The writer goroutine caches each session's key, leaf and next sequence
+// number, so an append is one guarded UPDATE of the session row plus the
+// entry INSERTs; the UPDATE's guard detects a cache made stale by another
+// process writing the file, and the batch then reruns from the database.
 // An entry's rowid packs its session and sequence number, so a transcript
 // is one contiguous range of the table: paging and loading are range scans.
 //

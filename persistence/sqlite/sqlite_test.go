@@ -66,7 +66,8 @@ func TestConformance(t *testing.T) {
 		},
 		CorruptPayload: func(t *testing.T, s persistence.Store, sessionID, entryID string, payload []byte) {
 			db := rawDB(t, h.path(s))
-			res, err := db.Exec(`UPDATE entries SET payload = ? WHERE id = ? AND session_pk = (SELECT pk FROM sessions WHERE id = ?)`, payload, entryID, sessionID)
+			// The suite's bytes are a plain protobuf: store them as such.
+			res, err := db.Exec(`UPDATE entries SET payload = ?, encoding = 0 WHERE id = ? AND session_pk = (SELECT pk FROM sessions WHERE id = ?)`, payload, entryID, sessionID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +142,7 @@ func TestOpenErrors(t *testing.T) {
 				}
 				return path
 			},
-			contains: []string{"schema version 7 is newer than this agentd supports (1); upgrade agentd"},
+			contains: []string{"schema version 7 is newer than this agentd supports (2); upgrade agentd"},
 		},
 		{
 			name: "locked by another process",
@@ -255,8 +256,8 @@ func TestSchemaVersionError(t *testing.T) {
 	}
 	_, err := sqlite.Open(context.Background(), path)
 	var sv *sqlite.SchemaVersionError
-	if !errors.As(err, &sv) || sv.Found != 7 || sv.Supported != sqlite.SchemaVersion() || sv.Supported != 1 {
-		t.Fatalf("Open: %v, want *SchemaVersionError{Found: 7, Supported: 1}", err)
+	if !errors.As(err, &sv) || sv.Found != 7 || sv.Supported != sqlite.SchemaVersion() || sv.Supported != 2 {
+		t.Fatalf("Open: %v, want *SchemaVersionError{Found: 7, Supported: 2}", err)
 	}
 }
 
@@ -292,7 +293,7 @@ func TestOpenConfiguresDatabase(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if sync != tc.wantSync || fk != 1 || mode != "wal" || version != 1 || pageSize != 4096 {
+			if sync != tc.wantSync || fk != 1 || mode != "wal" || version != 2 || pageSize != 4096 {
 				t.Fatalf("synchronous=%d foreign_keys=%d journal_mode=%s user_version=%d page_size=%d", sync, fk, mode, version, pageSize)
 			}
 		})

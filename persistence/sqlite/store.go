@@ -44,6 +44,12 @@ type Store struct {
 	writeStop chan struct{}
 	writeDone sync.WaitGroup
 
+	// sessions caches the session rows the writer has seen, so an append
+	// needs no SELECT; owned by the writer goroutine (see writeTx).
+	sessions map[string]sessionState
+	// payloads compresses entry payloads; owned by the writer goroutine.
+	payloads payloadEncoder
+
 	// Write statements, prepared once on the single writer connection.
 	wSession     *sql.Stmt
 	wEntryExists *sql.Stmt
@@ -68,13 +74,14 @@ const (
 	// A path is loaded with one range scan of the session's key range (a
 	// sequential read in append order); the tree is walked in memory and
 	// only the entries on the path are decoded.
-	sqlTree = `SELECT seq, id, coalesce(parent_id, ''), payload FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 ORDER BY key`
+	sqlTree = `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 ORDER BY key`
 )
 
-func newStore(ctx context.Context, writer, reader, checkpointer *sql.DB) (*Store, error) {
+func newStore(ctx context.Context, writer, reader, checkpointer *sql.DB, compress bool) (*Store, error) {
 	s := &Store{writer: writer, reader: reader, now: time.Now, checkpointer: checkpointer,
 		checkpointKick: make(chan struct{}, 1), checkpointStop: make(chan struct{}),
-		writes: make(chan *writeRequest), writeStop: make(chan struct{})}
+		writes: make(chan *writeRequest), writeStop: make(chan struct{}), sessions: map[string]sessionState{},
+		payloads: payloadEncoder{off: !compress}}
 	prep := []struct {
 		db   *sql.DB
 		dst  **sql.Stmt
@@ -82,12 +89,15 @@ func newStore(ctx context.Context, writer, reader, checkpointer *sql.DB) (*Store
 	}{
 		{writer, &s.wSession, sqlSessionByID},
 		{writer, &s.wEntryExists, `SELECT 1 FROM entries WHERE session_pk = ? AND id = ?`},
-		{writer, &s.wInsertEntry, `INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload) VALUES (?1 * 4294967296 + ?2, ?1, ?2, ?3, ?4, ?5, ?6, ?7)`},
-		{writer, &s.wMoveLeaf, `UPDATE sessions SET leaf_entry_id = ?, next_seq = ?, update_time = ? WHERE pk = ?`},
+		{writer, &s.wInsertEntry, `INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload, encoding) VALUES (?1 * 4294967296 + ?2, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)`},
+		// Guarded by the state the writer's cache expects, so a cache that
+		// went stale (another process wrote the file) is detected rather
+		// than trusted; see errStaleSession.
+		{writer, &s.wMoveLeaf, `UPDATE sessions SET leaf_entry_id = ?1, next_seq = ?2, update_time = ?3 WHERE pk = ?4 AND next_seq = ?5 AND leaf_entry_id IS ?6`},
 		{reader, &s.rSession, sqlSessionByID},
 		{reader, &s.rTree, sqlTree},
-		{reader, &s.rEntry, `SELECT seq, id, payload FROM entries WHERE session_pk = ? AND id = ?`},
-		{reader, &s.rPage, `SELECT seq, id, payload FROM entries WHERE key > ?1 * 4294967296 + ?2 AND key < (?1 + 1) * 4294967296 ORDER BY key LIMIT ?3`},
+		{reader, &s.rEntry, `SELECT seq, id, encoding, payload FROM entries WHERE session_pk = ? AND id = ?`},
+		{reader, &s.rPage, `SELECT seq, id, encoding, payload FROM entries WHERE key > ?1 * 4294967296 + ?2 AND key < (?1 + 1) * 4294967296 ORDER BY key LIMIT ?3`},
 	}
 	for _, p := range prep {
 		st, err := p.db.PrepareContext(ctx, p.text)
@@ -169,8 +179,8 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 		return nil, &persistence.Error{Kind: persistence.ErrInvalid, SessionID: id, Detail: fmt.Sprintf("config: %v", err)}
 	}
 	now := s.now()
-	err = s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO sessions (id, create_time, update_time, title, config) VALUES (?, ?, ?, ?, ?)`,
+	err = s.write(ctx, func(w *writeTx) error {
+		res, err := w.tx.ExecContext(w.ctx, `INSERT INTO sessions (id, create_time, update_time, title, config) VALUES (?, ?, ?, ?, ?)`,
 			id, now.UnixNano(), now.UnixNano(), p.Title, cfgBytes)
 		if isUnique(err) {
 			return &persistence.Error{Kind: persistence.ErrConflict, SessionID: id, Detail: "a session with this id exists"}
@@ -182,10 +192,11 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 			return err
 		}
 		for k, v := range p.Labels {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO session_labels (session_pk, key, value) VALUES (?, ?, ?)`, pk, k, v); err != nil {
+			if _, err := w.tx.ExecContext(w.ctx, `INSERT INTO session_labels (session_pk, key, value) VALUES (?, ?, ?)`, pk, k, v); err != nil {
 				return err
 			}
 		}
+		w.stageSession(id, sessionState{pk: pk, nextSeq: 1})
 		return nil
 	})
 	if err != nil {
@@ -329,8 +340,9 @@ func loadLabels(ctx context.Context, tx *sql.Tx, list []*persistence.Session, pk
 
 // DeleteSession implements persistence.Store.
 func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, sessionID)
+	return s.write(ctx, func(w *writeTx) error {
+		w.forgetSession(sessionID)
+		res, err := w.tx.ExecContext(w.ctx, `DELETE FROM sessions WHERE id = ?`, sessionID)
 		if err != nil {
 			return err
 		}
@@ -376,18 +388,18 @@ func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentd
 		}
 	}
 	now := s.now()
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		var pk, seq int64
-		var leaf sql.NullString
-		if err := tx.StmtContext(ctx, s.wSession).QueryRowContext(ctx, sessionID).Scan(&pk, &leaf, &seq); errors.Is(err, sql.ErrNoRows) {
-			return persistence.SessionNotFound(sessionID)
-		} else if err != nil {
+	err := s.write(ctx, func(w *writeTx) error {
+		// The writer may run this twice (see errStaleSession): start from
+		// the caller's entries each time.
+		restore()
+		sess, err := w.session(sessionID)
+		if err != nil {
 			return err
 		}
-		parent := leaf.String
+		parent := sess.leaf
 		if p := entries[0].GetParentId(); p != "" {
 			var one int
-			err := tx.StmtContext(ctx, s.wEntryExists).QueryRowContext(ctx, pk, p).Scan(&one)
+			err := w.tx.StmtContext(w.ctx, s.wEntryExists).QueryRowContext(w.ctx, sess.pk, p).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {
 				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: p, Detail: "parent entry is not in this session"}
 			} else if err != nil {
@@ -395,8 +407,9 @@ func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentd
 			}
 			parent = p
 		}
-		insert := tx.StmtContext(ctx, s.wInsertEntry)
-		var buf []byte
+		// Fill in ids, parents and times first, so the session row can move
+		// to its final state before the inserts: its guarded UPDATE is what
+		// proves the cached state current.
 		for i, e := range entries {
 			if i > 0 && e.ParentId != "" && e.ParentId != parent {
 				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.Id,
@@ -409,28 +422,37 @@ func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentd
 			if e.Time == nil {
 				e.Time = timestamppb.New(now)
 			}
+			parent = e.Id
+		}
+		if sess.nextSeq+int64(len(entries))-1 > maxSeq {
+			return &persistence.Error{Kind: persistence.ErrConflict, SessionID: sessionID, Detail: fmt.Sprintf("the session holds the most entries one session can (%d)", maxSeq)}
+		}
+		next := sessionState{pk: sess.pk, leaf: parent, nextSeq: sess.nextSeq + int64(len(entries))}
+		if err := w.moveLeaf(sessionID, sess, next, now); err != nil {
+			return err
+		}
+		insert := w.tx.StmtContext(w.ctx, s.wInsertEntry)
+		for i, e := range entries {
 			var err error
-			buf, err = proto.MarshalOptions{}.MarshalAppend(buf[:0], e)
+			w.buf, err = proto.MarshalOptions{}.MarshalAppend(w.buf[:0], e)
 			if err != nil {
 				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.Id, Detail: fmt.Sprintf("encode: %v", err)}
 			}
-			if seq > maxSeq {
-				return &persistence.Error{Kind: persistence.ErrConflict, SessionID: sessionID, Detail: fmt.Sprintf("the session holds the most entries one session can (%d)", maxSeq)}
+			payload, encoding, err := s.payloads.encode(w.buf)
+			if err != nil {
+				return err
 			}
 			var parentCol any
-			if parent != "" {
-				parentCol = parent
+			if e.ParentId != "" {
+				parentCol = e.ParentId
 			}
-			if _, err := insert.ExecContext(ctx, pk, seq, e.Id, parentCol, kinds[i], e.Time.AsTime().UnixNano(), buf); isUnique(err) {
+			if _, err := insert.ExecContext(w.ctx, sess.pk, sess.nextSeq+int64(i), e.Id, parentCol, kinds[i], e.Time.AsTime().UnixNano(), payload, encoding); isUnique(err) {
 				return &persistence.Error{Kind: persistence.ErrConflict, SessionID: sessionID, EntryID: e.Id, Detail: "an entry with this id exists in the session"}
 			} else if err != nil {
 				return err
 			}
-			parent = e.Id
-			seq++
 		}
-		_, err := tx.StmtContext(ctx, s.wMoveLeaf).ExecContext(ctx, parent, seq, now.UnixNano(), pk)
-		return err
+		return nil
 	})
 	if err != nil {
 		restore()
@@ -441,22 +463,18 @@ func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentd
 
 // SetLeaf implements persistence.Store.
 func (s *Store) SetLeaf(ctx context.Context, sessionID, entryID string) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
-		var pk, seq int64
-		var leaf sql.NullString
-		if err := tx.StmtContext(ctx, s.wSession).QueryRowContext(ctx, sessionID).Scan(&pk, &leaf, &seq); errors.Is(err, sql.ErrNoRows) {
-			return persistence.SessionNotFound(sessionID)
-		} else if err != nil {
+	return s.write(ctx, func(w *writeTx) error {
+		sess, err := w.session(sessionID)
+		if err != nil {
 			return err
 		}
 		var one int
-		if err := tx.StmtContext(ctx, s.wEntryExists).QueryRowContext(ctx, pk, entryID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+		if err := w.tx.StmtContext(w.ctx, s.wEntryExists).QueryRowContext(w.ctx, sess.pk, entryID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
 			return persistence.EntryNotFound(sessionID, entryID)
 		} else if err != nil {
 			return err
 		}
-		_, err := tx.StmtContext(ctx, s.wMoveLeaf).ExecContext(ctx, entryID, seq, s.now().UnixNano(), pk)
-		return err
+		return w.moveLeaf(sessionID, sess, sessionState{pk: sess.pk, leaf: entryID, nextSeq: sess.nextSeq}, s.now())
 	})
 }
 
@@ -525,17 +543,18 @@ func (s *Store) loadPath(ctx context.Context, tx *sql.Tx, sessionID string, pk i
 		return nil, err
 	}
 	type stored struct {
-		seq     int64
-		id      string
-		parent  string
-		payload []byte
+		seq      int64
+		id       string
+		parent   string
+		encoding int64
+		payload  []byte
 	}
 	var all []stored
 	index := map[string]int{}
 	var raw sql.RawBytes
 	for rows.Next() {
 		var st stored
-		if err := rows.Scan(&st.seq, &st.id, &st.parent, &raw); err != nil {
+		if err := rows.Scan(&st.seq, &st.id, &st.parent, &st.encoding, &raw); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -581,7 +600,7 @@ func (s *Store) loadPath(ctx context.Context, tx *sql.Tx, sessionID string, pk i
 	decode := func(lo, hi int) error {
 		for i := lo; i < hi; i++ {
 			f := found[i]
-			e, err := decodeEntry(sessionID, f.seq, f.id, f.payload)
+			e, err := decodeEntry(sessionID, f.seq, f.id, f.encoding, f.payload)
 			if err != nil {
 				return err
 			}
@@ -673,7 +692,7 @@ func (s *Store) lookupSession(ctx context.Context, tx *sql.Tx, sessionID string)
 	return pk, l.String, nil
 }
 
-// decodeRows decodes (seq, id, payload) rows and returns them with their
+// decodeRows decodes (seq, id, encoding, payload) rows and returns them with their
 // seqs. A payload that does not decode, or decodes to an entry with another
 // id, fails the whole read with a *persistence.CorruptEntryError: a
 // transcript with a silent hole would change what the model sees.
@@ -683,12 +702,12 @@ func decodeRows(sessionID string, rows *sql.Rows, capHint int) ([]*agentdv1.Entr
 	seqs := make([]int64, 0, capHint)
 	var raw sql.RawBytes
 	for rows.Next() {
-		var seq int64
+		var seq, encoding int64
 		var id string
-		if err := rows.Scan(&seq, &id, &raw); err != nil {
+		if err := rows.Scan(&seq, &id, &encoding, &raw); err != nil {
 			return nil, nil, err
 		}
-		e, err := decodeEntry(sessionID, seq, id, raw)
+		e, err := decodeEntry(sessionID, seq, id, encoding, raw)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -698,10 +717,12 @@ func decodeRows(sessionID string, rows *sql.Rows, capHint int) ([]*agentdv1.Entr
 	return out, seqs, rows.Err()
 }
 
-// decodeEntry decodes one stored payload and checks it against its row.
-func decodeEntry(sessionID string, seq int64, id string, raw []byte) (*agentdv1.Entry, error) {
+// decodeEntry decodes one stored payload (inflating it first when
+// encoding says so) and checks it against its row.
+func decodeEntry(sessionID string, seq int64, id string, encoding int64, raw []byte) (*agentdv1.Entry, error) {
 	e := &agentdv1.Entry{}
-	if err := proto.Unmarshal(raw, e); err != nil {
+	// Unmarshal copies what it keeps, so the inflated bytes may be reused.
+	if err := withPlainPayload(encoding, raw, func(pb []byte) error { return proto.Unmarshal(pb, e) }); err != nil {
 		return nil, &persistence.CorruptEntryError{SessionID: sessionID, EntryID: id, Seq: seq, Err: err}
 	}
 	if e.GetId() != id {
@@ -720,8 +741,8 @@ func (s *Store) StartRun(ctx context.Context, sessionID, runID string) error {
 	if runID == "" || len(runID) > persistence.MaxIDLength {
 		return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, RunID: runID, Detail: fmt.Sprintf("run id must be 1 to %d bytes", persistence.MaxIDLength)}
 	}
-	return s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `INSERT INTO runs (id, session_pk, start_time) SELECT ?, pk, ? FROM sessions WHERE id = ?`, runID, s.now().UnixNano(), sessionID)
+	return s.write(ctx, func(w *writeTx) error {
+		res, err := w.tx.ExecContext(w.ctx, `INSERT INTO runs (id, session_pk, start_time) SELECT ?, pk, ? FROM sessions WHERE id = ?`, runID, s.now().UnixNano(), sessionID)
 		if isUnique(err) {
 			return &persistence.Error{Kind: persistence.ErrConflict, RunID: runID, Detail: "a run with this id exists"}
 		} else if err != nil {
@@ -741,9 +762,9 @@ func (s *Store) EndRun(ctx context.Context, runID string, outcome agentdv1.RunOu
 	if outcome == agentdv1.RunOutcome_RUN_OUTCOME_UNSPECIFIED {
 		return &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: "outcome is unspecified"}
 	}
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(w *writeTx) error {
 		var ended sql.NullInt64
-		if err := tx.QueryRowContext(ctx, `SELECT end_time FROM runs WHERE id = ?`, runID).Scan(&ended); errors.Is(err, sql.ErrNoRows) {
+		if err := w.tx.QueryRowContext(w.ctx, `SELECT end_time FROM runs WHERE id = ?`, runID).Scan(&ended); errors.Is(err, sql.ErrNoRows) {
 			return persistence.RunNotFound(runID)
 		} else if err != nil {
 			return err
@@ -751,7 +772,7 @@ func (s *Store) EndRun(ctx context.Context, runID string, outcome agentdv1.RunOu
 		if ended.Valid {
 			return &persistence.Error{Kind: persistence.ErrConflict, RunID: runID, Detail: "run already ended"}
 		}
-		_, err := tx.ExecContext(ctx, `UPDATE runs SET end_time = ?, outcome = ?, error_message = ? WHERE id = ?`, s.now().UnixNano(), int32(outcome), errorMessage, runID)
+		_, err := w.tx.ExecContext(w.ctx, `UPDATE runs SET end_time = ?, outcome = ?, error_message = ? WHERE id = ?`, s.now().UnixNano(), int32(outcome), errorMessage, runID)
 		return err
 	})
 }
@@ -784,8 +805,8 @@ func (s *Store) GetRun(ctx context.Context, runID string) (*persistence.Run, err
 // and sessions the database holds.
 func (s *Store) CloseInterruptedRuns(ctx context.Context) ([]*persistence.Run, error) {
 	var out []*persistence.Run
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT `+runColumns+` FROM runs r JOIN sessions s ON s.pk = r.session_pk WHERE r.end_time IS NULL ORDER BY r.start_time, r.id`)
+	err := s.write(ctx, func(w *writeTx) error {
+		rows, err := w.tx.QueryContext(w.ctx, `SELECT `+runColumns+` FROM runs r JOIN sessions s ON s.pk = r.session_pk WHERE r.end_time IS NULL ORDER BY r.start_time, r.id`)
 		if err != nil {
 			return err
 		}
@@ -794,7 +815,7 @@ func (s *Store) CloseInterruptedRuns(ctx context.Context) ([]*persistence.Run, e
 		}
 		now := s.now()
 		for _, r := range out {
-			if _, err := tx.ExecContext(ctx, `UPDATE runs SET end_time = ?, outcome = ? WHERE id = ?`, now.UnixNano(), int32(agentdv1.RunOutcome_RUN_OUTCOME_INTERRUPTED), r.ID); err != nil {
+			if _, err := w.tx.ExecContext(w.ctx, `UPDATE runs SET end_time = ?, outcome = ? WHERE id = ?`, now.UnixNano(), int32(agentdv1.RunOutcome_RUN_OUTCOME_INTERRUPTED), r.ID); err != nil {
 				return err
 			}
 			r.EndTime = time.Unix(0, now.UnixNano())
@@ -834,8 +855,117 @@ func scanRuns(rows *sql.Rows) ([]*persistence.Run, error) {
 // writeRequest is one write waiting for the writer goroutine.
 type writeRequest struct {
 	ctx  context.Context
-	fn   func(*sql.Tx) error
+	fn   func(*writeTx) error
 	done chan error
+}
+
+// sessionState is what the writer needs to know about a session to append
+// to it: its internal key, its leaf ("" for an empty transcript) and the
+// seq its next entry gets.
+type sessionState struct {
+	pk      int64
+	leaf    string
+	nextSeq int64
+}
+
+// stagedSession is a change to the writer's session cache that takes effect
+// only once the batch commits.
+type stagedSession struct {
+	state   sessionState
+	deleted bool
+}
+
+// maxCachedSessions bounds the writer's session cache (about 100 bytes a
+// session); past it, arbitrary sessions are dropped and reloaded on their
+// next write.
+const maxCachedSessions = 10_000
+
+// errStaleSession means the writer's cached session state no longer
+// matches the database: something other than this store wrote it. The
+// writer then drops its cache and runs the batch again from the database.
+var errStaleSession = errors.New("cached session state is stale")
+
+// writeTx is what a write function gets: the batch's transaction, a
+// context for its statements, and the writer's session cache seen through
+// the changes of the writes before it in the batch.
+type writeTx struct {
+	// ctx is not the caller's: a cancellable context makes go-sqlite3 watch
+	// it from an extra goroutine on every statement, and interrupting a
+	// statement could abort the transaction shared with other writes. A
+	// request is checked for cancellation before it runs instead.
+	ctx context.Context
+	tx  *sql.Tx
+	s   *Store
+	// batch holds the cache changes of the earlier, successful writes of
+	// this batch; staged those of this write, merged into batch only if it
+	// succeeds.
+	batch, staged map[string]stagedSession
+	// buf is scratch space for encoding payloads.
+	buf []byte
+}
+
+// session returns the session's current state, from the cache when it
+// holds it and otherwise from the database.
+func (w *writeTx) session(sessionID string) (sessionState, error) {
+	for _, m := range []map[string]stagedSession{w.staged, w.batch} {
+		if c, ok := m[sessionID]; ok {
+			if c.deleted {
+				return sessionState{}, persistence.SessionNotFound(sessionID)
+			}
+			return c.state, nil
+		}
+	}
+	if st, ok := w.s.sessions[sessionID]; ok {
+		return st, nil
+	}
+	var st sessionState
+	var leaf sql.NullString
+	if err := w.tx.StmtContext(w.ctx, w.s.wSession).QueryRowContext(w.ctx, sessionID).Scan(&st.pk, &leaf, &st.nextSeq); errors.Is(err, sql.ErrNoRows) {
+		return sessionState{}, persistence.SessionNotFound(sessionID)
+	} else if err != nil {
+		return sessionState{}, err
+	}
+	st.leaf = leaf.String
+	// The row may hold uncommitted changes of this batch: cache it only if
+	// the batch commits.
+	w.stageSession(sessionID, st)
+	return st, nil
+}
+
+// stageSession records the session's state after this write.
+func (w *writeTx) stageSession(sessionID string, st sessionState) {
+	if w.staged == nil {
+		w.staged = map[string]stagedSession{}
+	}
+	w.staged[sessionID] = stagedSession{state: st}
+}
+
+// forgetSession records that this write deletes the session.
+func (w *writeTx) forgetSession(sessionID string) {
+	if w.staged == nil {
+		w.staged = map[string]stagedSession{}
+	}
+	w.staged[sessionID] = stagedSession{deleted: true}
+}
+
+// moveLeaf writes the session row's new leaf and next seq, provided the row
+// is still in state from, and stages the new state.
+func (w *writeTx) moveLeaf(sessionID string, from, to sessionState, now time.Time) error {
+	var fromLeaf any
+	if from.leaf != "" {
+		fromLeaf = from.leaf
+	}
+	res, err := w.tx.StmtContext(w.ctx, w.s.wMoveLeaf).ExecContext(w.ctx, to.leaf, to.nextSeq, now.UnixNano(), from.pk, from.nextSeq, fromLeaf)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n != 1 {
+		return errStaleSession
+	}
+	w.stageSession(sessionID, to)
+	return nil
 }
 
 // maxWriteBatch bounds how many writes share one commit.
@@ -846,8 +976,9 @@ var errClosed = errors.New("the store is closed")
 
 // write runs fn atomically on the writer connection: everything fn did is
 // committed, or nothing is when fn or the commit fails. fn must not keep
-// the transaction.
-func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
+// the transaction, and must be safe to run again from the start: the
+// writer reruns a batch whose cached session state proved stale.
+func (s *Store) write(ctx context.Context, fn func(*writeTx) error) error {
 	req := &writeRequest{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	select {
 	case s.writes <- req:
@@ -870,6 +1001,7 @@ func (s *Store) write(ctx context.Context, fn func(*sql.Tx) error) error {
 func (s *Store) writeLoop() {
 	defer s.writeDone.Done()
 	batch := make([]*writeRequest, 0, maxWriteBatch)
+	w := &writeTx{ctx: context.Background(), s: s}
 	for {
 		batch = batch[:0]
 		select {
@@ -887,73 +1019,121 @@ func (s *Store) writeLoop() {
 				break collect
 			}
 		}
-		s.commitBatch(batch)
-	}
-}
-
-func (s *Store) commitBatch(batch []*writeRequest) {
-	results := make([]error, len(batch))
-	fail := func(err error) {
-		for _, r := range batch {
+		results := s.commitBatch(w, batch)
+		if errors.Is(results.stale, errStaleSession) {
+			// Something else wrote the database: forget what we knew and
+			// run the batch again, reading every session afresh.
+			clear(s.sessions)
+			results = s.commitBatch(w, batch)
+		}
+		for j, r := range batch {
+			err := results.errs[j]
+			if errors.Is(err, errStaleSession) {
+				err = fmt.Errorf("session changed behind the store's back twice in a row: %w", err)
+			}
 			r.done <- err
 		}
 	}
+}
+
+// batchResult is the outcome of one attempt at a batch.
+type batchResult struct {
+	errs []error
+	// stale is errStaleSession when a write found the cache stale; the
+	// attempt was then rolled back entirely.
+	stale error
+}
+
+// commitBatch runs the batch's writes in one transaction and commits it.
+// A write that fails is rolled back alone (to its savepoint); a batch of
+// one needs no savepoint, since rolling back the transaction is the same.
+// The session cache takes the batch's changes only after the commit.
+func (s *Store) commitBatch(w *writeTx, batch []*writeRequest) batchResult {
+	out := batchResult{errs: make([]error, len(batch))}
+	fail := func(err error) batchResult {
+		clear(s.sessions) // the transaction state is unknown: trust nothing
+		for j := range out.errs {
+			if out.errs[j] == nil {
+				out.errs[j] = err
+			}
+		}
+		return out
+	}
 	tx, err := s.writer.BeginTx(context.Background(), nil)
 	if err != nil {
-		fail(fmt.Errorf("begin write: %w", err))
-		return
+		return fail(fmt.Errorf("begin write: %w", err))
 	}
+	w.tx = tx
+	w.batch = map[string]stagedSession{}
+	defer func() { w.tx, w.batch, w.staged = nil, nil, nil }()
+	savepoints := len(batch) > 1
 	committed := 0
 	for i, r := range batch {
 		if err := r.ctx.Err(); err != nil {
-			results[i] = err
+			out.errs[i] = err
 			continue
 		}
-		if _, err := tx.Exec("SAVEPOINT write"); err != nil {
-			_ = tx.Rollback()
-			fail(fmt.Errorf("savepoint: %w", err))
-			return
+		if savepoints {
+			if _, err := tx.Exec("SAVEPOINT write"); err != nil {
+				_ = tx.Rollback()
+				return fail(fmt.Errorf("savepoint: %w", err))
+			}
 		}
-		if err := r.fn(tx); err != nil {
-			results[i] = err
+		w.staged = nil
+		err := r.fn(w)
+		if errors.Is(err, errStaleSession) {
+			_ = tx.Rollback()
+			out.stale = err
+			return fail(err)
+		}
+		if err != nil {
+			out.errs[i] = err
+			if !savepoints {
+				_ = tx.Rollback()
+				return out
+			}
 			if _, rerr := tx.Exec("ROLLBACK TO write; RELEASE write"); rerr != nil {
 				// The failure broke the whole transaction: nothing of the
 				// batch is kept.
 				_ = tx.Rollback()
-				for j := range batch {
-					if results[j] == nil {
-						results[j] = fmt.Errorf("rolled back with a failing write of the same batch: %w", rerr)
-					}
-				}
-				for j, r := range batch {
-					r.done <- results[j]
-				}
-				return
+				return fail(fmt.Errorf("rolled back with a failing write of the same batch: %w", rerr))
 			}
 			continue
 		}
-		if _, err := tx.Exec("RELEASE write"); err != nil {
-			_ = tx.Rollback()
-			fail(fmt.Errorf("release savepoint: %w", err))
-			return
+		if savepoints {
+			if _, err := tx.Exec("RELEASE write"); err != nil {
+				_ = tx.Rollback()
+				return fail(fmt.Errorf("release savepoint: %w", err))
+			}
+		}
+		for id, c := range w.staged {
+			w.batch[id] = c
 		}
 		committed++
 	}
 	if err := tx.Commit(); err != nil {
-		for j := range results {
-			if results[j] == nil {
-				results[j] = fmt.Errorf("commit: %w", err)
+		return fail(fmt.Errorf("commit: %w", err))
+	}
+	for id, c := range w.batch {
+		if c.deleted {
+			delete(s.sessions, id)
+			continue
+		}
+		if _, ok := s.sessions[id]; !ok && len(s.sessions) >= maxCachedSessions {
+			for victim := range s.sessions {
+				delete(s.sessions, victim)
+				break
 			}
 		}
-	} else if committed > 0 && s.commits.Add(1)%checkpointEvery == 0 {
+		s.sessions[id] = c.state
+	}
+	if committed > 0 && s.commits.Add(1)%checkpointEvery == 0 {
 		select {
 		case s.checkpointKick <- struct{}{}:
 		default: // one is pending already
 		}
 	}
-	for j, r := range batch {
-		r.done <- results[j]
-	}
+	return out
 }
 
 // read runs fn in a read transaction on a reader connection, so all its

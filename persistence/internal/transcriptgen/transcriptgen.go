@@ -3,6 +3,12 @@
 // messages (~1 KB, every other one with a tool call) and 20% tool results
 // (~4 KB), repeating user, assistant+tool call, tool result, assistant,
 // user.
+//
+// By default the text is drawn uniformly from a 64-word vocabulary: cheap,
+// but far more compressible than real text (DEFLATE shrinks it to ~45%,
+// and its statistics are the same in every entry). WithCorpus draws it from
+// real text instead, for figures that depend on what the text looks like,
+// such as bytes on disk with compression.
 package transcriptgen
 
 import (
@@ -29,11 +35,27 @@ type Generator struct {
 	n        int
 	lastCall string
 	clock    time.Time
+	corpus   *Corpus
+}
+
+// Corpus is real text to draw transcripts from: Prose for what users and
+// the assistant write, Code for what tools return (read_file output).
+// Each piece of text is a window of the corpus starting at a random line.
+type Corpus struct {
+	Prose string
+	Code  string
 }
 
 // New returns a generator; the same seed yields the same transcript.
 func New(seed uint64) *Generator {
 	return &Generator{rng: rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)), clock: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+}
+
+// WithCorpus makes the generator draw its text from c (both fields
+// non-empty) rather than from the built-in vocabulary. Returns g.
+func (g *Generator) WithCorpus(c *Corpus) *Generator {
+	g.corpus = c
+	return g
 }
 
 // Transcript returns n entries from a generator seeded with seed.
@@ -44,6 +66,42 @@ func Transcript(seed uint64, n int) []*agentdv1.Entry {
 		out[i] = g.Next()
 	}
 	return out
+}
+
+// window returns about size bytes of src, starting at the beginning of a
+// random line and wrapping around at its end.
+func (g *Generator) window(src string, size int) string {
+	start := g.rng.IntN(len(src))
+	if nl := strings.IndexByte(src[start:], '\n'); nl >= 0 {
+		start += nl + 1
+	} else {
+		start = 0
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for b.Len() < size {
+		n := min(size-b.Len(), len(src)-start)
+		b.WriteString(src[start : start+n])
+		start = (start + n) % len(src)
+	}
+	// Cutting by bytes may split a character; protobuf strings must be
+	// valid UTF-8.
+	return strings.ToValidUTF8(b.String(), "")
+}
+
+// prose is what a person or the model writes; code is what a tool reads.
+func (g *Generator) prose(size int) string {
+	if g.corpus != nil {
+		return g.window(g.corpus.Prose, size)
+	}
+	return g.text(size)
+}
+
+func (g *Generator) code(size int) string {
+	if g.corpus != nil {
+		return g.window(g.corpus.Code, size)
+	}
+	return g.text(size)
 }
 
 func (g *Generator) text(size int) string {
@@ -76,7 +134,7 @@ func (g *Generator) Next() *agentdv1.Entry {
 	switch i % 5 {
 	case 0, 4:
 		m = &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{
-			Content:   []*agentdv1.ContentBlock{textBlock(g.text(g.jitter(300)))},
+			Content:   []*agentdv1.ContentBlock{textBlock(g.prose(g.jitter(300)))},
 			Timestamp: ts,
 		}}}
 	case 1, 3:
@@ -91,23 +149,23 @@ func (g *Generator) Next() *agentdv1.Entry {
 			g.lastCall = fmt.Sprintf("toolu_%016x", g.rng.Uint64())
 			args, _ := structpb.NewStruct(map[string]any{
 				"path":    "/workspace/src/" + g.text(24),
-				"command": g.text(g.jitter(160)),
+				"command": g.prose(g.jitter(160)),
 				"limit":   200,
 			})
 			a.StopReason = agentdv1.StopReason_STOP_REASON_TOOL_USE
 			a.Content = []*agentdv1.ContentBlock{
-				textBlock(g.text(g.jitter(560))),
+				textBlock(g.prose(g.jitter(560))),
 				{Block: &agentdv1.ContentBlock_ToolCall{ToolCall: &agentdv1.ToolCall{Id: g.lastCall, Name: "read_file", Arguments: args}}},
 			}
 		} else {
-			a.Content = []*agentdv1.ContentBlock{textBlock(g.text(g.jitter(850)))}
+			a.Content = []*agentdv1.ContentBlock{textBlock(g.prose(g.jitter(850)))}
 		}
 		m = &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: a}}
 	case 2:
 		details, _ := structpb.NewValue(map[string]any{"lines": 120, "truncated": false})
 		m = &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_ToolResult{ToolResult: &agentdv1.ToolResultMessage{
 			ToolCallId: g.lastCall, ToolName: "read_file",
-			Content:   []*agentdv1.ContentBlock{textBlock(g.text(g.jitter(4000)))},
+			Content:   []*agentdv1.ContentBlock{textBlock(g.code(g.jitter(4000)))},
 			Details:   details,
 			Timestamp: ts,
 		}}}

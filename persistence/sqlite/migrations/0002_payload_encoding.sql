@@ -1,0 +1,22 @@
+-- agentd transcript store, schema version 2: compressed entry payloads.
+--
+-- entries.encoding says how entries.payload is stored:
+--
+--   0  the binary protobuf encoding of agentd.v1.Entry, exactly as in
+--      schema version 1 (every row written by version 1 reads as 0);
+--   1  that same protobuf encoding compressed as a zlib stream (RFC 1950:
+--      a 2-byte header, DEFLATE data as in RFC 1951, an Adler-32 trailer),
+--      as read by zlib's uncompress(), Python's zlib.decompress, Go's
+--      compress/zlib, Java's java.util.zip.Inflater, Node's
+--      zlib.inflateSync, .NET's ZLibStream. Inflate it, then decode the
+--      result as agentd.v1.Entry.
+--
+-- agentd compresses only payloads large enough for it to pay (long tool
+-- results and messages) and only when the stream is clearly smaller than
+-- the plain encoding; short entries stay plain. Any other value is an
+-- error: a future encoding comes with a new schema version, which older
+-- builds refuse to open.
+--
+-- The column comes after payload, but reading it never touches payload's
+-- overflow pages: the values 0 and 1 live in the record header itself.
+ALTER TABLE entries ADD COLUMN encoding INTEGER NOT NULL DEFAULT 0 CHECK (encoding IN (0, 1));

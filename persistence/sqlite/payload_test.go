@@ -1,0 +1,260 @@
+package sqlite_test
+
+import (
+	"bytes"
+	"compress/zlib"
+	"context"
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/persistence/internal/transcriptgen"
+	"github.com/agentd/agentd/persistence/sqlite"
+)
+
+// TestPayloadEncoding checks what lands in the file: long entries as a
+// zlib stream that inflates, with any zlib implementation, to the entry's
+// protobuf; short ones, and all with compression off, as the plain
+// protobuf.
+func TestPayloadEncoding(t *testing.T) {
+	tests := []struct {
+		name      string
+		opts      []sqlite.Option
+		encodings map[int64]int // how many entries of each encoding
+	}{
+		{"default", nil, map[int64]int{0: 2, 1: 1}},
+		{"compression off", []sqlite.Option{sqlite.WithPayloadCompression(false)}, map[int64]int{0: 3}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { testPayloadEncoding(t, tc.opts, tc.encodings) })
+	}
+}
+
+func testPayloadEncoding(t *testing.T, opts []sqlite.Option, wantEncodings map[int64]int) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "agentd.db")
+	s, err := sqlite.Open(ctx, path, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sess, err := s.CreateSession(ctx, persistence.CreateSessionParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// user (~300 B), assistant with tool call (~1 KB), tool result (~4 KB).
+	entries := transcriptgen.Transcript(3, 3)
+	if err := s.Append(ctx, sess.ID, entries...); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := rawDB(t, path).Query(`SELECT id, encoding, payload FROM entries ORDER BY key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	encodings := map[int64]int{}
+	for i := 0; rows.Next(); i++ {
+		var id string
+		var encoding int64
+		var payload []byte
+		if err := rows.Scan(&id, &encoding, &payload); err != nil {
+			t.Fatal(err)
+		}
+		want, err := proto.Marshal(entries[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := payload
+		switch encoding {
+		case 0:
+		case 1:
+			zr, err := zlib.NewReader(bytes.NewReader(payload))
+			if err != nil {
+				t.Fatalf("entry %s: encoding 1 but not a zlib stream: %v", id, err)
+			}
+			var out bytes.Buffer
+			if _, err := out.ReadFrom(zr); err != nil {
+				t.Fatalf("entry %s: inflate: %v", id, err)
+			}
+			plain = out.Bytes()
+			if len(payload) >= len(want) {
+				t.Fatalf("entry %s: compressed %d bytes to %d", id, len(want), len(payload))
+			}
+		default:
+			t.Fatalf("entry %s: encoding %d", id, encoding)
+		}
+		encodings[encoding]++
+		got := &agentdv1.Entry{}
+		if err := proto.Unmarshal(plain, got); err != nil || !proto.Equal(got, entries[i]) {
+			t.Fatalf("entry %s: stored payload decodes to %v (%v), want %v", id, got, err, entries[i])
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(encodings, wantEncodings) {
+		t.Fatalf("entries per encoding: %v, want %v", encodings, wantEncodings)
+	}
+	// Whatever the encoding, the store reads back what was appended.
+	got, err := s.Path(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range entries {
+		if !proto.Equal(got[i], entries[i]) {
+			t.Fatalf("Path entry %d: got %v, want %v", i, got[i], entries[i])
+		}
+	}
+}
+
+// TestCorruptCompressedPayload damages compressed payloads in ways a plain
+// protobuf cannot be damaged; every read must name the session and entry.
+func TestCorruptCompressedPayload(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		tamper string // run with ?1 = the entry id
+	}{
+		{"not a zlib stream", `UPDATE entries SET payload = x'0a0a0a0a' WHERE id = ?1`},
+		{"truncated stream", `UPDATE entries SET payload = substr(payload, 1, length(payload) / 2) WHERE id = ?1`},
+		{"bad checksum", `UPDATE entries SET payload = substr(payload, 1, length(payload) - 1) || x'00' WHERE id = ?1 AND substr(payload, -1) <> x'00'`},
+		{"trailing bytes", `UPDATE entries SET payload = payload || x'00' WHERE id = ?1`},
+		{"unknown encoding", `PRAGMA ignore_check_constraints = 1; UPDATE entries SET encoding = 7 WHERE id = ?1`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "agentd.db")
+			s, err := sqlite.Open(ctx, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			sess, err := s.CreateSession(ctx, persistence.CreateSessionParams{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries := transcriptgen.Transcript(4, 3)
+			if err := s.Append(ctx, sess.ID, entries...); err != nil {
+				t.Fatal(err)
+			}
+			victim := entries[2].Id // the ~4 KB tool result
+			db := rawDB(t, path)
+			var encoding int64
+			if err := db.QueryRow(`SELECT encoding FROM entries WHERE id = ?`, victim).Scan(&encoding); err != nil || encoding != 1 {
+				t.Fatalf("victim encoding = %d, %v; want 1", encoding, err)
+			}
+			conn, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			res, err := conn.ExecContext(ctx, tc.tamper, victim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				t.Fatalf("tampered with %d rows, want 1", n)
+			}
+			reads := map[string]func() error{
+				"Path":     func() error { _, err := s.Path(ctx, sess.ID); return err },
+				"GetEntry": func() error { _, err := s.GetEntry(ctx, sess.ID, victim); return err },
+				"Entries":  func() error { _, err := s.Entries(ctx, sess.ID, persistence.EntriesRequest{}); return err },
+			}
+			for name, read := range reads {
+				err := read()
+				var ce *persistence.CorruptEntryError
+				if !errors.As(err, &ce) || !errors.Is(err, persistence.ErrCorrupt) || ce.SessionID != sess.ID || ce.EntryID != victim {
+					t.Fatalf("%s: %v, want a *CorruptEntryError naming session %s and entry %s", name, err, sess.ID, victim)
+				}
+			}
+		})
+	}
+}
+
+// TestMigrateFromVersion1 opens a database written by schema version 1
+// (plain payloads, no encoding column): the migration must keep its
+// entries readable and new appends may compress.
+func TestMigrateFromVersion1(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v1.db")
+	schema, err := os.ReadFile(filepath.Join("migrations", "0001_init.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := transcriptgen.Transcript(5, 3)
+	for i, e := range old {
+		e.Id = []string{"o1", "o2", "o3"}[i]
+		if i > 0 {
+			e.ParentId = old[i-1].Id
+		}
+	}
+	db := rawDB(t, path)
+	stmts := []struct {
+		q    string
+		args []any
+	}{
+		{string(schema), nil},
+		{`PRAGMA application_id = 1634168420`, nil}, // "agnd"
+		{`PRAGMA user_version = 1`, nil},
+		{`INSERT INTO sessions (id, create_time, update_time, leaf_entry_id, next_seq, config) VALUES ('old', 1, 1, 'o3', 4, x'')`, nil},
+	}
+	for i, e := range old {
+		pb, err := proto.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parent any
+		if e.ParentId != "" {
+			parent = e.ParentId
+		}
+		stmts = append(stmts, struct {
+			q    string
+			args []any
+		}{`INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload) VALUES (4294967296 + ?1, 1, ?1, ?2, ?3, 'x', 0, ?4)`, []any{i + 1, e.Id, parent, pb}})
+	}
+	for _, st := range stmts {
+		if _, err := db.Exec(st.q, st.args...); err != nil {
+			t.Fatalf("%.60s: %v", st.q, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open v1 database: %v", err)
+	}
+	defer s.Close()
+	var version int
+	if err := sqlite.InspectWriter(ctx, s, func(q func(string, any) error) error { return q("PRAGMA user_version", &version) }); err != nil || version != sqlite.SchemaVersion() {
+		t.Fatalf("user_version after open = %d, %v; want %d", version, err, sqlite.SchemaVersion())
+	}
+	more := transcriptgen.Transcript(6, 3)
+	if err := s.Append(ctx, "old", more...); err != nil {
+		t.Fatal(err)
+	}
+	path2, err := s.Path(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(old, more...)
+	if len(path2) != len(want) {
+		t.Fatalf("path has %d entries, want %d", len(path2), len(want))
+	}
+	for i := range want {
+		if !proto.Equal(path2[i], want[i]) {
+			t.Fatalf("entry %d: got %v, want %v", i, path2[i], want[i])
+		}
+	}
+	var compressed int
+	if err := rawDB(t, path).QueryRow(`SELECT count(*) FROM entries WHERE encoding = 1`).Scan(&compressed); err != nil || compressed == 0 {
+		t.Fatalf("%d compressed entries after appending to the migrated file (%v); want some", compressed, err)
+	}
+}
