@@ -3,16 +3,17 @@
 //
 // The SDK builds and sends the request (authentication, base URL, typed
 // parameters, HTTP error decoding) and frames the server-sent events; the
-// adapter decodes each event's small JSON payload itself into a lean struct,
-// which keeps a text delta well under the SDK's generic union decoding cost.
+// adapter reads each event's small JSON payload itself with gjson, in one
+// pass, into a lean struct (see decodeEvent): the SDK's generic union
+// decoding, and even encoding/json, cost more than the rest of a delta.
 package anthropic
 
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
@@ -277,62 +278,6 @@ func (p *Provider) run(ctx context.Context, e *provider.Emitter, model provider.
 	p.consume(ctx, e, dec)
 }
 
-// wireEvent is the union of the Messages stream events, reduced to the
-// fields the adapter reads.
-type wireEvent struct {
-	Type    string `json:"type"`
-	Index   int    `json:"index"`
-	Message struct {
-		ID    string    `json:"id"`
-		Usage wireUsage `json:"usage"`
-	} `json:"message"`
-	ContentBlock struct {
-		Type      string `json:"type"`
-		ID        string `json:"id"`
-		Name      string `json:"name"`
-		Text      string `json:"text"`
-		Thinking  string `json:"thinking"`
-		Signature string `json:"signature"`
-		Data      string `json:"data"`
-	} `json:"content_block"`
-	Delta struct {
-		Type        string `json:"type"`
-		Text        string `json:"text"`
-		Thinking    string `json:"thinking"`
-		Signature   string `json:"signature"`
-		PartialJSON string `json:"partial_json"`
-		StopReason  string `json:"stop_reason"`
-	} `json:"delta"`
-	Usage wireUsage `json:"usage"`
-	Error struct {
-		Type    string `json:"type"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-type wireUsage struct {
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-}
-
-func (u wireUsage) apply(to *provider.TokenUsage) {
-	if u.InputTokens > 0 {
-		to.Input = u.InputTokens
-	}
-	if u.OutputTokens > 0 {
-		to.Output = u.OutputTokens
-	}
-	if u.CacheReadInputTokens > 0 {
-		to.CacheRead = u.CacheReadInputTokens
-	}
-	if u.CacheCreationInputTokens > 0 {
-		to.CacheWrite = u.CacheCreationInputTokens
-	}
-	to.Total = to.Input + to.Output + to.CacheRead + to.CacheWrite
-}
-
 // StopReason maps Anthropic's stop_reason. refusal is an error (the answer
 // is unusable); pause_turn is a normal stop the caller may continue from.
 func StopReason(s string) (agentdv1.StopReason, string) {
@@ -350,6 +295,10 @@ func StopReason(s string) (agentdv1.StopReason, string) {
 	}
 }
 
+// maxWireBlocks bounds the content block index a stream may open: far
+// above any real response, low enough that the index table stays small.
+const maxWireBlocks = 1 << 16
+
 func (p *Provider) consume(ctx context.Context, e *provider.Emitter, dec ssestream.Decoder) {
 	// wire index → content index; -1 for blocks the adapter skips (server
 	// tools), which keeps our indexes dense.
@@ -363,8 +312,7 @@ func (p *Provider) consume(ctx context.Context, e *provider.Emitter, dec ssestre
 	stop, stopText := agentdv1.StopReason_STOP_REASON_STOP, ""
 	var ev wireEvent
 	for dec.Next() {
-		ev = wireEvent{}
-		if err := json.Unmarshal(dec.Event().Data, &ev); err != nil {
+		if err := decodeEvent(dec.Event().Data, &ev); err != nil {
 			e.FailOrAbort(ctx, "Malformed stream event: "+err.Error(), 0)
 			return
 		}
@@ -375,6 +323,11 @@ func (p *Provider) consume(ctx context.Context, e *provider.Emitter, dec ssestre
 			ev.Message.Usage.apply(&e.Usage)
 			ok = e.Start()
 		case "content_block_start":
+			if ev.Index < 0 || ev.Index >= maxWireBlocks {
+				// Growing idx to a hostile index would panic or exhaust memory.
+				e.FailOrAbort(ctx, "Malformed stream event: content block index "+strconv.Itoa(ev.Index)+" out of range", 0)
+				return
+			}
 			for len(idx) <= ev.Index {
 				idx = append(idx, -1)
 			}

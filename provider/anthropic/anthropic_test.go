@@ -281,3 +281,35 @@ func TestRateLimitThenSuccessWithRetry(t *testing.T) {
 		t.Fatalf("requests = %d", len(s.Requests()))
 	}
 }
+
+func TestMalformedEvents(t *testing.T) {
+	const start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_M\",\"usage\":{\"input_tokens\":5}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"part\"}}\n\n"
+	tests := []struct {
+		name, event, wantMessage string
+	}{
+		{"invalid JSON", `{"type":"content_block_delta",x}`,
+			"Malformed stream event: invalid character 'x' looking for beginning of object key string"},
+		{"field of another type", `{"type":"content_block_delta","index":"0","delta":{"type":"text_delta","text":"more"}}`,
+			"Malformed stream event: json: cannot unmarshal string into Go struct field wireEvent.index of type int"},
+		{"negative block index", `{"type":"content_block_start","index":-1,"content_block":{"type":"text","text":""}}`,
+			"Malformed stream event: content block index -1 out of range"},
+		{"huge block index", `{"type":"content_block_start","index":4611686018427387904,"content_block":{"type":"text","text":""}}`,
+			"Malformed stream event: content block index 4611686018427387904 out of range"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := wiretest.New(t, wiretest.Reply{Body: start + "event: x\ndata: " + tt.event + "\n\n"})
+			evs := wiretest.Drain(newProvider(s).Stream(context.Background(), model, ctxOf(wiretest.User("hi")), provider.Options{}))
+			m := wiretest.Final(evs)
+			if evs[len(evs)-1].Type != provider.EventError || m.GetStopReason() != agentdv1.StopReason_STOP_REASON_ERROR ||
+				m.GetErrorMessage() != tt.wantMessage {
+				t.Fatalf("final = %v, want error %q", m, tt.wantMessage)
+			}
+			if got := m.GetContent()[0].GetText().GetText(); got != "part" {
+				t.Fatalf("partial text = %q", got)
+			}
+		})
+	}
+}
