@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -49,6 +50,11 @@ func SameModel(m *agentdv1.AssistantMessage, target Model) bool {
 // applying it to its own output changes nothing.
 func Replay(msgs []*agentdv1.Message, target Model) []*agentdv1.Message {
 	out := make([]*agentdv1.Message, 0, len(msgs)+2)
+	// ids holds every tool call id the output uses, so a normalized id
+	// never collides with another call's (normalizing can merge ids, and
+	// the same model's ids are kept verbatim); idMap renames the calls of
+	// the current assistant message for the results that answer them.
+	ids := keptToolCallIDs(msgs, target)
 	idMap := map[string]string{}
 	var pending []*agentdv1.ToolCall
 	var pendingAt *agentdv1.AssistantMessage
@@ -90,7 +96,8 @@ func Replay(msgs []*agentdv1.Message, target Model) []*agentdv1.Message {
 			if a.GetStopReason() == agentdv1.StopReason_STOP_REASON_ERROR || a.GetStopReason() == agentdv1.StopReason_STOP_REASON_ABORTED {
 				continue
 			}
-			a = transformAssistant(a, target, idMap)
+			clear(idMap)
+			a = transformAssistant(a, target, idMap, ids)
 			for _, b := range a.GetContent() {
 				if tc := b.GetToolCall(); tc != nil {
 					pending = append(pending, tc)
@@ -173,7 +180,7 @@ func omitImages(blocks []*agentdv1.ContentBlock) ([]*agentdv1.ContentBlock, bool
 
 // transformAssistant returns a itself when nothing changes for target, and a
 // modified copy otherwise; idMap collects renamed tool call ids.
-func transformAssistant(a *agentdv1.AssistantMessage, target Model, idMap map[string]string) *agentdv1.AssistantMessage {
+func transformAssistant(a *agentdv1.AssistantMessage, target Model, idMap map[string]string, ids map[string]bool) *agentdv1.AssistantMessage {
 	same := SameModel(a, target)
 	changed := false
 	content := make([]*agentdv1.ContentBlock, 0, len(a.GetContent()))
@@ -211,7 +218,7 @@ func transformAssistant(a *agentdv1.AssistantMessage, target Model, idMap map[st
 				content = append(content, b)
 				continue
 			}
-			id := NormalizeToolCallID(tc.GetId(), target.API)
+			id := uniqueID(NormalizeToolCallID(tc.GetId(), target.API), ids)
 			if id == tc.GetId() && tc.GetThoughtSignature() == "" {
 				content = append(content, b)
 				continue
@@ -234,6 +241,43 @@ func transformAssistant(a *agentdv1.AssistantMessage, target Model, idMap map[st
 	c := proto.Clone(a).(*agentdv1.AssistantMessage)
 	c.Content = content
 	return c
+}
+
+// keptToolCallIDs returns the ids of the tool calls Replay sends verbatim:
+// those of target's own answers.
+func keptToolCallIDs(msgs []*agentdv1.Message, target Model) map[string]bool {
+	ids := map[string]bool{}
+	for _, m := range msgs {
+		a := m.GetAssistant()
+		if a == nil || !SameModel(a, target) {
+			continue
+		}
+		for _, b := range a.GetContent() {
+			if tc := b.GetToolCall(); tc != nil {
+				ids[tc.GetId()] = true
+			}
+		}
+	}
+	return ids
+}
+
+// uniqueID returns id, or id with a numeric suffix when another call of the
+// output already uses it, and records the result in ids. The suffix keeps
+// the id within every API's alphabet and length (it replaces the end of a
+// long id).
+func uniqueID(id string, ids map[string]bool) string {
+	if !ids[id] {
+		ids[id] = true
+		return id
+	}
+	for n := 2; ; n++ {
+		suffix := "_" + strconv.Itoa(n)
+		cand := truncate(id, 40-len(suffix)) + suffix
+		if !ids[cand] {
+			ids[cand] = true
+			return cand
+		}
+	}
 }
 
 // NormalizeToolCallID rewrites a tool call id from another model into the
