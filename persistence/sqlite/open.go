@@ -112,9 +112,9 @@ func WithBusyTimeout(d time.Duration) Option {
 
 // WithPayloadCompression turns compression of new long entries (see the
 // package doc) on or off; it is on by default. Off trades about 0.3x the
-// transcript's JSONL size on disk for faster appends and loads: Go's
-// DEFLATE costs the writer ~60 µs per 4 KiB tool result and a load ~25 µs
-// per such entry to inflate. Entries already stored are read either way.
+// transcript's JSONL size on disk for faster appends and loads (measured
+// with 10,000 messages: ~4 µs less per append, a path load ~56 ms instead
+// of ~71 ms). Entries already stored are read either way.
 func WithPayloadCompression(on bool) Option {
 	return func(o *options) { o.compress = on }
 }
