@@ -27,19 +27,9 @@ import (
 // API is the wire protocol name stored on assistant messages.
 const API = provider.APIAnthropicMessages
 
-// Config configures the adapter. Only APIKey is required for the public API.
-type Config struct {
-	// APIKey authenticates every request; it is never logged.
-	APIKey string
-	// BaseURL overrides https://api.anthropic.com (tests, proxies).
-	BaseURL string
-	// HTTPClient overrides the HTTP client.
-	HTTPClient *http.Client
-	// Headers are added to every request.
-	Headers map[string]string
-	// Now stamps messages; defaults to time.Now.
-	Now func() time.Time
-}
+// Config configures the adapter. Only APIKey is required for the public
+// API; BaseURL defaults to https://api.anthropic.com.
+type Config = provider.Endpoint
 
 // Provider streams Anthropic Messages calls. It is safe for concurrent use.
 type Provider struct {
@@ -51,9 +41,7 @@ type Provider struct {
 // SDK's own retries are turned off: one policy decides, and every attempt is
 // visible.
 func New(cfg Config) *Provider {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = cfg.Clock()
 	opts := []option.RequestOption{option.WithAPIKey(cfg.APIKey), option.WithMaxRetries(0)}
 	if cfg.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(cfg.BaseURL))

@@ -316,7 +316,7 @@ func newAdapter(name, api, key string, pc ProviderConfig, opts Options) (provide
 		if pc.Compat != nil {
 			compat = *pc.Compat
 		}
-		return openai.New(openai.Config{APIKey: key, BaseURL: pc.BaseURL, Compat: compat, HTTPClient: opts.HTTPClient, Headers: pc.Headers}).Stream, nil
+		return openai.New(openai.Config{Endpoint: provider.Endpoint{APIKey: key, BaseURL: pc.BaseURL, HTTPClient: opts.HTTPClient, Headers: pc.Headers}, Compat: compat}).Stream, nil
 	case provider.APIOpenAIResponses:
 		return openairesponses.New(openairesponses.Config{APIKey: key, BaseURL: pc.BaseURL, HTTPClient: opts.HTTPClient, Headers: pc.Headers}).Stream, nil
 	case provider.APIGoogleGenerativeAI:

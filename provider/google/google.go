@@ -40,20 +40,10 @@ const API = provider.APIGoogleGenerativeAI
 // call that has no signature of its own (a call made by another model).
 const SkipThoughtSignature = "skip_thought_signature_validator"
 
-// Config configures the adapter.
-type Config struct {
-	// APIKey is the Gemini API key; empty falls back to GEMINI_API_KEY or
-	// GOOGLE_API_KEY as the SDK reads them.
-	APIKey string
-	// BaseURL overrides https://generativelanguage.googleapis.com/.
-	BaseURL string
-	// HTTPClient overrides the HTTP client.
-	HTTPClient *http.Client
-	// Headers are added to every request.
-	Headers map[string]string
-	// Now stamps messages; defaults to time.Now.
-	Now func() time.Time
-}
+// Config configures the adapter: an empty APIKey falls back to
+// GEMINI_API_KEY or GOOGLE_API_KEY as the SDK reads them; BaseURL defaults
+// to https://generativelanguage.googleapis.com/.
+type Config = provider.Endpoint
 
 // Provider streams Gemini calls. It is safe for concurrent use.
 type Provider struct {
@@ -69,9 +59,7 @@ type Provider struct {
 // Retry-After of a failed call, which genai.APIError drops, still reaches
 // the retry policy, and so the adapter reads a successful stream itself.
 func New(ctx context.Context, cfg Config) (*Provider, error) {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = cfg.Clock()
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}

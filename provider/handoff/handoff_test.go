@@ -130,7 +130,7 @@ func TestHandoffChainThroughRealAdapters(t *testing.T) {
 			}},
 		{"chat-completions", qwen, "../openai/testdata/reasoning_tool.sse",
 			func(s *wiretest.Server) provider.StreamFunc {
-				return openai.New(openai.Config{APIKey: "k", BaseURL: s.URL, Compat: openai.Profiles()["vllm"], Now: now}).Stream
+				return openai.New(openai.Config{Endpoint: provider.Endpoint{APIKey: "k", BaseURL: s.URL, Now: now}, Compat: openai.Profiles()["vllm"]}).Stream
 			},
 			func(t *testing.T, body []byte) {
 				var req struct {

@@ -28,6 +28,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/provider"
+	"github.com/agentd/agentd/provider/internal/openaisdk"
 )
 
 // API is the wire protocol name stored on assistant messages.
@@ -35,18 +36,12 @@ const API = provider.APIOpenAICompletions
 
 // Config configures the adapter.
 type Config struct {
-	// APIKey is sent as a bearer token; local servers accept any value.
-	APIKey string
-	// BaseURL such as http://localhost:11434/v1; empty means OpenAI.
-	BaseURL string
+	// Endpoint reaches the server: BaseURL such as
+	// http://localhost:11434/v1, empty for OpenAI; local servers accept
+	// any APIKey.
+	provider.Endpoint
 	// Compat are the server's switches.
 	Compat Compat
-	// HTTPClient overrides the HTTP client.
-	HTTPClient *http.Client
-	// Headers are added to every request.
-	Headers map[string]string
-	// Now stamps messages; defaults to time.Now.
-	Now func() time.Time
 }
 
 // Provider streams Chat Completions calls. It is safe for concurrent use.
@@ -58,24 +53,8 @@ type Provider struct {
 // New returns an adapter with the SDK's own retries off (provider.WithRetry
 // owns the policy).
 func New(cfg Config) *Provider {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	key := cfg.APIKey
-	if key == "" {
-		key = "none" // local servers need no key, the SDK wants one
-	}
-	opts := []option.RequestOption{option.WithAPIKey(key), option.WithMaxRetries(0)}
-	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	for k, v := range cfg.Headers {
-		opts = append(opts, option.WithHeader(k, v))
-	}
-	return &Provider{cfg: cfg, client: sdk.NewClient(opts...)}
+	cfg.Now = cfg.Clock()
+	return &Provider{cfg: cfg, client: openaisdk.NewClient(cfg.Endpoint)}
 }
 
 // Stream implements provider.StreamFunc.

@@ -26,7 +26,7 @@ var gpt = provider.Model{Provider: "openai", ID: "gpt-4.1", API: openai.API, Con
 var qwen = provider.Model{Provider: "ollama", ID: "qwen3", API: openai.API, ContextWindow: 40960, MaxOutputTokens: 8192, Reasoning: true, TextOnly: true}
 
 func newProvider(s *wiretest.Server, compat openai.Compat) *openai.Provider {
-	return openai.New(openai.Config{APIKey: secret, BaseURL: s.URL + "/v1", Compat: compat, Now: func() time.Time { return time.Unix(1700000000, 0) }})
+	return openai.New(openai.Config{Endpoint: provider.Endpoint{APIKey: secret, BaseURL: s.URL + "/v1", Now: func() time.Time { return time.Unix(1700000000, 0) }}, Compat: compat})
 }
 
 func ctxOf(msgs ...*agentdv1.Message) *agentdv1.Context {

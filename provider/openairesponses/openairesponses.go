@@ -27,7 +27,6 @@ import (
 	"time"
 
 	sdk "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
@@ -37,24 +36,14 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/provider"
+	"github.com/agentd/agentd/provider/internal/openaisdk"
 )
 
 // API is the wire protocol name stored on assistant messages.
 const API = provider.APIOpenAIResponses
 
-// Config configures the adapter.
-type Config struct {
-	// APIKey is sent as a bearer token.
-	APIKey string
-	// BaseURL such as https://api.openai.com/v1; empty means OpenAI.
-	BaseURL string
-	// HTTPClient overrides the HTTP client.
-	HTTPClient *http.Client
-	// Headers are added to every request.
-	Headers map[string]string
-	// Now stamps messages; defaults to time.Now.
-	Now func() time.Time
-}
+// Config configures the adapter; BaseURL defaults to OpenAI's.
+type Config = provider.Endpoint
 
 // Provider streams Responses API calls. It is safe for concurrent use.
 type Provider struct {
@@ -65,20 +54,8 @@ type Provider struct {
 // New returns an adapter with the SDK's own retries off (provider.WithRetry
 // owns the policy).
 func New(cfg Config) *Provider {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	opts := []option.RequestOption{option.WithAPIKey(cfg.APIKey), option.WithMaxRetries(0)}
-	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(cfg.HTTPClient))
-	}
-	for k, v := range cfg.Headers {
-		opts = append(opts, option.WithHeader(k, v))
-	}
-	return &Provider{cfg: cfg, client: sdk.NewClient(opts...)}
+	cfg.Now = cfg.Clock()
+	return &Provider{cfg: cfg, client: openaisdk.NewClient(cfg)}
 }
 
 // Stream implements provider.StreamFunc.
