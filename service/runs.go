@@ -368,12 +368,19 @@ func (l *eventLog) lagLocked() uint64 {
 
 // append stamps the event with the run's identity and the next seq, and
 // wakes followers; it first waits while the slowest follower lags more than
-// followerWindow events. The log owns the event from now on: nobody
+// followerWindow events. Nothing is appended after agent_end. The log owns the event from now on: nobody
 // changes it.
 func (l *eventLog) append(ev *agentdv1.AgentEvent) {
 	l.mu.Lock()
 	for !l.unthrottle && l.lagLocked() >= followerWindow {
 		l.room.Wait()
+	}
+	if l.ended {
+		// agent_end is the last event of a run, always: a queue_update
+		// racing with the end is dropped (the queued message was reported
+		// as undelivered before agent_end).
+		l.mu.Unlock()
+		return
 	}
 	ev.SessionId, ev.RunId, ev.Seq = l.sessionID, l.runID, l.next
 	l.next++
