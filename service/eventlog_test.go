@@ -15,9 +15,15 @@ func turnStart() *agentdv1.AgentEvent {
 	return &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_TurnStart{TurnStart: &agentdv1.TurnStart{}}}
 }
 
+func agentStart() *agentdv1.AgentEvent {
+	return &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_AgentStart{AgentStart: &agentdv1.AgentStart{}}}
+}
+
 func TestEventLogBoundsOrderAndEnd(t *testing.T) {
 	l := newEventLog("s", "r", 3)
-	for range 5 {
+	l.append(turnStart()) // before agent_start: dropped
+	l.append(agentStart())
+	for range 4 {
 		l.append(turnStart())
 	}
 	evs, ended, _, err := l.since(2)
@@ -49,7 +55,8 @@ func TestEventLogBoundsOrderAndEnd(t *testing.T) {
 func TestEventLogWaitsForASlowFollower(t *testing.T) {
 	l := newEventLog("s", "r", 1000)
 	me := l.join(0)
-	for range followerWindow {
+	l.append(agentStart())
+	for range followerWindow - 1 {
 		l.append(turnStart())
 	}
 	appended := make(chan struct{})

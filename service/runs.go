@@ -368,17 +368,20 @@ func (l *eventLog) lagLocked() uint64 {
 
 // append stamps the event with the run's identity and the next seq, and
 // wakes followers; it first waits while the slowest follower lags more than
-// followerWindow events. Nothing is appended after agent_end. The log owns the event from now on: nobody
+// followerWindow events. Nothing is appended before agent_start or after
+// agent_end. The log owns the event from now on: nobody
 // changes it.
 func (l *eventLog) append(ev *agentdv1.AgentEvent) {
 	l.mu.Lock()
 	for !l.unthrottle && l.lagLocked() >= followerWindow {
 		l.room.Wait()
 	}
-	if l.ended {
-		// agent_end is the last event of a run, always: a queue_update
-		// racing with the end is dropped (the queued message was reported
-		// as undelivered before agent_end).
+	if l.ended || (l.next == 1) != (ev.GetAgentStart() != nil) {
+		// agent_start is the first event of a run, and only the first, and
+		// agent_end the last: a queue_update racing with either is dropped,
+		// as is a second agent_start (the loop
+		// announces the queue when it takes from it, and a message queued
+		// too late is reported as undelivered before agent_end).
 		l.mu.Unlock()
 		return
 	}

@@ -177,6 +177,8 @@ func (s *Service) execute(ctx context.Context, h *runHandle, state agentloop.Sta
 		}
 		end := &agentdv1.AgentEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_ERROR, ErrorMessage: msg}
 		s.endRun(context.WithoutCancel(ctx), h, end)
+		// A run always has both ends, even one that failed before starting.
+		h.log.append(&agentdv1.AgentEvent{Time: timestamp(s.now()), Event: &agentdv1.AgentEvent_AgentStart{AgentStart: &agentdv1.AgentStart{}}})
 		h.log.append(&agentdv1.AgentEvent{Time: timestamp(s.now()), Event: &agentdv1.AgentEvent_AgentEnd{AgentEnd: end}})
 	}
 }
