@@ -30,8 +30,8 @@ help: ## List the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: run
-run: ## Run agentd on 127.0.0.1:7777 with ./agentd.db.
-	go run ./cmd/agentd --listen $(AGENTD_LISTEN) --db $(AGENTD_DB)
+run: build ## Run agentd on 127.0.0.1:7777 with ./agentd.db.
+	$(BIN)/agentd --listen $(AGENTD_LISTEN) --db $(AGENTD_DB)
 
 .PHONY: build
 build: ## Build agentd into bin/.
