@@ -28,6 +28,7 @@ const (
 	waitApproval
 )
 
+// String names what a call waits for, for error messages.
 func (k waitKind) String() string {
 	if k == waitApproval {
 		return "approval"

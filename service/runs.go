@@ -427,6 +427,7 @@ func (l *eventLog) since(after uint64) ([]*agentdv1.AgentEvent, bool, <-chan str
 	return evs, l.ended, l.wake, nil
 }
 
+// Error implements error.
 func (e *errEventsDropped) Error() string { return "events dropped" }
 
 // isEnded reports whether agent_end is in the log.

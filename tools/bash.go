@@ -40,6 +40,7 @@ const drainGrace = 2 * time.Second
 
 type bashTool struct{ base }
 
+// Execute implements agentloop.Tool.
 func (t *bashTool) Execute(ctx context.Context, _ string, args *structpb.Struct, onUpdate agentloop.UpdateFunc) (agentloop.Result, error) {
 	command, err := stringArg(args, "command", true)
 	if err != nil {

@@ -17,6 +17,7 @@ type editTool struct{ base }
 
 const bom = "\uFEFF"
 
+// Execute implements agentloop.Tool.
 func (t *editTool) Execute(ctx context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
 	p, err := stringArg(args, "path", true)
 	if err != nil {

@@ -54,6 +54,7 @@ func (w *Workspace) walk(ctx context.Context, rel string, visit func(relPath str
 	return err
 }
 
+// Execute implements agentloop.Tool.
 func (t *findTool) Execute(ctx context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
 	pattern, err := stringArg(args, "pattern", true)
 	if err != nil {

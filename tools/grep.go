@@ -34,6 +34,7 @@ type grepRun struct {
 	skippedLarge int
 }
 
+// Execute implements agentloop.Tool.
 func (t *grepTool) Execute(ctx context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
 	pattern, err := stringArg(args, "pattern", true)
 	if err != nil {

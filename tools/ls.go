@@ -40,6 +40,7 @@ func (w *Workspace) dirTarget(p string) (target, error) {
 	return tg, nil
 }
 
+// Execute implements agentloop.Tool.
 func (t *lsTool) Execute(ctx context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
 	p, err := stringArg(args, "path", false)
 	if err != nil {

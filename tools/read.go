@@ -38,6 +38,7 @@ const sniffBytes = 8192
 // imageTypes are the formats model APIs accept inline.
 var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
 
+// Execute implements agentloop.Tool.
 func (t *readTool) Execute(ctx context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
 	p, err := stringArg(args, "path", true)
 	if err != nil {

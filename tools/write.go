@@ -16,6 +16,7 @@ import (
 
 type writeTool struct{ base }
 
+// Execute implements agentloop.Tool.
 func (t *writeTool) Execute(ctx context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
 	p, err := stringArg(args, "path", true)
 	if err != nil {

@@ -231,6 +231,7 @@ type connector struct {
 	pragmas []string // run on every new connection
 }
 
+// Connect implements driver.Connector.
 func (c connector) Connect(context.Context) (driver.Conn, error) {
 	conn, err := (&sqlite3.SQLiteDriver{}).Open(c.dsn)
 	if err != nil {
@@ -245,6 +246,7 @@ func (c connector) Connect(context.Context) (driver.Conn, error) {
 	return conn, nil
 }
 
+// Driver implements driver.Connector.
 func (c connector) Driver() driver.Driver { return &sqlite3.SQLiteDriver{} }
 
 // initialize switches a new or existing database to WAL, checks it is ours

@@ -129,6 +129,7 @@ func (x *exchange) close() {
 // sends the request and decodes errors, the adapter reads the chunks.
 type responseTap struct{ next http.RoundTripper }
 
+// RoundTrip implements http.RoundTripper.
 func (t responseTap) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(r)
 	if err != nil {

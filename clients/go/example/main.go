@@ -235,8 +235,10 @@ func textOf(blocks []*agentdv1.ContentBlock) string {
 // bearer sends the agentd auth token on every call.
 type bearer string
 
+// GetRequestMetadata implements credentials.PerRPCCredentials.
 func (t bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
 	return map[string]string{"authorization": "Bearer " + string(t)}, nil
 }
 
+// RequireTransportSecurity implements credentials.PerRPCCredentials.
 func (bearer) RequireTransportSecurity() bool { return false }
