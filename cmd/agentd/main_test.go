@@ -4,9 +4,12 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,5 +146,61 @@ func TestRunFailsClearlyOnUnwritableDatabase(t *testing.T) {
 	err := run(context.Background(), []string{"--listen", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "missing", "dir", "a.db")}, env(nil), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "open database") {
 		t.Fatalf("run with a database in a missing directory = %v, want an 'open database' error", err)
+	}
+}
+
+// lockedBuffer collects run's log output from its goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestRunServesPrometheusMetrics(t *testing.T) {
+	dir := t.TempDir()
+	logs := &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--listen", "unix://" + filepath.Join(dir, "s.sock"), "--db", filepath.Join(dir, "a.db"),
+			"--metrics-listen", "127.0.0.1:0"}, env(nil), logs)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	addrRE := regexp.MustCompile(`msg="metrics serving" addr=(\S+)`)
+	var addr string
+	for deadline := time.Now().Add(10 * time.Second); addr == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := addrRE.FindStringSubmatch(logs.String()); m != nil {
+			addr = m[1]
+		}
+	}
+	if addr == "" {
+		t.Fatalf("no metrics address logged:\n%s", logs.String())
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{"agentd_active_runs 0", "agentd_events_sent_total 0", "grpc_server_handled_total", "go_goroutines"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }
