@@ -289,3 +289,42 @@ func TestParallelCallsOneWaitsForApproval(t *testing.T) {
 		t.Fatalf("approval notice not in the model context: %v", c.GetMessages())
 	}
 }
+
+// A detached run keeps waiting for its client tool after the stream that
+// started it is gone; another client attaches and answers.
+func TestDetachedRunWaitsForAClientToAttachAndAnswer(t *testing.T) {
+	h := newHarness(t, service.Options{}, service.ServerOptions{})
+	id := h.createSession(&agentdv1.SessionConfig{
+		Tools: []*agentdv1.Tool{colorTool(t)},
+		Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{
+			toolCallAnswer(t, "call_c", "pick_color", map[string]any{"hint": "cool"}), textAnswer("blue it is"),
+		}},
+	})
+	ctx, cancel := context.WithCancel(h.ctx())
+	stream, err := h.client.Prompt(ctx, &agentdv1.PromptRequest{SessionId: id, Content: texts("pick one"), Detach: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := recvUntil(t, stream, func(ev *agentdv1.AgentEvent) bool { return ev.GetToolCallRequested() != nil })
+	cancel()
+
+	other := newClientConn(t, h.addr)
+	att, err := other.Attach(h.ctx(), &agentdv1.AttachRequest{SessionId: id, AfterSeq: first[len(first)-1].GetSeq()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.SubmitToolResult(h.ctx(), &agentdv1.SubmitToolResultRequest{SessionId: id, ToolCallId: "call_c", Content: texts("blue")}); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := drain(att)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSeqs(t, append(first, rest...), id, 1)
+	if end := rest[len(rest)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
+		t.Fatalf("detached run: %s", kinds(rest))
+	}
+	if got := messageKinds(h.transcript(id)); got != "user assistant tool_result assistant" {
+		t.Fatalf("transcript %q", got)
+	}
+}
