@@ -173,6 +173,18 @@ func benchConcurrentSessions(b *testing.B, tokensPerSecond uint32) {
 		for i := range ids {
 			ids[i] = h.createSession(cfg)
 		}
+		// Clients spread over several connections, as many apps (or one
+		// app's pool) would: one HTTP/2 connection has one reader and one
+		// writer goroutine, which 1,000 streams would queue behind.
+		clients := make([]agentdv1.AgentServiceClient, benchConns)
+		for i := range clients {
+			clients[i] = newClientConn(b, h.addr)
+		}
+		for _, c := range clients { // connect before the baseline is taken
+			if _, err := c.ListModels(context.Background(), &agentdv1.ListModelsRequest{}); err != nil {
+				b.Fatal(err)
+			}
+		}
 		runtime.GC()
 		baseline := runtime.NumGoroutine()
 		var peak uint64
@@ -184,9 +196,10 @@ func benchConcurrentSessions(b *testing.B, tokensPerSecond uint32) {
 		var latencies []time.Duration
 		var wg sync.WaitGroup
 		errs := make(chan error, sessions)
-		for _, id := range ids {
+		for i, id := range ids {
+			client := clients[i%len(clients)]
 			wg.Go(func() {
-				stream, err := h.client.Prompt(context.Background(), &agentdv1.PromptRequest{SessionId: id, Content: texts("go")})
+				stream, err := client.Prompt(context.Background(), &agentdv1.PromptRequest{SessionId: id, Content: texts("go")})
 				if err != nil {
 					errs <- err
 					return
@@ -343,6 +356,15 @@ func serverP99(b *testing.B, m *service.Metrics) float64 {
 	b.Fatal("no delivery histogram")
 	return 0
 }
+
+// benchConns is how many client connections BenchmarkConcurrentSessions
+// spreads its sessions over (AGENTD_BENCH_CONNS; default 8).
+var benchConns = func() int {
+	if n, err := strconv.Atoi(os.Getenv("AGENTD_BENCH_CONNS")); err == nil && n > 0 {
+		return n
+	}
+	return 8
+}()
 
 // benchSessions is how many sessions BenchmarkConcurrentSessions runs at
 // once: 1,000 by default, AGENTD_BENCH_SESSIONS to explore where this
