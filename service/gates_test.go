@@ -309,7 +309,7 @@ func TestDetachedRunWaitsForAClientToAttachAndAnswer(t *testing.T) {
 	cancel()
 
 	other := newClientConn(t, h.addr)
-	att, err := other.Attach(h.ctx(), &agentdv1.AttachRequest{SessionId: id, AfterSeq: first[len(first)-1].GetSeq()})
+	att, err := other.Attach(h.ctx(), &agentdv1.AttachRequest{SessionId: id, RunId: first[0].GetRunId(), AfterSeq: first[len(first)-1].GetSeq()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -338,7 +338,7 @@ func TestAttachAfterDroppedStreamGetsEveryEventOnce(t *testing.T) {
 	first := recvUntil(t, stream, func(ev *agentdv1.AgentEvent) bool { return ev.GetMessageUpdate().GetTextDelta() != nil })
 	cancel()
 	last := first[len(first)-1]
-	att, err := h.client.Attach(h.ctx(), &agentdv1.AttachRequest{SessionId: id, AfterSeq: last.GetSeq()})
+	att, err := h.client.Attach(h.ctx(), &agentdv1.AttachRequest{SessionId: id, RunId: last.GetRunId(), AfterSeq: last.GetSeq()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,4 +445,41 @@ func TestDeleteSessionWhileRunning(t *testing.T) {
 	}
 	_, err = h.client.GetSession(h.ctx(), &agentdv1.GetSessionRequest{SessionId: id})
 	wantCode(t, err, codes.NotFound, id)
+}
+
+// Attach without a run id follows the session's active run.
+func TestAttachFollowsTheActiveRun(t *testing.T) {
+	g := newGate()
+	h := newHarness(t, service.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
+	id := h.createSession(&agentdv1.SessionConfig{
+		Tools: []*agentdv1.Tool{{Name: "wait"}},
+		Faux:  &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{toolCallAnswer(t, "c1", "wait", nil), textAnswer("done")}},
+	})
+	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("go")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.entered
+	att, err := h.client.Attach(h.ctx(), &agentdv1.AttachRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := att.Recv() // the replay starts at once: the run is held open
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.open()
+	rest, err := drain(att)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := drain(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append([]*agentdv1.AgentEvent{first}, rest...)
+	checkSeqs(t, all, id, 1)
+	if kinds(all) != kinds(own) {
+		t.Fatalf("Attach from seq 0 saw %s\nthe Prompt stream saw %s", kinds(all), kinds(own))
+	}
 }
