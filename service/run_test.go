@@ -127,10 +127,7 @@ func TestSeedTwoPromptScenario(t *testing.T) {
 func TestSecondPromptRefusedWhileRunning(t *testing.T) {
 	g := newGate()
 	h := newHarness(t, service.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
-	id := h.createSession(&agentdv1.SessionConfig{
-		Tools: []*agentdv1.Tool{{Name: "wait"}},
-		Faux:  &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{toolCallAnswer(t, "c1", "wait", nil), textAnswer("done")}},
-	})
+	id := h.createSession(waitConfig(t, textAnswer("done")))
 	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("go")})
 	if err != nil {
 		t.Fatal(err)
@@ -173,12 +170,7 @@ func TestSecondPromptRefusedWhileRunning(t *testing.T) {
 func TestSteerAndFollowUp(t *testing.T) {
 	g := newGate()
 	h := newHarness(t, service.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
-	id := h.createSession(&agentdv1.SessionConfig{
-		Tools: []*agentdv1.Tool{{Name: "wait"}},
-		Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{
-			toolCallAnswer(t, "c1", "wait", nil), textAnswer("after steering"), textAnswer("after follow-up"),
-		}},
-	})
+	id := h.createSession(waitConfig(t, textAnswer("after steering"), textAnswer("after follow-up")))
 	_, err := h.client.Steer(h.ctx(), &agentdv1.SteerRequest{SessionId: id, Content: texts("early")})
 	wantCode(t, err, codes.FailedPrecondition, "Prompt")
 
@@ -222,10 +214,7 @@ func TestSteerAndFollowUp(t *testing.T) {
 func TestAbortDuringTool(t *testing.T) {
 	g := newGate()
 	h := newHarness(t, service.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
-	id := h.createSession(&agentdv1.SessionConfig{
-		Tools: []*agentdv1.Tool{{Name: "wait"}},
-		Faux:  &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{toolCallAnswer(t, "c1", "wait", nil), textAnswer("never")}},
-	})
+	id := h.createSession(waitConfig(t, textAnswer("never")))
 	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("start")})
 	if err != nil {
 		t.Fatal(err)
@@ -272,10 +261,7 @@ func TestClientDisconnectAbortsUnlessDetached(t *testing.T) {
 		t.Run(map[bool]string{false: "attached", true: "detached"}[detach], func(t *testing.T) {
 			g := newGate()
 			h := newHarness(t, service.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
-			id := h.createSession(&agentdv1.SessionConfig{
-				Tools: []*agentdv1.Tool{{Name: "wait"}},
-				Faux:  &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{toolCallAnswer(t, "c1", "wait", nil), textAnswer("finished")}},
-			})
+			id := h.createSession(waitConfig(t, textAnswer("finished")))
 			ctx, cancel := context.WithCancel(h.ctx())
 			stream, err := h.client.Prompt(ctx, &agentdv1.PromptRequest{SessionId: id, Content: texts("start"), Detach: detach})
 			if err != nil {
@@ -398,10 +384,7 @@ func TestConcurrentRunLimit(t *testing.T) {
 	g := newGate()
 	defer g.open()
 	h := newHarness(t, service.Options{Tools: []agentloop.Tool{g.tool()}, MaxConcurrentRuns: 1}, service.ServerOptions{})
-	cfg := &agentdv1.SessionConfig{
-		Tools: []*agentdv1.Tool{{Name: "wait"}},
-		Faux:  &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{toolCallAnswer(t, "c1", "wait", nil), textAnswer("ok")}},
-	}
+	cfg := waitConfig(t, textAnswer("ok"))
 	a, b := h.createSession(cfg), h.createSession(cfg)
 	sa, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: a, Content: texts("go")})
 	if err != nil {
@@ -425,10 +408,7 @@ func TestConcurrentRunLimit(t *testing.T) {
 func TestDeleteSessionWhileRunning(t *testing.T) {
 	g := newGate()
 	h := newHarness(t, service.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
-	id := h.createSession(&agentdv1.SessionConfig{
-		Tools: []*agentdv1.Tool{{Name: "wait"}},
-		Faux:  &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{toolCallAnswer(t, "c1", "wait", nil)}},
-	})
+	id := h.createSession(waitConfig(t))
 	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("go")})
 	if err != nil {
 		t.Fatal(err)
@@ -451,10 +431,7 @@ func TestDeleteSessionWhileRunning(t *testing.T) {
 func TestAttachFollowsTheActiveRun(t *testing.T) {
 	g := newGate()
 	h := newHarness(t, service.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
-	id := h.createSession(&agentdv1.SessionConfig{
-		Tools: []*agentdv1.Tool{{Name: "wait"}},
-		Faux:  &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{toolCallAnswer(t, "c1", "wait", nil), textAnswer("done")}},
-	})
+	id := h.createSession(waitConfig(t, textAnswer("done")))
 	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("go")})
 	if err != nil {
 		t.Fatal(err)
@@ -481,5 +458,14 @@ func TestAttachFollowsTheActiveRun(t *testing.T) {
 	checkSeqs(t, all, id, 1)
 	if kinds(all) != kinds(own) {
 		t.Fatalf("Attach from seq 0 saw %s\nthe Prompt stream saw %s", kinds(all), kinds(own))
+	}
+}
+
+// waitConfig is a session whose model first calls the test's blocking
+// "wait" tool (see gate) and then gives the answers that follow.
+func waitConfig(t testing.TB, answers ...*agentdv1.AssistantMessage) *agentdv1.SessionConfig {
+	return &agentdv1.SessionConfig{
+		Tools: []*agentdv1.Tool{{Name: "wait"}},
+		Faux:  &agentdv1.FauxScript{Responses: append([]*agentdv1.AssistantMessage{toolCallAnswer(t, "c1", "wait", nil)}, answers...)},
 	}
 }
