@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
+
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
@@ -76,4 +78,37 @@ func PageSize(requested int) (int, error) {
 	default:
 		return requested, nil
 	}
+}
+
+// DecodeEntry decodes a stored entry payload (the plain protobuf) and
+// checks it against the row that held it: the payload must name the same
+// entry id and hold a payload kind. Anything else is a *CorruptEntryError
+// naming the session, entry and seq, because a transcript with a silent
+// hole would change what the model sees.
+func DecodeEntry(sessionID string, seq int64, id string, payload []byte) (*agentdv1.Entry, error) {
+	e := &agentdv1.Entry{}
+	if err := proto.Unmarshal(payload, e); err != nil {
+		return nil, &CorruptEntryError{SessionID: sessionID, EntryID: id, Seq: seq, Err: err}
+	}
+	if e.GetId() != id {
+		return nil, &CorruptEntryError{SessionID: sessionID, EntryID: id, Seq: seq, Err: fmt.Errorf("payload holds entry id %q", e.GetId())}
+	}
+	if _, err := EntryKind(e); err != nil {
+		return nil, &CorruptEntryError{SessionID: sessionID, EntryID: id, Seq: seq, Err: err}
+	}
+	return e, nil
+}
+
+// CheckEventBatch checks that a batch of events continues a run's event
+// log, stored up to lastSeq, without a gap: the error every engine's
+// AppendEvents returns otherwise (ErrConflict: another writer got there
+// first, or the caller lost track).
+func CheckEventBatch(runID string, lastSeq uint64, events []Event) error {
+	for i, ev := range events {
+		if want := lastSeq + 1 + uint64(i); ev.Seq != want {
+			return &Error{Kind: ErrConflict, RunID: runID,
+				Detail: fmt.Sprintf("event %d of the batch has seq %d, want %d (the run's log holds seqs up to %d)", i, ev.Seq, want, lastSeq)}
+		}
+	}
+	return nil
 }

@@ -7,8 +7,8 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
-// Store keeps sessions, their transcripts and their runs. Implementations are
-// safe for concurrent use. Every method that names a session or entry that
+// Store keeps sessions, their transcripts, their runs and the runs' event
+// logs. Implementations are safe for concurrent use. Every method that names a session or entry that
 // does not exist fails with an error matching ErrNotFound; no failing call
 // leaves a partial write behind.
 type Store interface {
@@ -55,10 +55,26 @@ type Store interface {
 	// GetRun returns one run.
 	GetRun(ctx context.Context, runID string) (*Run, error)
 	// CloseInterruptedRuns marks every run that started but never ended as
-	// RUN_OUTCOME_INTERRUPTED and returns them, oldest first. The service
-	// calls it once at start-up, before accepting requests, to repair what a
-	// crash left behind.
+	// RUN_OUTCOME_INTERRUPTED and returns them, oldest first. The agent
+	// calls it once at start-up, while it is the database's only owner and
+	// before accepting requests, to repair what a crash left behind.
 	CloseInterruptedRuns(ctx context.Context) ([]*Run, error)
+
+	// AppendEvents stores the next events of a run's event log in one
+	// batch. The first event's Seq must be one more than the run's LastSeq
+	// and every later one must follow without a gap; otherwise nothing is
+	// stored and the call fails with ErrConflict (someone else wrote the
+	// run's log). Events may be appended after the run ended: its last
+	// events (agent_end) are. An empty batch is ErrInvalid.
+	AppendEvents(ctx context.Context, runID string, events []Event) error
+	// Events returns at most limit (which must be positive) stored events
+	// of the run with a seq greater than after, in seq order; empty when
+	// there are none (yet, or any more: see Run.EventsPruned).
+	Events(ctx context.Context, runID string, after uint64, limit int) ([]Event, error)
+	// PruneEvents deletes the event logs of runs that ended before cutoff,
+	// marks those runs EventsPruned and returns how many it pruned. Run
+	// records and transcripts are kept.
+	PruneEvents(ctx context.Context, endedBefore time.Time) (int, error)
 
 	// Close releases the store. Calls after Close fail.
 	Close() error
@@ -66,7 +82,7 @@ type Store interface {
 
 // Session is the store's record of a session: what survives a restart. It is
 // not the wire agentdv1.Session, which also carries runtime state (whether a
-// run is active) that only the service knows.
+// run is active) that only the agent knows.
 type Session struct {
 	// ID is unique among sessions.
 	ID string
@@ -108,14 +124,22 @@ const (
 	MaxPageSize = 1000
 )
 
+// The listings whose page tokens engines issue; see EncodePageToken.
+const (
+	// ListingSessions is ListSessions, scoped by LabelFilterScope.
+	ListingSessions = "sessions"
+	// ListingEntries is Entries, scoped by the session id.
+	ListingEntries = "entries"
+)
+
 // ListSessionsRequest selects a page of sessions.
 type ListSessionsRequest struct {
 	// PageSize is the most sessions to return; 0 means DefaultPageSize,
 	// more than MaxPageSize means MaxPageSize, negative is invalid.
 	PageSize int
-	// PageToken is the NextPageToken of a previous page; empty for the
-	// first page. A token that the store did not issue fails with
-	// ErrInvalid.
+	// PageToken is the NextPageToken of a previous page with the same
+	// LabelFilter; empty for the first page. A token that the store did not
+	// issue for this filter fails with ErrInvalid.
 	PageToken string
 	// LabelFilter keeps only sessions that carry every one of these labels
 	// with exactly these values.
@@ -135,8 +159,9 @@ type EntriesRequest struct {
 	// PageSize is the most entries to return, with the same bounds as
 	// ListSessionsRequest.PageSize.
 	PageSize int
-	// PageToken is the NextPageToken of a previous page; empty for the
-	// first page.
+	// PageToken is the NextPageToken of a previous page of the same
+	// session; empty for the first page. A token that the store did not
+	// issue for this session fails with ErrInvalid.
 	PageToken string
 }
 
@@ -163,6 +188,22 @@ type Run struct {
 	Outcome agentdv1.RunOutcome
 	// ErrorMessage says why the run failed or was aborted; empty otherwise.
 	ErrorMessage string
+	// LastSeq is the seq of the last event stored in the run's event log;
+	// 0 before the first batch. It stays when the events are pruned.
+	LastSeq uint64
+	// EventsPruned says the run's event log was deleted by PruneEvents.
+	EventsPruned bool
+}
+
+// Event is one stored event of a run's event log. The transcript stays the
+// source of truth; the event log is what lets a client resume a stream
+// (Attach) after a restart or from another process.
+type Event struct {
+	// Seq is the event's position in its run, from 1.
+	Seq uint64
+	// Data is the binary protobuf encoding of the agentd.v1.AgentEvent,
+	// stored and returned as given: the store does not decode it.
+	Data []byte
 }
 
 // Ended reports whether the run has an outcome.

@@ -1,9 +1,19 @@
 // Package sqlite is the SQLite engine of the transcript store
 // (persistence.Store), built on github.com/mattn/go-sqlite3.
 //
-// The database runs in WAL mode with foreign keys on and a busy timeout. All
-// writes go through one connection (SQLite allows one writer at a time, so a
-// pool would only add lock waits); reads use a separate pool of query-only
+// A database file has one owner. The store opens it through SQLite's
+// unix-excl VFS, which takes an exclusive lock on the file and holds it
+// until the store is closed: a second agentd (or any other program) cannot
+// open the file meanwhile, and Open tells it which process has it, at once.
+// Because only this process writes, the writer's cache of each session is
+// never stale, and start-up repair (CloseInterruptedRuns) only ever finds
+// runs of a process that is gone.
+//
+// The database runs in WAL mode with foreign keys on. All writes go through
+// one connection (SQLite allows one writer at a time, so a pool would only
+// add lock waits), with group commit: concurrent writes share one
+// transaction, a savepoint each, and an uncontended append runs on its
+// caller's goroutine (writer.go). Reads use a separate pool of query-only
 // connections, which WAL lets run concurrently with the writer; a third
 // connection checkpoints the WAL in the background, so appends normally
 // never wait for a checkpoint's fsyncs. Commits use synchronous=NORMAL by
@@ -20,12 +30,15 @@
 // the size of the same transcript as JSON lines, and keeps ~4 KiB tool
 // results out of half-empty overflow pages.
 //
-// The writer goroutine caches each session's key, leaf and next sequence
-// number, so an append is one guarded UPDATE of the session row plus the
-// entry INSERTs; the UPDATE's guard detects a cache made stale by another
-// process writing the file, and the batch then reruns from the database.
-// An entry's rowid packs its session and sequence number, so a transcript
-// is one contiguous range of the table: paging and loading are range scans.
+// An append writes one B-tree page in the common case: an entry's rowid
+// packs its session and sequence number, so a transcript is one contiguous
+// range of the table (paging and loading are range scans), the leaf is
+// implied by the highest sequence number unless SetLeaf moved it, and
+// there is no index by entry id (migrations/0003_event_log_and_implied_leaf.sql).
+//
+// A run's event log is stored in batches, one row per batch holding the
+// events as length-delimited protobufs (run_events), so resuming a stream
+// after a restart reads a few rows, not one per event.
 //
 // The schema lives in embedded, numbered migrations (migrations/NNNN_*.sql)
 // applied in one transaction at Open; the applied version is PRAGMA
@@ -36,7 +49,7 @@
 //
 //	store, err := sqlite.Open(ctx, path)
 //	if err != nil {
-//		return err // names the file and the cause: locked, read-only, too new, ...
+//		return err // names the file and the cause: in use, read-only, too new, ...
 //	}
 //	defer store.Close()
 //	interrupted, err := store.CloseInterruptedRuns(ctx)

@@ -156,18 +156,30 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("open database %s: is a directory, not a database file", path)
 	}
 
-	writer := sql.OpenDB(connector{dsn: dsn(abs, o, false), pragmas: []string{
+	// A second agentd on the same file must not start: fail at once,
+	// naming the process that has it, rather than after the busy timeout.
+	if err := checkOwner(path, abs); err != nil {
+		return nil, err
+	}
+	writerDB := sql.OpenDB(connector{dsn: dsn(abs, o, false), pragmas: []string{
 		// A backstop only: checkpoints normally run in the background (see
 		// checkpointLoop), so appends do not pay for their fsyncs.
 		fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", backstopCheckpointPages),
 	}})
-	writer.SetMaxOpenConns(1)
-	writer.SetMaxIdleConns(1)
-	writer.SetConnMaxLifetime(0)
-	writer.SetConnMaxIdleTime(0)
-	if err := initialize(ctx, writer, abs); err != nil {
-		writer.Close()
-		return nil, classify(path, o, err)
+	writerDB.SetMaxOpenConns(1)
+	writerDB.SetMaxIdleConns(1)
+	writerDB.SetConnMaxLifetime(0)
+	writerDB.SetConnMaxIdleTime(0)
+	writerConn, err := writerDB.Conn(ctx)
+	if err == nil {
+		err = initialize(ctx, writerConn, abs)
+	}
+	if err != nil {
+		if writerConn != nil {
+			writerConn.Close()
+		}
+		writerDB.Close()
+		return nil, classify(path, abs, o, err)
 	}
 
 	// Readers map the database file into memory: loading a long transcript
@@ -178,11 +190,6 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	reader.SetMaxIdleConns(o.readers)
 	reader.SetConnMaxLifetime(0)
 	reader.SetConnMaxIdleTime(0)
-	if err := reader.PingContext(ctx); err != nil {
-		writer.Close()
-		reader.Close()
-		return nil, classify(path, o, err)
-	}
 	// Checkpoints copy the WAL back into the database file; they need a
 	// connection of their own so they never wait for, or hold up, appends.
 	checkpointer := sql.OpenDB(connector{dsn: dsn(abs, o, false), pragmas: []string{"PRAGMA wal_autocheckpoint = 0"}})
@@ -191,18 +198,21 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	checkpointer.SetConnMaxLifetime(0)
 	checkpointer.SetConnMaxIdleTime(0)
 	closeAll := func() {
-		writer.Close()
+		writerConn.Close()
+		writerDB.Close()
 		reader.Close()
 		checkpointer.Close()
 	}
-	if err := checkpointer.PingContext(ctx); err != nil {
-		closeAll()
-		return nil, classify(path, o, err)
+	for _, db := range []*sql.DB{reader, checkpointer} {
+		if err := db.PingContext(ctx); err != nil {
+			closeAll()
+			return nil, classify(path, abs, o, err)
+		}
 	}
-	s, err := newStore(ctx, writer, reader, checkpointer, o.compress)
+	s, err := newStore(ctx, abs, newWriter(writerDB, writerConn, o.compress), reader, checkpointer)
 	if err != nil {
 		closeAll()
-		return nil, classify(path, o, err)
+		return nil, classify(path, abs, o, err)
 	}
 	return s, nil
 }
@@ -216,11 +226,23 @@ func dsn(abs string, o options, readOnly bool) string {
 	q.Set("_synchronous", o.synchronous.pragma())
 	// database/sql already serializes use of each connection.
 	q.Set("_mutex", "no")
+	// One owner per file: the unix-excl VFS takes an exclusive POSIX lock
+	// on the database the first time it is read and holds it until the last
+	// connection closes, so another process (a second agentd, or any
+	// program) cannot read or write it while this one runs, and connections
+	// of this process share the WAL index in memory. Chosen over an OS lock
+	// of our own (flock) because it is SQLite's own guarantee, it also
+	// stops a process that would bypass agentd's lock, and the lock calls
+	// SQLite no longer makes per transaction (about six fcntl calls)
+	// measured ~20% off a single append here. The file is then unreadable
+	// by other programs while agentd runs; stop agentd (or copy the file)
+	// to inspect it.
+	q.Set("vfs", "unix-excl")
 	if readOnly {
 		q.Set("_query_only", "1")
 	} else {
-		// Take the write lock at BEGIN, so a transaction never fails
-		// half-way on a lock upgrade.
+		// Migrations take the write lock at BEGIN, so they fail at once on
+		// a file they cannot write.
 		q.Set("_txlock", "immediate")
 	}
 	u := url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}
@@ -257,12 +279,7 @@ func (c connector) Driver() driver.Driver { return &sqlite3.SQLiteDriver{} }
 
 // initialize switches a new or existing database to WAL, checks it is ours
 // and applies migrations.
-func initialize(ctx context.Context, db *sql.DB, path string) error {
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
+func initialize(ctx context.Context, conn *sql.Conn, path string) error {
 	// page_size only takes effect while the file is still empty, so it must
 	// come before the first write (which switching to WAL is).
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA page_size = %d", pageSize)); err != nil {
@@ -280,7 +297,7 @@ func initialize(ctx context.Context, db *sql.DB, path string) error {
 
 // classify turns low-level open errors into the ones an operator can act
 // on.
-func classify(path string, o options, err error) error {
+func classify(path, abs string, o options, err error) error {
 	var sv *SchemaVersionError
 	if errors.As(err, &sv) {
 		return err
@@ -289,6 +306,9 @@ func classify(path string, o options, err error) error {
 	if errors.As(err, &se) {
 		switch se.Code {
 		case sqlite3.ErrBusy, sqlite3.ErrLocked:
+			if err := checkOwner(path, abs); err != nil {
+				return err
+			}
 			return fmt.Errorf("open database %s: %w (waited %v; is another agentd using it?)", path, ErrLocked, o.busyTimeout)
 		case sqlite3.ErrReadonly, sqlite3.ErrPerm:
 			return fmt.Errorf("open database %s: %w: agentd needs write access to the file and its directory (for the -wal and -shm files): %v", path, ErrReadOnly, err)

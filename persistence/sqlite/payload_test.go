@@ -203,6 +203,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 		{`PRAGMA application_id = 1634168420`, nil}, // "agnd"
 		{`PRAGMA user_version = 1`, nil},
 		{`INSERT INTO sessions (id, create_time, update_time, leaf_entry_id, next_seq, config) VALUES ('old', 1, 1, 'o3', 4, x'')`, nil},
+		// A session whose leaf was moved back to its first entry.
+		{`INSERT INTO sessions (id, create_time, update_time, leaf_entry_id, next_seq, config) VALUES ('moved', 1, 7, 'o1', 3, x'')`, nil},
 	}
 	for i, e := range old {
 		pb, err := proto.Marshal(e)
@@ -217,6 +219,20 @@ func TestMigrateFromVersion1(t *testing.T) {
 			q    string
 			args []any
 		}{`INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload) VALUES (4294967296 + ?1, 1, ?1, ?2, ?3, 'x', 0, ?4)`, []any{i + 1, e.Id, parent, pb}})
+	}
+	for i, e := range old[:2] {
+		pb, err := proto.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parent any
+		if e.ParentId != "" {
+			parent = e.ParentId
+		}
+		stmts = append(stmts, struct {
+			q    string
+			args []any
+		}{`INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload) VALUES (2 * 4294967296 + ?1, 2, ?1, ?2, ?3, 'x', 0, ?4)`, []any{i + 1, e.Id, parent, pb}})
 	}
 	for _, st := range stmts {
 		if _, err := db.Exec(st.q, st.args...); err != nil {
@@ -235,6 +251,19 @@ func TestMigrateFromVersion1(t *testing.T) {
 	var version int
 	if err := sqlite.InspectWriter(ctx, s, func(q func(string, any) error) error { return q("PRAGMA user_version", &version) }); err != nil || version != sqlite.SchemaVersion() {
 		t.Fatalf("user_version after open = %d, %v; want %d", version, err, sqlite.SchemaVersion())
+	}
+	// The moved leaf survives the migration (schema 3 no longer writes
+	// the leaf on append), and the next append continues from it.
+	moved, err := s.GetSession(ctx, "moved")
+	if err != nil || moved.LeafEntryID != "o1" || moved.UpdateTime.UnixNano() != 7 {
+		t.Fatalf("moved session after migration = %+v, %v; want leaf o1, update time 7", moved, err)
+	}
+	branch := transcriptgen.Transcript(7, 1)
+	if err := s.Append(ctx, "moved", branch...); err != nil || branch[0].ParentId != "o1" {
+		t.Fatalf("append to the moved session: parent %q, %v; want o1", branch[0].ParentId, err)
+	}
+	if moved, err := s.GetSession(ctx, "moved"); err != nil || moved.LeafEntryID != branch[0].Id {
+		t.Fatalf("leaf after the append = %+v, %v; want the new entry", moved, err)
 	}
 	more := transcriptgen.Transcript(6, 3)
 	if err := s.Append(ctx, "old", more...); err != nil {

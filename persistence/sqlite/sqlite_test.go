@@ -81,7 +81,7 @@ func TestConformance(t *testing.T) {
 // rawDB opens the file with the plain driver, outside the store.
 func rawDB(t *testing.T, path string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
+	db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000&vfs=unix-excl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestOpenErrors(t *testing.T) {
 				}
 				return path
 			},
-			contains: []string{"schema version 7 is newer than this agentd supports (2); upgrade agentd"},
+			contains: []string{fmt.Sprintf("schema version 7 is newer than this agentd supports (%d); upgrade agentd", sqlite.SchemaVersion())},
 		},
 		{
 			name: "locked by another process",
@@ -256,8 +256,8 @@ func TestSchemaVersionError(t *testing.T) {
 	}
 	_, err := sqlite.Open(context.Background(), path)
 	var sv *sqlite.SchemaVersionError
-	if !errors.As(err, &sv) || sv.Found != 7 || sv.Supported != sqlite.SchemaVersion() || sv.Supported != 2 {
-		t.Fatalf("Open: %v, want *SchemaVersionError{Found: 7, Supported: 2}", err)
+	if !errors.As(err, &sv) || sv.Found != 7 || sv.Supported != sqlite.SchemaVersion() || sv.Supported != 3 {
+		t.Fatalf("Open: %v, want *SchemaVersionError{Found: 7, Supported: 3}", err)
 	}
 }
 
@@ -293,7 +293,7 @@ func TestOpenConfiguresDatabase(t *testing.T) {
 			}); err != nil {
 				t.Fatal(err)
 			}
-			if sync != tc.wantSync || fk != 1 || mode != "wal" || version != 2 || pageSize != 4096 {
+			if sync != tc.wantSync || fk != 1 || mode != "wal" || version != sqlite.SchemaVersion() || pageSize != 4096 {
 				t.Fatalf("synchronous=%d foreign_keys=%d journal_mode=%s user_version=%d page_size=%d", sync, fk, mode, version, pageSize)
 			}
 		})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -50,6 +51,10 @@ func Run(t *testing.T, h Harness) {
 		{"ReopenIdenticalBytes", testReopen},
 		{"CorruptPayload", testCorrupt},
 		{"Runs", testRuns},
+		{"EventLog", testEventLog},
+		{"EventLogConcurrentRuns", testEventLogConcurrentRuns},
+		{"EventRetention", testEventRetention},
+		{"PageTokensBoundToTheirListing", testPageTokenBinding},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
@@ -148,8 +153,8 @@ func testSessions(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatalf("GetSession: %v", err)
 	}
-	if diff := diffSessions(created, got); diff != "" {
-		t.Fatalf("GetSession differs from CreateSession: %s", diff)
+	if d := diff(created, got); d != "" {
+		t.Fatalf("GetSession differs from CreateSession: %s", d)
 	}
 	if !proto.Equal(got.Config, cfg) || got.Title != "first" || got.Labels["team"] != "a" || got.LeafEntryID != "" {
 		t.Fatalf("GetSession = %+v, want the created fields", got)
@@ -240,8 +245,8 @@ func testListSessions(t *testing.T, h Harness) {
 				}
 				token = page.NextPageToken
 			}
-			if diff := diffSlices(tc.want, got); diff != "" {
-				t.Fatalf("listed ids: %s", diff)
+			if d := diff(tc.want, got); d != "" {
+				t.Fatalf("listed ids: %s", d)
 			}
 			if tc.size > 0 && pages > len(tc.want)/tc.size+1 {
 				t.Fatalf("%d pages for %d sessions of page size %d", pages, len(tc.want), tc.size)
@@ -340,11 +345,11 @@ func testAppendOrder(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := diffEntries(written, path); diff != "" {
-		t.Fatalf("Path differs from what was appended: %s", diff)
+	if d := diff(written, path); d != "" {
+		t.Fatalf("Path differs from what was appended: %s", d)
 	}
-	if diff := diffEntries(written, allEntries(t, s, sess.ID)); diff != "" {
-		t.Fatalf("Entries differs from what was appended: %s", diff)
+	if d := diff(written, allEntries(t, s, sess.ID)); d != "" {
+		t.Fatalf("Entries differs from what was appended: %s", d)
 	}
 	for _, e := range written {
 		one, err := s.GetEntry(ctx, sess.ID, e.Id)
@@ -429,8 +434,8 @@ func testAppendAtomicity(t *testing.T, h Harness) {
 			}
 			err = s.Append(ctx, sess.ID, batch...)
 			wantErr(t, "Append", err, tc.kind, sess.ID, tc.entryID)
-			if diff := diffEntries(snapshot, batch); diff != "" {
-				t.Fatalf("failed Append changed its input: %s", diff)
+			if d := diff(snapshot, batch); d != "" {
+				t.Fatalf("failed Append changed its input: %s", d)
 			}
 			if got := allEntries(t, s, sess.ID); len(got) != 1 {
 				t.Fatalf("failed batch left %d entries, want the 1 from before: %v", len(got), ids(got))
@@ -542,17 +547,17 @@ func testTreeAndLeaf(t *testing.T, h Harness) {
 		if got := leaf(); got != st.wantLeaf {
 			t.Fatalf("%s: leaf %q, want %q", st.name, got, st.wantLeaf)
 		}
-		if diff := diffSlices(st.wantPath, pathIDs("")); diff != "" {
-			t.Fatalf("%s: path: %s", st.name, diff)
+		if d := diff(st.wantPath, pathIDs("")); d != "" {
+			t.Fatalf("%s: path: %s", st.name, d)
 		}
 	}
-	if diff := diffSlices([]string{"a", "d", "e"}, pathIDs("e")); diff != "" {
-		t.Fatalf("PathTo(e): %s", diff)
+	if d := diff([]string{"a", "d", "e"}, pathIDs("e")); d != "" {
+		t.Fatalf("PathTo(e): %s", d)
 	}
 	_, err := s.PathTo(ctx, sess.ID, "x")
 	wantErr(t, "PathTo(entry of another session)", err, persistence.ErrNotFound, sess.ID, "x")
-	if diff := diffSlices([]string{"a", "b", "c", "d", "e", "f", "g"}, ids(allEntries(t, s, sess.ID))); diff != "" {
-		t.Fatalf("Entries keeps every branch in append order: %s", diff)
+	if d := diff([]string{"a", "b", "c", "d", "e", "f", "g"}, ids(allEntries(t, s, sess.ID))); d != "" {
+		t.Fatalf("Entries keeps every branch in append order: %s", d)
 	}
 }
 
@@ -590,11 +595,11 @@ func testEntryPaging(t *testing.T, h Harness) {
 				}
 				token = page.NextPageToken
 			}
-			if diff := diffSlices(tc.wantSizes, sizes); diff != "" {
-				t.Fatalf("page sizes: %s", diff)
+			if d := diff(tc.wantSizes, sizes); d != "" {
+				t.Fatalf("page sizes: %s", d)
 			}
-			if diff := diffEntries(want, got); diff != "" {
-				t.Fatalf("paged entries: %s", diff)
+			if d := diff(want, got); d != "" {
+				t.Fatalf("paged entries: %s", d)
 			}
 		})
 	}
@@ -642,8 +647,8 @@ func testConcurrentAppends(t *testing.T, h Harness) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := diffEntries(want[i], path); diff != "" {
-			t.Fatalf("session %d path: %s", i, diff)
+		if d := diff(want[i], path); d != "" {
+			t.Fatalf("session %d path: %s", i, d)
 		}
 	}
 }
@@ -759,8 +764,8 @@ func testReopen(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := diffSessions(before, after); diff != "" {
-		t.Fatalf("session after reopen: %s", diff)
+	if d := diff(before, after); d != "" {
+		t.Fatalf("session after reopen: %s", d)
 	}
 	path, err := s.Path(ctx, sess.ID)
 	if err != nil {
@@ -891,8 +896,8 @@ func testRuns(t *testing.T, h Harness) {
 			t.Fatalf("closed run %+v not marked interrupted", r)
 		}
 	}
-	if diff := diffSlices([]string{a.ID + "/ra2", b.ID + "/rb2"}, got); diff != "" {
-		t.Fatalf("interrupted runs: %s", diff)
+	if d := diff([]string{a.ID + "/ra2", b.ID + "/rb2"}, got); d != "" {
+		t.Fatalf("interrupted runs: %s", d)
 	}
 	if r, err := s.GetRun(ctx, "ra2"); err != nil || r.Outcome != agentdv1.RunOutcome_RUN_OUTCOME_INTERRUPTED {
 		t.Fatalf("GetRun(interrupted) = %+v, %v", r, err)
@@ -902,5 +907,268 @@ func testRuns(t *testing.T, h Harness) {
 	}
 	if r, err := s.GetRun(ctx, "ra1"); err != nil || r.Outcome != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
 		t.Fatalf("completed run changed: %+v, %v", r, err)
+	}
+}
+
+// events makes a batch of events with seqs from..to whose data names the
+// run and seq, so a mix-up between runs or positions shows.
+func events(runID string, from, to uint64) []persistence.Event {
+	var out []persistence.Event
+	for seq := from; seq <= to; seq++ {
+		out = append(out, persistence.Event{Seq: seq, Data: []byte(fmt.Sprintf("%s/%d", runID, seq))})
+	}
+	return out
+}
+
+func mustEvents(t *testing.T, s persistence.Store, runID string, after uint64, limit int) []persistence.Event {
+	t.Helper()
+	got, err := s.Events(context.Background(), runID, after, limit)
+	if err != nil {
+		t.Fatalf("Events(%s, after %d, limit %d): %v", runID, after, limit, err)
+	}
+	return got
+}
+
+func testEventLog(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := h.Open(t)
+	sess := mustCreate(t, s, persistence.CreateSessionParams{})
+	if err := s.StartRun(ctx, sess.ID, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustEvents(t, s, "r1", 0, 10); len(got) != 0 {
+		t.Fatalf("new run has events: %v", got)
+	}
+	for _, batch := range [][]persistence.Event{events("r1", 1, 3), events("r1", 4, 4), events("r1", 5, 9)} {
+		if err := s.AppendEvents(ctx, "r1", batch); err != nil {
+			t.Fatalf("AppendEvents(%d..%d): %v", batch[0].Seq, batch[len(batch)-1].Seq, err)
+		}
+	}
+	tests := []struct {
+		after      uint64
+		limit      int
+		wantFirst  uint64
+		wantLength int
+	}{
+		{0, 100, 1, 9},
+		{2, 2, 3, 2},  // across a batch boundary
+		{3, 1, 4, 1},  // a batch of one
+		{4, 3, 5, 3},  // inside a batch
+		{8, 10, 9, 1}, // the last one
+		{9, 10, 0, 0}, // nothing after the end
+		{50, 10, 0, 0},
+	}
+	for _, tc := range tests {
+		got := mustEvents(t, s, "r1", tc.after, tc.limit)
+		want := []persistence.Event{}
+		if tc.wantLength > 0 {
+			want = events("r1", tc.wantFirst, tc.wantFirst+uint64(tc.wantLength)-1)
+		}
+		if d := diff(want, append([]persistence.Event{}, got...)); d != "" {
+			t.Fatalf("Events(after %d, limit %d): %s", tc.after, tc.limit, d)
+		}
+	}
+	if r, err := s.GetRun(ctx, "r1"); err != nil || r.LastSeq != 9 || r.EventsPruned {
+		t.Fatalf("GetRun after appends = %+v, %v; want LastSeq 9", r, err)
+	}
+
+	// A batch that does not continue the log is refused whole.
+	for name, batch := range map[string][]persistence.Event{
+		"gap":            events("r1", 11, 12),
+		"repeat":         events("r1", 9, 10),
+		"gap in a batch": {{Seq: 10, Data: []byte("a")}, {Seq: 12, Data: []byte("b")}},
+	} {
+		if err := s.AppendEvents(ctx, "r1", batch); !errors.Is(err, persistence.ErrConflict) {
+			t.Fatalf("%s: AppendEvents = %v, want ErrConflict", name, err)
+		}
+	}
+	if err := s.AppendEvents(ctx, "r1", nil); !errors.Is(err, persistence.ErrInvalid) {
+		t.Fatalf("empty batch: %v, want ErrInvalid", err)
+	}
+	if err := s.AppendEvents(ctx, "nope", events("nope", 1, 1)); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("unknown run: %v, want ErrNotFound", err)
+	}
+	if _, err := s.Events(ctx, "nope", 0, 10); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("Events(unknown run): %v, want ErrNotFound", err)
+	}
+	if _, err := s.Events(ctx, "r1", 0, 0); !errors.Is(err, persistence.ErrInvalid) {
+		t.Fatalf("Events(limit 0): %v, want ErrInvalid", err)
+	}
+	if got := mustEvents(t, s, "r1", 0, 100); len(got) != 9 {
+		t.Fatalf("refused batches changed the log: %d events", len(got))
+	}
+
+	// A run's last events (agent_end) come after its end is recorded.
+	if err := s.EndRun(ctx, "r1", agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendEvents(ctx, "r1", events("r1", 10, 10)); err != nil {
+		t.Fatalf("AppendEvents after EndRun: %v", err)
+	}
+
+	// The log survives a restart byte for byte.
+	s = h.Reopen(t, s)
+	t.Cleanup(func() { _ = s.Close() })
+	if d := diff(events("r1", 1, 10), mustEvents(t, s, "r1", 0, 100)); d != "" {
+		t.Fatalf("events after reopen: %s", d)
+	}
+	if r, err := s.GetRun(ctx, "r1"); err != nil || r.LastSeq != 10 {
+		t.Fatalf("GetRun after reopen = %+v, %v", r, err)
+	}
+
+	// Deleting the session deletes its runs' logs.
+	if err := s.DeleteSession(ctx, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Events(ctx, "r1", 0, 10); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("Events of a deleted session's run: %v, want ErrNotFound", err)
+	}
+}
+
+func testEventLogConcurrentRuns(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	const runs, batches, perBatch = 6, 20, 7
+	for i := range runs {
+		sess := mustCreate(t, s, persistence.CreateSessionParams{})
+		if err := s.StartRun(ctx, sess.ID, fmt.Sprintf("run%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, runs)
+	for i := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := fmt.Sprintf("run%d", i)
+			for b := range uint64(batches) {
+				if err := s.AppendEvents(ctx, id, events(id, b*perBatch+1, (b+1)*perBatch)); err != nil {
+					errs <- fmt.Errorf("%s batch %d: %w", id, b, err)
+					return
+				}
+				// A reader following the run sees a prefix of the log.
+				got, err := s.Events(ctx, id, 0, batches*perBatch)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if d := diff(events(id, 1, (b+1)*perBatch), got); d != "" {
+					errs <- fmt.Errorf("%s after batch %d: %s", id, b, d)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i := range runs {
+		id := fmt.Sprintf("run%d", i)
+		if d := diff(events(id, 1, batches*perBatch), mustEvents(t, s, id, 0, batches*perBatch+1)); d != "" {
+			t.Fatalf("%s: %s", id, d)
+		}
+	}
+}
+
+func testEventRetention(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	sess := mustCreate(t, s, persistence.CreateSessionParams{})
+	for _, id := range []string{"old", "active", "recent"} {
+		if err := s.StartRun(ctx, sess.ID, id); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AppendEvents(ctx, id, events(id, 1, 4)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.EndRun(ctx, "old", agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
+		t.Fatal(err)
+	}
+	old, err := s.GetRun(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // "recent" ends strictly later
+	if err := s.EndRun(ctx, "recent", agentdv1.RunOutcome_RUN_OUTCOME_ERROR, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.PruneEvents(ctx, old.EndTime); err != nil || n != 0 {
+		t.Fatalf("PruneEvents(cutoff = the end itself) = %d, %v; want 0 (only runs that ended before the cutoff)", n, err)
+	}
+	if n, err := s.PruneEvents(ctx, old.EndTime.Add(time.Millisecond)); err != nil || n != 1 {
+		t.Fatalf("PruneEvents = %d, %v; want 1", n, err)
+	}
+	if got := mustEvents(t, s, "old", 0, 10); len(got) != 0 {
+		t.Fatalf("pruned run still has %d events", len(got))
+	}
+	r, err := s.GetRun(ctx, "old")
+	if err != nil || !r.EventsPruned || r.LastSeq != 4 || r.Outcome != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
+		t.Fatalf("pruned run record = %+v, %v; want EventsPruned, LastSeq 4, outcome kept", r, err)
+	}
+	for _, id := range []string{"active", "recent"} {
+		if d := diff(events(id, 1, 4), mustEvents(t, s, id, 0, 10)); d != "" {
+			t.Fatalf("%s lost events to pruning: %s", id, d)
+		}
+		if r, err := s.GetRun(ctx, id); err != nil || r.EventsPruned {
+			t.Fatalf("%s marked pruned: %+v, %v", id, r, err)
+		}
+	}
+	// Pruning again finds nothing new; a later cutoff takes the rest of
+	// the ended runs, never an active one.
+	if n, err := s.PruneEvents(ctx, old.EndTime.Add(time.Millisecond)); err != nil || n != 0 {
+		t.Fatalf("second PruneEvents = %d, %v; want 0", n, err)
+	}
+	if n, err := s.PruneEvents(ctx, time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("PruneEvents(later) = %d, %v; want 1 (recent)", n, err)
+	}
+	if d := diff(events("active", 1, 4), mustEvents(t, s, "active", 0, 10)); d != "" {
+		t.Fatalf("active run lost events: %s", d)
+	}
+	// The transcript is untouched by pruning.
+	mustAppend(t, s, sess.ID, userEntry("still here"))
+	if got := allEntries(t, s, sess.ID); len(got) != 1 {
+		t.Fatalf("entries after pruning: %d", len(got))
+	}
+}
+
+func testPageTokenBinding(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	a := mustCreate(t, s, persistence.CreateSessionParams{Labels: map[string]string{"k": "v"}})
+	b := mustCreate(t, s, persistence.CreateSessionParams{Labels: map[string]string{"k": "v"}})
+	mustCreate(t, s, persistence.CreateSessionParams{Labels: map[string]string{"k": "w"}})
+	mustAppend(t, s, a.ID, transcriptgen.Transcript(5, 4)...)
+	mustAppend(t, s, b.ID, transcriptgen.Transcript(6, 4)...)
+
+	page, err := s.Entries(ctx, a.ID, persistence.EntriesRequest{PageSize: 2})
+	if err != nil || page.NextPageToken == "" {
+		t.Fatalf("first page of entries: %v, %v", page, err)
+	}
+	if _, err := s.Entries(ctx, b.ID, persistence.EntriesRequest{PageSize: 2, PageToken: page.NextPageToken}); !errors.Is(err, persistence.ErrInvalid) {
+		t.Fatalf("entry page token of session a used for session b: %v, want ErrInvalid", err)
+	}
+	list, err := s.ListSessions(ctx, persistence.ListSessionsRequest{PageSize: 1, LabelFilter: map[string]string{"k": "v"}})
+	if err != nil || list.NextPageToken == "" {
+		t.Fatalf("first page of sessions: %v, %v", list, err)
+	}
+	for name, req := range map[string]persistence.ListSessionsRequest{
+		"another filter": {PageSize: 1, PageToken: list.NextPageToken, LabelFilter: map[string]string{"k": "w"}},
+		"no filter":      {PageSize: 1, PageToken: list.NextPageToken},
+	} {
+		if _, err := s.ListSessions(ctx, req); !errors.Is(err, persistence.ErrInvalid) {
+			t.Fatalf("%s: session page token reused: %v, want ErrInvalid", name, err)
+		}
+	}
+	if _, err := s.Entries(ctx, a.ID, persistence.EntriesRequest{PageToken: list.NextPageToken}); !errors.Is(err, persistence.ErrInvalid) {
+		t.Fatalf("session page token used for entries: %v, want ErrInvalid", err)
+	}
+	// The right listing still pages on.
+	next, err := s.ListSessions(ctx, persistence.ListSessionsRequest{PageSize: 1, PageToken: list.NextPageToken, LabelFilter: map[string]string{"k": "v"}})
+	if err != nil || len(next.Sessions) != 1 || next.Sessions[0].ID != a.ID {
+		t.Fatalf("second page of sessions: %v, %v", next, err)
 	}
 }

@@ -1,0 +1,595 @@
+// Package memory is the in-memory persistence.Store: the reference engine
+// the conformance suite (persistence/storetest) is checked against first,
+// and the store of tests that need neither cgo nor files.
+//
+// It keeps what a real engine writes to disk, entry payloads and event
+// batches, as encoded bytes, so a caller can never change a stored entry
+// through a pointer it kept, and a restart (Reopen) returns exactly the
+// bytes that were written. Nothing survives the process.
+package memory
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
+)
+
+// Store is the in-memory persistence.Store. Safe for concurrent use.
+type Store struct {
+	d      *data
+	closed bool // guarded by d.mu
+}
+
+var _ persistence.Store = (*Store)(nil)
+
+// data is what a Store holds; Reopen hands it to a new Store, as a restart
+// of a durable engine would find its files.
+type data struct {
+	mu       sync.RWMutex
+	now      func() time.Time
+	nextPK   int64
+	sessions map[string]*session
+	runs     map[string]*run
+}
+
+type session struct {
+	pk             int64
+	id, title      string
+	labels         map[string]string
+	config         []byte // agentd.v1.SessionConfig
+	create, update time.Time
+	leaf           string
+	entries        []storedEntry // append order
+	index          map[string]int
+}
+
+type storedEntry struct {
+	seq        int64
+	id, parent string
+	payload    []byte // agentd.v1.Entry
+}
+
+type run struct {
+	rec    persistence.Run
+	events []persistence.Event
+}
+
+// errClosed is returned by calls after Close.
+var errClosed = errors.New("memory store: closed")
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{d: &data{now: time.Now, sessions: map[string]*session{}, runs: map[string]*run{}}}
+}
+
+// Reopen closes s and returns a new store over the same data, as a restart
+// of agentd over the same database would see it.
+func Reopen(s *Store) *Store {
+	_ = s.Close()
+	return &Store{d: s.d}
+}
+
+// Close implements persistence.Store.
+func (s *Store) Close() error {
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+// read runs fn under the read lock unless the store is closed.
+func (s *Store) read(fn func(d *data) error) error {
+	s.d.mu.RLock()
+	defer s.d.mu.RUnlock()
+	if s.closed {
+		return errClosed
+	}
+	return fn(s.d)
+}
+
+// write runs fn under the write lock unless the store is closed.
+func (s *Store) write(fn func(d *data) error) error {
+	s.d.mu.Lock()
+	defer s.d.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	return fn(s.d)
+}
+
+// now returns the clock without its monotonic reading, so times compare
+// equal after a round trip as they do through a database.
+func (d *data) nowTime() time.Time { return d.now().Round(0) }
+
+func (d *data) session(id string) (*session, error) {
+	sess, ok := d.sessions[id]
+	if !ok {
+		return nil, persistence.SessionNotFound(id)
+	}
+	return sess, nil
+}
+
+// --- sessions ---
+
+// CreateSession implements persistence.Store.
+func (s *Store) CreateSession(_ context.Context, p persistence.CreateSessionParams) (*persistence.Session, error) {
+	id := p.ID
+	if id == "" {
+		id = persistence.NewID()
+	} else if len(id) > persistence.MaxIDLength {
+		return nil, &persistence.Error{Kind: persistence.ErrInvalid, Detail: fmt.Sprintf("session id is %d bytes, more than %d", len(id), persistence.MaxIDLength)}
+	}
+	cfg := p.Config
+	if cfg == nil {
+		cfg = &agentdv1.SessionConfig{}
+	}
+	raw, err := proto.Marshal(cfg)
+	if err != nil {
+		return nil, &persistence.Error{Kind: persistence.ErrInvalid, SessionID: id, Detail: fmt.Sprintf("config: %v", err)}
+	}
+	var out *persistence.Session
+	err = s.write(func(d *data) error {
+		if _, dup := d.sessions[id]; dup {
+			return &persistence.Error{Kind: persistence.ErrConflict, SessionID: id, Detail: "a session with this id exists"}
+		}
+		d.nextPK++
+		now := d.nowTime()
+		sess := &session{pk: d.nextPK, id: id, title: p.Title, labels: maps.Clone(p.Labels), config: raw,
+			create: now, update: now, index: map[string]int{}}
+		if sess.labels == nil {
+			sess.labels = map[string]string{}
+		}
+		d.sessions[id] = sess
+		out, err = sess.record()
+		return err
+	})
+	return out, err
+}
+
+func (sess *session) record() (*persistence.Session, error) {
+	cfg := &agentdv1.SessionConfig{}
+	if err := proto.Unmarshal(sess.config, cfg); err != nil {
+		return nil, &persistence.Error{Kind: persistence.ErrCorrupt, SessionID: sess.id, Detail: fmt.Sprintf("config: %v", err)}
+	}
+	return &persistence.Session{ID: sess.id, Title: sess.title, Labels: maps.Clone(sess.labels), Config: cfg,
+		CreateTime: sess.create, UpdateTime: sess.update, LeafEntryID: sess.leaf}, nil
+}
+
+// GetSession implements persistence.Store.
+func (s *Store) GetSession(_ context.Context, sessionID string) (*persistence.Session, error) {
+	var out *persistence.Session
+	err := s.read(func(d *data) error {
+		sess, err := d.session(sessionID)
+		if err != nil {
+			return err
+		}
+		out, err = sess.record()
+		return err
+	})
+	return out, err
+}
+
+// ListSessions implements persistence.Store. Page tokens carry the pk of
+// the last session returned, as in the SQLite engine.
+func (s *Store) ListSessions(_ context.Context, req persistence.ListSessionsRequest) (*persistence.SessionPage, error) {
+	size, err := persistence.PageSize(req.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	scope := persistence.LabelFilterScope(req.LabelFilter)
+	before := int64(1<<63 - 1)
+	if req.PageToken != "" {
+		if before, err = persistence.DecodePageToken(persistence.ListingSessions, scope, req.PageToken); err != nil {
+			return nil, err
+		}
+	}
+	page := &persistence.SessionPage{}
+	err = s.read(func(d *data) error {
+		var match []*session
+		for _, sess := range d.sessions {
+			if sess.pk < before && matches(sess.labels, req.LabelFilter) {
+				match = append(match, sess)
+			}
+		}
+		slices.SortFunc(match, func(a, b *session) int { return cmp.Compare(b.pk, a.pk) })
+		if len(match) > size {
+			match = match[:size]
+			page.NextPageToken = persistence.EncodePageToken(persistence.ListingSessions, scope, match[size-1].pk)
+		}
+		for _, sess := range match {
+			rec, err := sess.record()
+			if err != nil {
+				return err
+			}
+			page.Sessions = append(page.Sessions, rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+func matches(labels, filter map[string]string) bool {
+	for k, v := range filter {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// DeleteSession implements persistence.Store.
+func (s *Store) DeleteSession(_ context.Context, sessionID string) error {
+	return s.write(func(d *data) error {
+		if _, err := d.session(sessionID); err != nil {
+			return err
+		}
+		delete(d.sessions, sessionID)
+		for id, r := range d.runs {
+			if r.rec.SessionID == sessionID {
+				delete(d.runs, id)
+			}
+		}
+		return nil
+	})
+}
+
+// --- entries ---
+
+// Append implements persistence.Store.
+func (s *Store) Append(_ context.Context, sessionID string, entries ...*agentdv1.Entry) error {
+	if len(entries) == 0 {
+		return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: "no entries to append"}
+	}
+	for i, e := range entries {
+		if e == nil {
+			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: fmt.Sprintf("entry %d is nil", i)}
+		}
+		if _, err := persistence.EntryKind(e); err != nil {
+			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.GetId(), Detail: fmt.Sprintf("entry %d: %v", i, err)}
+		}
+		if len(e.GetId()) > persistence.MaxIDLength {
+			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: fmt.Sprintf("entry %d: id is %d bytes, more than %d", i, len(e.GetId()), persistence.MaxIDLength)}
+		}
+	}
+	return s.write(func(d *data) error {
+		sess, err := d.session(sessionID)
+		if err != nil {
+			return err
+		}
+		parent := sess.leaf
+		if p := entries[0].GetParentId(); p != "" {
+			if _, ok := sess.index[p]; !ok {
+				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: p, Detail: "parent entry is not in this session"}
+			}
+			parent = p
+		}
+		// Work on copies, so a failure leaves the caller's entries as they
+		// were; fill the caller's in only once everything is stored.
+		now := timestamppb.New(d.nowTime())
+		filled := make([]*agentdv1.Entry, len(entries))
+		batch := map[string]bool{}
+		for i, e := range entries {
+			if i > 0 && e.GetParentId() != "" && e.GetParentId() != parent {
+				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.GetId(),
+					Detail: fmt.Sprintf("entry %d: parent %q is not the entry before it in the batch (%q); only the first entry of a batch may name a parent", i, e.GetParentId(), parent)}
+			}
+			c := proto.CloneOf(e)
+			if c.Id == "" {
+				c.Id = persistence.NewID()
+			}
+			if _, dup := sess.index[c.Id]; dup || batch[c.Id] {
+				return &persistence.Error{Kind: persistence.ErrConflict, SessionID: sessionID, EntryID: c.Id, Detail: "an entry with this id exists in the session"}
+			}
+			batch[c.Id] = true
+			c.ParentId = parent
+			if c.Time == nil {
+				c.Time = now
+			}
+			parent = c.Id
+			filled[i] = c
+		}
+		stored := make([]storedEntry, len(filled))
+		for i, c := range filled {
+			raw, err := proto.Marshal(c)
+			if err != nil {
+				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: c.Id, Detail: fmt.Sprintf("encode: %v", err)}
+			}
+			stored[i] = storedEntry{seq: int64(len(sess.entries) + i + 1), id: c.Id, parent: c.ParentId, payload: raw}
+		}
+		for _, st := range stored {
+			sess.index[st.id] = len(sess.entries)
+			sess.entries = append(sess.entries, st)
+		}
+		sess.leaf = parent
+		sess.update = d.nowTime()
+		for i, e := range entries {
+			e.Id, e.ParentId, e.Time = filled[i].Id, filled[i].ParentId, filled[i].Time
+		}
+		return nil
+	})
+}
+
+// SetLeaf implements persistence.Store.
+func (s *Store) SetLeaf(_ context.Context, sessionID, entryID string) error {
+	return s.write(func(d *data) error {
+		sess, err := d.session(sessionID)
+		if err != nil {
+			return err
+		}
+		if _, ok := sess.index[entryID]; !ok {
+			return persistence.EntryNotFound(sessionID, entryID)
+		}
+		sess.leaf = entryID
+		sess.update = d.nowTime()
+		return nil
+	})
+}
+
+func (sess *session) decode(st storedEntry) (*agentdv1.Entry, error) {
+	e, err := persistence.DecodeEntry(sess.id, st.seq, st.id, st.payload)
+	if err != nil {
+		return nil, err
+	}
+	if e.GetParentId() != st.parent {
+		return nil, &persistence.CorruptEntryError{SessionID: sess.id, EntryID: st.id, Seq: st.seq,
+			Err: fmt.Errorf("payload names parent %q, the row %q", e.GetParentId(), st.parent)}
+	}
+	return e, nil
+}
+
+// GetEntry implements persistence.Store.
+func (s *Store) GetEntry(_ context.Context, sessionID, entryID string) (*agentdv1.Entry, error) {
+	var out *agentdv1.Entry
+	err := s.read(func(d *data) error {
+		sess, err := d.session(sessionID)
+		if err != nil {
+			return err
+		}
+		i, ok := sess.index[entryID]
+		if !ok {
+			return persistence.EntryNotFound(sessionID, entryID)
+		}
+		out, err = sess.decode(sess.entries[i])
+		return err
+	})
+	return out, err
+}
+
+// Path implements persistence.Store.
+func (s *Store) Path(_ context.Context, sessionID string) ([]*agentdv1.Entry, error) {
+	return s.path(sessionID, "")
+}
+
+// PathTo implements persistence.Store.
+func (s *Store) PathTo(_ context.Context, sessionID, entryID string) ([]*agentdv1.Entry, error) {
+	if entryID == "" {
+		return nil, &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: "entry id is empty"}
+	}
+	return s.path(sessionID, entryID)
+}
+
+func (s *Store) path(sessionID, to string) ([]*agentdv1.Entry, error) {
+	var out []*agentdv1.Entry
+	err := s.read(func(d *data) error {
+		sess, err := d.session(sessionID)
+		if err != nil {
+			return err
+		}
+		if to == "" {
+			to = sess.leaf
+		}
+		out = []*agentdv1.Entry{}
+		if to == "" {
+			return nil
+		}
+		at, ok := sess.index[to]
+		if !ok {
+			return persistence.EntryNotFound(sessionID, to)
+		}
+		for {
+			e, err := sess.decode(sess.entries[at])
+			if err != nil {
+				return err
+			}
+			out = append(out, e)
+			if e.GetParentId() == "" {
+				break
+			}
+			// Parents are written before their children; anything else
+			// is damage, and refusing it rules out cycles.
+			next, ok := sess.index[e.GetParentId()]
+			if !ok || next >= at {
+				return &persistence.CorruptEntryError{SessionID: sessionID, EntryID: e.GetId(), Seq: sess.entries[at].seq,
+					Err: fmt.Errorf("parent %q is missing or not older than the entry", e.GetParentId())}
+			}
+			at = next
+		}
+		slices.Reverse(out)
+		return nil
+	})
+	return out, err
+}
+
+// Entries implements persistence.Store. Page tokens carry the seq of the
+// last entry returned.
+func (s *Store) Entries(_ context.Context, sessionID string, req persistence.EntriesRequest) (*persistence.EntryPage, error) {
+	size, err := persistence.PageSize(req.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	var after int64
+	if req.PageToken != "" {
+		if after, err = persistence.DecodePageToken(persistence.ListingEntries, sessionID, req.PageToken); err != nil {
+			return nil, err
+		}
+	}
+	page := &persistence.EntryPage{}
+	err = s.read(func(d *data) error {
+		sess, err := d.session(sessionID)
+		if err != nil {
+			return err
+		}
+		rest := sess.entries[min(int(after), len(sess.entries)):]
+		if len(rest) > size {
+			rest = rest[:size]
+			page.NextPageToken = persistence.EncodePageToken(persistence.ListingEntries, sessionID, rest[size-1].seq)
+		}
+		for _, st := range rest {
+			e, err := sess.decode(st)
+			if err != nil {
+				return err
+			}
+			page.Entries = append(page.Entries, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// --- runs ---
+
+// StartRun implements persistence.Store.
+func (s *Store) StartRun(_ context.Context, sessionID, runID string) error {
+	if runID == "" || len(runID) > persistence.MaxIDLength {
+		return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, RunID: runID, Detail: fmt.Sprintf("run id must be 1 to %d bytes", persistence.MaxIDLength)}
+	}
+	return s.write(func(d *data) error {
+		if _, err := d.session(sessionID); err != nil {
+			return err
+		}
+		if _, dup := d.runs[runID]; dup {
+			return &persistence.Error{Kind: persistence.ErrConflict, RunID: runID, Detail: "a run with this id exists"}
+		}
+		d.runs[runID] = &run{rec: persistence.Run{ID: runID, SessionID: sessionID, StartTime: d.nowTime()}}
+		return nil
+	})
+}
+
+// EndRun implements persistence.Store.
+func (s *Store) EndRun(_ context.Context, runID string, outcome agentdv1.RunOutcome, errorMessage string) error {
+	if outcome == agentdv1.RunOutcome_RUN_OUTCOME_UNSPECIFIED {
+		return &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: "outcome is unspecified"}
+	}
+	return s.write(func(d *data) error {
+		r, ok := d.runs[runID]
+		if !ok {
+			return persistence.RunNotFound(runID)
+		}
+		if r.rec.Ended() {
+			return &persistence.Error{Kind: persistence.ErrConflict, RunID: runID, Detail: "run already ended"}
+		}
+		r.rec.EndTime, r.rec.Outcome, r.rec.ErrorMessage = d.nowTime(), outcome, errorMessage
+		return nil
+	})
+}
+
+// GetRun implements persistence.Store.
+func (s *Store) GetRun(_ context.Context, runID string) (*persistence.Run, error) {
+	var out *persistence.Run
+	err := s.read(func(d *data) error {
+		r, ok := d.runs[runID]
+		if !ok {
+			return persistence.RunNotFound(runID)
+		}
+		rec := r.rec
+		out = &rec
+		return nil
+	})
+	return out, err
+}
+
+// CloseInterruptedRuns implements persistence.Store.
+func (s *Store) CloseInterruptedRuns(context.Context) ([]*persistence.Run, error) {
+	var out []*persistence.Run
+	err := s.write(func(d *data) error {
+		now := d.nowTime()
+		for _, r := range d.runs {
+			if r.rec.Ended() {
+				continue
+			}
+			r.rec.EndTime, r.rec.Outcome = now, agentdv1.RunOutcome_RUN_OUTCOME_INTERRUPTED
+			rec := r.rec
+			out = append(out, &rec)
+		}
+		return nil
+	})
+	slices.SortFunc(out, func(a, b *persistence.Run) int {
+		return cmp.Or(a.StartTime.Compare(b.StartTime), cmp.Compare(a.ID, b.ID))
+	})
+	return out, err
+}
+
+// --- event log ---
+
+// AppendEvents implements persistence.Store.
+func (s *Store) AppendEvents(_ context.Context, runID string, events []persistence.Event) error {
+	if len(events) == 0 {
+		return &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: "no events to append"}
+	}
+	return s.write(func(d *data) error {
+		r, ok := d.runs[runID]
+		if !ok {
+			return persistence.RunNotFound(runID)
+		}
+		if err := persistence.CheckEventBatch(runID, r.rec.LastSeq, events); err != nil {
+			return err
+		}
+		for _, ev := range events {
+			r.events = append(r.events, persistence.Event{Seq: ev.Seq, Data: slices.Clone(ev.Data)})
+		}
+		r.rec.LastSeq = events[len(events)-1].Seq
+		return nil
+	})
+}
+
+// Events implements persistence.Store.
+func (s *Store) Events(_ context.Context, runID string, after uint64, limit int) ([]persistence.Event, error) {
+	if limit <= 0 {
+		return nil, &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: fmt.Sprintf("limit %d is not positive", limit)}
+	}
+	var out []persistence.Event
+	err := s.read(func(d *data) error {
+		r, ok := d.runs[runID]
+		if !ok {
+			return persistence.RunNotFound(runID)
+		}
+		i, _ := slices.BinarySearchFunc(r.events, after+1, func(ev persistence.Event, seq uint64) int { return cmp.Compare(ev.Seq, seq) })
+		for _, ev := range r.events[i:min(len(r.events), i+limit)] {
+			out = append(out, persistence.Event{Seq: ev.Seq, Data: slices.Clone(ev.Data)})
+		}
+		return nil
+	})
+	return out, err
+}
+
+// PruneEvents implements persistence.Store.
+func (s *Store) PruneEvents(_ context.Context, endedBefore time.Time) (int, error) {
+	n := 0
+	err := s.write(func(d *data) error {
+		for _, r := range d.runs {
+			if r.rec.Ended() && r.rec.EndTime.Before(endedBefore) && !r.rec.EventsPruned {
+				r.events, r.rec.EventsPruned = nil, true
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
+}

@@ -1,0 +1,435 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
+)
+
+const (
+	// sqlEntryExists and sqlEntryIDs scan the session's key range: there is
+	// no index by id (see migrations/0003_event_log_and_implied_leaf.sql).
+	sqlEntryExists = `SELECT 1 FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 AND id = ?2 LIMIT 1`
+	sqlEntryIDs    = `SELECT id FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296`
+	sqlInsertEntry = `INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload, encoding, append_time) VALUES (?1 * 4294967296 + ?2, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)`
+)
+
+// Append implements persistence.Store. An append writes only the entry
+// rows: the leaf is implied by the highest seq (see
+// migrations/0003_event_log_and_implied_leaf.sql), so the session's row is
+// not rewritten on every commit.
+func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentdv1.Entry) error {
+	if len(entries) == 0 {
+		return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: "no entries to append"}
+	}
+	type saved struct {
+		id, parent string
+		time       *timestamppb.Timestamp
+	}
+	orig := make([]saved, len(entries))
+	kinds := make([]string, len(entries))
+	for i, e := range entries {
+		if e == nil {
+			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: fmt.Sprintf("entry %d is nil", i)}
+		}
+		k, err := persistence.EntryKind(e)
+		if err != nil {
+			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.GetId(), Detail: fmt.Sprintf("entry %d: %v", i, err)}
+		}
+		if len(e.GetId()) > persistence.MaxIDLength {
+			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: fmt.Sprintf("entry %d: id is %d bytes, more than %d", i, len(e.GetId()), persistence.MaxIDLength)}
+		}
+		kinds[i] = k
+		orig[i] = saved{e.GetId(), e.GetParentId(), e.GetTime()}
+	}
+	restore := func() {
+		for i, e := range entries {
+			e.Id, e.ParentId, e.Time = orig[i].id, orig[i].parent, orig[i].time
+		}
+	}
+	now := s.now()
+	err := s.write(ctx, func(t *writeTx) error {
+		sess, err := t.session(sessionID)
+		if err != nil {
+			return err
+		}
+		parent := sess.leaf
+		if p := entries[0].GetParentId(); p != "" {
+			var one int
+			err := t.queryRow(sqlEntryExists, sess.pk, p).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: p, Detail: "parent entry is not in this session"}
+			} else if err != nil {
+				return err
+			}
+			parent = p
+		}
+		if err := t.checkCallerIDs(sessionID, sess.pk, entries); err != nil {
+			return err
+		}
+		for i, e := range entries {
+			if i > 0 && e.ParentId != "" && e.ParentId != parent {
+				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.Id,
+					Detail: fmt.Sprintf("entry %d: parent %q is not the entry before it in the batch (%q); only the first entry of a batch may name a parent", i, e.ParentId, parent)}
+			}
+			if e.Id == "" {
+				// 64 random bits: unique within the session by
+				// construction (see persistence.NewID).
+				e.Id = persistence.NewID()
+			}
+			e.ParentId = parent
+			if e.Time == nil {
+				e.Time = timestamppb.New(now)
+			}
+			parent = e.Id
+		}
+		if sess.lastSeq+int64(len(entries)) > maxSeq {
+			return &persistence.Error{Kind: persistence.ErrConflict, SessionID: sessionID, Detail: fmt.Sprintf("the session holds the most entries one session can (%d)", maxSeq)}
+		}
+		for i, e := range entries {
+			var err error
+			t.w.buf, err = proto.MarshalOptions{}.MarshalAppend(t.w.buf[:0], e)
+			if err != nil {
+				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.Id, Detail: fmt.Sprintf("encode: %v", err)}
+			}
+			payload, encoding, err := t.w.payloads.encode(t.w.buf)
+			if err != nil {
+				return err
+			}
+			var parentCol any
+			if e.ParentId != "" {
+				parentCol = e.ParentId
+			}
+			if _, err := t.exec(sqlInsertEntry, sess.pk, sess.lastSeq+int64(i)+1, e.Id, parentCol, kinds[i], e.Time.AsTime().UnixNano(), payload, encoding, now.UnixNano()); err != nil {
+				return err
+			}
+		}
+		t.stage(sessionID, sessionCache{pk: sess.pk, leaf: parent, lastSeq: sess.lastSeq + int64(len(entries))})
+		return nil
+	})
+	if err != nil {
+		restore()
+		return opError(err, "append %d entries to session %q", len(entries), sessionID)
+	}
+	return nil
+}
+
+// checkCallerIDs refuses ids a caller chose that the session or the batch
+// already uses. There is no unique index to do it (see
+// migrations/0003_event_log_and_implied_leaf.sql), so the session's ids are
+// read once, and only when the batch brings ids of its own.
+func (t *writeTx) checkCallerIDs(sessionID string, pk int64, entries []*agentdv1.Entry) error {
+	chosen := map[string]bool{}
+	for _, e := range entries {
+		if e.GetId() == "" {
+			continue
+		}
+		if chosen[e.GetId()] {
+			return &persistence.Error{Kind: persistence.ErrConflict, SessionID: sessionID, EntryID: e.GetId(), Detail: "the batch holds two entries with this id"}
+		}
+		chosen[e.GetId()] = true
+	}
+	if len(chosen) == 0 {
+		return nil
+	}
+	rows, err := t.query(sqlEntryIDs, pk)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		if chosen[id] {
+			return &persistence.Error{Kind: persistence.ErrConflict, SessionID: sessionID, EntryID: id, Detail: "an entry with this id exists in the session"}
+		}
+	}
+	return rows.Err()
+}
+
+// SetLeaf implements persistence.Store.
+func (s *Store) SetLeaf(ctx context.Context, sessionID, entryID string) error {
+	err := s.write(ctx, func(t *writeTx) error {
+		sess, err := t.session(sessionID)
+		if err != nil {
+			return err
+		}
+		var one int
+		if err := t.queryRow(sqlEntryExists, sess.pk, entryID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+			return persistence.EntryNotFound(sessionID, entryID)
+		} else if err != nil {
+			return err
+		}
+		if _, err := t.exec(`UPDATE sessions SET leaf_entry_id = ?, leaf_seq = ?, update_time = ? WHERE pk = ?`,
+			entryID, sess.lastSeq, s.now().UnixNano(), sess.pk); err != nil {
+			return err
+		}
+		t.stage(sessionID, sessionCache{pk: sess.pk, leaf: entryID, lastSeq: sess.lastSeq})
+		return nil
+	})
+	return opError(err, "move the leaf of session %q to entry %q", sessionID, entryID)
+}
+
+// GetEntry implements persistence.Store.
+func (s *Store) GetEntry(ctx context.Context, sessionID, entryID string) (*agentdv1.Entry, error) {
+	var out *agentdv1.Entry
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		pk, _, err := s.lookupSession(ctx, tx, sessionID)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.StmtContext(ctx, s.rEntry).QueryContext(ctx, pk, entryID)
+		if err != nil {
+			return err
+		}
+		list, _, err := decodeRows(sessionID, rows, 1)
+		if err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			return persistence.EntryNotFound(sessionID, entryID)
+		}
+		out = list[0]
+		return nil
+	})
+	return out, opError(err, "get entry %q of session %q", entryID, sessionID)
+}
+
+// Path implements persistence.Store.
+func (s *Store) Path(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
+	out, err := s.path(ctx, sessionID, "")
+	return out, opError(err, "load the path of session %q", sessionID)
+}
+
+// PathTo implements persistence.Store.
+func (s *Store) PathTo(ctx context.Context, sessionID, entryID string) ([]*agentdv1.Entry, error) {
+	if entryID == "" {
+		return nil, &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: "entry id is empty"}
+	}
+	out, err := s.path(ctx, sessionID, entryID)
+	return out, opError(err, "load the path to entry %q of session %q", entryID, sessionID)
+}
+
+func (s *Store) path(ctx context.Context, sessionID, to string) ([]*agentdv1.Entry, error) {
+	var out []*agentdv1.Entry
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		pk, leaf, err := s.lookupSession(ctx, tx, sessionID)
+		if err != nil {
+			return err
+		}
+		if to == "" {
+			to = leaf
+		}
+		if to == "" {
+			out = []*agentdv1.Entry{}
+			return nil
+		}
+		out, err = s.loadPath(ctx, tx, sessionID, pk, to)
+		return err
+	})
+	return out, err
+}
+
+// loadPath returns the entries from the root to entry to, root first.
+func (s *Store) loadPath(ctx context.Context, tx *sql.Tx, sessionID string, pk int64, to string) ([]*agentdv1.Entry, error) {
+	rows, err := tx.StmtContext(ctx, s.rTree).QueryContext(ctx, pk)
+	if err != nil {
+		return nil, err
+	}
+	var all []storedRow
+	index := map[string]int{}
+	var raw sql.RawBytes
+	for rows.Next() {
+		var st storedRow
+		if err := rows.Scan(&st.seq, &st.id, &st.parent, &st.encoding, &raw); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		st.payload = bytes.Clone(raw)
+		index[st.id] = len(all)
+		all = append(all, st)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	at, ok := index[to]
+	if !ok {
+		return nil, persistence.EntryNotFound(sessionID, to)
+	}
+	// Walk leaf to root. Parents are always written before their children,
+	// so a parent comes earlier in append order; anything else is damage,
+	// and refusing it also rules out cycles.
+	var path []int // indexes into all, leaf first
+	for {
+		path = append(path, at)
+		p := all[at].parent
+		if p == "" {
+			break
+		}
+		next, ok := index[p]
+		if !ok || next >= at {
+			return nil, &persistence.CorruptEntryError{SessionID: sessionID, EntryID: all[at].id, Seq: all[at].seq,
+				Err: fmt.Errorf("parent %q is missing or not older than the entry", p)}
+		}
+		at = next
+	}
+	slices.Reverse(path)
+	found := make([]storedRow, len(path))
+	for i, at := range path {
+		found[i] = all[at]
+	}
+	all = nil
+
+	// Decoding dominates loading a long transcript: spread it over the
+	// CPUs.
+	out := make([]*agentdv1.Entry, len(found))
+	decode := func(lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			e, err := found[i].decode(sessionID)
+			if err != nil {
+				return err
+			}
+			out[i] = e
+		}
+		return nil
+	}
+	workers := min(runtime.GOMAXPROCS(0), (len(found)+parallelDecodeMin-1)/parallelDecodeMin)
+	if workers <= 1 {
+		if err := decode(0, len(found)); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[w] = decode(w*len(found)/workers, (w+1)*len(found)/workers)
+		}()
+	}
+	wg.Wait()
+	// The first failing chunk holds the first corrupt entry on the path.
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// parallelDecodeMin is the fewest entries worth a decoding goroutine.
+const parallelDecodeMin = 512
+
+// Entries implements persistence.Store. Page tokens carry the seq of the
+// last entry returned.
+func (s *Store) Entries(ctx context.Context, sessionID string, req persistence.EntriesRequest) (*persistence.EntryPage, error) {
+	size, err := persistence.PageSize(req.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	var after int64
+	if req.PageToken != "" {
+		if after, err = persistence.DecodePageToken(persistence.ListingEntries, sessionID, req.PageToken); err != nil {
+			return nil, err
+		}
+	}
+	page := &persistence.EntryPage{}
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		pk, _, err := s.lookupSession(ctx, tx, sessionID)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.StmtContext(ctx, s.rPage).QueryContext(ctx, pk, after, size+1)
+		if err != nil {
+			return err
+		}
+		list, seqs, err := decodeRows(sessionID, rows, size+1)
+		if err != nil {
+			return err
+		}
+		if len(list) > size {
+			list = list[:size]
+			page.NextPageToken = persistence.EncodePageToken(persistence.ListingEntries, sessionID, seqs[size-1])
+		}
+		page.Entries = list
+		return nil
+	})
+	if err != nil {
+		return nil, opError(err, "list the entries of session %q", sessionID)
+	}
+	return page, nil
+}
+
+// storedRow is an entry row as read, before decoding.
+type storedRow struct {
+	seq      int64
+	id       string
+	parent   string
+	encoding int64
+	payload  []byte
+}
+
+// decode decodes the row's payload (inflating it first when its encoding
+// says so) and checks it against the row.
+func (r storedRow) decode(sessionID string) (*agentdv1.Entry, error) {
+	var e *agentdv1.Entry
+	// DecodeEntry copies what it keeps, so the inflated bytes may be
+	// reused.
+	err := withPlainPayload(r.encoding, r.payload, func(pb []byte) error {
+		var err error
+		e, err = persistence.DecodeEntry(sessionID, r.seq, r.id, pb)
+		return err
+	})
+	var ce *persistence.CorruptEntryError
+	if err != nil && !errors.As(err, &ce) {
+		return nil, &persistence.CorruptEntryError{SessionID: sessionID, EntryID: r.id, Seq: r.seq, Err: err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if e.GetParentId() != r.parent {
+		return nil, &persistence.CorruptEntryError{SessionID: sessionID, EntryID: r.id, Seq: r.seq,
+			Err: fmt.Errorf("payload names parent %q, the row %q", e.GetParentId(), r.parent)}
+	}
+	return e, nil
+}
+
+// decodeRows decodes (seq, id, parent, encoding, payload) rows and returns
+// them with their seqs. A row that does not decode fails the whole read
+// with a *persistence.CorruptEntryError.
+func decodeRows(sessionID string, rows *sql.Rows, capHint int) ([]*agentdv1.Entry, []int64, error) {
+	defer rows.Close()
+	out := make([]*agentdv1.Entry, 0, capHint)
+	seqs := make([]int64, 0, capHint)
+	var raw sql.RawBytes
+	for rows.Next() {
+		var r storedRow
+		if err := rows.Scan(&r.seq, &r.id, &r.parent, &r.encoding, &raw); err != nil {
+			return nil, nil, err
+		}
+		r.payload = raw
+		e, err := r.decode(sessionID)
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, e)
+		seqs = append(seqs, r.seq)
+	}
+	return out, seqs, rows.Err()
+}

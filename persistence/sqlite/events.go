@@ -1,0 +1,151 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/agentd/agentd/persistence"
+)
+
+// A batch of events is one row of run_events: the events' protobufs, each
+// preceded by its length as a varint (see
+// migrations/0003_event_log_and_implied_leaf.sql).
+
+// AppendEvents implements persistence.Store.
+func (s *Store) AppendEvents(ctx context.Context, runID string, events []persistence.Event) error {
+	if len(events) == 0 {
+		return &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: "no events to append"}
+	}
+	// Encode outside the writer, which serves every session.
+	size := 0
+	for _, ev := range events {
+		size += protowire.SizeBytes(len(ev.Data))
+	}
+	payload := make([]byte, 0, size)
+	for _, ev := range events {
+		payload = protowire.AppendBytes(payload, ev.Data)
+	}
+	first, last := events[0].Seq, events[len(events)-1].Seq
+	err := s.write(ctx, func(t *writeTx) error {
+		var lastSeq uint64
+		if err := t.queryRow(`SELECT last_seq FROM runs WHERE id = ?`, runID).Scan(&lastSeq); errors.Is(err, sql.ErrNoRows) {
+			return persistence.RunNotFound(runID)
+		} else if err != nil {
+			return err
+		}
+		if err := persistence.CheckEventBatch(runID, lastSeq, events); err != nil {
+			return err
+		}
+		if _, err := t.exec(`INSERT INTO run_events (run_id, first_seq, last_seq, payload) VALUES (?, ?, ?, ?)`, runID, first, last, payload); err != nil {
+			return err
+		}
+		_, err := t.exec(`UPDATE runs SET last_seq = ? WHERE id = ?`, last, runID)
+		return err
+	})
+	return opError(err, "append events %d to %d of run %q", first, last, runID)
+}
+
+// Events implements persistence.Store.
+func (s *Store) Events(ctx context.Context, runID string, after uint64, limit int) ([]persistence.Event, error) {
+	if limit <= 0 {
+		return nil, &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: fmt.Sprintf("limit %d is not positive", limit)}
+	}
+	var out []persistence.Event
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var one int
+		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM runs WHERE id = ?`, runID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+			return persistence.RunNotFound(runID)
+		} else if err != nil {
+			return err
+		}
+		rows, err := tx.StmtContext(ctx, s.rEvents).QueryContext(ctx, runID, after, limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() && len(out) < limit {
+			var first, last uint64
+			var encoding int64
+			var payload []byte
+			if err := rows.Scan(&first, &last, &encoding, &payload); err != nil {
+				return err
+			}
+			if encoding != 0 {
+				return &persistence.Error{Kind: persistence.ErrCorrupt, RunID: runID, Detail: fmt.Sprintf("events %d to %d: unknown encoding %d", first, last, encoding)}
+			}
+			seq := first
+			for len(payload) > 0 && len(out) < limit {
+				data, n := protowire.ConsumeBytes(payload)
+				if n < 0 {
+					return &persistence.Error{Kind: persistence.ErrCorrupt, RunID: runID, Detail: fmt.Sprintf("event %d: %v", seq, protowire.ParseError(n))}
+				}
+				payload = payload[n:]
+				if seq > after {
+					out = append(out, persistence.Event{Seq: seq, Data: data})
+				}
+				seq++
+			}
+			if len(out) < limit && seq != last+1 {
+				return &persistence.Error{Kind: persistence.ErrCorrupt, RunID: runID, Detail: fmt.Sprintf("the batch of events %d to %d holds %d events", first, last, seq-first)}
+			}
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, opError(err, "read the events of run %q after seq %d", runID, after)
+	}
+	return out, nil
+}
+
+// pruneChunk bounds the runs pruned in one write, so pruning a large
+// backlog never holds the writer (and every append) for long.
+const pruneChunk = 64
+
+// PruneEvents implements persistence.Store.
+func (s *Store) PruneEvents(ctx context.Context, endedBefore time.Time) (int, error) {
+	total := 0
+	for {
+		n := 0
+		err := s.write(ctx, func(t *writeTx) error {
+			rows, err := t.query(`SELECT id FROM runs WHERE end_time < ? AND end_time IS NOT NULL AND events_pruned = 0 LIMIT ?`, endedBefore.UnixNano(), pruneChunk)
+			if err != nil {
+				return err
+			}
+			var ids []string
+			for rows.Next() {
+				var id string
+				if err := rows.Scan(&id); err != nil {
+					rows.Close()
+					return err
+				}
+				ids = append(ids, id)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			for _, id := range ids {
+				if _, err := t.exec(`DELETE FROM run_events WHERE run_id = ?`, id); err != nil {
+					return err
+				}
+				if _, err := t.exec(`UPDATE runs SET events_pruned = 1 WHERE id = ?`, id); err != nil {
+					return err
+				}
+			}
+			n = len(ids)
+			return nil
+		})
+		if err != nil {
+			return total, opError(err, "prune the events of runs that ended before %v", endedBefore)
+		}
+		total += n
+		if n < pruneChunk {
+			return total, nil
+		}
+	}
+}

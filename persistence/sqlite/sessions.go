@@ -1,0 +1,217 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
+)
+
+// CreateSession implements persistence.Store.
+func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionParams) (*persistence.Session, error) {
+	id := p.ID
+	if id == "" {
+		id = persistence.NewID()
+	} else if len(id) > persistence.MaxIDLength {
+		return nil, &persistence.Error{Kind: persistence.ErrInvalid, Detail: fmt.Sprintf("session id is %d bytes, more than %d", len(id), persistence.MaxIDLength)}
+	}
+	cfg := p.Config
+	if cfg == nil {
+		cfg = &agentdv1.SessionConfig{}
+	}
+	cfgBytes, err := proto.Marshal(cfg)
+	if err != nil {
+		return nil, &persistence.Error{Kind: persistence.ErrInvalid, SessionID: id, Detail: fmt.Sprintf("config: %v", err)}
+	}
+	now := s.now()
+	err = s.write(ctx, func(t *writeTx) error {
+		res, err := t.exec(`INSERT INTO sessions (id, create_time, update_time, title, config) VALUES (?, ?, ?, ?, ?)`,
+			id, now.UnixNano(), now.UnixNano(), p.Title, cfgBytes)
+		if isUnique(err) {
+			return &persistence.Error{Kind: persistence.ErrConflict, SessionID: id, Detail: "a session with this id exists"}
+		} else if err != nil {
+			return err
+		}
+		pk, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		for k, v := range p.Labels {
+			if _, err := t.exec(`INSERT INTO session_labels (session_pk, key, value) VALUES (?, ?, ?)`, pk, k, v); err != nil {
+				return err
+			}
+		}
+		t.stage(id, sessionCache{pk: pk})
+		return nil
+	})
+	if err != nil {
+		return nil, opError(err, "create session %q", id)
+	}
+	labels := maps.Clone(p.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	return &persistence.Session{ID: id, Title: p.Title, Labels: labels, Config: proto.CloneOf(cfg),
+		CreateTime: time.Unix(0, now.UnixNano()), UpdateTime: time.Unix(0, now.UnixNano())}, nil
+}
+
+// GetSession implements persistence.Store.
+func (s *Store) GetSession(ctx context.Context, sessionID string) (*persistence.Session, error) {
+	var out *persistence.Session
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.StmtContext(ctx, s.rSessions).QueryContext(ctx, sessionID)
+		if err != nil {
+			return err
+		}
+		list, pks, err := scanSessions(rows)
+		if err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			return persistence.SessionNotFound(sessionID)
+		}
+		out = list[0]
+		return loadLabels(ctx, tx, list, pks)
+	})
+	return out, opError(err, "get session %q", sessionID)
+}
+
+// ListSessions implements persistence.Store. Page tokens carry the pk of
+// the last session returned: pks only grow, so pages never repeat or skip a
+// session when others are created or deleted between calls.
+func (s *Store) ListSessions(ctx context.Context, req persistence.ListSessionsRequest) (*persistence.SessionPage, error) {
+	size, err := persistence.PageSize(req.PageSize)
+	if err != nil {
+		return nil, err
+	}
+	scope := persistence.LabelFilterScope(req.LabelFilter)
+	before := int64(1<<63 - 1)
+	if req.PageToken != "" {
+		if before, err = persistence.DecodePageToken(persistence.ListingSessions, scope, req.PageToken); err != nil {
+			return nil, err
+		}
+	}
+	q := strings.Builder{}
+	q.WriteString(`SELECT ` + sessionColumns + sessionFrom + ` WHERE s.pk < ?`)
+	args := []any{before}
+	for _, k := range slices.Sorted(maps.Keys(req.LabelFilter)) {
+		q.WriteString(` AND EXISTS (SELECT 1 FROM session_labels l WHERE l.session_pk = s.pk AND l.key = ? AND l.value = ?)`)
+		args = append(args, k, req.LabelFilter[k])
+	}
+	q.WriteString(` ORDER BY s.pk DESC LIMIT ?`)
+	args = append(args, size+1)
+
+	page := &persistence.SessionPage{}
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, q.String(), args...)
+		if err != nil {
+			return err
+		}
+		list, pks, err := scanSessions(rows)
+		if err != nil {
+			return err
+		}
+		if len(list) > size {
+			list, pks = list[:size], pks[:size]
+			page.NextPageToken = persistence.EncodePageToken(persistence.ListingSessions, scope, pks[size-1])
+		}
+		page.Sessions = list
+		return loadLabels(ctx, tx, list, pks)
+	})
+	if err != nil {
+		return nil, opError(err, "list sessions")
+	}
+	return page, nil
+}
+
+// scanSessions reads rows of sessionColumns.
+func scanSessions(rows *sql.Rows) ([]*persistence.Session, []int64, error) {
+	defer rows.Close()
+	var list []*persistence.Session
+	var pks []int64
+	for rows.Next() {
+		var (
+			pk, lastSeq, created, updated int64
+			sess                          persistence.Session
+			cfg                           []byte
+		)
+		if err := rows.Scan(&pk, &sess.LeafEntryID, &lastSeq, &sess.ID, &created, &updated, &sess.Title, &cfg); err != nil {
+			return nil, nil, err
+		}
+		sess.CreateTime, sess.UpdateTime = time.Unix(0, created), time.Unix(0, updated)
+		sess.Config = &agentdv1.SessionConfig{}
+		if err := proto.Unmarshal(cfg, sess.Config); err != nil {
+			return nil, nil, &persistence.Error{Kind: persistence.ErrCorrupt, SessionID: sess.ID, Detail: fmt.Sprintf("config: %v", err)}
+		}
+		sess.Labels = map[string]string{}
+		list = append(list, &sess)
+		pks = append(pks, pk)
+	}
+	return list, pks, rows.Err()
+}
+
+// loadLabels fills Labels of the given sessions with one query.
+func loadLabels(ctx context.Context, tx *sql.Tx, list []*persistence.Session, pks []int64) error {
+	if len(list) == 0 {
+		return nil
+	}
+	byPK := make(map[int64]*persistence.Session, len(list))
+	args := make([]any, len(pks))
+	for i, pk := range pks {
+		byPK[pk] = list[i]
+		args[i] = pk
+	}
+	q := `SELECT session_pk, key, value FROM session_labels WHERE session_pk IN (?` + strings.Repeat(`, ?`, len(pks)-1) + `)`
+	rows, err := tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pk int64
+		var k, v string
+		if err := rows.Scan(&pk, &k, &v); err != nil {
+			return err
+		}
+		byPK[pk].Labels[k] = v
+	}
+	return rows.Err()
+}
+
+// DeleteSession implements persistence.Store.
+func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
+	err := s.write(ctx, func(t *writeTx) error {
+		t.forget(sessionID)
+		res, err := t.exec(`DELETE FROM sessions WHERE id = ?`, sessionID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return persistence.SessionNotFound(sessionID)
+		}
+		return nil
+	})
+	return opError(err, "delete session %q", sessionID)
+}
+
+// lookupSession finds a session's pk and leaf in a read transaction.
+func (s *Store) lookupSession(ctx context.Context, tx *sql.Tx, sessionID string) (pk int64, leaf string, err error) {
+	var lastSeq int64
+	if err := tx.StmtContext(ctx, s.rSession).QueryRowContext(ctx, sessionID).Scan(&pk, &leaf, &lastSeq); errors.Is(err, sql.ErrNoRows) {
+		return 0, "", persistence.SessionNotFound(sessionID)
+	} else if err != nil {
+		return 0, "", err
+	}
+	return pk, leaf, nil
+}
