@@ -15,17 +15,9 @@ import (
 // same words the faux provider and pi use.
 const AbortedMessage = "Request was aborted"
 
-type blockKind uint8
-
-const (
-	kindText blockKind = iota + 1
-	kindThinking
-	kindToolCall
-)
-
 // blockState accumulates one content block while it streams.
 type blockState struct {
-	kind      blockKind
+	kind      BlockKind
 	buf       strings.Builder
 	signature string
 	redacted  bool
@@ -121,21 +113,21 @@ func (e *Emitter) open(b *blockState, ev Event) (int, bool) {
 
 // BeginText opens a text block and returns its content index.
 func (e *Emitter) BeginText() (int, bool) {
-	return e.open(&blockState{kind: kindText}, Event{Type: EventTextStart})
+	return e.open(&blockState{kind: BlockText}, Event{Type: EventTextStart})
 }
 
 // BeginThinking opens a thinking block; redacted blocks carry no text, only
 // the encrypted payload set later with SetSignature.
 func (e *Emitter) BeginThinking(redacted bool) (int, bool) {
-	return e.open(&blockState{kind: kindThinking, redacted: redacted}, Event{Type: EventThinkingStart, Redacted: redacted})
+	return e.open(&blockState{kind: BlockThinking, redacted: redacted}, Event{Type: EventThinkingStart, Redacted: redacted})
 }
 
 // BeginToolCall opens a tool call block.
 func (e *Emitter) BeginToolCall(id, name string) (int, bool) {
-	return e.open(&blockState{kind: kindToolCall, toolID: id, toolName: name}, Event{Type: EventToolCallStart, ToolCallID: id, ToolName: name})
+	return e.open(&blockState{kind: BlockToolCall, toolID: id, toolName: name}, Event{Type: EventToolCallStart, ToolCallID: id, ToolName: name})
 }
 
-var deltaTypes = [...]EventType{kindText: EventTextDelta, kindThinking: EventThinkingDelta, kindToolCall: EventToolCallDelta}
+var deltaTypes = [...]EventType{BlockText: EventTextDelta, BlockThinking: EventThinkingDelta, BlockToolCall: EventToolCallDelta}
 
 // Delta appends s to the open block at idx. Deltas to unknown or closed
 // blocks are ignored: a confused wire stream never corrupts another block.
@@ -200,9 +192,9 @@ func (e *Emitter) End(idx int) bool {
 	}
 	b.closed = true
 	switch b.kind {
-	case kindText:
+	case BlockText:
 		return e.send(Event{Type: EventTextEnd, ContentIndex: idx, Signature: b.signature})
-	case kindThinking:
+	case BlockThinking:
 		return e.send(Event{Type: EventThinkingEnd, ContentIndex: idx, Signature: b.signature})
 	default:
 		b.call = e.toolCall(b, true)
@@ -232,11 +224,11 @@ func (e *Emitter) content() []*agentdv1.ContentBlock {
 	out := make([]*agentdv1.ContentBlock, 0, len(e.blocks))
 	for _, b := range e.blocks {
 		switch b.kind {
-		case kindText:
+		case BlockText:
 			out = append(out, &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: b.buf.String(), TextSignature: b.signature}}})
-		case kindThinking:
+		case BlockThinking:
 			out = append(out, &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_Thinking{Thinking: &agentdv1.ThinkingContent{Thinking: b.buf.String(), ThinkingSignature: b.signature, Redacted: b.redacted}}})
-		case kindToolCall:
+		case BlockToolCall:
 			// An unfinished call keeps {} arguments: a partial-JSON
 			// scratch buffer never reaches the transcript.
 			tc := b.call
@@ -252,7 +244,7 @@ func (e *Emitter) content() []*agentdv1.ContentBlock {
 // HasToolCalls reports whether a tool call block was opened.
 func (e *Emitter) HasToolCalls() bool {
 	for _, b := range e.blocks {
-		if b.kind == kindToolCall {
+		if b.kind == BlockToolCall {
 			return true
 		}
 	}
@@ -283,11 +275,12 @@ func (e *Emitter) Done(stop agentdv1.StopReason) {
 		return
 	}
 	e.ended = true
-	if stop == agentdv1.StopReason_STOP_REASON_ERROR || stop == agentdv1.StopReason_STOP_REASON_ABORTED {
-		e.send(Event{Type: EventError, Message: e.final(stop, "")})
+	m := e.final(stop, "")
+	if IsFailedAnswer(m) {
+		e.send(Event{Type: EventError, Message: m})
 		return
 	}
-	e.send(Event{Type: EventDone, Message: e.final(stop, "")})
+	e.send(Event{Type: EventDone, Message: m})
 }
 
 // Fail ends the stream with an ERROR message carrying errMsg and the partial
@@ -318,7 +311,7 @@ func (e *Emitter) FailOrAbort(ctx context.Context, errMsg string, retryAfter tim
 	case errors.Is(ctx.Err(), context.Canceled):
 		e.Abort()
 	case ctx.Err() != nil:
-		e.Fail("Request timed out: "+errMsg, 0)
+		e.Fail(TimedOutPrefix+errMsg, 0)
 	default:
 		e.Fail(errMsg, retryAfter)
 	}

@@ -11,6 +11,11 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
+// TimedOutPrefix starts the error message of a call that ended because the
+// provider took too long (a first-byte or idle timeout, or a deadline): a
+// failure the retry policy treats like a broken connection.
+const TimedOutPrefix = "Request timed out: "
+
 // ContextOverflowPrefix starts the error message of a call the provider
 // refused because the prompt did not fit the model's context window, so a
 // client (and compaction) can tell this failure from others at a glance.

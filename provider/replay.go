@@ -24,6 +24,15 @@ const NoResultText = "No result provided"
 // ImageOmittedText replaces an image sent to a model that reads no images.
 const ImageOmittedText = "(image omitted: model does not support images)"
 
+// IsFailedAnswer reports whether an assistant message is a failed answer:
+// one that ended in ERROR or ABORTED. Replay skips failed answers, so the
+// model never sees them; they stay in the transcript for clients and logs,
+// and a retry or Continue after one starts from what came before it.
+func IsFailedAnswer(m *agentdv1.AssistantMessage) bool {
+	sr := m.GetStopReason()
+	return sr == agentdv1.StopReason_STOP_REASON_ERROR || sr == agentdv1.StopReason_STOP_REASON_ABORTED
+}
+
 // SameModel reports whether m was produced by target, the condition under
 // which opaque fields (signatures, encrypted reasoning, item ids) may be
 // sent back.
@@ -34,11 +43,15 @@ func SameModel(m *agentdv1.AssistantMessage, target Model) bool {
 // Replay turns a stored conversation into what target may be sent, with the
 // rules every adapter shares (pi's transform-messages):
 //
-//   - assistant messages that ended in ERROR or ABORTED are skipped, and so
-//     are tool results that answer no call of the kept assistant message
-//     before them;
+//   - failed answers (IsFailedAnswer) are skipped, and so are tool results
+//     that answer no call of the kept assistant message before them;
+//   - tool results follow the assistant message that called them, as every
+//     API demands: a user message that came between a call and its result
+//     (an approval notice recorded while the call waited) moves after the
+//     results of that assistant message;
 //   - a tool call left without a result gets a synthetic error result with
-//     NoResultText before the next user or assistant message and at the end;
+//     NoResultText before the next assistant message, before the user
+//     messages that came after it, and at the end;
 //   - for the same model, thinking, signatures and redacted blocks pass
 //     verbatim; for another model thinking becomes plain text, redacted
 //     thinking and empty thinking are dropped, text and thought signatures
@@ -59,6 +72,8 @@ func Replay(msgs []*agentdv1.Message, target Model) []*agentdv1.Message {
 	var pending []*agentdv1.ToolCall
 	var pendingAt *agentdv1.AssistantMessage
 	answered := map[string]bool{}
+	// held are user messages that came while calls were still unanswered.
+	var held []*agentdv1.Message
 
 	flush := func() {
 		for _, tc := range pending {
@@ -75,25 +90,38 @@ func Replay(msgs []*agentdv1.Message, target Model) []*agentdv1.Message {
 		}
 		pending, pendingAt = nil, nil
 		clear(answered)
+		out = append(out, held...)
+		held = held[:0]
+	}
+	waiting := func() bool {
+		for _, tc := range pending {
+			if !answered[tc.GetId()] {
+				return true
+			}
+		}
+		return false
 	}
 
 	for _, msg := range msgs {
 		switch r := msg.GetRole().(type) {
 		case *agentdv1.Message_User:
-			flush()
 			if target.TextOnly {
 				if c, changed := omitImages(r.User.GetContent()); changed {
 					u := proto.Clone(r.User).(*agentdv1.UserMessage)
 					u.Content = c
-					out = append(out, &agentdv1.Message{Role: &agentdv1.Message_User{User: u}})
-					continue
+					msg = &agentdv1.Message{Role: &agentdv1.Message_User{User: u}}
 				}
 			}
+			if waiting() {
+				held = append(held, msg)
+				continue
+			}
+			flush()
 			out = append(out, msg)
 		case *agentdv1.Message_Assistant:
 			flush()
 			a := r.Assistant
-			if a.GetStopReason() == agentdv1.StopReason_STOP_REASON_ERROR || a.GetStopReason() == agentdv1.StopReason_STOP_REASON_ABORTED {
+			if IsFailedAnswer(a) {
 				continue
 			}
 			clear(idMap)

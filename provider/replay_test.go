@@ -1,7 +1,6 @@
 package provider_test
 
 import (
-	"context"
 	"reflect"
 	"testing"
 	"time"
@@ -113,6 +112,13 @@ func TestReplayRules(t *testing.T) {
 			assistant(claude, toolUse, call("c", "read", ""))},
 			[]string{"user:q;", "assistant:call(a|)call(b|)", "result:b:ok", "result:a:" + provider.NoResultText + ":error", "user:next;",
 				"assistant:call(c|)", "result:c:" + provider.NoResultText + ":error"}},
+		{"a message between calls and results moves after the results", claude, []*agentdv1.Message{user("q"),
+			assistant(claude, toolUse, call("a", "read", ""), call("b", "read", "")), user("allowed b"), result("a"), user("allowed a"), result("b"),
+			assistant(claude, stop, text1("done"))},
+			[]string{"user:q;", "assistant:call(a|)call(b|)", "result:a:ok", "result:b:ok", "user:allowed b;", "user:allowed a;", "assistant:text(done|)"}},
+		{"a message after a call that never got its result", claude, []*agentdv1.Message{user("q"),
+			assistant(claude, toolUse, call("a", "read", "")), user("allowed a")},
+			[]string{"user:q;", "assistant:call(a|)", "result:a:" + provider.NoResultText + ":error", "user:allowed a;"}},
 		{"orphan result dropped", claude, []*agentdv1.Message{user("q"), result("ghost"), assistant(claude, stop, text1("a"))},
 			[]string{"user:q;", "assistant:text(a|)"}},
 		{"anthropic to responses", gpt, []*agentdv1.Message{user("q"),
@@ -209,61 +215,42 @@ func TestHandoffChain(t *testing.T) {
 }
 
 func TestRetryPolicy(t *testing.T) {
-	failing := func(msg string, afterContent bool) provider.StreamFunc {
-		return func(ctx context.Context, m provider.Model, c *agentdv1.Context, o provider.Options) provider.Stream {
-			return func(yield func(provider.Event) bool) {
-				e := provider.NewEmitter(m, yield, nil)
-				if afterContent {
-					i, _ := e.BeginText()
-					e.Delta(i, "partial")
-				}
-				e.Fail(msg, 0)
-			}
-		}
+	failed := func(msg string) *agentdv1.AssistantMessage {
+		return &agentdv1.AssistantMessage{StopReason: agentdv1.StopReason_STOP_REASON_ERROR, ErrorMessage: msg}
 	}
 	tests := []struct {
-		name         string
-		msg          string
-		afterContent bool
-		wantSleeps   []time.Duration
+		name       string
+		msg        string
+		retryAfter time.Duration
+		want       []time.Duration // the waits of attempts 1, 2, ... until refused
 	}{
-		{"retryable exhausts", "503 overloaded_error: Overloaded", false, []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second}},
-		{"not retryable", "401 authentication_error: bad key", false, nil},
-		{"overflow never retried", provider.ContextOverflowPrefix + "400: prompt is too long", false, nil},
-		{"after content not retried", "Stream error: connection reset", true, nil},
+		{"retryable exhausts", "503 overloaded_error: Overloaded", 0, []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second}},
+		{"stream error mid-answer", "overloaded_error: Overloaded", 0, []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second}},
+		{"timeout", provider.TimedOutPrefix + "the provider sent nothing for 2m0s (first-byte timeout)", 0, []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second}},
+		{"Retry-After honoured", "429 rate_limit_error: slow down", 3 * time.Second, []time.Duration{3 * time.Second, 3 * time.Second, 3 * time.Second}},
+		{"Retry-After beyond the cap", "429 rate_limit_error: slow down", 5 * time.Minute, nil},
+		{"not retryable", "401 authentication_error: bad key", 0, nil},
+		{"overflow never retried", provider.ContextOverflowPrefix + "400: prompt is too long", 0, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var sleeps []time.Duration
-			var reported int
-			s := provider.WithRetry(failing(tt.msg, tt.afterContent), provider.RetryPolicy{
-				Sleep:   func(_ context.Context, d time.Duration) error { sleeps = append(sleeps, d); return nil },
-				OnRetry: func(int, time.Duration, *agentdv1.AssistantMessage) { reported++ },
-			})
-			var types []provider.EventType
-			var final *agentdv1.AssistantMessage
-			for ev := range s(context.Background(), claude, &agentdv1.Context{}, provider.Options{}) {
-				types = append(types, ev.Type)
-				final = ev.Message
+			var got []time.Duration
+			for attempt := 1; ; attempt++ {
+				d, ok := (provider.RetryPolicy{}).Decide(failed(tt.msg), attempt, tt.retryAfter)
+				if !ok {
+					break
+				}
+				got = append(got, d)
 			}
-			if !reflect.DeepEqual(sleeps, tt.wantSleeps) || reported != len(tt.wantSleeps) || final.GetErrorMessage() != tt.msg {
-				t.Fatalf("sleeps %v reported %d final %v", sleeps, reported, final)
-			}
-			if tt.afterContent && types[0] != provider.EventStart {
-				t.Fatalf("events %v", types)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("waits %v, want %v", got, tt.want)
 			}
 		})
 	}
-	// A Retry-After beyond the cap is not waited for.
-	if _, ok := (provider.RetryPolicy{}).Delay(1, 5*time.Minute); ok {
-		t.Fatal("a 5 minute Retry-After was accepted")
+	if _, ok := (provider.RetryPolicy{MaxRetries: -1}).Decide(failed("503 overloaded"), 1, 0); ok {
+		t.Fatal("MaxRetries -1 still retries")
 	}
-	// Cancellation during the wait ends the stream ABORTED.
-	ctx, cancel := context.WithCancel(context.Background())
-	s := provider.WithRetry(failing("429 rate limit", false), provider.RetryPolicy{
-		Sleep: func(ctx context.Context, d time.Duration) error { cancel(); return ctx.Err() },
-	})
-	if m := provider.Collect(s(ctx, claude, &agentdv1.Context{}, provider.Options{})); m.GetStopReason() != agentdv1.StopReason_STOP_REASON_ABORTED {
-		t.Fatalf("final = %v", m)
+	if _, ok := (provider.RetryPolicy{}).Decide(&agentdv1.AssistantMessage{StopReason: agentdv1.StopReason_STOP_REASON_ABORTED, ErrorMessage: "Request was aborted"}, 1, 0); ok {
+		t.Fatal("an aborted call was retried")
 	}
 }

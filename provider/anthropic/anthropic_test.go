@@ -258,24 +258,18 @@ func TestHTTPFailures(t *testing.T) {
 	}
 }
 
-func TestRateLimitThenSuccessWithRetry(t *testing.T) {
+func TestRateLimitIsRetriedAfterItsWait(t *testing.T) {
 	s := wiretest.New(t,
 		wiretest.JSON(429, `{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}`, "Retry-After", "3"),
 		wiretest.Reply{Body: wiretest.File(t, "testdata/text.sse")},
 	)
-	var slept []time.Duration
-	var failed []*agentdv1.AssistantMessage
-	stream := provider.WithRetry(newProvider(s).Stream, provider.RetryPolicy{
-		Sleep:   func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil },
-		OnRetry: func(attempt int, d time.Duration, m *agentdv1.AssistantMessage) { failed = append(failed, m) },
+	p := newProvider(s)
+	m, failed, slept := wiretest.Retry(provider.RetryPolicy{}, func() provider.Stream {
+		return p.Stream(context.Background(), model, ctxOf(wiretest.User("hi")), provider.Options{})
 	})
-	evs := wiretest.Drain(stream(context.Background(), model, ctxOf(wiretest.User("hi")), provider.Options{}))
-	if got := wiretest.Types(evs); !reflect.DeepEqual(got, []string{"start", "text_start", "text_delta", "text_delta", "text_end", "done"}) {
-		t.Fatalf("events = %v", got)
-	}
-	if !reflect.DeepEqual(slept, []time.Duration{3 * time.Second}) || len(failed) != 1 ||
-		!strings.HasPrefix(failed[0].GetErrorMessage(), "429 rate_limit_error: slow down") {
-		t.Fatalf("slept %v, failed %v", slept, failed)
+	if m.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP || !reflect.DeepEqual(slept, []time.Duration{3 * time.Second}) ||
+		len(failed) != 1 || !strings.HasPrefix(failed[0].GetErrorMessage(), "429 rate_limit_error: slow down") {
+		t.Fatalf("final %v, failed %v, slept %v", m, failed, slept)
 	}
 	if len(s.Requests()) != 2 {
 		t.Fatalf("requests = %d", len(s.Requests()))
@@ -309,6 +303,65 @@ func TestMalformedEvents(t *testing.T) {
 			}
 			if got := m.GetContent()[0].GetText().GetText(); got != "part" {
 				t.Fatalf("partial text = %q", got)
+			}
+		})
+	}
+}
+
+// An overload reported as an error event in the middle of an answer is as
+// retryable as the same condition answered with HTTP 529: the failed
+// answer keeps what had streamed, and the retry's answer is complete.
+func TestOverloadMidStreamIsRetried(t *testing.T) {
+	partial := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"usage\":{\"input_tokens\":5}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hel\"}}\n\n" +
+		"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
+	s := wiretest.New(t, wiretest.Reply{Body: partial}, wiretest.Reply{Body: wiretest.File(t, "testdata/text.sse")})
+	p := newProvider(s)
+	m, failed, slept := wiretest.Retry(provider.RetryPolicy{}, func() provider.Stream {
+		return p.Stream(context.Background(), model, ctxOf(wiretest.User("hi")), provider.Options{})
+	})
+	if len(failed) != 1 || failed[0].GetErrorMessage() != "overloaded_error: Overloaded" || failed[0].GetContent()[0].GetText().GetText() != "Hel" {
+		t.Fatalf("failed attempts %v", failed)
+	}
+	if m.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP || m.GetContent()[0].GetText().GetText() != "Hello, world" ||
+		!reflect.DeepEqual(slept, []time.Duration{2 * time.Second}) {
+		t.Fatalf("final %v slept %v", m, slept)
+	}
+}
+
+// A server that never answers, or stops in the middle of an answer, ends
+// the call with a timeout error through the real SDK client, instead of
+// holding it forever.
+func TestSilentServerTimesOut(t *testing.T) {
+	started := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"usage\":{\"input_tokens\":5}}}\n\n" +
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hel\"}}\n\n"
+	limits := provider.Timeouts{FirstByte: 150 * time.Millisecond, Idle: 150 * time.Millisecond}
+	tests := []struct {
+		name     string
+		reply    wiretest.Reply
+		wantErr  string
+		wantText string
+	}{
+		{"no response headers", wiretest.Reply{NoHeaders: true}, "first-byte timeout", ""},
+		{"stalls mid-answer", wiretest.Reply{Body: started, Hang: true}, "idle timeout", "Hel"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := wiretest.New(t, tt.reply)
+			stream := provider.WithTimeouts(newProvider(s).Stream, limits)
+			m := wiretest.Final(wiretest.Drain(stream(context.Background(), model, ctxOf(wiretest.User("hi")), provider.Options{})))
+			if m.GetStopReason() != agentdv1.StopReason_STOP_REASON_ERROR || !strings.HasPrefix(m.GetErrorMessage(), provider.TimedOutPrefix) ||
+				!strings.Contains(m.GetErrorMessage(), tt.wantErr) || !provider.IsRetryable(m) {
+				t.Fatalf("final %v %q, want a retryable %s", m.GetStopReason(), m.GetErrorMessage(), tt.wantErr)
+			}
+			var text string
+			if len(m.GetContent()) > 0 {
+				text = m.GetContent()[0].GetText().GetText()
+			}
+			if text != tt.wantText {
+				t.Fatalf("partial content %q, want %q", text, tt.wantText)
 			}
 		})
 	}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -62,8 +63,41 @@ type ProviderConfig struct {
 	Compat *openai.Compat `json:"compat,omitempty"`
 	// Headers are sent with every request.
 	Headers map[string]string `json:"headers,omitempty"`
+	// FirstByteTimeout bounds the wait from a call to its first event, as
+	// a Go duration ("90s", "5m"); unset means
+	// provider.DefaultTimeouts().FirstByte.
+	FirstByteTimeout Duration `json:"first_byte_timeout,omitempty"`
+	// IdleTimeout bounds the gap between two events of a stream; unset
+	// means provider.DefaultTimeouts().Idle.
+	IdleTimeout Duration `json:"idle_timeout,omitempty"`
 	// Models are the provider's models.
 	Models []ModelSpec `json:"models,omitempty"`
+}
+
+// Duration is a time.Duration written in the config file as a Go duration
+// string, such as "90s" or "5m".
+type Duration time.Duration
+
+// UnmarshalJSON reads a duration string; it must be positive.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string such as \"90s\" or \"5m\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if v <= 0 {
+		return fmt.Errorf("duration %q must be positive", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
 }
 
 // ModelSpec describes one model in the catalog.
@@ -149,6 +183,12 @@ func Merge(c, o Config) Config {
 		}
 		if p.Headers != nil {
 			base.Headers = p.Headers
+		}
+		if p.FirstByteTimeout > 0 {
+			base.FirstByteTimeout = p.FirstByteTimeout
+		}
+		if p.IdleTimeout > 0 {
+			base.IdleTimeout = p.IdleTimeout
 		}
 		for _, m := range p.Models {
 			base.Models = mergeModel(base.Models, m)
@@ -261,6 +301,10 @@ func NewRegistry(cfg Config, opts Options) (*Registry, error) {
 			if err != nil {
 				return nil, err
 			}
+			if stream != nil {
+				stream = provider.WithTimeouts(stream, provider.Timeouts{
+					FirstByte: time.Duration(pc.FirstByteTimeout), Idle: time.Duration(pc.IdleTimeout)})
+			}
 			ps.streams[api] = stream
 		}
 		r.providers[name] = ps
@@ -336,8 +380,8 @@ func newAdapter(name, api, key string, pc ProviderConfig, opts Options) (provide
 	}
 }
 
-// Resolve returns the model and the adapter for ref. The StreamFunc is the
-// bare adapter: wrap it with provider.WithRetry and a per-run OnRetry.
+// Resolve returns the model and the adapter for ref, with the provider's
+// timeouts applied; retries are the agent loop's (provider.RetryPolicy).
 func (r *Registry) Resolve(ref *agentdv1.ModelRef) (provider.Model, provider.StreamFunc, error) {
 	ps, ok := r.providers[ref.GetProvider()]
 	if !ok {

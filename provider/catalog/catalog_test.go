@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -132,5 +133,37 @@ func TestConfigErrors(t *testing.T) {
 	bad = catalog.Config{Providers: map[string]catalog.ProviderConfig{"x": {API: "carrier-pigeon"}}}
 	if _, err := catalog.NewRegistry(bad, catalog.Options{}); err == nil {
 		t.Fatal("unknown api accepted")
+	}
+}
+
+// Timeouts are set per provider in the config file, and a call that
+// outlives them ends with a timeout error naming the limit.
+func TestProviderTimeoutsFromConfig(t *testing.T) {
+	s := wiretest.New(t, wiretest.Reply{NoHeaders: true})
+	path := writeConfig(t, `{"providers": {"local": {"api": "openai-completions", "base_url": "`+s.URL+`/v1",
+	  "first_byte_timeout": "150ms", "idle_timeout": "1h", "models": [{"id": "m"}]}}}`)
+	fileCfg, err := catalog.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := time.Duration(fileCfg.Providers["local"].FirstByteTimeout); got != 150*time.Millisecond {
+		t.Fatalf("first_byte_timeout read as %v", got)
+	}
+	r, err := catalog.NewRegistry(fileCfg, catalog.Options{Getenv: env(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, stream, err := r.Resolve(&agentdv1.ModelRef{Provider: "local", Id: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := provider.Collect(stream(context.Background(), m, &agentdv1.Context{Messages: []*agentdv1.Message{wiretest.User("hi")}}, provider.Options{}))
+	if final.GetStopReason() != agentdv1.StopReason_STOP_REASON_ERROR || final.GetErrorMessage() != provider.TimedOutPrefix+"the provider sent nothing for 150ms (first-byte timeout)" {
+		t.Fatalf("final = %v", final)
+	}
+	for _, bad := range []string{`"first_byte_timeout": "soon"`, `"idle_timeout": "-1s"`, `"idle_timeout": 30`} {
+		if _, err := catalog.LoadConfig(writeConfig(t, `{"providers": {"x": {`+bad+`}}}`)); err == nil {
+			t.Fatalf("%s accepted", bad)
+		}
 	}
 }

@@ -27,11 +27,9 @@ const (
 	ModelName    = "Faux Model"
 )
 
-// The texts of the provider's own failures, exactly as pi words them.
-const (
-	AbortedMessage = "Request was aborted"
-	EmptyQueueText = "No more faux responses queued"
-)
+// EmptyQueueText is the failure of a call with no scripted response left,
+// exactly as pi words it. An aborted call says provider.AbortedMessage.
+const EmptyQueueText = "No more faux responses queued"
 
 // DefaultModel is the model agentd uses when no real provider is configured.
 func DefaultModel() provider.Model {
@@ -343,7 +341,7 @@ func (s *streamer) abort(final *agentdv1.AssistantMessage, index int, streamed s
 		}
 	}
 	m.StopReason = agentdv1.StopReason_STOP_REASON_ABORTED
-	m.ErrorMessage = AbortedMessage
+	m.ErrorMessage = provider.AbortedMessage
 	m.Timestamp = timestamppb.New(s.p.opts.Now())
 	s.yield(provider.Event{Type: provider.EventError, Message: m})
 }
@@ -439,7 +437,7 @@ func (s *streamer) streamDeltas(final, header *agentdv1.AssistantMessage) {
 			return
 		}
 	}
-	if final.StopReason == agentdv1.StopReason_STOP_REASON_ERROR || final.StopReason == agentdv1.StopReason_STOP_REASON_ABORTED {
+	if provider.IsFailedAnswer(final) {
 		s.yield(provider.Event{Type: provider.EventError, Message: final})
 		return
 	}

@@ -205,23 +205,19 @@ func TestHTTPFailures(t *testing.T) {
 	}
 }
 
-func TestRateLimitThenSuccessWithRetry(t *testing.T) {
+func TestRateLimitIsRetriedAfterItsWait(t *testing.T) {
 	s := wiretest.New(t,
 		wiretest.JSON(429, `{"error":{"message":"Rate limit","type":"requests"}}`, "Retry-After", "2"),
 		wiretest.JSON(503, `{"error":{"message":"overloaded","type":"server_error"}}`),
 		wiretest.Reply{Body: wiretest.File(t, "testdata/text.sse")},
 	)
-	var slept []time.Duration
-	var attempts []int
-	stream := provider.WithRetry(newProvider(s, openai.Compat{}).Stream, provider.RetryPolicy{
-		BaseDelay: 10 * time.Millisecond,
-		Sleep:     func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil },
-		OnRetry:   func(n int, _ time.Duration, _ *agentdv1.AssistantMessage) { attempts = append(attempts, n) },
+	p := newProvider(s, openai.Compat{})
+	m, failed, slept := wiretest.Retry(provider.RetryPolicy{BaseDelay: 10 * time.Millisecond}, func() provider.Stream {
+		return p.Stream(context.Background(), gpt, ctxOf(wiretest.User("hi")), provider.Options{})
 	})
-	m := provider.Collect(stream(context.Background(), gpt, ctxOf(wiretest.User("hi")), provider.Options{}))
-	if m.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP ||
-		!reflect.DeepEqual(slept, []time.Duration{2 * time.Second, 20 * time.Millisecond}) || !reflect.DeepEqual(attempts, []int{1, 2}) {
-		t.Fatalf("final %v slept %v attempts %v", m, slept, attempts)
+	if m.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP || len(failed) != 2 ||
+		!reflect.DeepEqual(slept, []time.Duration{2 * time.Second, 20 * time.Millisecond}) {
+		t.Fatalf("final %v failed %v slept %v", m, failed, slept)
 	}
 }
 

@@ -305,16 +305,15 @@ func TestHTTPFailures(t *testing.T) {
 	}
 }
 
-func TestRateLimitThenSuccessWithRetry(t *testing.T) {
+func TestRateLimitIsRetriedAfterItsWait(t *testing.T) {
 	s := wiretest.New(t,
 		wiretest.JSON(429, `{"error":{"message":"Rate limit","type":"requests"}}`, "Retry-After", "2"),
 		wiretest.Reply{Body: wiretest.File(t, "testdata/text.sse")},
 	)
-	var slept []time.Duration
-	stream := provider.WithRetry(newProvider(s).Stream, provider.RetryPolicy{
-		Sleep: func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil },
+	p := newProvider(s)
+	m, _, slept := wiretest.Retry(provider.RetryPolicy{}, func() provider.Stream {
+		return p.Stream(context.Background(), gpt, ctxOf(wiretest.User("hi")), provider.Options{})
 	})
-	m := provider.Collect(stream(context.Background(), gpt, ctxOf(wiretest.User("hi")), provider.Options{}))
 	if m.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP || m.GetContent()[0].GetText().GetText() != "Hello, world" ||
 		!reflect.DeepEqual(slept, []time.Duration{2 * time.Second}) || len(s.Requests()) != 2 {
 		t.Fatalf("final %v slept %v", m, slept)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/provider"
@@ -27,6 +28,9 @@ type Reply struct {
 	// Hang keeps the response open after Body until the client goes away,
 	// like a server that stalls mid-stream.
 	Hang bool
+	// NoHeaders sends nothing at all until the client goes away, like a
+	// server that accepted the connection and never answered.
+	NoHeaders bool
 }
 
 // Request is what the server received.
@@ -67,6 +71,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		rep = Reply{Status: 500, Header: map[string]string{"Content-Type": "application/json"}, Body: `{"error":{"message":"wiretest: no reply scripted"}}`}
 	}
 	s.mu.Unlock()
+	if rep.NoHeaders {
+		<-r.Context().Done()
+		return
+	}
 	if rep.Header["Content-Type"] == "" {
 		w.Header().Set("Content-Type", "text/event-stream")
 	}
@@ -171,4 +179,26 @@ func CancelAfter(s provider.Stream, at provider.EventType, cancel func()) []prov
 		}
 	}
 	return evs
+}
+
+// Retry makes a call the way the agent loop does under policy: after each
+// failed answer the policy retries it calls again (without waiting). It
+// returns the last answer, the failed ones before it, and the waits the
+// policy chose.
+func Retry(policy provider.RetryPolicy, call func() provider.Stream) (final *agentdv1.AssistantMessage, failed []*agentdv1.AssistantMessage, waits []time.Duration) {
+	for attempt := 1; ; attempt++ {
+		var last provider.Event
+		for ev := range call() {
+			last = ev
+		}
+		if last.Type != provider.EventError {
+			return last.Message, failed, waits
+		}
+		d, ok := policy.Decide(last.Message, attempt, last.RetryAfter)
+		if !ok {
+			return last.Message, failed, waits
+		}
+		failed = append(failed, last.Message)
+		waits = append(waits, d)
+	}
 }
