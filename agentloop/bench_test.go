@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/provider/faux"
@@ -87,8 +85,8 @@ func BenchmarkToolTurns200(b *testing.B) {
 	for _, variant := range []string{"plain", "clone"} {
 		b.Run(variant, func(b *testing.B) {
 			tool := newTool(b, "read_file", `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`,
-				func(_ context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
-					return textResult("ok " + args.Fields["path"].GetStringValue()), nil
+				func(_ context.Context, call agentloop.Call) (agentloop.Result, error) {
+					return textResult("ok " + call.Args.Fields["path"].GetStringValue()), nil
 				})
 			tools := toolSet(b, tool)
 			responses := make([]faux.Response, 0, 201)

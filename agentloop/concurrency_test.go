@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -39,8 +40,8 @@ func TestParallelToolExecution(t *testing.T) {
 		}
 		return nil
 	}
-	a := newTool(t, "slow", `{"type":"object"}`, func(ctx context.Context, _ string, _ *structpb.Struct, up agentloop.UpdateFunc) (agentloop.Result, error) {
-		up([]*agentdv1.ContentBlock{faux.Text("waiting")}, nil)
+	a := newTool(t, "slow", `{"type":"object"}`, func(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
+		call.Update([]*agentdv1.ContentBlock{faux.Text("waiting")}, nil)
 		select {
 		case <-bEnded:
 		case <-ctx.Done():
@@ -48,7 +49,7 @@ func TestParallelToolExecution(t *testing.T) {
 		}
 		return textResult("slow done"), nil
 	})
-	b := newTool(t, "fast", `{"type":"object"}`, func(context.Context, string, *structpb.Struct, agentloop.UpdateFunc) (agentloop.Result, error) {
+	b := newTool(t, "fast", `{"type":"object"}`, func(context.Context, agentloop.Call) (agentloop.Result, error) {
 		return textResult("fast done"), nil
 	})
 	p := faux.New(faux.Options{},
@@ -88,7 +89,7 @@ func TestSequentialToolExecution(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var running, overlaps atomic.Int32
-			fn := func(context.Context, string, *structpb.Struct, agentloop.UpdateFunc) (agentloop.Result, error) {
+			fn := func(context.Context, agentloop.Call) (agentloop.Result, error) {
 				if running.Add(1) > 1 {
 					overlaps.Add(1)
 				}
@@ -121,11 +122,11 @@ func TestSequentialToolExecution(t *testing.T) {
 // starts the next turn before the next model call.
 func TestSteeringAfterToolBatch(t *testing.T) {
 	steering := agentloop.NewQueue(agentdv1.QueueMode_QUEUE_MODE_ONE_AT_A_TIME)
-	pushing := newTool(t, "a", `{"type":"object"}`, func(context.Context, string, *structpb.Struct, agentloop.UpdateFunc) (agentloop.Result, error) {
+	pushing := newTool(t, "a", `{"type":"object"}`, func(context.Context, agentloop.Call) (agentloop.Result, error) {
 		steering.Push(userMsg("stop, use b instead"))
 		return textResult("a done"), nil
 	})
-	second := newTool(t, "b", `{"type":"object"}`, func(context.Context, string, *structpb.Struct, agentloop.UpdateFunc) (agentloop.Result, error) {
+	second := newTool(t, "b", `{"type":"object"}`, func(context.Context, agentloop.Call) (agentloop.Result, error) {
 		return textResult("b done"), nil
 	})
 	p := faux.New(faux.Options{},
@@ -312,7 +313,7 @@ func TestAbortDuringTools(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	started := make(chan struct{})
-	blocking := newTool(t, "wait", `{"type":"object"}`, func(ctx context.Context, _ string, _ *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
+	blocking := newTool(t, "wait", `{"type":"object"}`, func(ctx context.Context, _ agentloop.Call) (agentloop.Result, error) {
 		close(started)
 		<-ctx.Done()
 		return agentloop.Result{}, ctx.Err()
@@ -377,8 +378,8 @@ func TestSinkFailureDuringParallelTools(t *testing.T) {
 		}
 		return nil
 	}
-	tool := newTool(t, "w", `{"type":"object"}`, func(ctx context.Context, _ string, _ *structpb.Struct, up agentloop.UpdateFunc) (agentloop.Result, error) {
-		up(nil, structpb.NewNumberValue(1))
+	tool := newTool(t, "w", `{"type":"object"}`, func(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
+		call.Update(nil, structpb.NewNumberValue(1))
 		<-ctx.Done() // cancelled by the loop because the sink failed
 		return agentloop.Result{}, ctx.Err()
 	})
@@ -390,5 +391,59 @@ func TestSinkFailureDuringParallelTools(t *testing.T) {
 	tr := rec.trace()
 	if tr[len(tr)-1] != "agent_end:ERROR" || len(rec.agentEnds()) != 1 {
 		t.Fatalf("trace = %v", tr)
+	}
+}
+
+// BeforeToolCall runs in each call's own goroutine: in parallel mode a call
+// whose hook waits (for a person's approval) does not hold back the other
+// calls of its batch, and the hook reports through the run's Scope.
+func TestBeforeToolCallRunsPerCall(t *testing.T) {
+	bDone := make(chan struct{})
+	tool := newTool(t, "t", `{"type":"object"}`, func(_ context.Context, call agentloop.Call) (agentloop.Result, error) {
+		if call.ID == "b" {
+			close(bDone)
+		}
+		return textResult("ran " + call.ID), nil
+	})
+	p := faux.New(faux.Options{},
+		faux.Reply(faux.Message(faux.ToolCall("a", "t", nil), faux.ToolCall("b", "t", nil))),
+		faux.Reply(faux.Message(faux.Text("done"))))
+	cfg := cfgFor(p)
+	cfg.BeforeToolCall = func(ctx context.Context, info agentloop.ToolCallInfo) (agentloop.BeforeDecision, error) {
+		if info.ToolCall.GetId() != "a" {
+			return agentloop.BeforeDecision{}, nil
+		}
+		if err := info.Run.Emit(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ApprovalRequested{ApprovalRequested: &agentdv1.ApprovalRequested{ToolCallId: "a"}}}); err != nil {
+			return agentloop.BeforeDecision{}, err
+		}
+		select { // the approval of a waits until b has run
+		case <-bDone:
+		case <-time.After(5 * time.Second):
+			return agentloop.BeforeDecision{Block: true, Reason: "b never ran while a waited"}, nil
+		}
+		notice := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Custom{Custom: &agentdv1.CustomMessage{CustomType: "approved", Content: []*agentdv1.ContentBlock{faux.Text("a approved")}}}}
+		return agentloop.BeforeDecision{}, info.Run.Record(notice)
+	}
+	rec := &recorder{}
+	msgs, err := agentloop.Run(context.Background(), []*agentdv1.AgentMessage{userMsg("go")}, agentloop.State{Tools: toolSet(t, tool)}, cfg, rec.sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var roles []string
+	for _, m := range msgs {
+		roles = append(roles, role(m))
+	}
+	if got := strings.Join(roles, " "); got != "user assistant custom toolResult toolResult assistant" {
+		t.Fatalf("run messages %s", got)
+	}
+	for i, r := range rec.toolResults() {
+		if r.GetIsError() || blockText(r.GetContent()) != "ran "+[]string{"a", "b"}[i] {
+			t.Fatalf("result %d: %v", i, r)
+		}
+	}
+	trace := strings.Join(rec.trace(), " ")
+	if !strings.Contains(trace, "tool_start:a tool_start:b") || !strings.Contains(trace, "message_start:custom message_end:custom tool_end:a") ||
+		strings.Index(trace, "tool_end:b") > strings.Index(trace, "message_start:custom") {
+		t.Fatalf("b must finish while a waits for its hook: %s", trace)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/provider/faux"
@@ -18,7 +16,7 @@ func ExampleRun() {
 		faux.Reply(faux.Message(faux.Text("The default port is 3000."))))
 	readFile := agentloop.FuncTool{
 		Def: &agentdv1.Tool{Name: "read_file"},
-		Fn: func(_ context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
+		Fn: func(_ context.Context, _ agentloop.Call) (agentloop.Result, error) {
 			return agentloop.Result{Content: []*agentdv1.ContentBlock{faux.Text("export const port = 3000;")}}, nil
 		},
 	}

@@ -21,15 +21,14 @@ const (
 // NotFoundText is the error result for a call to an unknown tool.
 func NotFoundText(name string) string { return "Tool " + name + " not found" }
 
-// prepared is a tool call after lookup, validation and BeforeToolCall:
-// either an immediate (error) result or a call ready to execute.
+// prepared is a tool call after lookup and validation: either an immediate
+// (error) result or a call ready for its BeforeToolCall hook and execution.
 type prepared struct {
 	call      *agentdv1.ToolCall
 	entry     *toolEntry
 	args      *structpb.Struct
 	immediate bool
 	result    Result
-	isError   bool
 }
 
 type finalized struct {
@@ -79,13 +78,7 @@ func (r *run) runSequential(msg *agentdv1.AssistantMessage, calls []*agentdv1.To
 		if err := r.em.send(evToolStart(c.GetId(), c.GetName(), c)); err != nil {
 			return nil, err
 		}
-		p := r.prepare(msg, c)
-		var f *finalized
-		if p.immediate {
-			f = r.finalizeImmediate(p)
-		} else {
-			f = r.executeAndFinalize(msg, p)
-		}
+		f := r.run1(msg, r.prepare(c))
 		if err := r.em.send(evToolEnd(f.message)); err != nil {
 			return nil, err
 		}
@@ -97,6 +90,10 @@ func (r *run) runSequential(msg *agentdv1.AssistantMessage, calls []*agentdv1.To
 	return out, nil
 }
 
+// runParallel announces and validates the calls in order, then runs each
+// valid one in its own goroutine: its BeforeToolCall hook (which may wait
+// for a person), the tool and its AfterToolCall hook. tool_execution_end
+// comes in completion order, the result messages in call order.
 func (r *run) runParallel(msg *agentdv1.AssistantMessage, calls []*agentdv1.ToolCall) ([]*finalized, error) {
 	out := make([]*finalized, len(calls))
 	var runnable []int
@@ -105,9 +102,9 @@ func (r *run) runParallel(msg *agentdv1.AssistantMessage, calls []*agentdv1.Tool
 		if err := r.em.send(evToolStart(c.GetId(), c.GetName(), c)); err != nil {
 			return nil, err
 		}
-		preps[i] = r.prepare(msg, c)
+		preps[i] = r.prepare(c)
 		if preps[i].immediate {
-			out[i] = r.finalizeImmediate(preps[i])
+			out[i] = r.finalize(preps[i].call, preps[i].result, true)
 			if err := r.em.send(evToolEnd(out[i].message)); err != nil {
 				return nil, err
 			}
@@ -120,7 +117,7 @@ func (r *run) runParallel(msg *agentdv1.AssistantMessage, calls []*agentdv1.Tool
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f := r.executeAndFinalize(msg, preps[i])
+			f := r.run1(msg, preps[i])
 			out[i] = f
 			// Completion order; a sink failure is picked up after Wait.
 			_ = r.em.send(evToolEnd(f.message))
@@ -146,41 +143,58 @@ func (r *run) appendToolResult(m *agentdv1.ToolResultMessage) error {
 	if err := r.em.send(evMessageEnd(am)); err != nil {
 		return err
 	}
+	r.recordMu.Lock()
 	r.messages = append(r.messages, am)
 	r.newMessages = append(r.newMessages, am)
+	r.recordMu.Unlock()
 	return nil
 }
 
-// prepare looks the tool up, validates the arguments and asks BeforeToolCall.
-func (r *run) prepare(msg *agentdv1.AssistantMessage, c *agentdv1.ToolCall) prepared {
+// prepare looks the tool up and validates the arguments.
+func (r *run) prepare(c *agentdv1.ToolCall) prepared {
 	p := prepared{call: c}
 	e := r.state.Tools.lookup(c.GetName())
 	if e == nil {
-		p.immediate, p.isError, p.result = true, true, errorResult(NotFoundText(c.GetName()))
+		p.immediate, p.result = true, errorResult(NotFoundText(c.GetName()))
 		return p
 	}
 	args, err := e.schema.validateArguments(c.GetName(), c.GetArguments())
 	if err != nil {
-		p.immediate, p.isError, p.result = true, true, errorResult(err.Error())
+		p.immediate, p.result = true, errorResult(err.Error())
 		return p
 	}
+	p.entry, p.args = e, args
+	return p
+}
+
+// run1 finishes one call: an immediate result as is, otherwise the
+// BeforeToolCall hook, the tool and the AfterToolCall hook.
+func (r *run) run1(msg *agentdv1.AssistantMessage, p prepared) *finalized {
+	if p.immediate {
+		return r.finalize(p.call, p.result, true)
+	}
 	if r.cfg.BeforeToolCall != nil {
-		d, err := safeBefore(r.ctx, r.cfg.BeforeToolCall, ToolCallInfo{AssistantMessage: msg, ToolCall: c, Args: args, Messages: r.messages})
+		d, err := safeBefore(r.ctx, r.cfg.BeforeToolCall, r.callInfo(msg, p))
 		if err != nil {
-			p.immediate, p.isError, p.result = true, true, errorResult(err.Error())
-			return p
+			return r.finalize(p.call, errorResult(err.Error()), true)
 		}
 		if d.Block {
 			reason := d.Reason
 			if reason == "" {
 				reason = errTextBlocked
 			}
-			p.immediate, p.isError, p.result = true, true, errorResult(reason)
-			return p
+			return r.finalize(p.call, errorResult(reason), true)
 		}
 	}
-	p.entry, p.args = e, args
-	return p
+	return r.executeAndFinalize(msg, p)
+}
+
+// callInfo describes a call to its hooks, with the run's messages so far.
+func (r *run) callInfo(msg *agentdv1.AssistantMessage, p prepared) ToolCallInfo {
+	r.recordMu.Lock()
+	msgs := r.messages // Record may append concurrently; this slice header is stable
+	r.recordMu.Unlock()
+	return ToolCallInfo{AssistantMessage: msg, ToolCall: p.call, Args: p.args, Messages: msgs, Run: scope{r}}
 }
 
 func safeBefore(ctx context.Context, f BeforeToolCallFunc, info ToolCallInfo) (d BeforeDecision, err error) {
@@ -201,21 +215,15 @@ func safeAfter(ctx context.Context, f AfterToolCallFunc, info AfterToolCallInfo)
 	return f(ctx, info)
 }
 
-func (r *run) finalizeImmediate(p prepared) *finalized {
-	f := &finalized{call: p.call, result: p.result, isError: p.isError}
-	f.message = r.resultMessage(f)
-	return f
-}
-
-func (r *run) resultMessage(f *finalized) *agentdv1.ToolResultMessage {
-	return &agentdv1.ToolResultMessage{
-		ToolCallId: f.call.GetId(),
-		ToolName:   f.call.GetName(),
-		Content:    f.result.Content,
-		Details:    f.result.Details,
-		IsError:    f.isError,
+func (r *run) finalize(call *agentdv1.ToolCall, result Result, isError bool) *finalized {
+	return &finalized{call: call, result: result, isError: isError, message: &agentdv1.ToolResultMessage{
+		ToolCallId: call.GetId(),
+		ToolName:   call.GetName(),
+		Content:    result.Content,
+		Details:    result.Details,
+		IsError:    isError,
 		Timestamp:  timestamppb.New(r.cfg.Now()),
-	}
+	}}
 }
 
 // executeAndFinalize runs the tool (recovering a panic), then AfterToolCall.
@@ -240,13 +248,7 @@ func (r *run) executeAndFinalize(msg *agentdv1.AssistantMessage, p prepared) *fi
 	mu.Unlock()
 
 	if r.cfg.AfterToolCall != nil {
-		r.recordMu.Lock()
-		msgs := r.messages // Record may append concurrently; this slice header is stable
-		r.recordMu.Unlock()
-		o, err := safeAfter(r.ctx, r.cfg.AfterToolCall, AfterToolCallInfo{
-			ToolCallInfo: ToolCallInfo{AssistantMessage: msg, ToolCall: p.call, Args: p.args, Messages: msgs},
-			Result:       result, IsError: isError,
-		})
+		o, err := safeAfter(r.ctx, r.cfg.AfterToolCall, AfterToolCallInfo{ToolCallInfo: r.callInfo(msg, p), Result: result, IsError: isError})
 		switch {
 		case err != nil:
 			result, isError = errorResult(err.Error()), true
@@ -265,9 +267,7 @@ func (r *run) executeAndFinalize(msg *agentdv1.AssistantMessage, p prepared) *fi
 			}
 		}
 	}
-	f := &finalized{call: p.call, result: result, isError: isError}
-	f.message = r.resultMessage(f)
-	return f
+	return r.finalize(p.call, result, isError)
 }
 
 func (r *run) execute1(p prepared, onUpdate UpdateFunc) (res Result, isError bool) {
@@ -276,7 +276,7 @@ func (r *run) execute1(p prepared, onUpdate UpdateFunc) (res Result, isError boo
 			res, isError = errorResult(fmt.Sprintf("Tool %s panicked: %v", p.call.GetName(), v)), true
 		}
 	}()
-	res, err := p.entry.tool.Execute(context.WithValue(r.ctx, runKey{}, r), p.call.GetId(), p.args, onUpdate)
+	res, err := p.entry.tool.Execute(r.ctx, Call{ID: p.call.GetId(), Args: p.args, Update: onUpdate, Run: scope{r}})
 	if err != nil {
 		failed := errorResult(err.Error())
 		// A failing tool may still have details for UIs (a command's exit
@@ -290,37 +290,17 @@ func (r *run) execute1(p prepared, onUpdate UpdateFunc) (res Result, isError boo
 	return res, res.IsError
 }
 
-// runKey finds the run in a tool's context, for Emit and Record.
-type runKey struct{}
+// scope is the Scope the loop hands to tools and hooks of run r.
+type scope struct{ r *run }
 
-// errNoRun is returned by Emit and Record outside a tool's Execute.
-var errNoRun = errors.New("agentloop: not called with the context of a running tool")
-
-// Emit sends an event of the tool's run to the sink, in order with the
-// run's own events. A tool uses it for events the loop does not produce
-// itself, such as a request for the user's approval. ctx must be (derived
-// from) the context the loop passed to Execute or to the model's
-// StreamFunc.
-func Emit(ctx context.Context, ev *agentdv1.AgentEvent) error {
-	r, ok := ctx.Value(runKey{}).(*run)
-	if !ok {
-		return errNoRun
-	}
-	return r.em.send(ev)
+// Emit implements Scope.
+func (s scope) Emit(ev *agentdv1.AgentEvent) error {
+	return s.r.em.send(ev)
 }
 
-// Record adds a message to the run's transcript while a tool executes (or
-// while a model call is being made, before its stream's first event):
-// the sink receives its message_start and message_end (and stores it), and
-// the run's later model calls see it. It lands before the batch's tool
-// results, so a record of a decision about a call precedes the call's
-// result. ctx must be (derived from) the context the loop passed to
-// Execute.
-func Record(ctx context.Context, msg *agentdv1.AgentMessage) error {
-	r, ok := ctx.Value(runKey{}).(*run)
-	if !ok {
-		return errNoRun
-	}
+// Record implements Scope.
+func (s scope) Record(msg *agentdv1.AgentMessage) error {
+	r := s.r
 	r.recordMu.Lock()
 	defer r.recordMu.Unlock()
 	if err := r.em.send(evMessageStart(msg)); err != nil {

@@ -169,7 +169,7 @@ func mustStruct(t testing.TB, js string) *structpb.Struct {
 	return s
 }
 
-type execFn = func(ctx context.Context, id string, args *structpb.Struct, onUpdate agentloop.UpdateFunc) (agentloop.Result, error)
+type execFn = func(ctx context.Context, call agentloop.Call) (agentloop.Result, error)
 
 func newTool(t testing.TB, name, schema string, fn execFn) agentloop.Tool {
 	t.Helper()
@@ -211,7 +211,7 @@ func equalTrace(t *testing.T, got, want []string) {
 // echoTool answers with its "path" argument.
 func echoTool(t testing.TB) agentloop.Tool {
 	return newTool(t, "read_file", `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`,
-		func(_ context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
-			return textResult("content of " + args.Fields["path"].GetStringValue()), nil
+		func(_ context.Context, call agentloop.Call) (agentloop.Result, error) {
+			return textResult("content of " + call.Args.Fields["path"].GetStringValue()), nil
 		})
 }

@@ -81,11 +81,26 @@ type Config struct {
 	// a budget). The run then ends COMPLETED.
 	ShouldStopAfterTurn func(ctx context.Context, info TurnInfo) bool
 
+	// Retry decides whether a model call whose answer failed (stop reason
+	// ERROR, before or after content streamed) is made again in the same
+	// turn, and after how long; nil never retries. The failed answer stays
+	// in the transcript, and the next call's context leaves it out (see
+	// provider.Replay), so a retry repeats nothing the model sees. An error
+	// event with stage "provider_retry" announces each retry. An abort
+	// during the wait ends the call ABORTED.
+	Retry RetryFunc
+
 	// Now stamps events and tool results; defaults to time.Now.
 	Now func() time.Time
 }
 
-// PreconditionError says why Continue cannot start; the service maps it to
+// RetryFunc decides whether a failed model call is made again: failed is
+// the attempt's ERROR answer, attempt counts the failed attempts of this
+// call (from 1), retryAfter is the wait the provider asked for (0 when it
+// did not say). provider.RetryPolicy.Decide is one.
+type RetryFunc func(failed *agentdv1.AssistantMessage, attempt int, retryAfter time.Duration) (delay time.Duration, retry bool)
+
+// PreconditionError says why Continue cannot start; the gRPC layer maps it to
 // FAILED_PRECONDITION. Its text is pi's.
 type PreconditionError struct {
 	Message string
@@ -119,19 +134,19 @@ func Run(ctx context.Context, prompts []*agentdv1.AgentMessage, state State, cfg
 }
 
 // Continue resumes from the transcript without a new prompt, for example
-// after a failed model call or a restart. The last model-visible message must
-// be a user message or a tool result; when it is an assistant message, queued
-// steering (then follow-up) messages are delivered instead, and with nothing
-// queued Continue refuses with a *PreconditionError before any event.
+// after a failed model call or a restart. The last message the model would
+// see (CheckContinue) must be a user message or a tool result; when it is
+// an assistant message, queued steering (then follow-up) messages are
+// delivered instead, and with nothing queued Continue refuses with a
+// *PreconditionError before any event.
 func Continue(ctx context.Context, state State, cfg Config, sink Sink) ([]*agentdv1.AgentMessage, error) {
 	if err := checkConfig(cfg, sink); err != nil {
 		return nil, err
 	}
-	last := lastModelVisible(state.Messages)
-	if last == nil {
-		return nil, &PreconditionError{Message: ErrTextNoMessages}
-	}
-	if last.GetAssistant() == nil {
+	err := CheckContinue(ctx, state, cfg)
+	var pe *PreconditionError
+	switch {
+	case err == nil:
 		r := newRun(ctx, state, cfg, sink)
 		defer r.cancel(nil)
 		return r.execute(func() error {
@@ -143,22 +158,41 @@ func Continue(ctx context.Context, state State, cfg Config, sink Sink) ([]*agent
 			}
 			return r.loop(r.cfg.Steering.Drain())
 		})
-	}
-	if cfg.Steering.Len() > 0 {
+	case !errors.As(err, &pe) || pe.Message != ErrTextFromAssistant:
+		return nil, err
+	case cfg.Steering.Len() > 0:
 		r := newRun(ctx, state, cfg, sink)
 		defer r.cancel(nil)
 		return r.execute(func() error {
 			return r.start(r.cfg.Steering.Drain(), true, true)
 		})
-	}
-	if cfg.FollowUp.Len() > 0 {
+	case cfg.FollowUp.Len() > 0:
 		r := newRun(ctx, state, cfg, sink)
 		defer r.cancel(nil)
 		return r.execute(func() error {
 			return r.start(r.cfg.FollowUp.Drain(), false, true)
 		})
 	}
-	return nil, &PreconditionError{Message: ErrTextFromAssistant}
+	return nil, err
+}
+
+// CheckContinue reports whether Continue could start from state with
+// nothing queued: it builds the context the next model call would get
+// (BuildContext: transformContext, convertToLlm, then provider.Replay, which
+// leaves failed answers out) and refuses, with the *PreconditionError
+// Continue would return, when that context is empty or ends with an
+// assistant message. So after a failed answer the model sees the message
+// before it last, and Continue retries the call.
+func CheckContinue(ctx context.Context, state State, cfg Config) error {
+	c, _ := BuildContext(ctx, state, cfg)
+	msgs := c.GetMessages()
+	if len(msgs) == 0 {
+		return &PreconditionError{Message: ErrTextNoMessages}
+	}
+	if msgs[len(msgs)-1].GetAssistant() != nil {
+		return &PreconditionError{Message: ErrTextFromAssistant}
+	}
+	return nil
 }
 
 func checkConfig(cfg Config, sink Sink) error {
@@ -167,16 +201,6 @@ func checkConfig(cfg Config, sink Sink) error {
 	}
 	if sink == nil {
 		return errors.New("agentloop: sink is nil")
-	}
-	return nil
-}
-
-// lastModelVisible is the last message DefaultConvertToLLM would send.
-func lastModelVisible(msgs []*agentdv1.AgentMessage) *agentdv1.AgentMessage {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if convertOne(msgs[i]) != nil {
-			return msgs[i]
-		}
 	}
 	return nil
 }
@@ -382,7 +406,7 @@ func (r *run) loop(pending []*agentdv1.AgentMessage) error {
 			if err != nil {
 				return err
 			}
-			if sr := msg.GetStopReason(); sr == agentdv1.StopReason_STOP_REASON_ERROR || sr == agentdv1.StopReason_STOP_REASON_ABORTED {
+			if provider.IsFailedAnswer(msg) {
 				return r.em.send(evTurnEnd(r.turn, msg, nil))
 			}
 			var results []*agentdv1.ToolResultMessage
@@ -436,7 +460,8 @@ func (r *run) buildContext() (*agentdv1.Context, error) {
 
 // BuildContext returns the Context the next model call would receive for a
 // run over state with cfg, without calling the model: the transcript after
-// TransformContext and ConvertToLLM, the system prompt and the tools. It
+// TransformContext, ConvertToLLM and provider.Replay for cfg.Model, the
+// system prompt and the tools. It
 // applies the same fail-safe fallbacks as a run; the failures it fell back
 // from are returned alongside, never instead of, the context.
 func BuildContext(ctx context.Context, state State, cfg Config) (*agentdv1.Context, []error) {
@@ -449,7 +474,8 @@ func BuildContext(ctx context.Context, state State, cfg Config) (*agentdv1.Conte
 }
 
 // assembleContext is the pipeline before every model call: transform (on a
-// deep copy), convert (on a deep copy), then the Context. A failing step
+// deep copy), convert (on a deep copy), replay for cfg.Model, then the
+// Context. A failing step
 // falls back to its input and is reported through onFailure, whose error
 // stops the pipeline.
 func assembleContext(ctx context.Context, systemPrompt string, msgs []*agentdv1.AgentMessage, tools *ToolSet, cfg Config,
@@ -478,6 +504,9 @@ func assembleContext(ctx context.Context, systemPrompt string, msgs []*agentdv1.
 	} else {
 		llm = DefaultConvertToLLM(msgs)
 	}
+	// The same replay rules every adapter applies, here so that a run's
+	// calls and GetContext show exactly what the model receives.
+	llm = provider.Replay(llm, cfg.Model)
 	return &agentdv1.Context{SystemPrompt: systemPrompt, Messages: llm, Tools: tools.Definitions()}, nil
 }
 
@@ -525,7 +554,7 @@ type partial struct {
 }
 
 type partialBlock struct {
-	kind      uint8 // 1 text, 2 thinking, 3 tool call
+	kind      provider.BlockKind
 	text      strings.Builder
 	signature string
 	redacted  bool
@@ -533,7 +562,7 @@ type partialBlock struct {
 	id, name  string
 }
 
-func (p *partial) block(i int, kind uint8) *partialBlock {
+func (p *partial) block(i int, kind provider.BlockKind) *partialBlock {
 	for len(p.blocks) <= i {
 		p.blocks = append(p.blocks, partialBlock{})
 	}
@@ -549,11 +578,11 @@ func (p *partial) content() []*agentdv1.ContentBlock {
 	for i := range p.blocks {
 		b := &p.blocks[i]
 		switch b.kind {
-		case 1:
+		case provider.BlockText:
 			out = append(out, &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: b.text.String(), TextSignature: b.signature}}})
-		case 2:
+		case provider.BlockThinking:
 			out = append(out, &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_Thinking{Thinking: &agentdv1.ThinkingContent{Thinking: b.text.String(), ThinkingSignature: b.signature, Redacted: b.redacted}}})
-		case 3:
+		case provider.BlockToolCall:
 			call := b.call
 			if call == nil {
 				// Never leak the partial-JSON scratch buffer: {} until complete.
@@ -565,26 +594,73 @@ func (p *partial) content() []*agentdv1.ContentBlock {
 	return out
 }
 
-// Texts of failures the loop itself turns into assistant messages.
-const (
-	errTextNoFinal = "Provider stream ended without a final message"
-	errTextAborted = "Request was aborted"
-)
+// errTextNoFinal is the failure of a model stream that ended without its
+// final message; an aborted one says provider.AbortedMessage.
+const errTextNoFinal = "Provider stream ended without a final message"
 
-// streamAssistant makes one model call and emits its message events. The
-// returned message is already in the run's context.
+// streamAssistant makes one model call, retried as cfg.Retry says, and
+// emits its message events. The returned message, the call's last answer,
+// is already in the run's context, after any failed attempts.
 func (r *run) streamAssistant() (*agentdv1.AssistantMessage, error) {
+	for attempt := 1; ; attempt++ {
+		msg, retryAfter, err := r.streamOnce()
+		if err != nil {
+			return nil, err
+		}
+		if r.cfg.Retry == nil || msg.GetStopReason() != agentdv1.StopReason_STOP_REASON_ERROR || r.ctx.Err() != nil {
+			return msg, nil
+		}
+		delay, ok := r.cfg.Retry(msg, attempt, retryAfter)
+		if !ok {
+			return msg, nil
+		}
+		if err := r.em.send(evError("provider_retry", RetryText(msg, attempt, delay), false)); err != nil {
+			return nil, err
+		}
+		if !r.wait(delay) {
+			// Aborted while waiting: the call ends as an abort does.
+			aborted := r.emptyAssistant(r.cfg.Now())
+			aborted.StopReason, aborted.ErrorMessage = agentdv1.StopReason_STOP_REASON_ABORTED, provider.AbortedMessage
+			return aborted, r.appendAssistant(aborted, nil)
+		}
+	}
+}
+
+// RetryText is the error event that announces a retry of a failed model
+// call.
+func RetryText(failed *agentdv1.AssistantMessage, attempt int, delay time.Duration) string {
+	return fmt.Sprintf("model call failed (%s); retry %d in %v", failed.GetErrorMessage(), attempt, delay.Round(time.Millisecond))
+}
+
+// wait sleeps d unless the run is aborted first; it reports whether it
+// slept the whole time.
+func (r *run) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.ctx.Done():
+		return false
+	}
+}
+
+// streamOnce makes one attempt of a model call and emits its message
+// events. It returns the answer, already in the run's context, and on a
+// failure the wait the provider asked for.
+func (r *run) streamOnce() (*agentdv1.AssistantMessage, time.Duration, error) {
 	llmCtx, err := r.buildContext()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	startedAt := r.cfg.Now()
 	var (
-		header  *agentdv1.AssistantMessage
-		final   *agentdv1.AssistantMessage
-		acc     partial
-		sendErr error
-		failure string
+		header     *agentdv1.AssistantMessage
+		final      *agentdv1.AssistantMessage
+		retryAfter time.Duration
+		acc        partial
+		sendErr    error
+		failure    string
 	)
 	func() {
 		defer func() {
@@ -592,9 +668,7 @@ func (r *run) streamAssistant() (*agentdv1.AssistantMessage, error) {
 				failure = fmt.Sprintf("provider panicked: %v", p)
 			}
 		}()
-		// The stream's context lets a provider wrapper Record a failed
-		// attempt (before the stream's first event) and Emit events.
-		stream := r.cfg.Stream(context.WithValue(r.ctx, runKey{}, r), r.cfg.Model, llmCtx, r.cfg.StreamOptions)
+		stream := r.cfg.Stream(r.ctx, r.cfg.Model, llmCtx, r.cfg.StreamOptions)
 		if stream == nil {
 			failure = "provider returned no stream"
 			return
@@ -611,7 +685,7 @@ func (r *run) streamAssistant() (*agentdv1.AssistantMessage, error) {
 				}
 				sendErr = r.em.send(evMessageStart(&agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: header}}))
 			case provider.EventDone, provider.EventError:
-				final = ev.Message
+				final, retryAfter = ev.Message, ev.RetryAfter
 				return
 			default:
 				if header == nil {
@@ -625,7 +699,7 @@ func (r *run) streamAssistant() (*agentdv1.AssistantMessage, error) {
 		}
 	}()
 	if sendErr != nil {
-		return nil, sendErr
+		return nil, 0, sendErr
 	}
 	if final == nil {
 		m := r.emptyAssistant(startedAt)
@@ -640,7 +714,7 @@ func (r *run) streamAssistant() (*agentdv1.AssistantMessage, error) {
 		m.ErrorMessage = failure
 		if r.ctx.Err() != nil {
 			m.StopReason = agentdv1.StopReason_STOP_REASON_ABORTED
-			m.ErrorMessage = errTextAborted
+			m.ErrorMessage = provider.AbortedMessage
 		}
 		final = m
 	}
@@ -650,21 +724,27 @@ func (r *run) streamAssistant() (*agentdv1.AssistantMessage, error) {
 	if final.Usage == nil {
 		final.Usage = &agentdv1.Usage{Cost: &agentdv1.Cost{}}
 	}
+	return final, retryAfter, r.appendAssistant(final, header)
+}
+
+// appendAssistant adds a finished answer to the run's context and emits
+// its message_end, preceded by a message_start when the stream never sent
+// one (header nil).
+func (r *run) appendAssistant(final, header *agentdv1.AssistantMessage) error {
 	am := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: final}}
+	r.recordMu.Lock()
 	r.messages = append(r.messages, am)
 	r.newMessages = append(r.newMessages, am)
+	r.recordMu.Unlock()
 	r.lastAssistant = final
 	r.addUsage(final.GetUsage())
 	if header == nil {
 		h := &agentdv1.AssistantMessage{Api: final.GetApi(), Provider: final.GetProvider(), Model: final.GetModel(), Timestamp: final.GetTimestamp()}
 		if err := r.em.send(evMessageStart(&agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: h}})); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if err := r.em.send(evMessageEnd(am)); err != nil {
-		return nil, err
-	}
-	return final, nil
+	return r.em.send(evMessageEnd(am))
 }
 
 func (r *run) emptyAssistant(at time.Time) *agentdv1.AssistantMessage {
@@ -678,48 +758,35 @@ func (r *run) applyDelta(acc *partial, ev provider.Event) error {
 	i := ev.ContentIndex
 	switch ev.Type {
 	case provider.EventTextStart:
-		acc.block(i, 1)
+		acc.block(i, provider.BlockText)
 		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_TextStart{TextStart: &agentdv1.TextStart{ContentIndex: uint32(i)}}}))
 	case provider.EventTextDelta:
-		acc.block(i, 1).text.WriteString(ev.Delta)
+		acc.block(i, provider.BlockText).text.WriteString(ev.Delta)
 		return r.em.send(r.em.textDelta(i, ev.Delta))
 	case provider.EventTextEnd:
-		acc.block(i, 1).signature = ev.Signature
+		acc.block(i, provider.BlockText).signature = ev.Signature
 		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_TextEnd{TextEnd: &agentdv1.TextEnd{ContentIndex: uint32(i), TextSignature: ev.Signature}}}))
 	case provider.EventThinkingStart:
-		acc.block(i, 2).redacted = ev.Redacted
+		acc.block(i, provider.BlockThinking).redacted = ev.Redacted
 		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ThinkingStart{ThinkingStart: &agentdv1.ThinkingStart{ContentIndex: uint32(i), Redacted: ev.Redacted}}}))
 	case provider.EventThinkingDelta:
-		acc.block(i, 2).text.WriteString(ev.Delta)
+		acc.block(i, provider.BlockThinking).text.WriteString(ev.Delta)
 		return r.em.send(r.em.thinkingDelta(i, ev.Delta))
 	case provider.EventThinkingEnd:
-		acc.block(i, 2).signature = ev.Signature
+		acc.block(i, provider.BlockThinking).signature = ev.Signature
 		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ThinkingEnd{ThinkingEnd: &agentdv1.ThinkingEnd{ContentIndex: uint32(i), ThinkingSignature: ev.Signature}}}))
 	case provider.EventToolCallStart:
-		b := acc.block(i, 3)
+		b := acc.block(i, provider.BlockToolCall)
 		b.id, b.name = ev.ToolCallID, ev.ToolName
 		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ToolCallStart{ToolCallStart: &agentdv1.ToolCallStart{ContentIndex: uint32(i), Id: ev.ToolCallID, Name: ev.ToolName}}}))
 	case provider.EventToolCallDelta:
 		// The JSON fragments are not accumulated: only the final, parsed call
 		// at toolcall_end may reach the transcript.
-		acc.block(i, 3)
+		acc.block(i, provider.BlockToolCall)
 		return r.em.send(r.em.toolCallDelta(i, ev.Delta))
 	case provider.EventToolCallEnd:
-		acc.block(i, 3).call = ev.ToolCall
+		acc.block(i, provider.BlockToolCall).call = ev.ToolCall
 		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ToolCallEnd{ToolCallEnd: &agentdv1.ToolCallEnd{ContentIndex: uint32(i), ToolCall: ev.ToolCall}}}))
-	}
-	return nil
-}
-
-// CheckContinue reports whether Continue could start from msgs with nothing
-// queued: it returns the *PreconditionError Continue would return, or nil.
-func CheckContinue(msgs []*agentdv1.AgentMessage) error {
-	last := lastModelVisible(msgs)
-	if last == nil {
-		return &PreconditionError{Message: ErrTextNoMessages}
-	}
-	if last.GetAssistant() != nil {
-		return &PreconditionError{Message: ErrTextFromAssistant}
 	}
 	return nil
 }

@@ -178,7 +178,7 @@ func TestBrokenProviderYieldsErrorMessage(t *testing.T) {
 // Rule 5: every immediate error text, and a tool's own failure.
 func TestToolErrorTexts(t *testing.T) {
 	schema := `{"type":"object","properties":{"path":{"type":"string"},"count":{"type":"integer","minimum":1}},"required":["path","count"],"additionalProperties":false}`
-	ok := func(context.Context, string, *structpb.Struct, agentloop.UpdateFunc) (agentloop.Result, error) {
+	ok := func(context.Context, agentloop.Call) (agentloop.Result, error) {
 		return textResult("ran"), nil
 	}
 	tests := []struct {
@@ -212,11 +212,11 @@ func TestToolErrorTexts(t *testing.T) {
 				return agentloop.BeforeDecision{}, errors.New("approval store down")
 			}, want: "approval store down"},
 		{name: "tool fails", call: "t", args: map[string]any{"path": "p", "count": 1},
-			fn: func(context.Context, string, *structpb.Struct, agentloop.UpdateFunc) (agentloop.Result, error) {
+			fn: func(context.Context, agentloop.Call) (agentloop.Result, error) {
 				return agentloop.Result{}, errors.New("ENOENT: no such file")
 			}, want: "ENOENT: no such file"},
 		{name: "tool panics", call: "t", args: map[string]any{"path": "p", "count": 1},
-			fn: func(context.Context, string, *structpb.Struct, agentloop.UpdateFunc) (agentloop.Result, error) {
+			fn: func(context.Context, agentloop.Call) (agentloop.Result, error) {
 				panic("nil map")
 			}, want: "Tool t panicked: nil map"},
 		{name: "coerced and run", call: "t", args: map[string]any{"path": "p", "count": "3"}, want: "ran", ran: true},
@@ -264,8 +264,8 @@ func TestArgumentCoercionOnCopy(t *testing.T) {
 		"u":{"anyOf":[{"type":"boolean"},{"type":"integer"}]},
 		"nested":{"type":"object","properties":{"deep":{"type":"boolean"}}}}}`
 	var got map[string]any
-	tool := newTool(t, "t", schema, func(_ context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
-		got = args.AsMap()
+	tool := newTool(t, "t", schema, func(_ context.Context, call agentloop.Call) (agentloop.Result, error) {
+		got = call.Args.AsMap()
 		return textResult("ok"), nil
 	})
 	args := map[string]any{"n": "42", "f": "2.5", "b": "true", "s": 7, "list": []any{"1", 2}, "u": "7", "nested": map[string]any{"deep": "false"}}
@@ -327,7 +327,7 @@ func TestAfterToolCallRewrites(t *testing.T) {
 // Rule 8: terminate and shouldStopAfterTurn.
 func TestTerminateAndShouldStop(t *testing.T) {
 	term := func(flag bool) execFn {
-		return func(context.Context, string, *structpb.Struct, agentloop.UpdateFunc) (agentloop.Result, error) {
+		return func(context.Context, agentloop.Call) (agentloop.Result, error) {
 			return agentloop.Result{Content: []*agentdv1.ContentBlock{faux.Text("done")}, Terminate: flag}, nil
 		}
 	}
@@ -369,11 +369,11 @@ func TestTerminateAndShouldStop(t *testing.T) {
 // turn's tool call, tool result and answer.
 func TestSeedTwoPromptScenario(t *testing.T) {
 	readFile := newTool(t, "read_file", `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`,
-		func(_ context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
+		func(_ context.Context, _ agentloop.Call) (agentloop.Result, error) {
 			return textResult("export const config = { port: 3000 };"), nil
 		})
 	editFile := newTool(t, "edit_file", `{"type":"object","properties":{"path":{"type":"string"},"old":{"type":"string"},"new":{"type":"string"}},"required":["path","old","new"]}`,
-		func(context.Context, string, *structpb.Struct, agentloop.UpdateFunc) (agentloop.Result, error) {
+		func(context.Context, agentloop.Call) (agentloop.Result, error) {
 			return textResult("edited"), nil
 		})
 	p := faux.New(faux.Options{},
@@ -492,7 +492,7 @@ func TestRunRejectsMissingConfig(t *testing.T) {
 }
 
 func TestToolSetRejectsBadTools(t *testing.T) {
-	noop := func(context.Context, string, *structpb.Struct, agentloop.UpdateFunc) (agentloop.Result, error) {
+	noop := func(context.Context, agentloop.Call) (agentloop.Result, error) {
 		return agentloop.Result{}, nil
 	}
 	if _, err := agentloop.NewToolSet(newTool(t, "a", `{}`, noop), newTool(t, "a", `{}`, noop)); err == nil {

@@ -7,7 +7,7 @@ import (
 )
 
 // Queue holds steering or follow-up messages that arrive while a run is
-// active. The service pushes from its RPC handlers while the loop drains
+// active. Callers push from other goroutines while the loop drains
 // between turns, so it is safe for concurrent use. A nil *Queue is an empty
 // queue.
 type Queue struct {

@@ -21,17 +21,17 @@ func TestToolsEmitRecordAndFailWithDetails(t *testing.T) {
 	notice := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Custom{Custom: &agentdv1.CustomMessage{
 		CustomType: "decision", Content: []*agentdv1.ContentBlock{faux.Text("allowed")}, IncludeInModelContext: true}}}
 	exit, _ := structpb.NewValue(map[string]any{"exit_code": 2.0})
-	gated := newTool(t, "gated", `{"type":"object"}`, func(ctx context.Context, id string, _ *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
-		if err := agentloop.Emit(ctx, &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ApprovalRequested{
-			ApprovalRequested: &agentdv1.ApprovalRequested{ToolCallId: id}}}); err != nil {
+	gated := newTool(t, "gated", `{"type":"object"}`, func(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
+		if err := call.Run.Emit(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ApprovalRequested{
+			ApprovalRequested: &agentdv1.ApprovalRequested{ToolCallId: call.ID}}}); err != nil {
 			return agentloop.Result{}, err
 		}
-		if err := agentloop.Record(ctx, notice); err != nil {
+		if err := call.Run.Record(notice); err != nil {
 			return agentloop.Result{}, err
 		}
 		return agentloop.Result{Content: []*agentdv1.ContentBlock{faux.Text("partial output")}, IsError: true}, nil
 	})
-	failing := newTool(t, "failing", `{"type":"object"}`, func(context.Context, string, *structpb.Struct, agentloop.UpdateFunc) (agentloop.Result, error) {
+	failing := newTool(t, "failing", `{"type":"object"}`, func(context.Context, agentloop.Call) (agentloop.Result, error) {
 		return agentloop.Result{}, detailedError{exit}
 	})
 	p := faux.New(faux.Options{},
@@ -75,16 +75,11 @@ func TestToolsEmitRecordAndFailWithDetails(t *testing.T) {
 		blockText(r2.GetContent()) != "command failed with exit code 2" {
 		t.Errorf("failing tool's details lost: %v", r2)
 	}
-	// The model saw the recorded message in its next call.
-	second := p.Contexts()[1]
-	if got := blockText(second.GetMessages()[2].GetUser().GetContent()); got != "allowed" {
-		t.Errorf("second model call saw %q at the recorded message's place", got)
-	}
-	// Outside a tool there is no run to emit into.
-	if err := agentloop.Emit(context.Background(), &agentdv1.AgentEvent{}); err == nil {
-		t.Error("Emit without a run succeeded")
-	}
-	if err := agentloop.Record(context.Background(), notice); err == nil {
-		t.Error("Record without a run succeeded")
+	// The model saw the recorded message in its next call, after the tool
+	// results, which must follow the call they answer (provider.Replay).
+	second := p.Contexts()[1].GetMessages()
+	if len(second) != 5 || second[2].GetToolResult() == nil || second[3].GetToolResult() == nil ||
+		blockText(second[4].GetUser().GetContent()) != "allowed" {
+		t.Errorf("second model call saw %v", second)
 	}
 }

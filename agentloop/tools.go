@@ -2,6 +2,7 @@ package agentloop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -27,17 +28,45 @@ type Result struct {
 	IsError bool
 }
 
-// Tool is a tool the model may call. Execute receives arguments already
-// validated (and coerced) against Definition().Parameters and must honour
-// ctx: an abort cancels it. A returned error becomes an error result with the
-// error's text (and the error's ResultDetails() *structpb.Value as details,
-// when it has that method); a panic becomes one too. From inside Execute, a
-// tool may Emit events and Record messages into its run.
+// Scope is what the loop lends a tool or a hook for the run it belongs to:
+// the way to add events and transcript messages to the run, in order with
+// the loop's own. Use it only while the call it was handed to runs.
+type Scope interface {
+	// Emit sends an event of the run to the sink, for events the loop does
+	// not produce itself, such as a request for the user's approval. The
+	// loop stamps its time.
+	Emit(ev *agentdv1.AgentEvent) error
+	// Record adds a message to the run's transcript: the sink receives its
+	// message_start and message_end (and stores it), and the run's later
+	// model calls see it. Recorded from a tool call or its hooks, it lands
+	// before the batch's tool results, so a record of a decision about a
+	// call precedes the call's result.
+	Record(msg *agentdv1.AgentMessage) error
+}
+
+// Call is one execution of a tool.
+type Call struct {
+	// ID is the tool call's id, as the model gave it.
+	ID string
+	// Args are the arguments, validated and coerced against the tool's
+	// schema.
+	Args *structpb.Struct
+	// Update reports progress as tool_execution_update events.
+	Update UpdateFunc
+	// Run is the run the call belongs to.
+	Run Scope
+}
+
+// Tool is a tool the model may call. Execute must honour ctx: an abort
+// cancels it. A returned error becomes an error result with the error's
+// text (and the error's ResultDetails() *structpb.Value as details, when it
+// has that method); a panic becomes one too.
 type Tool interface {
 	// Definition is the declaration sent to the model: name, description,
 	// JSON Schema parameters and the sequential flag. It must not change.
 	Definition() *agentdv1.Tool
-	Execute(ctx context.Context, toolCallID string, args *structpb.Struct, onUpdate UpdateFunc) (Result, error)
+	// Execute runs one call of the tool.
+	Execute(ctx context.Context, call Call) (Result, error)
 }
 
 // FuncTool adapts a function to Tool.
@@ -45,15 +74,15 @@ type FuncTool struct {
 	// Def is returned by Definition.
 	Def *agentdv1.Tool
 	// Fn is called by Execute.
-	Fn func(ctx context.Context, toolCallID string, args *structpb.Struct, onUpdate UpdateFunc) (Result, error)
+	Fn func(ctx context.Context, call Call) (Result, error)
 }
 
 // Definition implements Tool.
 func (t FuncTool) Definition() *agentdv1.Tool { return t.Def }
 
 // Execute implements Tool.
-func (t FuncTool) Execute(ctx context.Context, id string, args *structpb.Struct, onUpdate UpdateFunc) (Result, error) {
-	return t.Fn(ctx, id, args, onUpdate)
+func (t FuncTool) Execute(ctx context.Context, call Call) (Result, error) {
+	return t.Fn(ctx, call)
 }
 
 // ToolSet is an immutable set of tools with their schemas compiled once, so
@@ -113,7 +142,7 @@ func (ts *ToolSet) lookup(name string) *toolEntry {
 func (ts *ToolSet) ValidateArguments(name string, args *structpb.Struct) (*structpb.Struct, error) {
 	e := ts.lookup(name)
 	if e == nil {
-		return nil, fmt.Errorf("Tool %s not found", name)
+		return nil, errors.New(NotFoundText(name))
 	}
 	return e.schema.validateArguments(name, args)
 }
@@ -127,6 +156,8 @@ type ToolCallInfo struct {
 	Args *structpb.Struct
 	// Messages is the run's transcript so far; read-only.
 	Messages []*agentdv1.AgentMessage
+	// Run is the run the call belongs to.
+	Run Scope
 }
 
 // BeforeDecision is a BeforeToolCall hook's answer.
@@ -137,10 +168,11 @@ type BeforeDecision struct {
 	Reason string
 }
 
-// BeforeToolCallFunc runs after validation and before execution. It may
-// block for a long time (an approval gate, a client-executed tool) and must
-// return promptly once ctx is cancelled. A returned error becomes the call's
-// error result.
+// BeforeToolCallFunc runs after validation and before execution, in the
+// call's own goroutine (in parallel mode the calls of a batch wait for
+// their hooks concurrently). It may block for a long time (an approval
+// gate) and must return promptly once ctx is cancelled. A returned error
+// becomes the call's error result.
 type BeforeToolCallFunc func(ctx context.Context, call ToolCallInfo) (BeforeDecision, error)
 
 // AfterToolCallInfo is what AfterToolCall sees.

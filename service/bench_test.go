@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -152,7 +151,7 @@ func benchConcurrentSessions(b *testing.B, tokensPerSecond uint32) {
 	sessions, turns := benchSessions, 10
 	tool := readOnlyTool{agentloop.FuncTool{
 		Def: &agentdv1.Tool{Name: "step", Description: "One step.", Parameters: mustStruct(b, map[string]any{"type": "object"})},
-		Fn: func(context.Context, string, *structpb.Struct, agentloop.UpdateFunc) (agentloop.Result, error) {
+		Fn: func(context.Context, agentloop.Call) (agentloop.Result, error) {
 			return agentloop.Result{Content: texts("ok")}, nil
 		},
 	}}

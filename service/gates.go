@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -101,14 +100,15 @@ type clientTool struct {
 func (t clientTool) Definition() *agentdv1.Tool { return t.def }
 
 // Execute implements agentloop.Tool.
-func (t clientTool) Execute(ctx context.Context, id string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
+func (t clientTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
+	id, args := call.ID, call.Args
 	if t.run == nil {
 		return agentloop.Result{}, fmt.Errorf("client tool %s cannot run outside a run", t.def.GetName())
 	}
 	c := t.run.pending.open(id, waitClientResult)
 	timer := time.NewTimer(t.timeout)
 	defer timer.Stop()
-	if err := agentloop.Emit(ctx, &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ToolCallRequested{ToolCallRequested: &agentdv1.ToolCallRequested{
+	if err := call.Run.Emit(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ToolCallRequested{ToolCallRequested: &agentdv1.ToolCallRequested{
 		ToolCallId: id, ToolName: t.def.GetName(), Arguments: args, Deadline: timestamp(t.now().Add(t.timeout)),
 	}}}); err != nil {
 		t.run.pending.stop(c, "abandoned")
@@ -142,10 +142,11 @@ type gatedTool struct {
 }
 
 // Execute implements agentloop.Tool.
-func (g gatedTool) Execute(ctx context.Context, id string, args *structpb.Struct, onUpdate agentloop.UpdateFunc) (agentloop.Result, error) {
+func (g gatedTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
+	id, args := call.ID, call.Args
 	name := g.Definition().GetName()
 	if g.policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_DENY {
-		if err := g.record(ctx, id, agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED, "policy", "the session's approval policy denies "+name); err != nil {
+		if err := g.record(call.Run, id, agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED, "policy", "the session's approval policy denies "+name); err != nil {
 			return agentloop.Result{}, err
 		}
 		return agentloop.Result{}, fmt.Errorf("Tool call denied by policy: %s is not allowed in this session", name)
@@ -156,7 +157,7 @@ func (g gatedTool) Execute(ctx context.Context, id string, args *structpb.Struct
 	c := g.run.pending.open(id, waitApproval)
 	timer := time.NewTimer(g.timeout)
 	defer timer.Stop()
-	if err := agentloop.Emit(ctx, &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ApprovalRequested{ApprovalRequested: &agentdv1.ApprovalRequested{
+	if err := call.Run.Emit(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ApprovalRequested{ApprovalRequested: &agentdv1.ApprovalRequested{
 		ToolCallId: id, ToolName: name, Arguments: args, Deadline: timestamp(g.now().Add(g.timeout)),
 	}}}); err != nil {
 		g.run.pending.stop(c, "abandoned")
@@ -169,7 +170,7 @@ func (g gatedTool) Execute(ctx context.Context, id string, args *structpb.Struct
 		if by == "" {
 			by = "user"
 		}
-		if err := g.record(ctx, id, d.GetDecision(), by, d.GetReason()); err != nil {
+		if err := g.record(call.Run, id, d.GetDecision(), by, d.GetReason()); err != nil {
 			return agentloop.Result{}, err
 		}
 		if d.GetDecision() != agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED {
@@ -179,10 +180,10 @@ func (g gatedTool) Execute(ctx context.Context, id string, args *structpb.Struct
 			}
 			return agentloop.Result{}, fmt.Errorf("%s", text)
 		}
-		return g.Tool.Execute(ctx, id, args, onUpdate)
+		return g.Tool.Execute(ctx, call)
 	case <-timer.C:
 		g.run.pending.stop(c, "timed out")
-		if err := g.record(ctx, id, agentdv1.ApprovalDecision_APPROVAL_DECISION_TIMED_OUT, "timeout", ""); err != nil {
+		if err := g.record(call.Run, id, agentdv1.ApprovalDecision_APPROVAL_DECISION_TIMED_OUT, "timeout", ""); err != nil {
 			return agentloop.Result{}, err
 		}
 		return agentloop.Result{}, fmt.Errorf("no approval for %s within %v (approval_timeout); the tool did not run", name, g.timeout)
@@ -192,8 +193,8 @@ func (g gatedTool) Execute(ctx context.Context, id string, args *structpb.Struct
 	}
 }
 
-func (g gatedTool) record(ctx context.Context, id string, d agentdv1.ApprovalDecision, by, reason string) error {
-	return agentloop.Record(ctx, &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_ApprovalNotice{ApprovalNotice: &agentdv1.ApprovalNotice{
+func (g gatedTool) record(run agentloop.Scope, id string, d agentdv1.ApprovalDecision, by, reason string) error {
+	return run.Record(&agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_ApprovalNotice{ApprovalNotice: &agentdv1.ApprovalNotice{
 		ToolCallId: id, ToolName: g.Definition().GetName(), Decision: d, Reason: reason, DecidedBy: by,
 		Timestamp: timestamp(g.now()), VisibleInUi: true, IncludeInModelContext: g.includeInModel,
 	}}})

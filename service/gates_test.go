@@ -31,7 +31,7 @@ func noteTool(ran *atomic.Int32) agentloop.Tool {
 	params, _ := structpb.NewStruct(map[string]any{"type": "object"})
 	return agentloop.FuncTool{
 		Def: &agentdv1.Tool{Name: "write_note", Description: "Write a note.", Parameters: params},
-		Fn: func(context.Context, string, *structpb.Struct, agentloop.UpdateFunc) (agentloop.Result, error) {
+		Fn: func(context.Context, agentloop.Call) (agentloop.Result, error) {
 			ran.Add(1)
 			return agentloop.Result{Content: texts("note written")}, nil
 		},

@@ -276,8 +276,8 @@ func readFileTool(files map[string]string) agentloop.Tool {
 	})
 	return readOnlyTool{agentloop.FuncTool{
 		Def: &agentdv1.Tool{Name: "read_file", Description: "Read a file.", Parameters: params},
-		Fn: func(_ context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
-			body, ok := files[args.GetFields()["path"].GetStringValue()]
+		Fn: func(_ context.Context, call agentloop.Call) (agentloop.Result, error) {
+			body, ok := files[call.Args.GetFields()["path"].GetStringValue()]
 			if !ok {
 				return agentloop.Result{}, errors.New("no such file")
 			}
@@ -304,8 +304,8 @@ func (g *gate) tool() agentloop.Tool {
 	params, _ := structpb.NewStruct(map[string]any{"type": "object"})
 	return readOnlyTool{agentloop.FuncTool{
 		Def: &agentdv1.Tool{Name: "wait", Description: "Wait for the test.", Parameters: params},
-		Fn: func(ctx context.Context, id string, _ *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
-			g.entered <- id
+		Fn: func(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
+			g.entered <- call.ID
 			select {
 			case <-g.release:
 				return agentloop.Result{Content: texts("waited")}, nil

@@ -62,57 +62,21 @@ func (s *Service) checkModel(ref *agentdv1.ModelRef) error {
 	return nil
 }
 
-// modelFor returns the model and stream function for a session's runs.
-func (s *Service) modelFor(cfg *agentdv1.SessionConfig) (provider.Model, provider.StreamFunc, error) {
-	model, stream, err := s.bareModelFor(cfg)
-	if err != nil {
-		return model, nil, err
-	}
-	return model, replaying(stream), nil
-}
-
-// replaying applies the replay rules (failed answers skipped, orphan tool
-// calls answered, foreign opaque fields dropped) before the adapter sees
-// the context, exactly as GetContext shows it. Adapters apply the same
-// rules again; they are idempotent.
-func replaying(next provider.StreamFunc) provider.StreamFunc {
-	return func(ctx context.Context, model provider.Model, c *agentdv1.Context, o provider.Options) provider.Stream {
-		replayed := &agentdv1.Context{SystemPrompt: c.GetSystemPrompt(), Messages: provider.Replay(c.GetMessages(), model), Tools: c.GetTools()}
-		return next(ctx, model, replayed, o)
-	}
-}
-
-func (s *Service) bareModelFor(cfg *agentdv1.SessionConfig) (provider.Model, provider.StreamFunc, error) {
+// modelFor returns the model and stream function for a session's runs, and
+// the retry policy for its failed calls (nil for the faux model, whose
+// failures are scripted).
+func (s *Service) modelFor(cfg *agentdv1.SessionConfig) (provider.Model, provider.StreamFunc, agentloop.RetryFunc, error) {
 	if isFaux(cfg.GetModel()) {
-		return faux.DefaultModel(), scriptedFaux(cfg.GetFaux()), nil
+		return faux.DefaultModel(), scriptedFaux(cfg.GetFaux()), nil, nil
 	}
 	if s.models == nil {
-		return provider.Model{}, nil, fmt.Errorf("no provider %q is configured", cfg.GetModel().GetProvider())
+		return provider.Model{}, nil, nil, fmt.Errorf("no provider %q is configured", cfg.GetModel().GetProvider())
 	}
 	model, stream, err := s.models.Resolve(cfg.GetModel())
 	if err != nil {
-		return model, nil, err
+		return model, nil, nil, err
 	}
-	return model, retrying(stream, s.retry), nil
-}
-
-// retrying retries a model call that failed before producing anything
-// (rate limits, overload, 5xx, connection resets). Each failed attempt is
-// recorded in the transcript as the ERROR answer it was, and announced as a
-// non-fatal error event; the replay rule keeps it out of the model's
-// context, so transcript and context agree.
-func retrying(next provider.StreamFunc, policy provider.RetryPolicy) provider.StreamFunc {
-	return func(ctx context.Context, model provider.Model, c *agentdv1.Context, o provider.Options) provider.Stream {
-		p := policy
-		p.OnRetry = func(attempt int, delay time.Duration, failed *agentdv1.AssistantMessage) {
-			_ = agentloop.Record(ctx, &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: failed}})
-			_ = agentloop.Emit(ctx, &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_Error{Error: &agentdv1.AgentError{
-				Stage:   "provider_retry",
-				Message: fmt.Sprintf("model call failed (%s); retry %d in %v", failed.GetErrorMessage(), attempt, delay.Round(time.Millisecond)),
-			}}})
-		}
-		return provider.WithRetry(next, p)(ctx, model, c, o)
-	}
+	return model, stream, s.retry.Decide, nil
 }
 
 // scriptedFaux answers the n-th model call of a session with the n-th
@@ -123,7 +87,7 @@ func scriptedFaux(script *agentdv1.FauxScript) provider.StreamFunc {
 	return func(ctx context.Context, model provider.Model, c *agentdv1.Context, o provider.Options) provider.Stream {
 		n := 0
 		for _, m := range c.GetMessages() {
-			if a := m.GetAssistant(); a != nil && !failedAnswer(a) {
+			if a := m.GetAssistant(); a != nil && !provider.IsFailedAnswer(a) {
 				n++
 			}
 		}
@@ -133,11 +97,6 @@ func scriptedFaux(script *agentdv1.FauxScript) provider.StreamFunc {
 		}
 		return faux.New(opts, responses...).Stream(ctx, model, c, o)
 	}
-}
-
-func failedAnswer(a *agentdv1.AssistantMessage) bool {
-	sr := a.GetStopReason()
-	return sr == agentdv1.StopReason_STOP_REASON_ERROR || sr == agentdv1.StopReason_STOP_REASON_ABORTED
 }
 
 // scriptedAnswer fills in the stop reason a script may leave out.

@@ -61,8 +61,8 @@ func TestRealProviderStreamsThroughAgentd(t *testing.T) {
 		"location": map[string]any{"type": "string"}, "unit": map[string]any{"type": "string"}}})
 	weather := readOnlyTool{agentloop.FuncTool{
 		Def: &agentdv1.Tool{Name: "get_weather", Description: "Weather for a place.", Parameters: params},
-		Fn: func(_ context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
-			return agentloop.Result{Content: texts("15 degrees in " + args.GetFields()["location"].GetStringValue())}, nil
+		Fn: func(_ context.Context, call agentloop.Call) (agentloop.Result, error) {
+			return agentloop.Result{Content: texts("15 degrees in " + call.Args.GetFields()["location"].GetStringValue())}, nil
 		},
 	}}
 	h := newHarness(t, service.Options{Models: reg, Tools: []agentloop.Tool{weather}}, service.ServerOptions{})

@@ -137,10 +137,6 @@ func (s *Service) Close(ctx context.Context) error {
 	return s.runs.shutdown(ctx)
 }
 
-// interruptedText is what the model sees for a tool call whose run was cut
-// by a crash: the replay rule's text for a call without a result.
-const interruptedText = "No result provided"
-
 func (s *Service) recoverInterruptedRuns(ctx context.Context) error {
 	runs, err := s.store.CloseInterruptedRuns(ctx)
 	if err != nil {
@@ -197,7 +193,7 @@ func (s *Service) answerOrphanToolCalls(ctx context.Context, sessionID, runID st
 			Kind: &agentdv1.AgentMessage_ToolResult{ToolResult: &agentdv1.ToolResultMessage{
 				ToolCallId: call.GetId(),
 				ToolName:   call.GetName(),
-				Content:    []*agentdv1.ContentBlock{textBlock(interruptedText)},
+				Content:    []*agentdv1.ContentBlock{textBlock(provider.NoResultText)},
 				IsError:    true,
 				Timestamp:  timestamp(s.now()),
 			}},

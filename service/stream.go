@@ -54,8 +54,8 @@ func (s *Service) Continue(req *agentdv1.ContinueRequest, stream grpc.ServerStre
 	h, err := s.launch(ctx, req.GetSessionId(), req.GetRequestId(), func(ctx context.Context, st agentloop.State, cfg agentloop.Config, sink agentloop.Sink) error {
 		_, err := agentloop.Continue(ctx, st, cfg, sink)
 		return err
-	}, func(msgs []*agentdv1.AgentMessage) error {
-		if err := agentloop.CheckContinue(msgs); err != nil {
+	}, func(ctx context.Context, st agentloop.State, cfg agentloop.Config) error {
+		if err := agentloop.CheckContinue(ctx, st, cfg); err != nil {
 			return status.Errorf(codes.FailedPrecondition, "%v: Continue needs a transcript whose last message the model sees is a user message or a tool result; use Prompt instead", err)
 		}
 		return nil
@@ -89,13 +89,13 @@ type loopFunc func(ctx context.Context, st agentloop.State, cfg agentloop.Config
 // launch starts a run of the session in the background and returns its
 // handle; a retried request id returns the run it started before. check,
 // when set, vets the transcript before anything is recorded.
-func (s *Service) launch(ctx context.Context, sessionID, requestID string, body loopFunc, check func([]*agentdv1.AgentMessage) error) (*runHandle, error) {
+func (s *Service) launch(ctx context.Context, sessionID, requestID string, body loopFunc, check func(context.Context, agentloop.State, agentloop.Config) error) (*runHandle, error) {
 	rec, err := s.session(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}
 	cfg := cloneConfig(rec.Config)
-	model, streamFn, err := s.modelFor(cfg)
+	model, streamFn, retry, err := s.modelFor(cfg)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "session %q: its model cannot be used now: %v", sessionID, err)
 	}
@@ -125,7 +125,7 @@ func (s *Service) launch(ctx context.Context, sessionID, requestID string, body 
 	}
 	msgs := transcriptMessages(path)
 	if check != nil {
-		if err := check(msgs); err != nil {
+		if err := check(ctx, agentloop.State{SystemPrompt: cfg.GetSystemPrompt(), Messages: msgs, Tools: tools}, agentloop.Config{Model: model}); err != nil {
 			return nil, err
 		}
 	}
@@ -151,7 +151,8 @@ func (s *Service) launch(ctx context.Context, sessionID, requestID string, body 
 		ShouldStopAfterTurn: func(_ context.Context, info agentloop.TurnInfo) bool {
 			return info.Turn >= maxTurns
 		},
-		Now: s.now,
+		Retry: retry,
+		Now:   s.now,
 	}
 	state := agentloop.State{SystemPrompt: cfg.GetSystemPrompt(), Messages: msgs, Tools: tools}
 	started = true

@@ -13,7 +13,6 @@ import (
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
-	"github.com/agentd/agentd/provider"
 )
 
 // AppendMessages implements agentdv1.AgentServiceServer.
@@ -95,13 +94,11 @@ func (s *Service) GetContext(ctx context.Context, req *agentdv1.GetContextReques
 		return nil, s.storeStatus(ctx, "load transcript", err)
 	}
 	state := agentloop.State{SystemPrompt: cfg.GetSystemPrompt(), Messages: transcriptMessages(path), Tools: tools}
-	c, failures := agentloop.BuildContext(ctx, state, agentloop.Config{})
+	model, _, _, _ := s.modelFor(cfg) // a model no longer usable still names itself
+	c, failures := agentloop.BuildContext(ctx, state, agentloop.Config{Model: model})
 	for _, f := range failures {
 		s.logger.WarnContext(ctx, "context pipeline fell back", "session", req.GetSessionId(), "err", f)
 	}
-	// The same replay rules a run applies before the model call.
-	model, _, _ := s.bareModelFor(cfg) // a model no longer usable still names itself
-	c.Messages = provider.Replay(c.GetMessages(), model)
 	return &agentdv1.GetContextResponse{Context: c}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/provider"
 )
 
 // Limits bound what one request may carry. The zero value of a field means
@@ -72,9 +73,6 @@ var (
 	toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 )
 
-// imageTypes are the media types every vision-capable provider accepts.
-var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
-
 // checkID validates a required id field.
 func checkID(field, id string) error {
 	if id == "" {
@@ -133,7 +131,7 @@ func (l Limits) checkContent(field string, blocks []*agentdv1.ContentBlock, kind
 			if blk.Image.GetMimeType() == "" {
 				return invalid(f+".image.mime_type", "required (image/png, image/jpeg, image/gif or image/webp)")
 			}
-			if !imageTypes[blk.Image.GetMimeType()] {
+			if !provider.IsImageMIMEType(blk.Image.GetMimeType()) {
 				return invalid(f+".image.mime_type", "%q is not supported; use image/png, image/jpeg, image/gif or image/webp", blk.Image.GetMimeType())
 			}
 			if len(blk.Image.GetData()) == 0 {

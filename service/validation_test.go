@@ -12,10 +12,11 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/service"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // streamErr opens a server stream and returns the error of its first

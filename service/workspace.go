@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/tools"
@@ -83,6 +81,6 @@ func (d declaredTool) Definition() *agentdv1.Tool { return d.def }
 func (d declaredTool) ReadOnly() bool { return tools.ReadOnly(d.def.GetName()) }
 
 // Execute implements agentloop.Tool.
-func (d declaredTool) Execute(context.Context, string, *structpb.Struct, agentloop.UpdateFunc) (agentloop.Result, error) {
+func (d declaredTool) Execute(context.Context, agentloop.Call) (agentloop.Result, error) {
 	return agentloop.Result{}, fmt.Errorf("tool %s is only declared here", d.def.GetName())
 }

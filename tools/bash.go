@@ -41,8 +41,8 @@ const drainGrace = 2 * time.Second
 type bashTool struct{ base }
 
 // Execute implements agentloop.Tool.
-func (t *bashTool) Execute(ctx context.Context, _ string, args *structpb.Struct, onUpdate agentloop.UpdateFunc) (agentloop.Result, error) {
-	command, err := stringArg(args, "command", true)
+func (t *bashTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
+	command, err := stringArg(call.Args, "command", true)
 	if err != nil {
 		return agentloop.Result{}, err
 	}
@@ -51,7 +51,7 @@ func (t *bashTool) Execute(ctx context.Context, _ string, args *structpb.Struct,
 	}
 	o := t.w.opts
 	timeout := o.BashTimeout
-	if secs, ok, err := numberArg(args, "timeout"); err != nil {
+	if secs, ok, err := numberArg(call.Args, "timeout"); err != nil {
 		return agentloop.Result{}, err
 	} else if ok {
 		if secs <= 0 {
@@ -86,7 +86,7 @@ func (t *bashTool) Execute(ctx context.Context, _ string, args *structpb.Struct,
 	pw.Close()
 	pgid := cmd.Process.Pid
 
-	out := newOutput(o, onUpdate)
+	out := newOutput(o, call.Update)
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/agentd/agentd/agentloop"
 )
 
 func benchFixture(b *testing.B) *Workspace {
@@ -41,7 +43,7 @@ func benchTool(b *testing.B, name string, args map[string]any, perItem float64, 
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if _, err := tool.Execute(b.Context(), "c", s, nil); err != nil {
+		if _, err := tool.Execute(b.Context(), agentloop.Call{ID: "c", Args: s}); err != nil {
 			b.Fatal(err)
 		}
 	}

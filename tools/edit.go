@@ -8,8 +8,6 @@ import (
 	"os"
 	"strings"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
 	"github.com/agentd/agentd/agentloop"
 )
 
@@ -18,16 +16,16 @@ type editTool struct{ base }
 const bom = "\uFEFF"
 
 // Execute implements agentloop.Tool.
-func (t *editTool) Execute(ctx context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
-	p, err := stringArg(args, "path", true)
+func (t *editTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
+	p, err := stringArg(call.Args, "path", true)
 	if err != nil {
 		return agentloop.Result{}, err
 	}
-	oldText, err := stringArg(args, "old_text", true)
+	oldText, err := stringArg(call.Args, "old_text", true)
 	if err != nil {
 		return agentloop.Result{}, err
 	}
-	newText, err := stringArg(args, "new_text", true)
+	newText, err := stringArg(call.Args, "new_text", true)
 	if err != nil {
 		return agentloop.Result{}, err
 	}

@@ -71,7 +71,7 @@ func TestNewResolvesRootSymlink(t *testing.T) {
 	tool, _ := ws.Tool(ReadFile)
 	// An absolute path may use the root as given or as resolved.
 	for _, p := range []string{filepath.Join(link, "a.txt"), filepath.Join(real, "a.txt")} {
-		res, err := tool.Execute(t.Context(), "c", structOf(t, map[string]any{"path": p}), nil)
+		res, err := tool.Execute(t.Context(), agentloop.Call{ID: "c", Args: structOf(t, map[string]any{"path": p})})
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}

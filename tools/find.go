@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
 	"github.com/agentd/agentd/agentloop"
 )
 
@@ -55,16 +53,16 @@ func (w *Workspace) walk(ctx context.Context, rel string, visit func(relPath str
 }
 
 // Execute implements agentloop.Tool.
-func (t *findTool) Execute(ctx context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
-	pattern, err := stringArg(args, "pattern", true)
+func (t *findTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
+	pattern, err := stringArg(call.Args, "pattern", true)
 	if err != nil {
 		return agentloop.Result{}, err
 	}
-	p, err := stringArg(args, "path", false)
+	p, err := stringArg(call.Args, "path", false)
 	if err != nil {
 		return agentloop.Result{}, err
 	}
-	limit, _, err := intArg(args, "limit", DefaultFindLimit, 1)
+	limit, _, err := intArg(call.Args, "limit", DefaultFindLimit, 1)
 	if err != nil {
 		return agentloop.Result{}, err
 	}

@@ -13,8 +13,6 @@ import (
 	"regexp"
 	"strings"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
 	"github.com/agentd/agentd/agentloop"
 )
 
@@ -35,32 +33,32 @@ type grepRun struct {
 }
 
 // Execute implements agentloop.Tool.
-func (t *grepTool) Execute(ctx context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
-	pattern, err := stringArg(args, "pattern", true)
+func (t *grepTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
+	pattern, err := stringArg(call.Args, "pattern", true)
 	if err != nil {
 		return agentloop.Result{}, err
 	}
-	p, err := stringArg(args, "path", false)
+	p, err := stringArg(call.Args, "path", false)
 	if err != nil {
 		return agentloop.Result{}, err
 	}
-	globPat, err := stringArg(args, "glob", false)
+	globPat, err := stringArg(call.Args, "glob", false)
 	if err != nil {
 		return agentloop.Result{}, err
 	}
-	ignoreCase, err := boolArg(args, "ignore_case")
+	ignoreCase, err := boolArg(call.Args, "ignore_case")
 	if err != nil {
 		return agentloop.Result{}, err
 	}
-	literal, err := boolArg(args, "literal")
+	literal, err := boolArg(call.Args, "literal")
 	if err != nil {
 		return agentloop.Result{}, err
 	}
-	ctxLines, _, err := intArg(args, "context", 0, 0)
+	ctxLines, _, err := intArg(call.Args, "context", 0, 0)
 	if err != nil {
 		return agentloop.Result{}, err
 	}
-	limit, _, err := intArg(args, "limit", DefaultGrepLimit, 1)
+	limit, _, err := intArg(call.Args, "limit", DefaultGrepLimit, 1)
 	if err != nil {
 		return agentloop.Result{}, err
 	}

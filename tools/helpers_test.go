@@ -99,7 +99,7 @@ func (f *fixture) callCtx(t *testing.T, ctx context.Context, name string, args m
 	if onUpdate == nil {
 		onUpdate = func([]*agentdv1.ContentBlock, *structpb.Value) {}
 	}
-	return tool.Execute(ctx, "call-1", valid, onUpdate)
+	return tool.Execute(ctx, agentloop.Call{ID: "call-1", Args: valid, Update: onUpdate})
 }
 
 // direct runs a tool without schema validation, for the defensive checks
@@ -111,7 +111,7 @@ func (f *fixture) direct(t *testing.T, name string, args map[string]any) (agentl
 		t.Fatal(err)
 	}
 	tool, _ := f.ws.Tool(name)
-	return tool.Execute(context.Background(), "call-1", s, func([]*agentdv1.ContentBlock, *structpb.Value) {})
+	return tool.Execute(context.Background(), agentloop.Call{ID: "call-1", Args: s, Update: func([]*agentdv1.ContentBlock, *structpb.Value) {}})
 }
 
 // ok runs a tool that must succeed.

@@ -10,8 +10,6 @@ import (
 	"sort"
 	"strings"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
 	"github.com/agentd/agentd/agentloop"
 )
 
@@ -41,12 +39,12 @@ func (w *Workspace) dirTarget(p string) (target, error) {
 }
 
 // Execute implements agentloop.Tool.
-func (t *lsTool) Execute(ctx context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
-	p, err := stringArg(args, "path", false)
+func (t *lsTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
+	p, err := stringArg(call.Args, "path", false)
 	if err != nil {
 		return agentloop.Result{}, err
 	}
-	limit, _, err := intArg(args, "limit", DefaultLsLimit, 1)
+	limit, _, err := intArg(call.Args, "limit", DefaultLsLimit, 1)
 	if err != nil {
 		return agentloop.Result{}, err
 	}

@@ -13,10 +13,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/provider"
 )
 
 // base carries what every tool shares: its workspace and its declaration,
@@ -35,20 +34,17 @@ type readTool struct{ base }
 // http.DetectContentType (512) and for a NUL byte check like git's (8000).
 const sniffBytes = 8192
 
-// imageTypes are the formats model APIs accept inline.
-var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
-
 // Execute implements agentloop.Tool.
-func (t *readTool) Execute(ctx context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
-	p, err := stringArg(args, "path", true)
+func (t *readTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
+	p, err := stringArg(call.Args, "path", true)
 	if err != nil {
 		return agentloop.Result{}, err
 	}
-	offset, _, err := intArg(args, "offset", 1, 1)
+	offset, _, err := intArg(call.Args, "offset", 1, 1)
 	if err != nil {
 		return agentloop.Result{}, err
 	}
-	limit, limited, err := intArg(args, "limit", 0, 1)
+	limit, limited, err := intArg(call.Args, "limit", 0, 1)
 	if err != nil {
 		return agentloop.Result{}, err
 	}
@@ -73,7 +69,7 @@ func (t *readTool) Execute(ctx context.Context, _ string, args *structpb.Struct,
 	}
 	head = head[:n]
 	mime := http.DetectContentType(head)
-	if imageTypes[mime] {
+	if provider.IsImageMIMEType(mime) {
 		return t.image(f, head, fi.Size(), tg.shown, mime)
 	}
 	if bytes.IndexByte(head, 0) >= 0 {

@@ -190,6 +190,24 @@ func (w *Workspace) outsideError(shown string) error {
 	return fmt.Errorf("Path %s is outside the workspace %s", shown, w.dir)
 }
 
+// escapeError is the refusal for a path whose symbolic links lead out of
+// the workspace. It never names where they lead: a tool result must not
+// reveal paths outside the workspace.
+func (w *Workspace) escapeError(shown string) error {
+	return fmt.Errorf("Path %s leads outside the workspace %s through a symbolic link", shown, w.dir)
+}
+
+// resolveError is the refusal for a path that cannot be resolved. It keeps
+// the system's reason (such as "permission denied") but not the path the
+// system names, which may lie outside the workspace behind a link.
+func resolveError(shown string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("Cannot resolve path %s: %w", shown, err)
+}
+
 // lexical maps a model-given path to a cleaned path relative to the root,
 // without touching the file system.
 func (w *Workspace) lexical(p string) (string, error) {
@@ -246,13 +264,13 @@ func (w *Workspace) resolve(p string) (target, error) {
 			break
 		}
 		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrInvalid) && !isNotDir(err) {
-			return target{}, fmt.Errorf("Cannot resolve path %s: %w", p, err)
+			return target{}, resolveError(p, err)
 		}
 		if fi, lerr := os.Lstat(existing); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
 			return target{}, w.brokenLink(p, existing)
 		}
 		if existing == w.dir {
-			return target{}, fmt.Errorf("Cannot resolve path %s: %w", p, err)
+			return target{}, resolveError(p, err)
 		}
 		rest = filepath.Join(filepath.Base(existing), rest)
 		existing = filepath.Dir(existing)
@@ -260,7 +278,7 @@ func (w *Workspace) resolve(p string) (target, error) {
 	full := filepath.Join(real, rest)
 	relReal, ok := within(w.dir, full)
 	if !ok {
-		return target{}, fmt.Errorf("Path %s resolves to %s, outside the workspace %s", p, full, w.dir)
+		return target{}, w.escapeError(p)
 	}
 	return target{shown: p, rel: relReal}, nil
 }
@@ -270,7 +288,7 @@ func (w *Workspace) resolve(p string) (target, error) {
 func (w *Workspace) brokenLink(p, link string) error {
 	dest, err := os.Readlink(link)
 	if err != nil {
-		return fmt.Errorf("Cannot resolve path %s: %w", p, err)
+		return resolveError(p, err)
 	}
 	abs := dest
 	if !filepath.IsAbs(abs) {
@@ -281,7 +299,7 @@ func (w *Workspace) brokenLink(p, link string) error {
 		abs = filepath.Join(parent, dest)
 	}
 	if _, ok := within(w.dir, filepath.Clean(abs)); !ok {
-		return fmt.Errorf("Path %s resolves to %s, outside the workspace %s", p, filepath.Clean(abs), w.dir)
+		return w.escapeError(p)
 	}
 	return fmt.Errorf("Path %s is a symbolic link to %s, which does not exist", p, dest)
 }

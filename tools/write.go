@@ -9,20 +9,18 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
 	"github.com/agentd/agentd/agentloop"
 )
 
 type writeTool struct{ base }
 
 // Execute implements agentloop.Tool.
-func (t *writeTool) Execute(ctx context.Context, _ string, args *structpb.Struct, _ agentloop.UpdateFunc) (agentloop.Result, error) {
-	p, err := stringArg(args, "path", true)
+func (t *writeTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
+	p, err := stringArg(call.Args, "path", true)
 	if err != nil {
 		return agentloop.Result{}, err
 	}
-	content, err := stringArg(args, "content", true)
+	content, err := stringArg(call.Args, "content", true)
 	if err != nil {
 		return agentloop.Result{}, err
 	}
