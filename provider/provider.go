@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"iter"
 	"time"
 	"unicode/utf16"
@@ -38,6 +39,17 @@ type Model struct {
 	// models declared before this field existed keep their behaviour.
 	TextOnly bool
 }
+
+// The errors a model resolver (such as provider/catalog's Registry) wraps,
+// so that callers can tell a reference that can never work from one that
+// needs configuration.
+var (
+	// ErrUnknownModel: no provider or model of that name.
+	ErrUnknownModel = errors.New("unknown model")
+	// ErrNotConfigured: the model is known but its provider has no API key
+	// or base URL.
+	ErrNotConfigured = errors.New("provider not configured")
+)
 
 // Price is a model's price per million tokens, used to fill Usage.cost.
 type Price struct {

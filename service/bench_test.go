@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/agent"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -84,7 +86,7 @@ func BenchmarkPromptStream10kDeltas(b *testing.B) {
 	const deltas = 10_000
 	// The faux provider streams chunks of 3 to 5 tokens of 4 characters.
 	answer := strings.Repeat("port 3000, ", deltas*16/11)
-	h := newHarness(b, service.Options{}, service.ServerOptions{})
+	h := newHarness(b, agent.Options{}, service.ServerOptions{})
 	cfg := &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Echo: true}}
 
 	// Run once to learn the exact events, which the baseline replays.
@@ -167,7 +169,7 @@ func benchConcurrentSessions(b *testing.B, tokensPerSecond uint32) {
 	for range b.N {
 		b.StopTimer()
 		metrics := service.NewMetrics()
-		h := newHarness(b, service.Options{Tools: []agentloop.Tool{tool}, MaxConcurrentRuns: sessions, Metrics: metrics}, service.ServerOptions{})
+		h := newHarness(b, agent.Options{Tools: []agentloop.Tool{tool}, MaxConcurrentRuns: sessions, Metrics: metrics}, service.ServerOptions{})
 		ids := make([]string, sessions)
 		for i := range ids {
 			ids[i] = h.createSession(cfg)
@@ -278,10 +280,11 @@ func BenchmarkStartWith10kSessions(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		svc, err := service.New(context.Background(), st, service.Options{})
+		a, err := agent.New(context.Background(), st, agent.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
+		svc := service.New(st, a, service.Options{})
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			b.Fatal(err)
@@ -300,7 +303,7 @@ func BenchmarkStartWith10kSessions(b *testing.B) {
 		b.StopTimer()
 		conn.Close()
 		srv.Shutdown(context.Background())
-		svc.Close(context.Background())
+		a.Close(context.Background())
 		st.Close()
 		b.StartTimer()
 	}

@@ -1,5 +1,8 @@
-// Package service is the thin gRPC layer of agentd: it implements
-// agentd.v1.AgentService by validating requests, mapping errors to gRPC
-// status codes and wiring the agent loop (package agentloop) to the
-// transcript store (package persistence). It holds no agent logic itself.
+// Package service is the gRPC layer of agentd: it implements
+// agentd.v1.AgentService by validating requests, mapping them onto the runs
+// of package agent and the sessions and transcripts of package persistence,
+// and mapping their errors onto gRPC status codes (INVALID_ARGUMENT with
+// google.rpc.BadRequest field violations). It holds no run state and no
+// agent logic: NewServer adds health, reflection, logging, metrics, auth,
+// panic recovery and a codec that sends logged events as they were encoded.
 package service

@@ -5,15 +5,52 @@ import (
 	"errors"
 	"fmt"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/persistence"
 )
 
-// storeStatus maps a store error onto the gRPC status a client should see.
-// what names the operation for INTERNAL errors, whose detail stays in logs.
-func (s *Service) storeStatus(ctx context.Context, what string, err error) error {
+// agentCodes maps the agent's refusals onto status codes.
+var agentCodes = []struct {
+	kind error
+	code codes.Code
+}{
+	{agent.ErrBusy, codes.FailedPrecondition},
+	{agent.ErrIdle, codes.FailedPrecondition},
+	{agent.ErrPrecondition, codes.FailedPrecondition},
+	{agent.ErrNotFound, codes.NotFound},
+	{agent.ErrExists, codes.AlreadyExists},
+	{agent.ErrLimit, codes.ResourceExhausted},
+	{agent.ErrUnavailable, codes.Unavailable},
+	{agent.ErrConflict, codes.Aborted},
+	{agent.ErrOutOfRange, codes.OutOfRange},
+}
+
+// status maps an error of the agent or the store onto the gRPC status a
+// client should see. what names the operation for INTERNAL errors, whose
+// detail stays in the log.
+func (s *Service) status(ctx context.Context, what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	var fe *agent.FieldError
+	if errors.As(err, &fe) {
+		return invalid(fe.Field, "%s", fe.Description)
+	}
+	var ae *agent.Error
+	if errors.As(err, &ae) {
+		for _, m := range agentCodes {
+			if errors.Is(ae.Kind, m.kind) {
+				return status.Error(m.code, ae.Message)
+			}
+		}
+	}
 	var perr *persistence.Error
 	switch {
 	case errors.Is(err, persistence.ErrNotFound):
@@ -40,12 +77,21 @@ func (s *Service) storeStatus(ctx context.Context, what string, err error) error
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, "the call's deadline passed")
 	default:
-		s.logger.ErrorContext(ctx, "store failure", "op", what, "err", err)
-		return status.Errorf(codes.Internal, "%s failed in the transcript store; see the agentd log", what)
+		s.logger.ErrorContext(ctx, "internal failure", "op", what, "err", err)
+		return status.Errorf(codes.Internal, "%s failed inside agentd; see the agentd log", what)
 	}
 }
 
-// invalid builds an INVALID_ARGUMENT status that names the field.
+// invalid builds an INVALID_ARGUMENT status that names the field, in the
+// text and as a google.rpc.BadRequest field violation, so a client can
+// point at the field without parsing the text.
 func invalid(field, format string, args ...any) error {
-	return status.Errorf(codes.InvalidArgument, "%s: %s", field, fmt.Sprintf(format, args...))
+	desc := fmt.Sprintf(format, args...)
+	st := status.New(codes.InvalidArgument, field+": "+desc)
+	if withDetails, err := st.WithDetails(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+		{Field: field, Description: desc},
+	}}); err == nil {
+		st = withDetails
+	}
+	return st.Err()
 }

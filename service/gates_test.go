@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/agent"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -39,7 +41,7 @@ func noteTool(ran *atomic.Int32) agentloop.Tool {
 }
 
 func TestClientToolRoundTrip(t *testing.T) {
-	h := newHarness(t, service.Options{}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{}, service.ServerOptions{})
 	id := h.createSession(&agentdv1.SessionConfig{
 		Tools: []*agentdv1.Tool{colorTool(t)},
 		Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{
@@ -88,7 +90,7 @@ func TestClientToolRoundTrip(t *testing.T) {
 }
 
 func TestClientToolTimeoutAndInvalidArguments(t *testing.T) {
-	h := newHarness(t, service.Options{}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{}, service.ServerOptions{})
 	id := h.createSession(&agentdv1.SessionConfig{
 		Tools:             []*agentdv1.Tool{colorTool(t)},
 		ClientToolTimeout: durationpb.New(150 * time.Millisecond),
@@ -138,7 +140,7 @@ func TestApprovalAllowDenyAndDurability(t *testing.T) {
 	} {
 		t.Run(tc.decision.String(), func(t *testing.T) {
 			var ran atomic.Int32
-			h := newHarness(t, service.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}}, service.ServerOptions{})
+			h := newHarness(t, agent.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}}, service.ServerOptions{})
 			id := h.createSession(approvalConfig(t, agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED,
 				toolCallAnswer(t, "call_w", "write_note", nil)))
 			stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("write it")})
@@ -189,7 +191,7 @@ func TestApprovalAllowDenyAndDurability(t *testing.T) {
 
 func TestApprovalTimeoutAbortAndPolicy(t *testing.T) {
 	var ran atomic.Int32
-	h := newHarness(t, service.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}}, service.ServerOptions{})
 
 	// Timeout.
 	cfg := approvalConfig(t, agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK, toolCallAnswer(t, "call_t", "write_note", nil))
@@ -239,7 +241,7 @@ func TestApprovalTimeoutAbortAndPolicy(t *testing.T) {
 
 func TestParallelCallsOneWaitsForApproval(t *testing.T) {
 	var ran atomic.Int32
-	h := newHarness(t, service.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}}, service.ServerOptions{})
 	both := toolCallAnswer(t, "call_w", "write_note", nil)
 	both.Content = append(both.Content, toolCallAnswer(t, "call_r", "read_file", map[string]any{"path": "src/config.ts"}).Content...)
 	cfg := approvalConfig(t, agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED, both)
@@ -293,7 +295,7 @@ func TestParallelCallsOneWaitsForApproval(t *testing.T) {
 // A detached run keeps waiting for its client tool after the stream that
 // started it is gone; another client attaches and answers.
 func TestDetachedRunWaitsForAClientToAttachAndAnswer(t *testing.T) {
-	h := newHarness(t, service.Options{}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{}, service.ServerOptions{})
 	id := h.createSession(&agentdv1.SessionConfig{
 		Tools: []*agentdv1.Tool{colorTool(t)},
 		Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{

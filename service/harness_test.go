@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence/sqlite"
@@ -28,10 +29,12 @@ import (
 type harness struct {
 	t      testing.TB
 	dbPath string
-	opts   service.Options
+	opts   agent.Options
+	svopts service.Options
 	sopts  service.ServerOptions
 
 	store  *sqlite.Store
+	agent  *agent.Agent
 	svc    *service.Service
 	srv    *service.Server
 	served chan error
@@ -40,9 +43,17 @@ type harness struct {
 	addr   string
 }
 
-func newHarness(t testing.TB, opts service.Options, sopts service.ServerOptions) *harness {
+// newHarness starts agentd with the agent's options, the server's, and
+// optionally the service's (whose Metrics default to the agent's).
+func newHarness(t testing.TB, opts agent.Options, sopts service.ServerOptions, svopts ...service.Options) *harness {
 	t.Helper()
 	h := &harness{t: t, dbPath: filepath.Join(t.TempDir(), "agentd.db"), opts: opts, sopts: sopts}
+	if len(svopts) > 0 {
+		h.svopts = svopts[0]
+	}
+	if m, ok := opts.Metrics.(*service.Metrics); ok && h.svopts.Metrics == nil {
+		h.svopts.Metrics = m
+	}
 	h.start()
 	t.Cleanup(h.stop)
 	return h
@@ -54,15 +65,16 @@ func (h *harness) start() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	svc, err := service.New(context.Background(), st, h.opts)
+	a, err := agent.New(context.Background(), st, h.opts)
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	svc := service.New(st, a, h.svopts)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.store, h.svc, h.addr = st, svc, lis.Addr().String()
+	h.store, h.agent, h.svc, h.addr = st, a, svc, lis.Addr().String()
 	h.srv = service.NewServer(svc, h.sopts)
 	h.served = make(chan error, 1)
 	go func() { h.served <- h.srv.Serve(lis) }()
@@ -81,8 +93,8 @@ func (h *harness) stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	h.conn.Close()
-	if err := h.svc.Close(ctx); err != nil {
-		h.t.Errorf("service close: %v", err)
+	if err := h.agent.Close(ctx); err != nil {
+		h.t.Errorf("agent close: %v", err)
 	}
 	h.srv.Shutdown(ctx)
 	if err := <-h.served; err != nil {

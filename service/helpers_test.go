@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/persistence/sqlite"
 	"github.com/agentd/agentd/service"
 )
@@ -21,12 +22,13 @@ func openStore(t *testing.T, path string) *sqlite.Store {
 }
 
 // newService returns a service over a fresh SQLite file.
-func newService(t *testing.T, opts service.Options) *service.Service {
+func newService(t *testing.T) *service.Service {
 	t.Helper()
-	svc, err := service.New(context.Background(), openStore(t, filepath.Join(t.TempDir(), "agentd.db")), opts)
+	st := openStore(t, filepath.Join(t.TempDir(), "agentd.db"))
+	a, err := agent.New(context.Background(), st, agent.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { svc.Close(context.Background()) })
-	return svc
+	t.Cleanup(func() { a.Close(context.Background()) })
+	return service.New(st, a, service.Options{})
 }

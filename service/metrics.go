@@ -62,33 +62,41 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
 }
 
-func (m *Metrics) runStarted() {
+// RunStarted implements agent.Metrics.
+func (m *Metrics) RunStarted() {
 	if m != nil {
 		m.activeRuns.Inc()
 		m.runsStarted.Inc()
 	}
 }
 
-func (m *Metrics) runEnded() {
+// RunEnded implements agent.Metrics.
+func (m *Metrics) RunEnded() {
 	if m != nil {
 		m.activeRuns.Dec()
 	}
 }
 
-func (m *Metrics) eventProduced() {
+// EventProduced implements agent.Metrics.
+func (m *Metrics) EventProduced() {
 	if m != nil {
 		m.eventsProduced.Inc()
 	}
 }
 
+// eventSent counts an event sent to a stream and, for a live one (created
+// is set), how long it took from its creation.
 func (m *Metrics) eventSent(created time.Time) {
 	if m != nil {
 		m.eventsSent.Inc()
-		m.eventDelivery.Observe(time.Since(created).Seconds())
+		if !created.IsZero() {
+			m.eventDelivery.Observe(time.Since(created).Seconds())
+		}
 	}
 }
 
-func (m *Metrics) storeLatency(op string, d time.Duration) {
+// StoreLatency implements agent.Metrics.
+func (m *Metrics) StoreLatency(op string, d time.Duration) {
 	if m != nil {
 		m.storeSeconds.WithLabelValues(op).Observe(d.Seconds())
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/agentd/agentd/agent"
+
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/agentd/agentd/agentloop"
@@ -65,7 +67,7 @@ func TestRealProviderStreamsThroughAgentd(t *testing.T) {
 			return agentloop.Result{Content: texts("15 degrees in " + call.Args.GetFields()["location"].GetStringValue())}, nil
 		},
 	}}
-	h := newHarness(t, service.Options{Models: reg, Tools: []agentloop.Tool{weather}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Models: reg, Tools: []agentloop.Tool{weather}}, service.ServerOptions{})
 	id := h.createSession(&agentdv1.SessionConfig{
 		Model: &agentdv1.ModelRef{Provider: "anthropic", Id: "claude-sonnet-4-5"},
 		Tools: []*agentdv1.Tool{{Name: "get_weather"}},

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/agentd/agentd/agent"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
@@ -14,7 +16,7 @@ import (
 )
 
 func TestRestartRestoresSessionsAndContext(t *testing.T) {
-	h := newHarness(t, service.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}}, service.ServerOptions{})
 	ids := []string{h.createSession(seedConfig(t)), h.createSession(seedConfig(t)), h.createSession(&agentdv1.SessionConfig{})}
 	h.prompt(ids[0], "读取 src/config.ts，告诉我默认端口。")
 	if _, err := h.client.AppendMessages(h.ctx(), &agentdv1.AppendMessagesRequest{SessionId: ids[1], Messages: []*agentdv1.AgentMessage{
@@ -70,7 +72,7 @@ func TestRestartRestoresSessionsAndContext(t *testing.T) {
 }
 
 func TestRestartAfterCrashClosesInterruptedRun(t *testing.T) {
-	h := newHarness(t, service.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}}, service.ServerOptions{})
 	id := h.createSession(seedConfig(t))
 	h.stop()
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/agent"
+
 	"google.golang.org/grpc/codes"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -40,7 +42,7 @@ func (f *flakyModels) List() []*agentdv1.Model {
 
 func TestRetriedModelCallIsRecordedAndHiddenFromTheModel(t *testing.T) {
 	models := &flakyModels{}
-	h := newHarness(t, service.Options{Models: models, Retry: provider.RetryPolicy{BaseDelay: time.Millisecond}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Models: models, Retry: provider.RetryPolicy{BaseDelay: time.Millisecond}}, service.ServerOptions{})
 	_, err := h.client.CreateSession(h.ctx(), &agentdv1.CreateSessionRequest{Config: &agentdv1.SessionConfig{
 		Model: &agentdv1.ModelRef{Provider: "test", Id: "nope"}}})
 	wantCode(t, err, codes.InvalidArgument, "config.model")

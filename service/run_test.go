@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentd/agentd/agent"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
@@ -40,7 +42,7 @@ func checkSeqs(t *testing.T, evs []*agentdv1.AgentEvent, sessionID string, first
 }
 
 func TestSeedTwoPromptScenario(t *testing.T) {
-	h := newHarness(t, service.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}}, service.ServerOptions{})
 	id := h.createSession(seedConfig(t, textAnswer("好的，我会把端口改成 8080。")))
 
 	evs := h.prompt(id, "读取 src/config.ts，告诉我默认端口。")
@@ -126,7 +128,7 @@ func TestSeedTwoPromptScenario(t *testing.T) {
 
 func TestSecondPromptRefusedWhileRunning(t *testing.T) {
 	g := newGate()
-	h := newHarness(t, service.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
 	id := h.createSession(waitConfig(t, textAnswer("done")))
 	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("go")})
 	if err != nil {
@@ -169,7 +171,7 @@ func TestSecondPromptRefusedWhileRunning(t *testing.T) {
 
 func TestSteerAndFollowUp(t *testing.T) {
 	g := newGate()
-	h := newHarness(t, service.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
 	id := h.createSession(waitConfig(t, textAnswer("after steering"), textAnswer("after follow-up")))
 	_, err := h.client.Steer(h.ctx(), &agentdv1.SteerRequest{SessionId: id, Content: texts("early")})
 	wantCode(t, err, codes.FailedPrecondition, "Prompt")
@@ -213,7 +215,7 @@ func TestSteerAndFollowUp(t *testing.T) {
 
 func TestAbortDuringTool(t *testing.T) {
 	g := newGate()
-	h := newHarness(t, service.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
 	id := h.createSession(waitConfig(t, textAnswer("never")))
 	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("start")})
 	if err != nil {
@@ -260,7 +262,7 @@ func TestClientDisconnectAbortsUnlessDetached(t *testing.T) {
 	for _, detach := range []bool{false, true} {
 		t.Run(map[bool]string{false: "attached", true: "detached"}[detach], func(t *testing.T) {
 			g := newGate()
-			h := newHarness(t, service.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
+			h := newHarness(t, agent.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
 			id := h.createSession(waitConfig(t, textAnswer("finished")))
 			ctx, cancel := context.WithCancel(h.ctx())
 			stream, err := h.client.Prompt(ctx, &agentdv1.PromptRequest{SessionId: id, Content: texts("start"), Detach: detach})
@@ -306,7 +308,7 @@ func TestClientDisconnectAbortsUnlessDetached(t *testing.T) {
 }
 
 func TestAttachAfterDroppedStreamGetsEveryEventOnce(t *testing.T) {
-	h := newHarness(t, service.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}}, service.ServerOptions{})
 	cfg := seedConfig(t)
 	cfg.Faux.TokensPerSecond = 2000 // paced, so the run outlives the first stream
 	cfg.Faux.Responses[1] = textAnswer(strings.Repeat("端口是 3000。", 60))
@@ -343,7 +345,7 @@ func TestAttachAfterDroppedStreamGetsEveryEventOnce(t *testing.T) {
 }
 
 func TestIdempotentPromptAttachesToTheSameRun(t *testing.T) {
-	h := newHarness(t, service.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}}, service.ServerOptions{})
 	id := h.createSession(seedConfig(t))
 	req := &agentdv1.PromptRequest{SessionId: id, Content: texts("读取 src/config.ts"), RequestId: "req-1"}
 	s1, err := h.client.Prompt(h.ctx(), req)
@@ -368,13 +370,20 @@ func TestIdempotentPromptAttachesToTheSameRun(t *testing.T) {
 	if got := messageKinds(h.transcript(id)); got != "user assistant tool_result assistant" {
 		t.Fatalf("the retried prompt was appended again: %s", got)
 	}
-	// After a restart the events are gone but the request is remembered.
+	// After a restart the request is remembered and its run replayed from
+	// the durable event log.
 	h.restart()
 	s3, err := h.client.Prompt(h.ctx(), req)
-	if err == nil {
-		_, err = s3.Recv()
+	if err != nil {
+		t.Fatal(err)
 	}
-	wantCode(t, err, codes.AlreadyExists, "req-1")
+	evs3, err := drain(s3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs3) != len(evs1) || evs3[0].GetRunId() != evs1[0].GetRunId() || kinds(evs3) != kinds(evs1) {
+		t.Fatalf("retry after restart did not replay the run: %s", kinds(evs3))
+	}
 	if got := messageKinds(h.transcript(id)); got != "user assistant tool_result assistant" {
 		t.Fatalf("the retried prompt was appended after restart: %s", got)
 	}
@@ -383,7 +392,7 @@ func TestIdempotentPromptAttachesToTheSameRun(t *testing.T) {
 func TestConcurrentRunLimit(t *testing.T) {
 	g := newGate()
 	defer g.open()
-	h := newHarness(t, service.Options{Tools: []agentloop.Tool{g.tool()}, MaxConcurrentRuns: 1}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{g.tool()}, MaxConcurrentRuns: 1}, service.ServerOptions{})
 	cfg := waitConfig(t, textAnswer("ok"))
 	a, b := h.createSession(cfg), h.createSession(cfg)
 	sa, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: a, Content: texts("go")})
@@ -407,7 +416,7 @@ func TestConcurrentRunLimit(t *testing.T) {
 
 func TestDeleteSessionWhileRunning(t *testing.T) {
 	g := newGate()
-	h := newHarness(t, service.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
 	id := h.createSession(waitConfig(t))
 	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("go")})
 	if err != nil {
@@ -430,7 +439,7 @@ func TestDeleteSessionWhileRunning(t *testing.T) {
 // Attach without a run id follows the session's active run.
 func TestAttachFollowsTheActiveRun(t *testing.T) {
 	g := newGate()
-	h := newHarness(t, service.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
 	id := h.createSession(waitConfig(t, textAnswer("done")))
 	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("go")})
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentd/agentd/agent"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
@@ -26,7 +28,7 @@ func TestSeedScenarioWithBuiltinToolsAndApproval(t *testing.T) {
 	if err := os.WriteFile(config, []byte("export const config = {\n  port: 3000,\n};\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, service.Options{WorkspaceRoots: []string{filepath.Dir(ws)}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{WorkspaceRoots: []string{filepath.Dir(ws)}}, service.ServerOptions{})
 
 	_, err := h.client.CreateSession(h.ctx(), &agentdv1.CreateSessionRequest{Config: &agentdv1.SessionConfig{
 		Tools: []*agentdv1.Tool{{Name: "read_file"}}}})

@@ -81,12 +81,13 @@ func NewServer(svc agentdv1.AgentServiceServer, opts ServerOptions) *Server {
 		unary = append(unary, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(check), onlyAgentService))
 		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(check), onlyAgentService))
 	}
-	unary = append(unary, recovery.UnaryServerInterceptor(recoverOpts...))
-	stream = append(stream, recovery.StreamServerInterceptor(recoverOpts...))
+	unary = append(unary, recovery.UnaryServerInterceptor(recoverOpts...), enumCheckUnary)
+	stream = append(stream, recovery.StreamServerInterceptor(recoverOpts...), enumCheckStream)
 
 	grpcOpts := append([]grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
+		newEventCodecOption(),
 	}, opts.GRPC...)
 	s := &Server{
 		grpc:   grpc.NewServer(grpcOpts...),

@@ -78,7 +78,7 @@ func startServer(t *testing.T, svc agentdv1.AgentServiceServer) (*grpc.ClientCon
 }
 
 func TestServerReflectionListsAgentService(t *testing.T) {
-	conn, _ := startServer(t, newService(t, service.Options{}))
+	conn, _ := startServer(t, newService(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
@@ -112,7 +112,7 @@ func TestServerReflectionListsAgentService(t *testing.T) {
 }
 
 func TestServerHealthServing(t *testing.T) {
-	conn, _ := startServer(t, newService(t, service.Options{}))
+	conn, _ := startServer(t, newService(t))
 	client := healthpb.NewHealthClient(conn)
 	for _, svc := range []string{"", "agentd.v1.AgentService"} {
 		resp, err := client.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
@@ -132,7 +132,7 @@ func TestServerHealthServing(t *testing.T) {
 // TestEveryRPCIsImplemented calls every AgentService method with an empty
 // request: each must answer with its own validation, not UNIMPLEMENTED.
 func TestEveryRPCIsImplemented(t *testing.T) {
-	conn, _ := startServer(t, newService(t, service.Options{}))
+	conn, _ := startServer(t, newService(t))
 	c := agentdv1.NewAgentServiceClient(conn)
 	ctx := context.Background()
 	recv := func(s interface {

@@ -3,19 +3,15 @@ package service
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/agentd/agentd/agentloop"
+	"github.com/agentd/agentd/agent"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
-	"github.com/agentd/agentd/tools"
 )
 
 // CreateSession implements agentdv1.AgentServiceServer.
@@ -29,13 +25,17 @@ func (s *Service) CreateSession(ctx context.Context, req *agentdv1.CreateSession
 	if err := checkLabels("labels", req.GetLabels()); err != nil {
 		return nil, err
 	}
+	cfg := req.GetConfig()
+	if cfg == nil {
+		cfg = &agentdv1.SessionConfig{}
+	}
 	rec, err := s.store.CreateSession(ctx, persistence.CreateSessionParams{
 		Title:  req.GetTitle(),
 		Labels: req.GetLabels(),
-		Config: cloneConfig(req.GetConfig()),
+		Config: proto.CloneOf(cfg),
 	})
 	if err != nil {
-		return nil, s.storeStatus(ctx, "create session", err)
+		return nil, s.status(ctx, "create session", err)
 	}
 	return &agentdv1.CreateSessionResponse{Session: s.wireSession(rec)}, nil
 }
@@ -63,10 +63,10 @@ func (s *Service) ListSessions(ctx context.Context, req *agentdv1.ListSessionsRe
 		LabelFilter: req.GetLabelFilter(),
 	})
 	if err != nil {
-		if status.Code(s.storeStatus(ctx, "list sessions", err)) == codes.InvalidArgument {
-			return nil, invalid("page_token", "not a token this server issued; start again with an empty page_token")
+		if st := s.status(ctx, "list sessions", err); status.Code(st) == codes.InvalidArgument {
+			return nil, invalid("page_token", "not a token this server issued for this label_filter; start again with an empty page_token")
 		}
-		return nil, s.storeStatus(ctx, "list sessions", err)
+		return nil, s.status(ctx, "list sessions", err)
 	}
 	resp := &agentdv1.ListSessionsResponse{NextPageToken: page.NextPageToken}
 	for _, rec := range page.Sessions {
@@ -80,17 +80,8 @@ func (s *Service) DeleteSession(ctx context.Context, req *agentdv1.DeleteSession
 	if _, err := s.session(ctx, req.GetSessionId()); err != nil {
 		return nil, err
 	}
-	if r := s.runs.active(req.GetSessionId()); r != nil {
-		if !req.GetForce() {
-			return nil, status.Errorf(codes.FailedPrecondition,
-				"session %q has an active run %q: Abort it first, wait for agent_end, or set force to abort and delete", req.GetSessionId(), r.id)
-		}
-		if err := s.runs.abortAndWait(ctx, r, "session deleted"); err != nil {
-			return nil, status.FromContextError(err).Err()
-		}
-	}
-	if err := s.store.DeleteSession(ctx, req.GetSessionId()); err != nil {
-		return nil, s.storeStatus(ctx, "delete session", err)
+	if err := s.agent.DeleteSession(ctx, req.GetSessionId(), req.GetForce()); err != nil {
+		return nil, s.status(ctx, "delete session", err)
 	}
 	return &agentdv1.DeleteSessionResponse{}, nil
 }
@@ -102,12 +93,12 @@ func (s *Service) session(ctx context.Context, id string) (*persistence.Session,
 	}
 	rec, err := s.store.GetSession(ctx, id)
 	if err != nil {
-		return nil, s.storeStatus(ctx, "get session", err)
+		return nil, s.status(ctx, "get session", err)
 	}
 	return rec, nil
 }
 
-// wireSession adds the runtime state only the service knows.
+// wireSession adds the runtime state only the agent knows.
 func (s *Service) wireSession(rec *persistence.Session) *agentdv1.Session {
 	out := &agentdv1.Session{
 		Id:          rec.ID,
@@ -119,9 +110,9 @@ func (s *Service) wireSession(rec *persistence.Session) *agentdv1.Session {
 		LeafEntryId: rec.LeafEntryID,
 		State:       agentdv1.SessionState_SESSION_STATE_IDLE,
 	}
-	if r := s.runs.active(rec.ID); r != nil {
+	if id := s.agent.ActiveRun(rec.ID); id != "" {
 		out.State = agentdv1.SessionState_SESSION_STATE_RUNNING
-		out.ActiveRunId = r.id
+		out.ActiveRunId = id
 	}
 	return out
 }
@@ -138,17 +129,12 @@ func checkLabels(field string, labels map[string]string) error {
 	return nil
 }
 
-// checkConfig validates a session configuration completely, including that
-// every tool's schema compiles, so a run never fails on configuration.
+// checkConfig validates a session configuration completely: its sizes
+// here, and through the agent what depends on the server (model, tools,
+// workspace, turn limit), so a run never fails on configuration.
 func (s *Service) checkConfig(cfg *agentdv1.SessionConfig) error {
-	if err := s.checkModel(cfg.GetModel()); err != nil {
-		return err
-	}
 	if len(cfg.GetSystemPrompt()) > s.limits.MaxSystemPromptBytes {
 		return invalid("config.system_prompt", "%d bytes exceed the limit of %d", len(cfg.GetSystemPrompt()), s.limits.MaxSystemPromptBytes)
-	}
-	if cfg.GetMaxTurns() > s.limits.MaxTurns {
-		return invalid("config.max_turns", "%d exceeds the limit of %d", cfg.GetMaxTurns(), s.limits.MaxTurns)
 	}
 	if err := checkDuration("config.client_tool_timeout", cfg.GetClientToolTimeout()); err != nil {
 		return err
@@ -156,129 +142,11 @@ func (s *Service) checkConfig(cfg *agentdv1.SessionConfig) error {
 	if err := checkDuration("config.approval_timeout", cfg.GetApprovalTimeout()); err != nil {
 		return err
 	}
-	if root := cfg.GetWorkspaceRoot(); root != "" {
-		if err := s.checkWorkspaceRoot(root); err != nil {
-			return err
-		}
-	}
 	for i, r := range cfg.GetFaux().GetResponses() {
-		m := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: scriptedAnswer(r)}}
+		m := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: agent.ScriptedAnswer(r)}}
 		if err := s.limits.checkAgentMessage(fmt.Sprintf("config.faux.responses[%d]", i), m); err != nil {
 			return err
 		}
 	}
-	if _, err := s.toolSet(cfg, nil); err != nil {
-		return err
-	}
-	return nil
-}
-
-// sessionTool is a server tool as one session declares it: the session may
-// override the description and set the approval policy.
-type sessionTool struct {
-	agentloop.Tool
-	def *agentdv1.Tool
-}
-
-// Definition implements agentloop.Tool.
-func (t sessionTool) Definition() *agentdv1.Tool { return t.def }
-
-// toolSet builds the tools a session's run may call, with client tools and
-// approval gates bound to run (nil when only validating or previewing); its
-// errors are INVALID_ARGUMENT statuses naming the field.
-func (s *Service) toolSet(cfg *agentdv1.SessionConfig, run *runHandle) (*agentloop.ToolSet, error) {
-	decls := cfg.GetTools()
-	if len(decls) > s.limits.MaxTools {
-		return nil, invalid("config.tools", "%d tools exceed the limit of %d", len(decls), s.limits.MaxTools)
-	}
-	seen := map[string]int{}
-	toolList := make([]agentloop.Tool, 0, len(decls))
-	for i, d := range decls {
-		field := fmt.Sprintf("config.tools[%d]", i)
-		if !toolNamePattern.MatchString(d.GetName()) {
-			return nil, invalid(field+".name", "%q is not a valid tool name (1 to 64 characters of a-z A-Z 0-9 _ -)", truncate(d.GetName(), 70))
-		}
-		if j, dup := seen[d.GetName()]; dup {
-			return nil, invalid(field+".name", "%q is already declared by config.tools[%d]; tool names must be unique", d.GetName(), j)
-		}
-		seen[d.GetName()] = i
-		var tool agentloop.Tool
-		policy := d.GetApproval()
-		switch d.GetExecutor() {
-		case agentdv1.ToolExecutor_TOOL_EXECUTOR_UNSPECIFIED, agentdv1.ToolExecutor_TOOL_EXECUTOR_SERVER:
-			builtin, ok := s.tools[d.GetName()]
-			if !ok && tools.IsBuiltin(d.GetName()) {
-				t, err := s.builtinTool(cfg, d.GetName(), field, run)
-				if err != nil {
-					return nil, err
-				}
-				builtin, ok = t, true
-			}
-			if !ok {
-				return nil, invalid(field+".name", "no server tool is named %q; server tools: %s (or set executor CLIENT to run it in the client)",
-					d.GetName(), s.serverToolNames())
-			}
-			if d.GetParameters() != nil {
-				return nil, invalid(field+".parameters", "must be empty for server tool %q: its schema is built in", d.GetName())
-			}
-			def := &agentdv1.Tool{
-				Name:        d.GetName(),
-				Description: builtin.Definition().GetDescription(),
-				Parameters:  builtin.Definition().GetParameters(),
-				Executor:    agentdv1.ToolExecutor_TOOL_EXECUTOR_SERVER,
-				Approval:    d.GetApproval(),
-				Sequential:  d.GetSequential() || builtin.Definition().GetSequential(),
-			}
-			if d.GetDescription() != "" {
-				def.Description = d.GetDescription()
-			}
-			tool = sessionTool{Tool: builtin, def: def}
-			if policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED && !readOnly(builtin) {
-				policy = agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK
-			}
-		case agentdv1.ToolExecutor_TOOL_EXECUTOR_CLIENT:
-			if d.GetParameters() == nil {
-				return nil, invalid(field+".parameters", "required for a client tool: the JSON Schema of its arguments object")
-			}
-			if d.GetDescription() == "" {
-				return nil, invalid(field+".description", "required for a client tool: the model needs to know what it does")
-			}
-			tool = clientTool{def: d, run: run, timeout: durationOr(cfg.GetClientToolTimeout(), DefaultClientToolTimeout), now: s.now}
-		default:
-			return nil, invalid(field+".executor", "unknown executor %v", d.GetExecutor())
-		}
-		switch policy {
-		case agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED, agentdv1.ApprovalPolicy_APPROVAL_POLICY_ALLOW:
-		case agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK, agentdv1.ApprovalPolicy_APPROVAL_POLICY_DENY:
-			tool = gatedTool{Tool: tool, policy: policy, run: run, now: s.now,
-				timeout:        durationOr(cfg.GetApprovalTimeout(), DefaultApprovalTimeout),
-				includeInModel: cfg.GetIncludeApprovalsInModelContext()}
-		default:
-			return nil, invalid(field+".approval", "unknown approval policy %v", policy)
-		}
-		toolList = append(toolList, tool)
-	}
-	ts, err := agentloop.NewToolSet(toolList...)
-	if err != nil {
-		return nil, invalid("config.tools", "%v", err)
-	}
-	return ts, nil
-}
-
-func durationOr(d *durationpb.Duration, def time.Duration) time.Duration {
-	if d == nil {
-		return def
-	}
-	return d.AsDuration()
-}
-
-func (s *Service) serverToolNames() string {
-	names := tools.Names()
-	for n := range s.tools {
-		if !tools.IsBuiltin(n) {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
+	return s.status(context.Background(), "check config", s.agent.CheckConfig(cfg))
 }

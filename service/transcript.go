@@ -2,15 +2,11 @@ package service
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
 )
@@ -27,25 +23,24 @@ func (s *Service) AppendMessages(ctx context.Context, req *agentdv1.AppendMessag
 	if len(msgs) > s.limits.MaxMessagesPerAppend {
 		return nil, invalid("messages", "%d messages exceed the limit of %d per call", len(msgs), s.limits.MaxMessagesPerAppend)
 	}
-	entries := make([]*agentdv1.Entry, len(msgs))
+	stamped := make([]*agentdv1.AgentMessage, len(msgs))
 	for i, m := range msgs {
 		if err := s.limits.checkAgentMessage(fmt.Sprintf("messages[%d]", i), m); err != nil {
 			return nil, err
 		}
-		m = proto.Clone(m).(*agentdv1.AgentMessage)
-		stampMessage(m, s.now)
-		entries[i] = &agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: m}}
+		stamped[i] = proto.CloneOf(m)
+		stampMessage(stamped[i], s.now)
 	}
-	release, err := s.runs.holdForAppend(req.GetSessionId())
+	entries, err := s.agent.AppendMessages(ctx, req.GetSessionId(), stamped)
 	if err != nil {
-		return nil, err
-	}
-	defer release()
-	if err := s.appendEntries(ctx, req.GetSessionId(), entries...); err != nil {
-		return nil, s.storeStatus(ctx, "append messages", err)
+		return nil, s.status(ctx, "append messages", err)
 	}
 	return &agentdv1.AppendMessagesResponse{Entries: entries}, nil
 }
+
+// listingTranscript names GetTranscript's page tokens, which are bound to
+// the session they page through.
+const listingTranscript = "transcript"
 
 // GetTranscript implements agentdv1.AgentServiceServer.
 func (s *Service) GetTranscript(ctx context.Context, req *agentdv1.GetTranscriptRequest) (*agentdv1.GetTranscriptResponse, error) {
@@ -59,45 +54,36 @@ func (s *Service) GetTranscript(ctx context.Context, req *agentdv1.GetTranscript
 	if size == 0 {
 		size = persistence.DefaultPageSize
 	}
-	offset, err := decodeOffsetToken(req.GetPageToken())
-	if err != nil {
-		return nil, invalid("page_token", "not a token this server issued; start again with an empty page_token")
+	var offset int64
+	if req.GetPageToken() != "" {
+		var err error
+		if offset, err = persistence.DecodePageToken(listingTranscript, req.GetSessionId(), req.GetPageToken()); err != nil {
+			return nil, invalid("page_token", "not a token this server issued for session %q; start again with an empty page_token", req.GetSessionId())
+		}
 	}
 	path, err := s.store.Path(ctx, req.GetSessionId())
 	if err != nil {
-		return nil, s.storeStatus(ctx, "load transcript", err)
+		return nil, s.status(ctx, "load transcript", err)
 	}
-	if offset > len(path) {
+	if offset > int64(len(path)) {
 		return nil, invalid("page_token", "points past the end of the transcript; start again with an empty page_token")
 	}
-	end := min(offset+size, len(path))
+	end := min(int(offset)+size, len(path))
 	resp := &agentdv1.GetTranscriptResponse{Entries: path[offset:end]}
 	if end < len(path) {
-		resp.NextPageToken = encodeOffsetToken(end)
+		resp.NextPageToken = persistence.EncodePageToken(listingTranscript, req.GetSessionId(), int64(end))
 	}
 	return resp, nil
 }
 
 // GetContext implements agentdv1.AgentServiceServer.
 func (s *Service) GetContext(ctx context.Context, req *agentdv1.GetContextRequest) (*agentdv1.GetContextResponse, error) {
-	rec, err := s.session(ctx, req.GetSessionId())
-	if err != nil {
+	if _, err := s.session(ctx, req.GetSessionId()); err != nil {
 		return nil, err
 	}
-	cfg := cloneConfig(rec.Config)
-	tools, err := s.toolSet(cfg, nil)
+	c, err := s.agent.Context(ctx, req.GetSessionId())
 	if err != nil {
-		return nil, err
-	}
-	path, err := s.store.Path(ctx, req.GetSessionId())
-	if err != nil {
-		return nil, s.storeStatus(ctx, "load transcript", err)
-	}
-	state := agentloop.State{SystemPrompt: cfg.GetSystemPrompt(), Messages: transcriptMessages(path), Tools: tools}
-	model, _, _, _ := s.modelFor(cfg) // a model no longer usable still names itself
-	c, failures := agentloop.BuildContext(ctx, state, agentloop.Config{Model: model})
-	for _, f := range failures {
-		s.logger.WarnContext(ctx, "context pipeline fell back", "session", req.GetSessionId(), "err", f)
+		return nil, s.status(ctx, "build the context", err)
 	}
 	return &agentdv1.GetContextResponse{Context: c}, nil
 }
@@ -143,29 +129,4 @@ func stampMessage(m *agentdv1.AgentMessage, now func() time.Time) {
 			k.Extension.Timestamp = ts
 		}
 	}
-}
-
-const offsetTokenPrefix = "path-offset:"
-
-func encodeOffsetToken(offset int) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(offsetTokenPrefix + strconv.Itoa(offset)))
-}
-
-func decodeOffsetToken(token string) (int, error) {
-	if token == "" {
-		return 0, nil
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(token)
-	if err != nil {
-		return 0, err
-	}
-	rest, ok := strings.CutPrefix(string(raw), offsetTokenPrefix)
-	if !ok {
-		return 0, fmt.Errorf("bad token prefix")
-	}
-	n, err := strconv.Atoi(rest)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("bad token offset")
-	}
-	return n, nil
 }

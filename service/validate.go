@@ -3,10 +3,12 @@ package service
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/agentd/agentd/agent"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/provider"
 )
@@ -20,13 +22,8 @@ type Limits struct {
 	MaxImageBytes int
 	// MaxBlocks bounds the blocks of one message.
 	MaxBlocks int
-	// MaxTools bounds the tools of a session.
-	MaxTools int
 	// MaxSystemPromptBytes bounds the system prompt.
 	MaxSystemPromptBytes int
-	// MaxTurns bounds SessionConfig.max_turns, and is the default when a
-	// session leaves it 0.
-	MaxTurns uint32
 	// MaxMessagesPerAppend bounds AppendMessages.
 	MaxMessagesPerAppend int
 }
@@ -36,9 +33,7 @@ var DefaultLimits = Limits{
 	MaxTextBytes:         1 << 20,
 	MaxImageBytes:        10 << 20,
 	MaxBlocks:            256,
-	MaxTools:             128,
 	MaxSystemPromptBytes: 1 << 20,
-	MaxTurns:             1000,
 	MaxMessagesPerAppend: 1000,
 }
 
@@ -53,14 +48,8 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxBlocks > 0 {
 		d.MaxBlocks = l.MaxBlocks
 	}
-	if l.MaxTools > 0 {
-		d.MaxTools = l.MaxTools
-	}
 	if l.MaxSystemPromptBytes > 0 {
 		d.MaxSystemPromptBytes = l.MaxSystemPromptBytes
-	}
-	if l.MaxTurns > 0 {
-		d.MaxTurns = l.MaxTurns
 	}
 	if l.MaxMessagesPerAppend > 0 {
 		d.MaxMessagesPerAppend = l.MaxMessagesPerAppend
@@ -68,10 +57,7 @@ func (l Limits) withDefaults() Limits {
 	return d
 }
 
-var (
-	idPattern       = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
-	toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-)
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 
 // checkID validates a required id field.
 func checkID(field, id string) error {
@@ -99,14 +85,18 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// blockKinds says which content blocks a message may hold.
+// blockKinds says which content blocks a message of some role may hold.
 type blockKinds struct {
-	thinking, toolCalls bool
+	role                        string
+	images, thinking, toolCalls bool
 }
 
+// What each role can carry: user messages and tool results carry text and
+// images, the model answers with text, thinking and tool calls.
 var (
-	userBlocks      = blockKinds{}
-	assistantBlocks = blockKinds{thinking: true, toolCalls: true}
+	userBlocks      = blockKinds{role: "user messages", images: true}
+	resultBlocks    = blockKinds{role: "tool results", images: true}
+	assistantBlocks = blockKinds{role: "assistant messages", thinking: true, toolCalls: true}
 )
 
 // checkContent validates content blocks; required demands at least one.
@@ -128,11 +118,14 @@ func (l Limits) checkContent(field string, blocks []*agentdv1.ContentBlock, kind
 				return invalid(f+".text.text", "%d bytes exceed the limit of %d", len(blk.Text.GetText()), l.MaxTextBytes)
 			}
 		case *agentdv1.ContentBlock_Image:
+			if !kinds.images {
+				return invalid(f+".image", "%s hold no images", kinds.role)
+			}
 			if blk.Image.GetMimeType() == "" {
-				return invalid(f+".image.mime_type", "required (image/png, image/jpeg, image/gif or image/webp)")
+				return invalid(f+".image.mime_type", "required (%s)", imageTypeList())
 			}
 			if !provider.IsImageMIMEType(blk.Image.GetMimeType()) {
-				return invalid(f+".image.mime_type", "%q is not supported; use image/png, image/jpeg, image/gif or image/webp", blk.Image.GetMimeType())
+				return invalid(f+".image.mime_type", "%q is not supported; use %s", blk.Image.GetMimeType(), imageTypeList())
 			}
 			if len(blk.Image.GetData()) == 0 {
 				return invalid(f+".image.data", "empty image")
@@ -151,7 +144,7 @@ func (l Limits) checkContent(field string, blocks []*agentdv1.ContentBlock, kind
 			if blk.ToolCall.GetId() == "" {
 				return invalid(f+".tool_call.id", "required")
 			}
-			if !toolNamePattern.MatchString(blk.ToolCall.GetName()) {
+			if !agent.ToolNamePattern.MatchString(blk.ToolCall.GetName()) {
 				return invalid(f+".tool_call.name", "%q is not a valid tool name", truncate(blk.ToolCall.GetName(), 70))
 			}
 		default:
@@ -175,7 +168,7 @@ func (l Limits) checkAgentMessage(field string, m *agentdv1.AgentMessage) error 
 		if k.ToolResult.GetToolCallId() == "" {
 			return invalid(field+".tool_result.tool_call_id", "required")
 		}
-		return l.checkContent(field+".tool_result.content", k.ToolResult.GetContent(), userBlocks, false)
+		return l.checkContent(field+".tool_result.content", k.ToolResult.GetContent(), resultBlocks, false)
 	case *agentdv1.AgentMessage_ApprovalNotice:
 		if k.ApprovalNotice.GetToolCallId() == "" {
 			return invalid(field+".approval_notice.tool_call_id", "required")
@@ -209,6 +202,12 @@ func (l Limits) checkAgentMessage(field string, m *agentdv1.AgentMessage) error 
 		return invalid(field, "no message kind set")
 	}
 	return nil
+}
+
+// imageTypeList names the accepted image types for messages.
+func imageTypeList() string {
+	types := provider.ImageMIMETypes()
+	return strings.Join(types[:len(types)-1], ", ") + " or " + types[len(types)-1]
 }
 
 // checkDuration validates an optional positive duration of at most a day.

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentd/agentd/agent"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -30,10 +32,8 @@ func streamErr[T any](s grpc.ServerStreamingClient[T], err error) error {
 }
 
 func TestBadRequestsGetPreciseStatusesAndChangeNothing(t *testing.T) {
-	h := newHarness(t, service.Options{
-		Tools:  []agentloop.Tool{readFileTool(seedFiles)},
-		Limits: service.Limits{MaxTextBytes: 64},
-	}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}}, service.ServerOptions{},
+		service.Options{Limits: service.Limits{MaxTextBytes: 64}})
 	id := h.createSession(seedConfig(t))
 	h.prompt(id, "读取 src/config.ts")
 	empty := h.createSession(&agentdv1.SessionConfig{})
@@ -239,7 +239,7 @@ func TestBadRequestsGetPreciseStatusesAndChangeNothing(t *testing.T) {
 }
 
 func TestAuth(t *testing.T) {
-	h := newHarness(t, service.Options{}, service.ServerOptions{AuthToken: "s3cret"})
+	h := newHarness(t, agent.Options{}, service.ServerOptions{AuthToken: "s3cret"})
 	_, err := h.client.ListSessions(h.ctx(), &agentdv1.ListSessionsRequest{})
 	wantCode(t, err, codes.Unauthenticated, "authorization: Bearer")
 	bad := metadata.AppendToOutgoingContext(h.ctx(), "authorization", "Bearer wrong")
@@ -258,7 +258,7 @@ func TestAuth(t *testing.T) {
 	}
 
 	// Off: no token needed.
-	open := newHarness(t, service.Options{}, service.ServerOptions{})
+	open := newHarness(t, agent.Options{}, service.ServerOptions{})
 	if _, err := open.client.ListSessions(open.ctx(), &agentdv1.ListSessionsRequest{}); err != nil {
 		t.Fatalf("auth off: %v", err)
 	}

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/persistence/sqlite"
 	"github.com/agentd/agentd/provider/catalog"
 	"github.com/agentd/agentd/service"
@@ -62,6 +63,7 @@ type config struct {
 	plainPayloads   bool
 	modelsConfig    string
 	workspaceRoots  []string
+	eventRetention  time.Duration
 }
 
 // parseConfig reads flags, falling back to environment variables for the
@@ -97,6 +99,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		"store every entry payload as plain protobuf: faster loads of long sessions, about 1.4x the disk (default: zlib for payloads of 2 KiB or more)")
 	fs.StringVar(&cfg.modelsConfig, "models-config", getenv("AGENTD_MODELS_CONFIG"),
 		"JSON file adding or overriding providers and models (env AGENTD_MODELS_CONFIG)")
+	fs.DurationVar(&cfg.eventRetention, "event-retention", agent.DefaultEventRetention,
+		"how long the events of a finished run stay available to Attach; the transcript is kept regardless")
 	roots := fs.String("workspace-roots", getenv("AGENTD_WORKSPACE_ROOTS"),
 		"directories a session's workspace_root must lie in, separated by "+string(os.PathListSeparator)+"; empty allows any (env AGENTD_WORKSPACE_ROOTS)")
 	if err := fs.Parse(args); err != nil {
@@ -119,6 +123,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if cfg.maxRuns < 1 {
 		return config{}, fmt.Errorf("--max-runs %d: want at least 1", cfg.maxRuns)
+	}
+	if cfg.eventRetention <= 0 {
+		return config{}, fmt.Errorf("--event-retention %v: want a positive duration such as 24h", cfg.eventRetention)
 	}
 	if cfg.maxMessageBytes < 1<<20 {
 		return config{}, fmt.Errorf("--max-message-bytes %d: want at least 1 MiB (1048576)", cfg.maxMessageBytes)
@@ -168,16 +175,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	metrics := service.NewMetrics()
-	svc, err := service.New(ctx, store, service.Options{
+	runs, err := agent.New(ctx, store, agent.Options{
 		Logger:            logger,
 		MaxConcurrentRuns: cfg.maxRuns,
 		Metrics:           metrics,
 		Models:            models,
 		WorkspaceRoots:    cfg.workspaceRoots,
+		EventRetention:    cfg.eventRetention,
 	})
 	if err != nil {
 		return err
 	}
+	svc := service.New(store, runs, service.Options{Logger: logger, Metrics: metrics})
 
 	lis, err := listen(cfg.listen)
 	if err != nil {
@@ -218,7 +227,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	defer cancel()
 	// Abort runs first so every stream ends with agent_end and every run is
 	// recorded as ended; then let the calls drain.
-	if err := svc.Close(shutdownCtx); err != nil {
+	if err := runs.Close(shutdownCtx); err != nil {
 		logger.Warn("runs did not end within the grace period", "err", err)
 	}
 	srv.Shutdown(shutdownCtx)

@@ -8,7 +8,6 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -28,15 +27,6 @@ import (
 
 //go:embed models.json
 var builtinJSON []byte
-
-// Errors Resolve returns, for the service to map onto gRPC codes.
-var (
-	// ErrUnknownModel: no provider or model of that name (INVALID_ARGUMENT).
-	ErrUnknownModel = errors.New("unknown model")
-	// ErrNotConfigured: the model is known but its provider has no API key
-	// or base URL (FAILED_PRECONDITION).
-	ErrNotConfigured = errors.New("provider not configured")
-)
 
 // Config is the config file: providers by name. A provider that exists in
 // the embedded catalog is merged field by field (a set field wins) and its
@@ -385,18 +375,18 @@ func newAdapter(name, api, key string, pc ProviderConfig, opts Options) (provide
 func (r *Registry) Resolve(ref *agentdv1.ModelRef) (provider.Model, provider.StreamFunc, error) {
 	ps, ok := r.providers[ref.GetProvider()]
 	if !ok {
-		return provider.Model{}, nil, fmt.Errorf("%w: provider %q", ErrUnknownModel, ref.GetProvider())
+		return provider.Model{}, nil, fmt.Errorf("%w: provider %q", provider.ErrUnknownModel, ref.GetProvider())
 	}
 	e, ok := r.models[ref.GetProvider()+"\x00"+ref.GetId()]
 	if !ok {
-		return provider.Model{}, nil, fmt.Errorf("%w: %q has no model %q", ErrUnknownModel, ref.GetProvider(), ref.GetId())
+		return provider.Model{}, nil, fmt.Errorf("%w: %q has no model %q", provider.ErrUnknownModel, ref.GetProvider(), ref.GetId())
 	}
 	if !ps.configured {
 		hint := "set its api_key or base_url in the model config file"
 		if ps.cfg.APIKeyEnv != "" {
 			hint = "set " + ps.cfg.APIKeyEnv + " or " + hint
 		}
-		return e.model, nil, fmt.Errorf("%w: %q (%s)", ErrNotConfigured, ref.GetProvider(), hint)
+		return e.model, nil, fmt.Errorf("%w: %q (%s)", provider.ErrNotConfigured, ref.GetProvider(), hint)
 	}
 	return e.model, e.stream, nil
 }

@@ -45,9 +45,9 @@ func TestResolveAndConfigured(t *testing.T) {
 		wantErr      error
 	}{
 		{"anthropic", "claude-sonnet-4-5", nil},
-		{"openai", "gpt-4.1", catalog.ErrNotConfigured},
-		{"anthropic", "no-such-model", catalog.ErrUnknownModel},
-		{"nobody", "x", catalog.ErrUnknownModel},
+		{"openai", "gpt-4.1", provider.ErrNotConfigured},
+		{"anthropic", "no-such-model", provider.ErrUnknownModel},
+		{"nobody", "x", provider.ErrUnknownModel},
 	}
 	for _, tt := range tests {
 		m, stream, err := r.Resolve(&agentdv1.ModelRef{Provider: tt.provider, Id: tt.id})

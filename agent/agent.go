@@ -1,0 +1,285 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/agentd/agentd/agentloop"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/provider"
+	"github.com/agentd/agentd/tools"
+)
+
+// Limits the agent applies to every session.
+const (
+	// MaxTools bounds the tools of a session.
+	MaxTools = 128
+	// DefaultMaxTurns is the most turns one run may take when neither the
+	// session nor Options.MaxTurns says otherwise.
+	DefaultMaxTurns = 1000
+	// DefaultEventRetention is how long the event log of a finished run is
+	// kept for Attach.
+	DefaultEventRetention = 24 * time.Hour
+	// DefaultMaxConcurrentRuns bounds the runs active at once.
+	DefaultMaxConcurrentRuns = 1024
+)
+
+// Options configure an Agent. The zero value of each field means its
+// default.
+type Options struct {
+	// Logger receives operational logs; nil discards them.
+	Logger *slog.Logger
+	// Tools are extra server-executed tools sessions may enable by name;
+	// the built-in workspace tools (package tools) are always offered, and
+	// a tool here with a built-in's name replaces it.
+	Tools []agentloop.Tool
+	// WorkspaceRoots, when set, are the directories a session's
+	// workspace_root must lie in; empty allows any existing absolute
+	// directory.
+	WorkspaceRoots []string
+	// WorkspaceTools tunes the built-in tools' limits.
+	WorkspaceTools tools.Options
+	// Models resolves models of real providers; nil offers only the faux
+	// model.
+	Models ModelResolver
+	// Retry is how failed calls to real providers are retried; the zero
+	// value is pi's policy (3 retries, 2 s doubling, Retry-After honoured).
+	Retry provider.RetryPolicy
+	// MaxTurns bounds SessionConfig.max_turns, and is the default when a
+	// session leaves it 0. Default DefaultMaxTurns.
+	MaxTurns uint32
+	// MaxConcurrentRuns bounds the runs active at once across sessions; a
+	// run beyond it is refused with ErrLimit. Default
+	// DefaultMaxConcurrentRuns.
+	MaxConcurrentRuns int
+	// EventRetention is how long the event logs of finished runs are kept;
+	// older ones are pruned in the background (the transcript stays).
+	// Default DefaultEventRetention.
+	EventRetention time.Duration
+	// Metrics receives operational measurements; nil records nothing.
+	Metrics Metrics
+	// Now is the clock; defaults to time.Now.
+	Now func() time.Time
+}
+
+// Metrics receives the agent's operational measurements.
+type Metrics interface {
+	// RunStarted counts a run that became active.
+	RunStarted()
+	// RunEnded counts a run that is no longer active.
+	RunEnded()
+	// EventProduced counts an event a run logged.
+	EventProduced()
+	// StoreLatency observes how long a store write (op) took.
+	StoreLatency(op string, d time.Duration)
+}
+
+// noMetrics records nothing.
+type noMetrics struct{}
+
+func (noMetrics) RunStarted()                        {}
+func (noMetrics) RunEnded()                          {}
+func (noMetrics) EventProduced()                     {}
+func (noMetrics) StoreLatency(string, time.Duration) {}
+
+// Agent runs the agent loop for the sessions of one store: the Go
+// counterpart of pi's Agent class, for many sessions at once. It owns one
+// active run per session, the persisting sink (each message is committed
+// at its message_end before the event is published), each run's event log
+// (in memory while the run streams, durable in the store in batches), the
+// waits for client-executed tools and approvals, retries of failed model
+// calls, and the repair of runs a stopped agentd left behind.
+//
+// An Agent assumes it is the only one writing runs to its store (the SQLite
+// engine guarantees it with a lock on the file).
+type Agent struct {
+	store          persistence.Store
+	opts           Options
+	tools          map[string]agentloop.Tool
+	workspaceRoots []string
+
+	mu        sync.Mutex
+	bySession map[string]*Run // active runs
+	byID      map[string]*Run // active runs, and ended ones until their log is stored
+	appending map[string]bool // sessions held by AppendMessages
+	closing   bool
+	wg        sync.WaitGroup // run goroutines
+
+	pruneStop chan struct{}
+	pruneDone chan struct{}
+}
+
+// New returns an agent over store. It first repairs what an earlier
+// process left behind: runs that started and never ended are closed as
+// interrupted, a tool call of theirs that never got a result gets an error
+// result, and their event logs end with the repair's agent_end, so every
+// session is idle and consistent and Attach ends. Then it prunes expired
+// event logs, now and periodically, until Close.
+func New(ctx context.Context, store persistence.Store, opts Options) (*Agent, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = noMetrics{}
+	}
+	if opts.MaxTurns == 0 {
+		opts.MaxTurns = DefaultMaxTurns
+	}
+	if opts.MaxConcurrentRuns <= 0 {
+		opts.MaxConcurrentRuns = DefaultMaxConcurrentRuns
+	}
+	if opts.EventRetention <= 0 {
+		opts.EventRetention = DefaultEventRetention
+	}
+	a := &Agent{
+		store:     store,
+		opts:      opts,
+		tools:     make(map[string]agentloop.Tool, len(opts.Tools)),
+		bySession: map[string]*Run{},
+		byID:      map[string]*Run{},
+		appending: map[string]bool{},
+		pruneStop: make(chan struct{}),
+		pruneDone: make(chan struct{}),
+	}
+	for _, root := range opts.WorkspaceRoots {
+		resolved, err := filepath.EvalSymlinks(root)
+		if err != nil || !filepath.IsAbs(root) {
+			return nil, fmt.Errorf("agent: workspace root %q must be an existing absolute directory", root)
+		}
+		a.workspaceRoots = append(a.workspaceRoots, resolved)
+	}
+	for _, t := range opts.Tools {
+		name := t.Definition().GetName()
+		if _, dup := a.tools[name]; dup {
+			return nil, fmt.Errorf("agent: two server tools are named %q", name)
+		}
+		a.tools[name] = t
+	}
+	if err := a.repair(ctx); err != nil {
+		return nil, err
+	}
+	go a.pruneLoop()
+	return a, nil
+}
+
+// Close refuses new runs, aborts the active ones, waits until each has
+// recorded its end and stored its events (or ctx is done), and stops
+// pruning. It does not close the store.
+func (a *Agent) Close(ctx context.Context) error {
+	a.mu.Lock()
+	first := !a.closing
+	a.closing = true
+	active := make([]*Run, 0, len(a.bySession))
+	for _, r := range a.bySession {
+		active = append(active, r)
+	}
+	a.mu.Unlock()
+	if first {
+		close(a.pruneStop)
+	}
+	for _, r := range active {
+		r.abort("agentd is shutting down")
+	}
+	done := make(chan struct{})
+	go func() {
+		a.wg.Wait()
+		<-a.pruneDone
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// CheckConfig checks the parts of a session configuration that depend on
+// this agent: the model (a *FieldError, or an *Error with ErrPrecondition
+// when its provider is not configured), the turn limit, the workspace root
+// and the tools, including that every tool's schema compiles, so a run
+// never fails on its configuration.
+func (a *Agent) CheckConfig(cfg *agentdv1.SessionConfig) error {
+	if err := a.checkModel(cfg.GetModel()); err != nil {
+		return err
+	}
+	if cfg.GetMaxTurns() > a.opts.MaxTurns {
+		return invalid("config.max_turns", "%d exceeds the limit of %d", cfg.GetMaxTurns(), a.opts.MaxTurns)
+	}
+	if root := cfg.GetWorkspaceRoot(); root != "" {
+		if err := a.checkWorkspaceRoot(root); err != nil {
+			return err
+		}
+	}
+	_, err := a.toolKit(cfg, nil)
+	return err
+}
+
+// ActiveRun returns the id of the session's active run, or "".
+func (a *Agent) ActiveRun(sessionID string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r := a.bySession[sessionID]; r != nil {
+		return r.id
+	}
+	return ""
+}
+
+// active returns the session's active run, or nil.
+func (a *Agent) active(sessionID string) *Run {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.bySession[sessionID]
+}
+
+// lookup returns a run this agent runs (or has just ended and is storing),
+// or nil.
+func (a *Agent) lookup(runID string) *Run {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.byID[runID]
+}
+
+// DeleteSession deletes a session with its transcript, runs and event
+// logs. A session with an active run is refused with ErrBusy unless force
+// is set, which aborts the run first.
+func (a *Agent) DeleteSession(ctx context.Context, sessionID string, force bool) error {
+	if r := a.active(sessionID); r != nil {
+		if !force {
+			return refuse(ErrBusy, "session %q has an active run %q: Abort it first, wait for agent_end, or set force to abort and delete", sessionID, r.id)
+		}
+		if err := r.abortAndWait(ctx, "session deleted"); err != nil {
+			return err
+		}
+	}
+	return a.store.DeleteSession(ctx, sessionID)
+}
+
+// appendEntries writes entries and measures the store's latency.
+func (a *Agent) appendEntries(ctx context.Context, sessionID string, entries ...*agentdv1.Entry) error {
+	start := time.Now()
+	err := a.store.Append(ctx, sessionID, entries...)
+	a.opts.Metrics.StoreLatency("append", time.Since(start))
+	return err
+}
+
+// transcriptMessages returns the messages on a path, skipping entries that
+// are not messages.
+func transcriptMessages(path []*agentdv1.Entry) []*agentdv1.AgentMessage {
+	msgs := make([]*agentdv1.AgentMessage, 0, len(path))
+	for _, e := range path {
+		if m := e.GetMessage(); m != nil {
+			msgs = append(msgs, m)
+		}
+	}
+	return msgs
+}

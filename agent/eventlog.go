@@ -1,0 +1,286 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
+)
+
+// How events become durable. While a run streams, its events are stored in
+// batches: at each message_end (synchronously, so the log covers every
+// message the transcript holds), whenever FlushInterval has passed since
+// the first event that is not stored yet, and whenever FlushBatch events
+// wait. A batch is one row of the store.
+const (
+	FlushInterval = 250 * time.Millisecond
+	FlushBatch    = 4096
+)
+
+// followerWindow is how many events a run may produce beyond what its
+// slowest connected follower has sent. It keeps event latency bounded when
+// runs produce faster than clients read (the loop waits instead of queueing
+// without end); a follower that disconnects, or reads older events back
+// from the store, never holds the run back.
+const followerWindow = 256
+
+// Event is one event of a run's log, as a follower receives it.
+type Event struct {
+	// Seq is the event's position in its run, from 1.
+	Seq uint64
+	// Data is the binary protobuf of the agentdv1.AgentEvent, as it is
+	// stored and sent: a follower sends it without encoding it again. Never
+	// modified once logged.
+	Data []byte
+	// Time is when the run produced the event; zero for events read back
+	// from the store.
+	Time time.Time
+	// End says the event is agent_end, the last of its run.
+	End bool
+}
+
+// Decode returns the event as a message.
+func (e Event) Decode() (*agentdv1.AgentEvent, error) {
+	ev := &agentdv1.AgentEvent{}
+	return ev, proto.Unmarshal(e.Data, ev)
+}
+
+// agentEndField is the field number of AgentEvent.agent_end.
+var agentEndField = (&agentdv1.AgentEvent{}).ProtoReflect().Descriptor().Fields().ByName("agent_end").Number()
+
+// isAgentEnd reports whether an encoded AgentEvent is agent_end, reading
+// only its top-level field tags.
+func isAgentEnd(data []byte) bool {
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 {
+			return false
+		}
+		if num == agentEndField {
+			return true
+		}
+		data = data[n:]
+		if n = protowire.ConsumeFieldValue(num, typ, data); n < 0 {
+			return false
+		}
+		data = data[n:]
+	}
+	return false
+}
+
+// eventLog is the event log of one active run: the events not stored yet
+// and the newest stored ones, in seq order, with a wake-up for followers.
+// Older events are read back from the store.
+type eventLog struct {
+	store            persistence.Store
+	logger           *slog.Logger
+	sessionID, runID string
+
+	mu      sync.Mutex
+	tail    []Event // seqs first..next-1
+	first   uint64  // seq of tail[0], or next when the tail is empty
+	next    uint64  // seq the next event gets
+	durable uint64  // last seq stored
+	ended   bool
+	waiting bool
+	wake    chan struct{}
+	armed   bool // a timed flush is pending
+
+	// followers maps each follower reading from the tail to the last seq
+	// it sent; room is signalled when one makes progress or leaves.
+	followers  map[*int]uint64
+	room       *sync.Cond
+	unthrottle bool
+
+	// flushMu makes flushes one at a time, in seq order.
+	flushMu sync.Mutex
+}
+
+func newEventLog(store persistence.Store, logger *slog.Logger, sessionID, runID string) *eventLog {
+	l := &eventLog{store: store, logger: logger, sessionID: sessionID, runID: runID, first: 1, next: 1,
+		wake: make(chan struct{}), followers: map[*int]uint64{}}
+	l.room = sync.NewCond(&l.mu)
+	return l
+}
+
+// stopThrottling lets appends proceed whatever followers do, for a run that
+// is being aborted: its last events must not wait for a stalled client.
+func (l *eventLog) stopThrottling() {
+	l.mu.Lock()
+	l.unthrottle = true
+	l.room.Broadcast()
+	l.mu.Unlock()
+}
+
+// join registers a follower reading from the tail that has sent everything
+// up to seq after.
+func (l *eventLog) join(after uint64) *int {
+	id := new(int)
+	l.mu.Lock()
+	l.followers[id] = after
+	l.mu.Unlock()
+	return id
+}
+
+// progress records that a follower has sent everything up to seq.
+func (l *eventLog) progress(id *int, seq uint64) {
+	l.mu.Lock()
+	l.followers[id] = seq
+	l.room.Broadcast()
+	l.mu.Unlock()
+}
+
+// leave unregisters a follower.
+func (l *eventLog) leave(id *int) {
+	l.mu.Lock()
+	delete(l.followers, id)
+	l.room.Broadcast()
+	l.mu.Unlock()
+}
+
+// lagLocked is how far the slowest follower is behind the log's end.
+func (l *eventLog) lagLocked() uint64 {
+	var lag uint64
+	for _, sent := range l.followers {
+		lag = max(lag, l.next-1-sent)
+	}
+	return lag
+}
+
+// append stamps the event with the run's identity and the next seq, logs
+// it and wakes followers; it first waits while the slowest follower lags
+// more than followerWindow events. Nothing is appended before agent_start
+// or after agent_end. The log owns the event from now on: nobody changes
+// it. append reports whether the event was logged and whether a flush is
+// due because FlushBatch events wait.
+func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged, flushDue bool) {
+	l.mu.Lock()
+	for !l.unthrottle && l.lagLocked() >= followerWindow {
+		l.room.Wait()
+	}
+	if l.ended || (l.next == 1) != (ev.GetAgentStart() != nil) {
+		// agent_start is the first event of a run, and only the first, and
+		// agent_end the last: a queue_update racing with either is dropped,
+		// as is a second agent_start (the loop announces the queue when it
+		// takes from it, and a message queued too late is reported as
+		// undelivered before agent_end).
+		l.mu.Unlock()
+		return false, false
+	}
+	ev.SessionId, ev.RunId, ev.Seq = l.sessionID, l.runID, l.next
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		// Generated messages always encode; an invalid UTF-8 string from a
+		// broken provider is the one way this fails. Replace it by an
+		// error event rather than leave a gap in the seqs.
+		l.logger.Error("cannot encode an event; logging an error event instead", "session", l.sessionID, "run", l.runID, "err", err)
+		data, _ = proto.Marshal(&agentdv1.AgentEvent{SessionId: l.sessionID, RunId: l.runID, Seq: l.next, Time: ev.GetTime(),
+			Event: &agentdv1.AgentEvent_Error{Error: &agentdv1.AgentError{Stage: "encode", Message: "an event could not be encoded: " + err.Error()}}})
+	}
+	end := ev.GetAgentEnd() != nil
+	l.tail = append(l.tail, Event{Seq: l.next, Data: data, Time: ev.GetTime().AsTime(), End: end})
+	l.next++
+	if end {
+		l.ended = true
+	}
+	if l.waiting {
+		close(l.wake)
+		l.wake = make(chan struct{})
+		l.waiting = false
+	}
+	arm := !l.armed && !end
+	l.armed = l.armed || arm
+	flushDue = l.next-1-l.durable >= FlushBatch
+	l.mu.Unlock()
+	if arm {
+		time.AfterFunc(FlushInterval, l.timedFlush)
+	}
+	return true, flushDue
+}
+
+// timedFlush stores what waits, FlushInterval after the first of it.
+func (l *eventLog) timedFlush() {
+	l.mu.Lock()
+	l.armed = false
+	l.mu.Unlock()
+	if err := l.flush(context.Background()); err != nil {
+		l.logger.Warn("could not store a batch of events; retrying with the next one", "session", l.sessionID, "run", l.runID, "err", err)
+	}
+}
+
+// flush stores the events not stored yet, as one batch, and then drops the
+// stored ones no follower reads from memory any more.
+func (l *eventLog) flush(ctx context.Context) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	l.mu.Lock()
+	from := l.durable + 1
+	if from >= l.next {
+		l.mu.Unlock()
+		return nil
+	}
+	pending := l.tail[from-l.first:]
+	batch := make([]persistence.Event, len(pending))
+	for i, e := range pending {
+		batch[i] = persistence.Event{Seq: e.Seq, Data: e.Data}
+	}
+	l.mu.Unlock()
+	if err := l.store.AppendEvents(context.WithoutCancel(ctx), l.runID, batch); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.durable = batch[len(batch)-1].Seq
+	l.trimLocked()
+	l.mu.Unlock()
+	return nil
+}
+
+// trimLocked drops the stored events that every follower reading from
+// memory has sent.
+func (l *eventLog) trimLocked() {
+	keep := l.durable
+	for _, sent := range l.followers {
+		keep = min(keep, sent)
+	}
+	if keep < l.first {
+		return
+	}
+	// A new slice, so the dropped events are freed; the events themselves
+	// are shared with followers, who never modify them.
+	l.tail = slices.Clone(l.tail[keep+1-l.first:])
+	l.first = keep + 1
+}
+
+// isEnded reports whether agent_end is in the log.
+func (l *eventLog) isEnded() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended
+}
+
+// since returns the events after seq after that are in memory (read-only),
+// whether the run has ended with them, and a channel closed when more
+// arrive. inStore says the events right after after are no longer in
+// memory: read them from the store (they are stored) up to seq first-1.
+func (l *eventLog) since(after uint64) (evs []Event, ended bool, wake <-chan struct{}, inStore bool, first uint64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if after >= l.next {
+		return nil, false, nil, false, 0, refuse(ErrOutOfRange, "after_seq %d is beyond the last event of run %q (seq %d)", after, l.runID, l.next-1)
+	}
+	if after+1 < l.first {
+		return nil, false, nil, true, l.first, nil
+	}
+	evs = l.tail[after+1-l.first:]
+	if len(evs) == 0 {
+		l.waiting = true
+	}
+	return evs, l.ended, l.wake, false, l.first, nil
+}

@@ -1,0 +1,187 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/persistence/memory"
+)
+
+func turnStart() *agentdv1.AgentEvent {
+	return &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_TurnStart{TurnStart: &agentdv1.TurnStart{}}}
+}
+
+func agentStart() *agentdv1.AgentEvent {
+	return &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_AgentStart{AgentStart: &agentdv1.AgentStart{}}}
+}
+
+func agentEnd() *agentdv1.AgentEvent {
+	return &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_AgentEnd{AgentEnd: &agentdv1.AgentEnd{}}}
+}
+
+// newTestLog returns the log of a started run in a fresh memory store.
+func newTestLog(t *testing.T) (*eventLog, persistence.Store) {
+	t.Helper()
+	store := memory.New()
+	ctx := context.Background()
+	sess, err := store.CreateSession(ctx, persistence.CreateSessionParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.StartRun(ctx, sess.ID, "r"); err != nil {
+		t.Fatal(err)
+	}
+	return newEventLog(store, slog.New(slog.NewTextHandler(io.Discard, nil)), sess.ID, "r"), store
+}
+
+func TestEventLogOrderAndEnds(t *testing.T) {
+	l, _ := newTestLog(t)
+	if ok, _ := l.append(turnStart()); ok {
+		t.Fatal("an event before agent_start was logged")
+	}
+	l.append(agentStart())
+	for range 4 {
+		l.append(turnStart())
+	}
+	evs, ended, _, inStore, _, err := l.since(2)
+	if err != nil || ended || inStore || len(evs) != 3 || evs[0].Seq != 3 || evs[2].Seq != 5 {
+		t.Fatalf("since(2) = %d events from seq %d, ended %v, in store %v, %v", len(evs), evs[0].Seq, ended, inStore, err)
+	}
+	if _, _, _, _, _, err := l.since(9); err == nil {
+		t.Fatal("since(9) beyond the end succeeded")
+	}
+	_, _, wake, _, _, _ := l.since(5)
+	l.append(agentEnd())
+	select {
+	case <-wake:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a waiting follower was not woken")
+	}
+	if ok, _ := l.append(turnStart()); ok {
+		t.Fatal("an event after agent_end was logged")
+	}
+	evs, ended, _, _, _, _ = l.since(5)
+	if !ended || len(evs) != 1 || !evs[0].End || evs[0].Seq != 6 {
+		t.Fatalf("after agent_end: %v ended=%v", evs, ended)
+	}
+	ev, err := evs[0].Decode()
+	if err != nil || ev.GetRunId() != "r" || ev.GetSeq() != 6 || ev.GetAgentEnd() == nil || !isAgentEnd(evs[0].Data) || isAgentEnd(l.tail[0].Data) {
+		t.Fatalf("decoded %v, %v", ev, err)
+	}
+}
+
+// Stored events are dropped from memory once no follower reads them there;
+// a follower that is behind reads them back from the store.
+func TestEventLogKeepsOnlyWhatIsNotStoredOrStillRead(t *testing.T) {
+	l, store := newTestLog(t)
+	l.append(agentStart())
+	for range 999 {
+		l.append(turnStart())
+	}
+	if len(l.tail) != 1000 {
+		t.Fatalf("%d events in memory before a flush", len(l.tail))
+	}
+	if err := l.flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.tail) != 0 || l.first != 1001 {
+		t.Fatalf("after the flush %d events are in memory from seq %d; want none", len(l.tail), l.first)
+	}
+	_, _, _, inStore, first, err := l.since(10)
+	if err != nil || !inStore || first != 1001 {
+		t.Fatalf("since(10) = in store %v up to %d, %v", inStore, first, err)
+	}
+	stored, err := store.Events(context.Background(), "r", 10, 5000)
+	if err != nil || len(stored) != 990 || stored[0].Seq != 11 {
+		t.Fatalf("stored: %d events from %d, %v", len(stored), stored[0].Seq, err)
+	}
+
+	// A follower reading from memory keeps what it has not sent.
+	me := l.join(1000)
+	for range 10 {
+		l.append(turnStart())
+	}
+	l.progress(me, 1004)
+	if err := l.flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if l.first != 1005 || len(l.tail) != 6 {
+		t.Fatalf("with a follower at 1004: memory holds %d events from %d", len(l.tail), l.first)
+	}
+	l.leave(me)
+}
+
+func TestEventLogWaitsForASlowFollower(t *testing.T) {
+	l, _ := newTestLog(t)
+	me := l.join(0)
+	l.append(agentStart())
+	for range followerWindow - 1 {
+		l.append(turnStart())
+	}
+	appended := make(chan struct{})
+	go func() {
+		l.append(turnStart())
+		close(appended)
+	}()
+	select {
+	case <-appended:
+		t.Fatal("append went past a follower lagging by the whole window")
+	case <-time.After(50 * time.Millisecond):
+	}
+	l.progress(me, 10)
+	select {
+	case <-appended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("progress did not release the producer")
+	}
+	// A follower that leaves never holds the run back.
+	done := make(chan struct{})
+	go func() {
+		for range 2 * followerWindow {
+			l.append(turnStart())
+		}
+		close(done)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	l.leave(me)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a follower that left still holds the producer")
+	}
+	// Nor does an aborted run wait.
+	other := l.join(l.next - 1)
+	l.stopThrottling()
+	for range 2 * followerWindow {
+		l.append(turnStart())
+	}
+	l.leave(other)
+	l.flush(context.Background())
+}
+
+// The events a run logs are stored at the latest FlushInterval after the
+// first of them, without a message_end.
+func TestEventLogTimedFlush(t *testing.T) {
+	l, store := newTestLog(t)
+	l.append(agentStart())
+	l.append(turnStart())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		stored, err := store.Events(context.Background(), "r", 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stored) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v only %d events are stored", 5*time.Second, len(stored))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,203 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/agentd/agentd/persistence"
+)
+
+// FollowOptions tune Follow.
+type FollowOptions struct {
+	// AbortOnDrop aborts the run when the follower goes away (its context
+	// ends, or send fails) before agent_end: the stream of a Prompt or
+	// Continue that did not ask to detach.
+	AbortOnDrop bool
+}
+
+// storePage is how many stored events a follower reads at a time.
+const storePage = 1024
+
+// pollInterval is how often a follower of a run that another process
+// runs looks for its new events in the store.
+const pollInterval = FlushInterval
+
+// Follow sends the events of a run with a seq greater than after to send,
+// in order and each once, until agent_end: first the ones it missed, then
+// live ones as the run produces them. An empty runID follows the session's
+// active run. It reads the run's events from memory while the run is
+// active here, and from the store otherwise: after the run ended, after a
+// restart, or for a run another process runs. It returns nil after
+// agent_end, the error of send, or the context's error.
+func (a *Agent) Follow(ctx context.Context, sessionID, runID string, after uint64, opts FollowOptions, send func(Event) error) error {
+	if runID == "" {
+		r := a.active(sessionID)
+		if r == nil {
+			return refuse(ErrIdle, "session %q has no active run; pass the run_id of a recent run to replay its events, or read GetTranscript", sessionID)
+		}
+		return a.followLive(ctx, r, after, opts, send)
+	}
+	if r := a.lookup(runID); r != nil {
+		if r.sessionID != sessionID {
+			return runNotFound(sessionID, runID)
+		}
+		return a.followLive(ctx, r, after, opts, send)
+	}
+	return a.followStored(ctx, sessionID, runID, after, send)
+}
+
+func runNotFound(sessionID, runID string) error {
+	return refuse(ErrNotFound, "run %q of session %q not found; GetTranscript has every stored message", runID, sessionID)
+}
+
+// followLive follows a run of this agent.
+func (a *Agent) followLive(ctx context.Context, r *Run, after uint64, opts FollowOptions, send func(Event) error) error {
+	var me *int // set while reading from memory, so the run waits for us
+	defer func() {
+		if me != nil {
+			r.log.leave(me)
+		}
+	}()
+	dropped := func() {
+		if opts.AbortOnDrop && !r.log.isEnded() {
+			r.abort("the client's stream ended before agent_end and the request did not set detach")
+		}
+	}
+	for {
+		evs, ended, wake, inStore, first, err := r.log.since(after)
+		if err != nil {
+			return err
+		}
+		if inStore {
+			// Older events were stored and dropped from memory: catch up
+			// from the store without holding the run back.
+			if me != nil {
+				r.log.leave(me)
+				me = nil
+			}
+			n, err := a.replay(ctx, r.id, &after, first-1, send)
+			if err != nil {
+				var se storeError
+				if !errors.As(err, &se) || ctx.Err() != nil {
+					dropped() // the client went away
+				}
+				return err
+			}
+			if n == 0 {
+				return refuse(ErrOutOfRange, "events after seq %d of run %q are missing from the store", after, r.id)
+			}
+			continue
+		}
+		if me == nil {
+			me = r.log.join(after)
+		}
+		for _, e := range evs {
+			if err := send(e); err != nil {
+				dropped()
+				return err
+			}
+			after = e.Seq
+		}
+		if len(evs) > 0 {
+			r.log.progress(me, after)
+			continue
+		}
+		if ended {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			dropped()
+			return ctx.Err()
+		}
+	}
+}
+
+// storeError marks an error of the store, as opposed to one of send.
+type storeError struct{ err error }
+
+func (e storeError) Error() string { return e.err.Error() }
+func (e storeError) Unwrap() error { return e.err }
+
+// replay sends the stored events after *after up to seq until (0 for no
+// bound), advancing *after, and returns how many it sent. Errors of the
+// store come wrapped in storeError.
+func (a *Agent) replay(ctx context.Context, runID string, after *uint64, until uint64, send func(Event) error) (int, error) {
+	sent := 0
+	for until == 0 || *after < until {
+		evs, err := a.store.Events(ctx, runID, *after, storePage)
+		if err != nil {
+			return sent, storeError{err}
+		}
+		if len(evs) == 0 {
+			return sent, nil
+		}
+		for _, ev := range evs {
+			if until != 0 && ev.Seq > until {
+				return sent, nil
+			}
+			if err := send(Event{Seq: ev.Seq, Data: ev.Data, End: isAgentEnd(ev.Data)}); err != nil {
+				return sent, err
+			}
+			*after = ev.Seq
+			sent++
+		}
+	}
+	return sent, nil
+}
+
+// followStored follows a run that is not active here, from the store.
+func (a *Agent) followStored(ctx context.Context, sessionID, runID string, after uint64, send func(Event) error) error {
+	run, err := a.store.GetRun(ctx, runID)
+	if errors.Is(err, persistence.ErrNotFound) || (err == nil && run.SessionID != sessionID) {
+		return runNotFound(sessionID, runID)
+	}
+	if err != nil {
+		return err
+	}
+	if run.EventsPruned {
+		return refuse(ErrNotFound, "the events of run %q of session %q are no longer retained (the retention is %v, see --event-retention); GetTranscript has every stored message",
+			runID, sessionID, a.opts.EventRetention)
+	}
+	if run.Ended() && after > run.LastSeq {
+		return refuse(ErrOutOfRange, "after_seq %d is beyond the last event of run %q (seq %d)", after, runID, run.LastSeq)
+	}
+	ended := false
+	wrapped := func(e Event) error {
+		ended = ended || e.End
+		return send(e)
+	}
+	for {
+		if _, err := a.replay(ctx, runID, &after, 0, wrapped); err != nil {
+			var se storeError
+			if errors.As(err, &se) {
+				return se.err
+			}
+			return err
+		}
+		if ended {
+			return nil
+		}
+		// Everything stored is sent. A run that ended has no more; one that
+		// did not is run by another process (or is being repaired): look
+		// again shortly.
+		if r := a.lookup(runID); r != nil {
+			return a.followLive(ctx, r, after, FollowOptions{}, send)
+		}
+		if run, err = a.store.GetRun(ctx, runID); err != nil {
+			return err
+		}
+		if run.Ended() && after >= run.LastSeq {
+			return nil
+		}
+		t := time.NewTimer(pollInterval)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}

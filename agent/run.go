@@ -1,0 +1,477 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/agentd/agentd/agentloop"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/provider"
+	"github.com/agentd/agentd/tools"
+)
+
+// Run is an active run of a session: its control (cancel, queues, the
+// waits for clients) and its event log.
+type Run struct {
+	a         *Agent
+	id        string
+	sessionID string
+	// ctx is the run's own context: independent of the request that
+	// started it, cancelled by Abort, a dropped stream without detach, or
+	// shutdown.
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	steering *agentloop.Queue
+	followUp *agentloop.Queue
+	log      *eventLog
+	// pending are the run's tool calls waiting for a client's answer.
+	pending pendingCalls
+	// ws is the session's workspace, opened by the first built-in tool of
+	// the run and closed when the run's goroutine returns.
+	wsOnce sync.Once
+	ws     *tools.Workspace
+	wsErr  error
+	// launched is closed once the run has started, or failed to
+	// (launchErr); an idempotent retry waits for it.
+	launched  chan struct{}
+	launchErr error
+	// done is closed when the run's goroutine has returned.
+	done chan struct{}
+}
+
+// ID returns the run's id.
+func (r *Run) ID() string { return r.id }
+
+// workspace opens the run's workspace once.
+func (r *Run) workspace(open func() (*tools.Workspace, error)) (*tools.Workspace, error) {
+	r.wsOnce.Do(func() { r.ws, r.wsErr = open() })
+	return r.ws, r.wsErr
+}
+
+// abort cancels the run and stops its event log from waiting for followers.
+func (r *Run) abort(reason string) {
+	r.cancel(errors.New(reason))
+	r.log.stopThrottling()
+}
+
+// abortAndWait cancels the run and waits until its goroutine has returned.
+func (r *Run) abortAndWait(ctx context.Context, reason string) error {
+	r.abort(reason)
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// runID derives a run id from a client's request id, so a retried request
+// finds its run (also after a restart, through the store's run records);
+// without a request id every run gets a fresh id.
+func runID(sessionID, requestID string) string {
+	if requestID == "" {
+		return "run-" + persistence.NewID()
+	}
+	sum := sha256.Sum256([]byte(sessionID + "\x00" + requestID))
+	return "run-" + hex.EncodeToString(sum[:10])
+}
+
+// Start starts a run of the session, with prompt appended first (Prompt),
+// or from the transcript as it is when prompt is nil (Continue), and
+// returns its id; Follow streams its events. The run goes on in the
+// background until it ends or is aborted, whatever happens to ctx after
+// Start returns, or while it starts: once a run is registered it starts,
+// or fails for a reason of its own.
+//
+// A requestID makes the call idempotent: a retry returns the run the first
+// call started, while it runs and after it ended (also after a restart,
+// for as long as its events are retained), and never appends the prompt
+// again; a retry that arrives while the first call is still starting the
+// run waits for that, and gets its outcome.
+func (a *Agent) Start(ctx context.Context, sessionID, requestID string, prompt *agentdv1.AgentMessage) (string, error) {
+	sess, err := a.store.GetSession(ctx, sessionID)
+	if err != nil {
+		return "", err
+	}
+	cfg := proto.CloneOf(sess.Config)
+	model, stream, retry, err := a.modelFor(cfg)
+	if err != nil {
+		return "", refuse(ErrPrecondition, "session %q: its model cannot be used now: %v", sessionID, err)
+	}
+	id := runID(sessionID, requestID)
+	r, existing, err := a.register(sessionID, id, cfg)
+	if err != nil {
+		return "", err
+	}
+	if existing != nil {
+		select {
+		case <-existing.launched:
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		if existing.launchErr != nil {
+			return "", existing.launchErr
+		}
+		return existing.id, nil
+	}
+	// From here on the client's cancellation no longer matters: a retry
+	// with the same request id may already be waiting for this launch.
+	err = a.launch(context.WithoutCancel(ctx), r, sess, model, stream, retry, requestID, prompt)
+	if errors.Is(err, errStoredRun) {
+		// The request started this run earlier, and it is no longer in
+		// memory: its events are in the store.
+		a.unregister(r, nil)
+		return id, nil
+	}
+	if err != nil {
+		a.unregister(r, err)
+		return "", err
+	}
+	close(r.launched)
+	return id, nil
+}
+
+// errStoredRun says the run of a request id is in the store already.
+var errStoredRun = errors.New("the run was started before")
+
+// register reserves the session for a new run with id runID. When a run
+// with that id is already known (an idempotent retry), it returns that run
+// as existing instead.
+func (a *Agent) register(sessionID, runID string, cfg *agentdv1.SessionConfig) (r, existing *Run, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closing {
+		return nil, nil, refuse(ErrUnavailable, "agentd is shutting down; retry against the restarted server")
+	}
+	if r := a.byID[runID]; r != nil {
+		if r.sessionID != sessionID {
+			return nil, nil, refuse(ErrExists, "request_id was already used for run %q of another session; use a new request_id", runID)
+		}
+		return nil, r, nil
+	}
+	if r := a.bySession[sessionID]; r != nil {
+		return nil, nil, refuse(ErrBusy,
+			"session %q is already running run %q: use Steer or FollowUp to queue messages, Attach to follow the run, or wait for agent_end", sessionID, r.id)
+	}
+	if a.appending[sessionID] {
+		return nil, nil, refuse(ErrConflict, "session %q is being appended to by AppendMessages; retry", sessionID)
+	}
+	if len(a.bySession) >= a.opts.MaxConcurrentRuns {
+		return nil, nil, refuse(ErrLimit,
+			"%d runs are active, the most this agentd allows (--max-runs); retry when one ends", len(a.bySession))
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r = &Run{
+		a:         a,
+		ctx:       ctx,
+		cancel:    cancel,
+		id:        runID,
+		sessionID: sessionID,
+		steering:  agentloop.NewQueue(cfg.GetSteeringMode()),
+		followUp:  agentloop.NewQueue(cfg.GetFollowUpMode()),
+		log:       newEventLog(a.store, a.opts.Logger, sessionID, runID),
+		launched:  make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	a.bySession[sessionID] = r
+	a.byID[runID] = r
+	a.wg.Add(1)
+	a.opts.Metrics.RunStarted()
+	return r, nil, nil
+}
+
+// unregister forgets a run that never started its loop; launchErr is what
+// a retry waiting for it gets.
+func (a *Agent) unregister(r *Run, launchErr error) {
+	a.mu.Lock()
+	if a.bySession[r.sessionID] == r {
+		delete(a.bySession, r.sessionID)
+	}
+	if a.byID[r.id] == r {
+		delete(a.byID, r.id)
+	}
+	a.mu.Unlock()
+	r.launchErr = launchErr
+	close(r.launched)
+	r.cancel(errors.New("the run never started"))
+	close(r.done)
+	a.wg.Done()
+	a.opts.Metrics.RunEnded()
+}
+
+// launch prepares the run (tools, transcript, the run record) and starts
+// its loop in the background.
+func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, model provider.Model, stream provider.StreamFunc,
+	retry agentloop.RetryFunc, requestID string, prompt *agentdv1.AgentMessage) error {
+	cfg := sess.Config
+	kit, err := a.toolKit(cfg, r)
+	if err != nil {
+		// The configuration was valid when the session was created; what
+		// changed is the server (a workspace root gone or no longer
+		// allowed).
+		return refuse(ErrPrecondition, "session %q: its tools cannot be used now: %v", r.sessionID, err)
+	}
+	path, err := a.store.Path(ctx, r.sessionID)
+	if err != nil {
+		return err
+	}
+	maxTurns := cfg.GetMaxTurns()
+	if maxTurns == 0 {
+		maxTurns = a.opts.MaxTurns
+	}
+	gate := approvalGate{run: r, policies: kit.policies, now: a.opts.Now,
+		timeout:        durationOr(cfg.GetApprovalTimeout(), DefaultApprovalTimeout),
+		includeInModel: cfg.GetIncludeApprovalsInModelContext()}
+	loopCfg := agentloop.Config{
+		Model:          model,
+		Stream:         stream,
+		StreamOptions:  provider.Options{ThinkingLevel: cfg.GetThinkingLevel(), SessionID: r.sessionID},
+		Steering:       r.steering,
+		FollowUp:       r.followUp,
+		ToolExecution:  cfg.GetToolExecution(),
+		BeforeToolCall: gate.before,
+		ShouldStopAfterTurn: func(_ context.Context, info agentloop.TurnInfo) bool {
+			return info.Turn >= maxTurns
+		},
+		Retry: retry,
+		Now:   a.opts.Now,
+	}
+	state := agentloop.State{SystemPrompt: cfg.GetSystemPrompt(), Messages: transcriptMessages(path), Tools: kit.set}
+	if prompt == nil {
+		if err := agentloop.CheckContinue(ctx, state, loopCfg); err != nil {
+			return refuse(ErrPrecondition, "%v: Continue needs a transcript whose last message the model sees is a user message or a tool result; use Prompt instead", err)
+		}
+	}
+	if err := a.store.StartRun(ctx, r.sessionID, r.id); err != nil {
+		if !errors.Is(err, persistence.ErrConflict) {
+			return err
+		}
+		stored, gerr := a.store.GetRun(ctx, r.id)
+		if gerr != nil {
+			return gerr
+		}
+		if stored.EventsPruned {
+			return refuse(ErrExists, "request_id %q was already accepted as run %q, whose events are no longer retained; GetTranscript shows what it stored", requestID, r.id)
+		}
+		return errStoredRun
+	}
+	go a.execute(r, state, loopCfg, prompt)
+	return nil
+}
+
+// execute runs the loop and guarantees the run is recorded as ended and its
+// log ended and stored, whatever the loop did.
+func (a *Agent) execute(r *Run, state agentloop.State, cfg agentloop.Config, prompt *agentdv1.AgentMessage) {
+	defer a.exited(r)
+	defer r.cancel(nil)
+	var err error
+	if prompt != nil {
+		_, err = agentloop.Run(r.ctx, []*agentdv1.AgentMessage{prompt}, state, cfg, r.sink)
+	} else {
+		_, err = agentloop.Continue(r.ctx, state, cfg, r.sink)
+	}
+	if err != nil {
+		a.opts.Logger.Warn("run stopped by an internal failure", "session", r.sessionID, "run", r.id, "err", err)
+	}
+	if !r.log.isEnded() {
+		// The loop promises agent_end; should it ever break that promise the
+		// session must still become idle and the run be closed.
+		msg := "the run ended without agent_end"
+		if err != nil {
+			msg = err.Error()
+		}
+		end := &agentdv1.AgentEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_ERROR, ErrorMessage: msg}
+		ctx := context.WithoutCancel(r.ctx)
+		a.endRun(ctx, r, end)
+		// A run always has both ends, even one that failed before starting.
+		r.publish(ctx, &agentdv1.AgentEvent{Time: timestamppb.New(a.opts.Now()), Event: &agentdv1.AgentEvent_AgentStart{AgentStart: &agentdv1.AgentStart{}}})
+		r.publish(ctx, &agentdv1.AgentEvent{Time: timestamppb.New(a.opts.Now()), Event: &agentdv1.AgentEvent_AgentEnd{AgentEnd: end}})
+		r.storeLastEvents(ctx)
+		a.forget(r)
+	}
+}
+
+// sink persists each message at its message_end before any client sees the
+// event, then publishes the event to the run's log and followers.
+func (r *Run) sink(ctx context.Context, ev *agentdv1.AgentEvent) error {
+	a := r.a
+	switch e := ev.GetEvent().(type) {
+	case *agentdv1.AgentEvent_MessageEnd:
+		entry := &agentdv1.Entry{RunId: r.id, Payload: &agentdv1.Entry_Message{Message: e.MessageEnd.GetMessage()}}
+		if err := a.appendEntries(ctx, r.sessionID, entry); err != nil {
+			a.opts.Logger.ErrorContext(ctx, "could not store a message; aborting the run", "session", r.sessionID, "run", r.id, "err", err)
+			return fmt.Errorf("store the message: %w", err)
+		}
+		e.MessageEnd.EntryId = entry.GetId()
+		r.publish(ctx, ev)
+		// The event log covers every message the transcript holds.
+		if err := r.log.flush(ctx); err != nil {
+			a.opts.Logger.WarnContext(ctx, "could not store a batch of events; retrying with the next one", "session", r.sessionID, "run", r.id, "err", err)
+		}
+		return nil
+	case *agentdv1.AgentEvent_AgentEnd:
+		a.endRun(ctx, r, e.AgentEnd)
+		r.publish(ctx, ev)
+		r.storeLastEvents(ctx)
+		a.forget(r)
+		return nil
+	}
+	r.publish(ctx, ev)
+	return nil
+}
+
+// publish logs an event for followers, and stores a batch when one is due.
+func (r *Run) publish(ctx context.Context, ev *agentdv1.AgentEvent) {
+	logged, flushDue := r.log.append(ev)
+	if logged {
+		r.a.opts.Metrics.EventProduced()
+	}
+	if flushDue {
+		if err := r.log.flush(ctx); err != nil {
+			r.a.opts.Logger.WarnContext(ctx, "could not store a batch of events; retrying with the next one", "session", r.sessionID, "run", r.id, "err", err)
+		}
+	}
+}
+
+// storeLastEvents stores the events of an ended run, trying a few times:
+// afterwards the run holds no events in memory, and Attach reads them from
+// the store.
+func (r *Run) storeLastEvents(ctx context.Context) {
+	var err error
+	for attempt := range 3 {
+		if err = r.log.flush(ctx); err == nil {
+			return
+		}
+		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
+	}
+	r.a.opts.Logger.ErrorContext(ctx, "could not store the last events of a run; Attach will miss them", "session", r.sessionID, "run", r.id, "err", err)
+}
+
+// endRun records the run's end and frees the session before agent_end
+// becomes visible, so a client that sees agent_end can prompt again at
+// once. Messages queued too late to be delivered are reported, not lost
+// silently.
+func (a *Agent) endRun(ctx context.Context, r *Run, end *agentdv1.AgentEnd) {
+	if err := a.store.EndRun(ctx, r.id, end.GetOutcome(), end.GetErrorMessage()); err != nil {
+		a.opts.Logger.ErrorContext(ctx, "could not record the end of a run; it will be closed as interrupted at the next start",
+			"session", r.sessionID, "run", r.id, "err", err)
+	}
+	if undelivered := a.finish(r); len(undelivered) > 0 {
+		r.publish(ctx, &agentdv1.AgentEvent{Time: timestamppb.New(a.opts.Now()), Event: &agentdv1.AgentEvent_Error{Error: &agentdv1.AgentError{
+			Message: fmt.Sprintf("%d queued message(s) arrived after the run had stopped and were not delivered; send them again with Prompt", len(undelivered)),
+			Stage:   "queue",
+		}}})
+	}
+}
+
+// finish marks the session idle. It returns the messages still queued,
+// which the run can no longer deliver.
+func (a *Agent) finish(r *Run) (undelivered []*agentdv1.AgentMessage) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.bySession[r.sessionID] == r {
+		delete(a.bySession, r.sessionID)
+		a.opts.Metrics.RunEnded()
+	}
+	// Steer and FollowUp push under a.mu after checking bySession, so no
+	// message can be queued after this point.
+	return append(r.steering.Clear(), r.followUp.Clear()...)
+}
+
+// forget drops an ended run whose events are stored: from now on Attach
+// reads them from the store, and the run holds nothing in memory.
+func (a *Agent) forget(r *Run) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.byID[r.id] == r {
+		delete(a.byID, r.id)
+	}
+}
+
+// exited records that the run's goroutine returned.
+func (a *Agent) exited(r *Run) {
+	if r.ws != nil {
+		r.ws.Close()
+	}
+	close(r.done)
+	a.wg.Done()
+}
+
+// Steer queues a message for the session's active run, delivered after the
+// current turn's tools finish, and returns how many wait. ErrIdle when the
+// session has no active run.
+func (a *Agent) Steer(sessionID string, msg *agentdv1.AgentMessage) (int, error) {
+	return a.enqueue(sessionID, msg, false)
+}
+
+// FollowUp queues a message for the session's active run, delivered when
+// the agent would otherwise stop, and returns how many wait. ErrIdle when
+// the session has no active run.
+func (a *Agent) FollowUp(sessionID string, msg *agentdv1.AgentMessage) (int, error) {
+	return a.enqueue(sessionID, msg, true)
+}
+
+func (a *Agent) enqueue(sessionID string, msg *agentdv1.AgentMessage, followUp bool) (int, error) {
+	a.mu.Lock()
+	r := a.bySession[sessionID]
+	if r == nil {
+		a.mu.Unlock()
+		return 0, refuse(ErrIdle, "session %q has no active run: use Prompt to start one", sessionID)
+	}
+	q := r.steering
+	if followUp {
+		q = r.followUp
+	}
+	n := q.Push(msg)
+	a.mu.Unlock()
+	r.publish(context.Background(), &agentdv1.AgentEvent{Time: timestamppb.New(a.opts.Now()), Event: &agentdv1.AgentEvent_QueueUpdate{QueueUpdate: &agentdv1.QueueUpdate{
+		Steering: r.steering.Snapshot(), FollowUp: r.followUp.Snapshot(),
+	}}})
+	return n, nil
+}
+
+// Abort cancels the session's active run (or, when runID is set, that run
+// if it is the active one) and returns once the run has recorded its end,
+// so the session is idle when Abort returns. It returns the run's id.
+func (a *Agent) Abort(ctx context.Context, sessionID, runID string) (string, error) {
+	r := a.active(sessionID)
+	if r == nil {
+		return "", refuse(ErrIdle, "session %q has no active run to abort", sessionID)
+	}
+	if runID != "" && runID != r.id {
+		return "", refuse(ErrPrecondition, "run %q is not the active run of session %q (that is %q)", runID, sessionID, r.id)
+	}
+	if err := r.abortAndWait(ctx, "aborted by an Abort call"); err != nil {
+		return "", err
+	}
+	return r.id, nil
+}
+
+// SubmitToolResult answers a tool_call_requested event of the session's
+// active run.
+func (a *Agent) SubmitToolResult(sessionID, toolCallID string, result ToolResult) error {
+	r := a.active(sessionID)
+	if r == nil {
+		return refuse(ErrIdle, "session %q has no active run, so no tool call waits for a result", sessionID)
+	}
+	return r.pending.deliver(sessionID, toolCallID, waitClientResult, result)
+}
+
+// ResolveApproval answers an approval_requested event of the session's
+// active run.
+func (a *Agent) ResolveApproval(sessionID, toolCallID string, decision Approval) error {
+	r := a.active(sessionID)
+	if r == nil {
+		return refuse(ErrIdle, "session %q has no active run, so no tool call waits for approval", sessionID)
+	}
+	return r.pending.deliver(sessionID, toolCallID, waitApproval, decision)
+}

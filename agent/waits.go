@@ -1,0 +1,218 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/agentd/agentd/agentloop"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+)
+
+// waitKind says what a pending tool call waits for.
+type waitKind int
+
+const (
+	waitClientResult waitKind = iota + 1
+	waitApproval
+)
+
+// String names what a call waits for, for error messages.
+func (k waitKind) String() string {
+	if k == waitApproval {
+		return "approval"
+	}
+	return "client tool result"
+}
+
+// pendingCall is one tool call waiting for a client's answer.
+type pendingCall struct {
+	kind   waitKind
+	answer chan any // buffered: one answer
+	// state is "waiting", "answered", "timed out" or "abandoned ...".
+	state string
+}
+
+// pendingCalls are the tool calls of one run that wait for a client. Calls
+// stay known after they stop waiting, so a late or duplicate answer gets a
+// precise refusal rather than "unknown".
+type pendingCalls struct {
+	mu    sync.Mutex
+	calls map[string]*pendingCall
+}
+
+func (p *pendingCalls) open(id string, kind waitKind) *pendingCall {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.calls == nil {
+		p.calls = map[string]*pendingCall{}
+	}
+	c := &pendingCall{kind: kind, answer: make(chan any, 1), state: "waiting"}
+	p.calls[id] = c
+	return c
+}
+
+// stop records why a call no longer waits, unless it was answered.
+func (p *pendingCalls) stop(c *pendingCall, why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c.state == "waiting" {
+		c.state = why
+	}
+}
+
+// deliver hands an answer to a waiting call.
+func (p *pendingCalls) deliver(sessionID, id string, kind waitKind, v any) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.calls[id]
+	if c == nil || c.kind != kind {
+		return refuse(ErrNotFound, "tool call %q of session %q is not waiting for a %s", id, sessionID, kind)
+	}
+	if c.state != "waiting" {
+		return refuse(ErrPrecondition, "tool call %q of session %q no longer waits for a %s: it was %s", id, sessionID, kind, c.state)
+	}
+	c.state = "answered"
+	c.answer <- v
+	return nil
+}
+
+// ToolResult is a client's answer to a client-executed tool call.
+type ToolResult struct {
+	// Content is what the model sees.
+	Content []*agentdv1.ContentBlock
+	// Details is for user interfaces and logs.
+	Details *structpb.Value
+	// IsError marks the result as a failure.
+	IsError bool
+}
+
+// Approval is a person's decision on a tool call that waits for approval.
+type Approval struct {
+	// Allowed lets the call run; otherwise it is denied.
+	Allowed bool
+	// Reason is the person's explanation, for the model and the record.
+	Reason string
+	// DecidedBy names who decided; empty means "user".
+	DecidedBy string
+}
+
+// clientTool is a tool the client runs: the run asks for it with
+// tool_call_requested and waits for SubmitToolResult.
+type clientTool struct {
+	def     *agentdv1.Tool
+	run     *Run
+	timeout time.Duration
+	now     func() time.Time
+}
+
+// Definition implements agentloop.Tool.
+func (t clientTool) Definition() *agentdv1.Tool { return t.def }
+
+// Execute implements agentloop.Tool.
+func (t clientTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
+	if t.run == nil {
+		return agentloop.Result{}, fmt.Errorf("client tool %s cannot run outside a run", t.def.GetName())
+	}
+	c := t.run.pending.open(call.ID, waitClientResult)
+	timer := time.NewTimer(t.timeout)
+	defer timer.Stop()
+	if err := call.Run.Emit(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ToolCallRequested{ToolCallRequested: &agentdv1.ToolCallRequested{
+		ToolCallId: call.ID, ToolName: t.def.GetName(), Arguments: call.Args, Deadline: timestamppb.New(t.now().Add(t.timeout)),
+	}}}); err != nil {
+		t.run.pending.stop(c, "abandoned")
+		return agentloop.Result{}, err
+	}
+	select {
+	case a := <-c.answer:
+		r := a.(ToolResult)
+		return agentloop.Result{Content: r.Content, Details: r.Details, IsError: r.IsError}, nil
+	case <-timer.C:
+		t.run.pending.stop(c, "timed out")
+		return agentloop.Result{}, fmt.Errorf("the client did not return a result for %s within %v (client_tool_timeout)", t.def.GetName(), t.timeout)
+	case <-ctx.Done():
+		t.run.pending.stop(c, "abandoned when the run was aborted")
+		return agentloop.Result{}, fmt.Errorf("the run was aborted while waiting for the client's result of %s", t.def.GetName())
+	}
+}
+
+// approvalGate is the BeforeToolCall hook of a run: it applies the deny
+// policy, or asks for approval and waits for ResolveApproval, and records
+// the decision as an ApprovalNotice in the transcript before the tool runs
+// or is refused. It runs in the call's own goroutine (agentloop), so in
+// parallel mode a call waiting for approval does not hold back the other
+// calls of its batch.
+type approvalGate struct {
+	run            *Run
+	policies       map[string]agentdv1.ApprovalPolicy
+	timeout        time.Duration
+	includeInModel bool
+	now            func() time.Time
+}
+
+// before implements agentloop.BeforeToolCallFunc.
+func (g approvalGate) before(ctx context.Context, info agentloop.ToolCallInfo) (agentloop.BeforeDecision, error) {
+	name, id := info.ToolCall.GetName(), info.ToolCall.GetId()
+	switch g.policies[name] {
+	case agentdv1.ApprovalPolicy_APPROVAL_POLICY_DENY:
+		if err := g.record(info.Run, id, name, agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED, "policy", "the session's approval policy denies "+name); err != nil {
+			return agentloop.BeforeDecision{}, err
+		}
+		return agentloop.BeforeDecision{Block: true, Reason: "Tool call denied by policy: " + name + " is not allowed in this session"}, nil
+	case agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK:
+	default:
+		return agentloop.BeforeDecision{}, nil
+	}
+	c := g.run.pending.open(id, waitApproval)
+	timer := time.NewTimer(g.timeout)
+	defer timer.Stop()
+	if err := info.Run.Emit(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ApprovalRequested{ApprovalRequested: &agentdv1.ApprovalRequested{
+		ToolCallId: id, ToolName: name, Arguments: info.Args, Deadline: timestamppb.New(g.now().Add(g.timeout)),
+	}}}); err != nil {
+		g.run.pending.stop(c, "abandoned")
+		return agentloop.BeforeDecision{}, err
+	}
+	select {
+	case a := <-c.answer:
+		d := a.(Approval)
+		by := d.DecidedBy
+		if by == "" {
+			by = "user"
+		}
+		decision := agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED
+		if d.Allowed {
+			decision = agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED
+		}
+		if err := g.record(info.Run, id, name, decision, by, d.Reason); err != nil {
+			return agentloop.BeforeDecision{}, err
+		}
+		if !d.Allowed {
+			text := "The user denied this tool call"
+			if d.Reason != "" {
+				text += ": " + d.Reason
+			}
+			return agentloop.BeforeDecision{Block: true, Reason: text}, nil
+		}
+		return agentloop.BeforeDecision{}, nil
+	case <-timer.C:
+		g.run.pending.stop(c, "timed out")
+		if err := g.record(info.Run, id, name, agentdv1.ApprovalDecision_APPROVAL_DECISION_TIMED_OUT, "timeout", ""); err != nil {
+			return agentloop.BeforeDecision{}, err
+		}
+		return agentloop.BeforeDecision{Block: true, Reason: fmt.Sprintf("no approval for %s within %v (approval_timeout); the tool did not run", name, g.timeout)}, nil
+	case <-ctx.Done():
+		g.run.pending.stop(c, "abandoned when the run was aborted")
+		return agentloop.BeforeDecision{Block: true, Reason: fmt.Sprintf("the run was aborted while %s waited for approval; the tool did not run", name)}, nil
+	}
+}
+
+func (g approvalGate) record(run agentloop.Scope, id, name string, d agentdv1.ApprovalDecision, by, reason string) error {
+	return run.Record(&agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_ApprovalNotice{ApprovalNotice: &agentdv1.ApprovalNotice{
+		ToolCallId: id, ToolName: name, Decision: d, Reason: reason, DecidedBy: by,
+		Timestamp: timestamppb.New(g.now()), VisibleInUi: true, IncludeInModelContext: g.includeInModel,
+	}}})
+}

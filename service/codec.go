@@ -1,0 +1,40 @@
+package service
+
+import (
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	_ "google.golang.org/grpc/encoding/proto" // registers the proto codec eventCodec delegates to
+	"google.golang.org/grpc/mem"
+)
+
+// encodedEvent is an AgentEvent already encoded by a run's event log,
+// which stores the same bytes. Sent with SendMsg on a stream of a server
+// built by NewServer, it goes out as it is: an event is encoded once, not
+// once more per follower.
+type encodedEvent []byte
+
+// eventCodec is grpc's proto codec, except that it sends an encodedEvent
+// without encoding it again. It keeps the name "proto", so clients see the
+// ordinary application/grpc+proto content.
+type eventCodec struct{ proto encoding.CodecV2 }
+
+// newEventCodecOption makes a server use eventCodec.
+func newEventCodecOption() grpc.ServerOption {
+	return grpc.ForceServerCodecV2(eventCodec{proto: encoding.GetCodecV2("proto")})
+}
+
+// Marshal implements encoding.CodecV2.
+func (c eventCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(encodedEvent); ok {
+		return mem.BufferSlice{mem.SliceBuffer(e)}, nil
+	}
+	return c.proto.Marshal(v)
+}
+
+// Unmarshal implements encoding.CodecV2.
+func (c eventCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return c.proto.Unmarshal(data, v)
+}
+
+// Name implements encoding.CodecV2.
+func (eventCodec) Name() string { return "proto" }
