@@ -16,12 +16,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/agent"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"

@@ -7,12 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/agent"
-
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/service"

@@ -340,3 +340,20 @@ func newClientConn(t testing.TB, addr string) agentdv1.AgentServiceClient {
 }
 
 func codeOf(err error) codes.Code { return status.Code(err) }
+
+// listSessions lists every session.
+func (h *harness) listSessions() []*agentdv1.Session {
+	h.t.Helper()
+	var all []*agentdv1.Session
+	token := ""
+	for {
+		resp, err := h.client.ListSessions(h.ctx(), &agentdv1.ListSessionsRequest{PageToken: token})
+		if err != nil {
+			h.t.Fatalf("ListSessions: %v", err)
+		}
+		all = append(all, resp.GetSessions()...)
+		if token = resp.GetNextPageToken(); token == "" {
+			return all
+		}
+	}
+}

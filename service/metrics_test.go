@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/agentd/agentd/agent"
-
 	"github.com/agentd/agentd/agentloop"
 	"github.com/agentd/agentd/service"
 )

@@ -6,16 +6,18 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/agentd/agentd/agent"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/provider"
 	"github.com/agentd/agentd/provider/catalog"
 	"github.com/agentd/agentd/service"
 )
@@ -103,5 +105,56 @@ func TestRealProviderStreamsThroughAgentd(t *testing.T) {
 	}
 	if !strings.Contains(wire.bodies[1], `"signature":"`+sig+`"`) || !strings.Contains(wire.bodies[1], "15 degrees in San Francisco") {
 		t.Fatalf("second request does not replay the signature and the tool result:\n%s", wire.bodies[1])
+	}
+}
+
+// An Anthropic stream that reports overloaded_error in the middle of an
+// answer is retried like HTTP 529: the client sees the failed answer end,
+// a provider_retry error, then the retry's answer; the transcript keeps the
+// failed answer, which the next call leaves out.
+func TestOverloadMidAnswerIsRetriedThroughAgentd(t *testing.T) {
+	partial := filepath.Join(t.TempDir(), "overloaded.sse")
+	if err := os.WriteFile(partial, []byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"usage\":{\"input_tokens\":5}}}\n\n"+
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"+
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hel\"}}\n\n"+
+		"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wire := &anthropicWire{streams: []string{partial, "../provider/anthropic/testdata/text.sse"}}
+	srv := httptest.NewServer(wire)
+	defer srv.Close()
+	cfg := catalog.Builtin()
+	anth := cfg.Providers["anthropic"]
+	anth.BaseURL, anth.APIKey, anth.APIKeyEnv = srv.URL, "test-key", ""
+	cfg.Providers["anthropic"] = anth
+	reg, err := catalog.NewRegistry(cfg, catalog.Options{Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, agent.Options{Models: reg, Retry: provider.RetryPolicy{BaseDelay: time.Millisecond}}, service.ServerOptions{})
+	id := h.createSession(&agentdv1.SessionConfig{Model: &agentdv1.ModelRef{Provider: "anthropic", Id: "claude-sonnet-4-5"}})
+	evs := h.prompt(id, "hi")
+	var retried bool
+	for _, ev := range evs {
+		if e := ev.GetError(); e.GetStage() == "provider_retry" && strings.Contains(e.GetMessage(), "overloaded_error") {
+			retried = true
+		}
+	}
+	if end := evs[len(evs)-1].GetAgentEnd(); !retried || end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
+		t.Fatalf("retried %v, %s, %v", retried, kinds(evs), end)
+	}
+	entries := h.transcript(id)
+	if got := messageKinds(entries); got != "user assistant assistant" {
+		t.Fatalf("transcript %q", got)
+	}
+	failed := entries[1].GetMessage().GetAssistant()
+	if failed.GetStopReason() != agentdv1.StopReason_STOP_REASON_ERROR || failed.GetContent()[0].GetText().GetText() != "Hel" {
+		t.Fatalf("failed answer %v", failed)
+	}
+	if c := h.context(id); len(c.GetMessages()) != 2 || c.GetMessages()[1].GetAssistant().GetContent()[0].GetText().GetText() != "Hello, world" {
+		t.Fatalf("context %v", c.GetMessages())
+	}
+	if len(wire.bodies) != 2 || strings.Contains(wire.bodies[1], "Hel\"") {
+		t.Fatalf("%d calls; the retry must not send the failed answer:\n%s", len(wire.bodies), wire.bodies[len(wire.bodies)-1])
 	}
 }

@@ -4,11 +4,10 @@ import (
 	"context"
 	"testing"
 
-	"github.com/agentd/agentd/agent"
-
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence/sqlite"

@@ -6,11 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentd/agentd/agent"
-
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentd/agentd/agent"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/service"
 )
