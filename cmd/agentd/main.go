@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -91,7 +92,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&cfg.tlsCert, "tls-cert", getenv("AGENTD_TLS_CERT"), "PEM certificate file; with --tls-key serves TLS (env AGENTD_TLS_CERT)")
 	fs.StringVar(&cfg.tlsKey, "tls-key", getenv("AGENTD_TLS_KEY"), "PEM private key file for --tls-cert (env AGENTD_TLS_KEY)")
 	fs.StringVar(&cfg.metricsListen, "metrics-listen", getenv("AGENTD_METRICS_LISTEN"),
-		"host:port to serve Prometheus metrics on at /metrics; empty disables (env AGENTD_METRICS_LISTEN)")
+		"host:port to serve Prometheus metrics on at /metrics, and Go profiles at /debug/pprof/; empty disables (env AGENTD_METRICS_LISTEN)")
 	fs.IntVar(&cfg.maxRuns, "max-runs", 1024, "most runs active at once; more Prompts get RESOURCE_EXHAUSTED")
 	fs.IntVar(&cfg.maxMessageBytes, "max-message-bytes", 32<<20, "largest gRPC message agentd accepts or sends")
 	fs.BoolVar(&cfg.syncFull, "sync-full", false, "fsync the database on every commit (SQLite synchronous=FULL) instead of NORMAL")
@@ -207,6 +208,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metrics.Handler())
+		// Profiles for operators, on the same listener as the metrics
+		// (bind it to a private address): /debug/pprof/heap?gc=1 shows the
+		// heap after a collection.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			if err := metricsSrv.Serve(mlis); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,0 +1,426 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+)
+
+// The tests in this file run agentd as a separate process (AGENTD_BIN, or
+// a binary built once for the test run), so they can kill it.
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+	binDir    string // removed by TestMain
+)
+
+// agentdBinary returns the agentd binary to run.
+func agentdBinary(t testing.TB) string {
+	t.Helper()
+	if bin := os.Getenv("AGENTD_BIN"); bin != "" {
+		return bin
+	}
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "agentd-test-bin")
+		if buildErr != nil {
+			return
+		}
+		builtBin = filepath.Join(binDir, "agentd")
+		out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build agentd: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
+}
+
+// proc is an agentd process.
+type proc struct {
+	t       testing.TB
+	cmd     *exec.Cmd
+	addr    string
+	metrics string
+	log     *lockedBuffer
+	exited  chan struct{}
+	err     error // the exit, once exited is closed
+}
+
+var (
+	servingLine = regexp.MustCompile(`msg="agentd serving" addr=(\S+)`)
+	metricsLine = regexp.MustCompile(`msg="metrics serving" addr=(\S+)`)
+)
+
+// startProc starts agentd on db and a free port and waits until it
+// serves; it is killed at cleanup if still running.
+func startProc(t testing.TB, db string, extra ...string) *proc {
+	t.Helper()
+	p := launch(t, db, extra...)
+	deadline := time.Now().Add(30 * time.Second)
+	for p.addr == "" {
+		select {
+		case <-p.exited:
+			t.Fatalf("agentd exited before serving: %v\n%s", p.err, p.log.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if m := servingLine.FindStringSubmatch(p.log.String()); m != nil {
+			p.addr = m[1]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agentd did not report its address:\n%s", p.log.String())
+		}
+	}
+	if m := metricsLine.FindStringSubmatch(p.log.String()); m != nil {
+		p.metrics = m[1]
+	}
+	return p
+}
+
+// launch starts agentd without waiting for it.
+func launch(t testing.TB, db string, extra ...string) *proc {
+	t.Helper()
+	args := append([]string{"--listen", "127.0.0.1:0", "--db", db}, extra...)
+	p := &proc{t: t, cmd: exec.Command(agentdBinary(t), args...), log: &lockedBuffer{}, exited: make(chan struct{})}
+	p.cmd.Stderr = p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start agentd: %v", err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	})
+	return p
+}
+
+// kill ends agentd with SIGKILL, as a crash would.
+func (p *proc) kill() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		p.t.Fatal(err)
+	}
+	<-p.exited
+}
+
+// waitExit waits for agentd to end on its own and returns how it ended.
+func (p *proc) waitExit(limit time.Duration) error {
+	p.t.Helper()
+	select {
+	case <-p.exited:
+		return p.err
+	case <-time.After(limit):
+		p.t.Fatalf("agentd still runs after %v:\n%s", limit, p.log.String())
+		return nil
+	}
+}
+
+func (p *proc) client() agentdv1.AgentServiceClient {
+	p.t.Helper()
+	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(32<<20), grpc.MaxCallSendMsgSize(32<<20)))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { conn.Close() })
+	return agentdv1.NewAgentServiceClient(conn)
+}
+
+func texts(s ...string) []*agentdv1.ContentBlock {
+	out := make([]*agentdv1.ContentBlock, len(s))
+	for i, t := range s {
+		out[i] = &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: t}}}
+	}
+	return out
+}
+
+func drain(stream grpc.ServerStreamingClient[agentdv1.AgentEvent], err error) ([]*agentdv1.AgentEvent, error) {
+	if err != nil {
+		return nil, err
+	}
+	var evs []*agentdv1.AgentEvent
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return evs, nil
+		}
+		if err != nil {
+			return evs, err
+		}
+		evs = append(evs, ev)
+	}
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func createSession(t testing.TB, c agentdv1.AgentServiceClient, cfg *agentdv1.SessionConfig) string {
+	t.Helper()
+	resp, err := c.CreateSession(testCtx(t), &agentdv1.CreateSessionRequest{Config: cfg})
+	if err != nil {
+		t.Fatalf("CreateSession: %v", err)
+	}
+	return resp.GetSession().GetId()
+}
+
+func transcript(t testing.TB, c agentdv1.AgentServiceClient, id string) []*agentdv1.Entry {
+	t.Helper()
+	resp, err := c.GetTranscript(testCtx(t), &agentdv1.GetTranscriptRequest{SessionId: id, PageSize: 1000})
+	if err != nil {
+		t.Fatalf("GetTranscript: %v", err)
+	}
+	return resp.GetEntries()
+}
+
+// A second agentd on the same database file exits at once with a message
+// naming the file and the process that has it, while the first keeps
+// serving and its transcript is untouched.
+func TestSecondAgentdOnTheSameDatabaseRefuses(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "agentd.db")
+	first := startProc(t, db)
+	c := first.client()
+	id := createSession(t, c, &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Echo: true}})
+	if _, err := drain(c.Prompt(testCtx(t), &agentdv1.PromptRequest{SessionId: id, Content: texts("ping")})); err != nil {
+		t.Fatal(err)
+	}
+	before := transcript(t, c, id)
+
+	second := launch(t, db)
+	err := second.waitExit(15 * time.Second)
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("second agentd ended with %v, want a non-zero exit\n%s", err, second.log.String())
+	}
+	msg := second.log.String()
+	for _, want := range []string{db, "process " + strconv.Itoa(first.cmd.Process.Pid), "--db"} {
+		if !strings.Contains(msg, want) {
+			t.Fatalf("the refusal does not name %q:\n%s", want, msg)
+		}
+	}
+
+	if _, err := drain(c.Prompt(testCtx(t), &agentdv1.PromptRequest{SessionId: id, Content: texts("still here?")})); err != nil {
+		t.Fatalf("the first agentd stopped serving: %v", err)
+	}
+	after := transcript(t, c, id)
+	if len(after) != len(before)+2 {
+		t.Fatalf("transcript has %d entries after one more prompt, want %d", len(after), len(before)+2)
+	}
+	for i := range before {
+		if !proto.Equal(before[i], after[i]) {
+			t.Fatalf("entry %d changed", i)
+		}
+	}
+}
+
+// Attach after agentd was killed in the middle of a run delivers the run's
+// events up to its last durable batch, then the agent_end of the repair;
+// a retry of the same request afterwards does the same, and appends
+// nothing.
+func TestAttachAfterKillAndRestart(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "agentd.db")
+	p := startProc(t, db)
+	c := p.client()
+	answer := &agentdv1.AssistantMessage{Content: texts(strings.Repeat("the default port is 3000. ", 200))}
+	id := createSession(t, c, &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{answer}, TokensPerSecond: 200}})
+	req := &agentdv1.PromptRequest{SessionId: id, Content: texts("port?"), RequestId: "req-kill", Detach: true}
+	stream, err := c.Prompt(testCtx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var live []*agentdv1.AgentEvent
+	var firstDelta time.Time
+	for firstDelta.IsZero() || time.Since(firstDelta) < time.Second {
+		ev, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("live stream: %v", err)
+		}
+		live = append(live, ev)
+		if firstDelta.IsZero() && ev.GetMessageUpdate().GetTextDelta() != nil {
+			firstDelta = time.Now()
+		}
+	}
+	p.kill()
+
+	p = startProc(t, db)
+	c = p.client()
+	for _, attempt := range []string{"Attach", "retried Prompt"} {
+		var got []*agentdv1.AgentEvent
+		if attempt == "Attach" {
+			got, err = drain(c.Attach(testCtx(t), &agentdv1.AttachRequest{SessionId: id, RunId: live[0].GetRunId()}))
+		} else {
+			got, err = drain(c.Prompt(testCtx(t), req))
+		}
+		if err != nil {
+			t.Fatalf("%s after the restart: %v", attempt, err)
+		}
+		last := got[len(got)-1]
+		if end := last.GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_INTERRUPTED {
+			t.Fatalf("%s: last event %v, want agent_end INTERRUPTED", attempt, last)
+		}
+		durable := got[:len(got)-1]
+		firstDeltaSeq := uint64(0)
+		for i, ev := range got {
+			if ev.GetSeq() != uint64(i)+1 || ev.GetRunId() != live[0].GetRunId() {
+				t.Fatalf("%s: event %d has seq %d of run %s", attempt, i, ev.GetSeq(), ev.GetRunId())
+			}
+			if firstDeltaSeq == 0 && ev.GetMessageUpdate().GetTextDelta() != nil {
+				firstDeltaSeq = ev.GetSeq()
+			}
+		}
+		// The deltas that streamed a second before the kill were stored in
+		// a batch: the log reaches past the first of them.
+		if firstDeltaSeq == 0 || len(durable) < int(firstDeltaSeq) {
+			t.Fatalf("%s: %d durable events, the first delta (seq %d of %d seen live) is not among them", attempt, len(durable), firstDeltaSeq, len(live))
+		}
+		for i := range min(len(durable), len(live)) {
+			if !proto.Equal(durable[i], live[i]) {
+				t.Fatalf("%s: event %d differs from the one streamed live:\n%v\n%v", attempt, i+1, durable[i], live[i])
+			}
+		}
+	}
+	entries := transcript(t, c, id)
+	if len(entries) != 1 || entries[0].GetMessage().GetUser() == nil {
+		t.Fatalf("transcript after the restart: %v", entries)
+	}
+}
+
+// Attach of a run that finished before agentd stopped replays all of it
+// after the restart, exactly as it streamed.
+func TestAttachFinishedRunAfterRestart(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "agentd.db")
+	p := startProc(t, db)
+	c := p.client()
+	id := createSession(t, c, &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Echo: true}})
+	live, err := drain(c.Prompt(testCtx(t), &agentdv1.PromptRequest{SessionId: id, Content: texts(strings.Repeat("echo me ", 300))}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.kill()
+	p = startProc(t, db)
+	got, err := drain(p.client().Attach(testCtx(t), &agentdv1.AttachRequest{SessionId: id, RunId: live[0].GetRunId()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(live) {
+		t.Fatalf("%d events replayed, %d streamed", len(got), len(live))
+	}
+	for i := range live {
+		if !proto.Equal(got[i], live[i]) {
+			t.Fatalf("event %d differs:\n%v\n%v", i+1, got[i], live[i])
+		}
+	}
+}
+
+// heapInUse asks agentd to collect garbage and returns its heap in use
+// and resident set, from the profile and metrics endpoints.
+func heapInUse(t testing.TB, metricsAddr string) (heap, rss float64) {
+	t.Helper()
+	get := func(path string) string {
+		resp, err := http.Get("http://" + metricsAddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	m := regexp.MustCompile(`# HeapInuse = (\d+)`).FindStringSubmatch(get("/debug/pprof/heap?debug=1&gc=1"))
+	if m == nil {
+		t.Fatal("no HeapInuse in the heap profile")
+	}
+	heap, _ = strconv.ParseFloat(m[1], 64)
+	sc := bufio.NewScanner(strings.NewReader(get("/metrics")))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
+			rss, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	return heap, rss
+}
+
+// After 30 runs of 100,000 deltas each, agentd's heap is where it was
+// before them: a finished run holds no events in memory.
+func TestHeapAfterManyLongRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streams 3 million events")
+	}
+	p := startProc(t, filepath.Join(t.TempDir(), "agentd.db"), "--metrics-listen", "127.0.0.1:0")
+	c := p.client()
+	// A faux chunk is 3 to 5 tokens of 4 characters: 1.6 million
+	// characters in two blocks (each within the 1 MiB limit) stream as
+	// about 100,000 deltas.
+	half := strings.Repeat("0123456789abcdef", 50_000)
+	const runs = 30
+	ids := make([]string, runs+1)
+	for i := range ids {
+		ids[i] = createSession(t, c, &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Echo: true}})
+	}
+	prompt := func(id string) int {
+		// Detached and dropped: the run goes on with no one reading.
+		ctx, cancel := context.WithCancel(testCtx(t))
+		stream, err := c.Prompt(ctx, &agentdv1.PromptRequest{SessionId: id, Content: texts(half, half), Detach: true})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			s, err := c.GetSession(testCtx(t), &agentdv1.GetSessionRequest{SessionId: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.GetSession().GetState() == agentdv1.SessionState_SESSION_STATE_IDLE {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		entries := transcript(t, c, id)
+		return len(entries[len(entries)-1].GetMessage().GetAssistant().GetContent()[0].GetText().GetText())
+	}
+	prompt(ids[0]) // warm up: pools, caches and code paths
+	before, rssBefore := heapInUse(t, p.metrics)
+	for _, id := range ids[1:] {
+		if n := prompt(id); n != 2*len(half)+1 {
+			t.Fatalf("answer of %d characters, want %d", n, 2*len(half)+1)
+		}
+	}
+	after, rssAfter := heapInUse(t, p.metrics)
+	t.Logf("heap in use %.1f MiB before %d runs of ~100,000 deltas, %.1f MiB after (%.2fx); RSS %.1f MiB before, %.1f MiB after",
+		before/(1<<20), runs, after/(1<<20), after/before, rssBefore/(1<<20), rssAfter/(1<<20))
+	if after > 1.5*before {
+		t.Fatalf("heap in use grew from %.1f to %.1f MiB over %d finished runs", before/(1<<20), after/(1<<20), runs)
+	}
+}
