@@ -60,6 +60,9 @@ func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentd
 	}
 	now := s.now()
 	err := s.write(ctx, func(t *writeTx) error {
+		// The writer may run this again (see commitBatch): start from the
+		// caller's entries each time.
+		restore()
 		sess, err := t.session(sessionID)
 		if err != nil {
 			return err

@@ -22,6 +22,14 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, events []persist
 		return &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: "no events to append"}
 	}
 	// Encode outside the writer, which serves every session.
+	payload := encodeEvents(events)
+	err := s.write(ctx, func(t *writeTx) error { return t.appendEvents(runID, events, payload) })
+	return opError(err, "append events %d to %d of run %q", events[0].Seq, events[len(events)-1].Seq, runID)
+}
+
+// encodeEvents is a batch's payload: the events' protobufs, each preceded
+// by its length.
+func encodeEvents(events []persistence.Event) []byte {
 	size := 0
 	for _, ev := range events {
 		size += protowire.SizeBytes(len(ev.Data))
@@ -30,24 +38,28 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, events []persist
 	for _, ev := range events {
 		payload = protowire.AppendBytes(payload, ev.Data)
 	}
-	first, last := events[0].Seq, events[len(events)-1].Seq
-	err := s.write(ctx, func(t *writeTx) error {
-		var lastSeq uint64
-		if err := t.queryRow(`SELECT last_seq FROM runs WHERE id = ?`, runID).Scan(&lastSeq); errors.Is(err, sql.ErrNoRows) {
-			return persistence.RunNotFound(runID)
-		} else if err != nil {
-			return err
-		}
-		if err := persistence.CheckEventBatch(runID, lastSeq, events); err != nil {
-			return err
-		}
-		if _, err := t.exec(`INSERT INTO run_events (run_id, first_seq, last_seq, payload) VALUES (?, ?, ?, ?)`, runID, first, last, payload); err != nil {
-			return err
-		}
-		_, err := t.exec(`UPDATE runs SET last_seq = ? WHERE id = ?`, last, runID)
+	return payload
+}
+
+// appendEvents stores a batch of a run's events, encoded as payload, if it
+// continues the run's log.
+func (t *writeTx) appendEvents(runID string, events []persistence.Event, payload []byte) error {
+	lastSeq, exists, err := t.lastSeq(runID)
+	if err != nil {
 		return err
-	})
-	return opError(err, "append events %d to %d of run %q", first, last, runID)
+	}
+	if !exists {
+		return persistence.RunNotFound(runID)
+	}
+	if err := persistence.CheckEventBatch(runID, lastSeq, events); err != nil {
+		return err
+	}
+	first, last := events[0].Seq, events[len(events)-1].Seq
+	if _, err := t.exec(`INSERT INTO run_events (run_id, first_seq, last_seq, payload) VALUES (?, ?, ?, ?)`, runID, first, last, payload); err != nil {
+		return err
+	}
+	t.stageLastSeq(runID, last)
+	return nil
 }
 
 // Events implements persistence.Store.
@@ -130,10 +142,11 @@ func (s *Store) PruneEvents(ctx context.Context, endedBefore time.Time) (int, er
 				return err
 			}
 			for _, id := range ids {
-				if _, err := t.exec(`DELETE FROM run_events WHERE run_id = ?`, id); err != nil {
+				// Keep the last seq before its batches go.
+				if _, err := t.exec(`UPDATE runs AS r SET last_seq = `+runLastSeq+`, events_pruned = 1 WHERE r.id = ?`, id); err != nil {
 					return err
 				}
-				if _, err := t.exec(`UPDATE runs SET events_pruned = 1 WHERE id = ?`, id); err != nil {
+				if _, err := t.exec(`DELETE FROM run_events WHERE run_id = ?`, id); err != nil {
 					return err
 				}
 			}

@@ -165,6 +165,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		// A backstop only: checkpoints normally run in the background (see
 		// checkpointLoop), so appends do not pay for their fsyncs.
 		fmt.Sprintf("PRAGMA wal_autocheckpoint = %d", backstopCheckpointPages),
+		// The writer touches the last pages of many sessions and runs; with
+		// SQLite's default 2 MB cache it reads them back from the file
+		// again and again (a pread each) under concurrent load.
+		fmt.Sprintf("PRAGMA cache_size = -%d", writerCacheKiB),
 	}})
 	writerDB.SetMaxOpenConns(1)
 	writerDB.SetMaxIdleConns(1)
@@ -248,6 +252,9 @@ func dsn(abs string, o options, readOnly bool) string {
 	u := url.URL{Scheme: "file", Path: abs, RawQuery: q.Encode()}
 	return u.String()
 }
+
+// writerCacheKiB is the writer connection's page cache.
+const writerCacheKiB = 64 << 10
 
 // readerMmapBytes is how much of the database file each reader maps.
 const readerMmapBytes = 256 << 20

@@ -11,7 +11,12 @@ import (
 	"github.com/agentd/agentd/persistence"
 )
 
-const runColumns = `r.id, s.id, r.start_time, r.end_time, r.outcome, r.error_message, r.last_seq, r.events_pruned`
+// runColumns are a whole run record; the last stored seq is the last_seq
+// of the run's last batch (see migrations/0003_event_log_and_implied_leaf.sql).
+const runColumns = `r.id, s.id, r.start_time, r.end_time, r.outcome, r.error_message, ` + runLastSeq + `, r.events_pruned`
+
+// runLastSeq is the last stored event seq of run r.
+const runLastSeq = `coalesce((SELECT e.last_seq FROM run_events e WHERE e.run_id = r.id ORDER BY e.first_seq DESC LIMIT 1), r.last_seq)`
 
 // StartRun implements persistence.Store.
 func (s *Store) StartRun(ctx context.Context, sessionID, runID string) error {
@@ -28,6 +33,7 @@ func (s *Store) StartRun(ctx context.Context, sessionID, runID string) error {
 		} else if err != nil {
 			return err
 		}
+		t.stageLastSeq(runID, 0)
 		return nil
 	})
 	return opError(err, "record the start of run %q of session %q", runID, sessionID)

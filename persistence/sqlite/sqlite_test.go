@@ -360,3 +360,65 @@ func TestCloseTwice(t *testing.T) {
 		t.Fatal("GetSession after Close succeeded")
 	}
 }
+
+// Writes that share a commit do not share a failure: when one write of a
+// batch fails, the others commit without it.
+func TestFailingWritesInASharedCommit(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agentd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	sess, err := s.CreateSession(ctx, persistence.CreateSessionParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writers = 64
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	start := make(chan struct{})
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			e := transcriptgen.Transcript(uint64(i), 1)[0]
+			switch i % 3 {
+			case 0:
+				errs[i] = s.Append(ctx, "no-such-session", e)
+			case 1:
+				e.Id = "taken" // only the first of these may succeed
+				errs[i] = s.Append(ctx, sess.ID, e)
+			default:
+				errs[i] = s.Append(ctx, sess.ID, e)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	var ok, taken int
+	for i, err := range errs {
+		switch i % 3 {
+		case 0:
+			if !errors.Is(err, persistence.ErrNotFound) {
+				t.Fatalf("append %d to a missing session: %v", i, err)
+			}
+		case 1:
+			if err == nil {
+				taken++
+			} else if !errors.Is(err, persistence.ErrConflict) {
+				t.Fatalf("append %d of a taken id: %v", i, err)
+			}
+		default:
+			if err != nil {
+				t.Fatalf("append %d: %v", i, err)
+			}
+			ok++
+		}
+	}
+	path, err := s.Path(ctx, sess.ID)
+	if err != nil || taken != 1 || len(path) != ok+1 {
+		t.Fatalf("%d entries stored (%v), want %d; the taken id went in %d times", len(path), err, ok+1, taken)
+	}
+}

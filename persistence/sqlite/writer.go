@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/agentd/agentd/persistence"
@@ -37,13 +38,14 @@ type writer struct {
 	// Owned by the leader.
 	stmts    map[string]*sql.Stmt
 	sessions map[string]sessionCache
+	lastSeqs map[string]uint64 // the last stored event seq of runs
 	payloads payloadEncoder
 	buf      []byte
 }
 
 func newWriter(db *sql.DB, conn *sql.Conn, compress bool) *writer {
 	return &writer{conn: conn, db: db, leader: make(chan struct{}, 1), stmts: map[string]*sql.Stmt{},
-		sessions: map[string]sessionCache{}, payloads: payloadEncoder{off: !compress}}
+		sessions: map[string]sessionCache{}, lastSeqs: map[string]uint64{}, payloads: payloadEncoder{off: !compress}}
 }
 
 // writeRequest is one write waiting to run.
@@ -76,6 +78,10 @@ type stagedSession struct {
 // next write.
 const maxCachedSessions = 10_000
 
+// maxCachedRuns bounds the writer's cache of runs' last event seqs; past
+// it, the cache starts again empty.
+const maxCachedRuns = 10_000
+
 // maxWriteBatch bounds how many writes share one commit.
 const maxWriteBatch = 256
 
@@ -84,7 +90,8 @@ var errClosed = errors.New("the store is closed")
 
 // write runs fn atomically on the writer connection: everything fn did is
 // committed, or nothing is when fn or the commit fails. fn must not keep
-// the writeTx.
+// the writeTx, and must be safe to run again from the start: the writer
+// reruns a batch when one of its other writes fails.
 func (s *Store) write(ctx context.Context, fn func(*writeTx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -188,6 +195,40 @@ type writeTx struct {
 	// this batch; staged those of this write, merged into batch only if it
 	// succeeds.
 	batch, staged map[string]stagedSession
+	// The same for the runs' last event seqs; forgetRuns drops them all
+	// (a deleted session's runs).
+	batchSeqs, stagedSeqs  map[string]uint64
+	forgetRuns, forgetting bool
+}
+
+// lastSeq returns the last stored event seq of a run and whether the run
+// exists, from the cache when it holds it.
+func (t *writeTx) lastSeq(runID string) (uint64, bool, error) {
+	for _, m := range []map[string]uint64{t.stagedSeqs, t.batchSeqs} {
+		if seq, ok := m[runID]; ok {
+			return seq, true, nil
+		}
+	}
+	if !t.forgetRuns && !t.forgetting {
+		if seq, ok := t.w.lastSeqs[runID]; ok {
+			return seq, true, nil
+		}
+	}
+	var seq uint64
+	if err := t.queryRow(`SELECT `+runLastSeq+` FROM runs r WHERE r.id = ?`, runID).Scan(&seq); errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	} else if err != nil {
+		return 0, false, err
+	}
+	return seq, true, nil
+}
+
+// stageLastSeq records a run's last event seq after this write.
+func (t *writeTx) stageLastSeq(runID string, seq uint64) {
+	if t.stagedSeqs == nil {
+		t.stagedSeqs = map[string]uint64{}
+	}
+	t.stagedSeqs[runID] = seq
 }
 
 // exec runs a statement of the batch's transaction.
@@ -253,115 +294,110 @@ func (t *writeTx) stage(sessionID string, st sessionCache) {
 	t.staged[sessionID] = stagedSession{state: st}
 }
 
-// forget records that this write deletes the session.
+// forget records that this write deletes the session, and with it runs
+// whose cached seqs are then no longer worth trusting.
 func (t *writeTx) forget(sessionID string) {
 	if t.staged == nil {
 		t.staged = map[string]stagedSession{}
 	}
 	t.staged[sessionID] = stagedSession{deleted: true}
+	t.forgetting = true
 }
 
 // The transaction control statements of a batch. BEGIN IMMEDIATE takes the
 // write lock at once, so a transaction never fails half-way on a lock
 // upgrade.
 const (
-	sqlBegin          = "BEGIN IMMEDIATE"
-	sqlCommit         = "COMMIT"
-	sqlRollback       = "ROLLBACK"
-	sqlSavepoint      = "SAVEPOINT write"
-	sqlRelease        = "RELEASE write"
-	sqlRollbackToSave = "ROLLBACK TO write"
+	sqlBegin    = "BEGIN IMMEDIATE"
+	sqlCommit   = "COMMIT"
+	sqlRollback = "ROLLBACK"
 )
 
 // commitBatch runs the batch's writes in one transaction and commits it.
-// A write that fails is rolled back alone (to its savepoint); a batch of
-// one needs no savepoint, since rolling back the transaction is the same.
-// The session cache takes the batch's changes only after the commit.
+// Writes rarely fail, so they run without a savepoint each (two statements
+// more per write); when one fails, the transaction is rolled back and the
+// others run again without it. The session cache takes the batch's changes
+// only after the commit.
 func (s *Store) commitBatch(batch []*writeRequest) []error {
 	w := s.writer
 	errs := make([]error, len(batch))
-	t := &writeTx{w: w, batch: map[string]stagedSession{}}
-	ctl := func(query string) error {
+	done := make([]bool, len(batch)) // failed or cancelled: not run again
+	ctl := func(t *writeTx, query string) error {
 		_, err := t.exec(query)
 		return err
 	}
-	fail := func(err error) []error {
-		clear(w.sessions) // the transaction's state is unknown: trust nothing
-		for j := range errs {
-			if errs[j] == nil {
-				errs[j] = err
+	for {
+		t := &writeTx{w: w, batch: map[string]stagedSession{}, batchSeqs: map[string]uint64{}}
+		if err := ctl(t, sqlBegin); err != nil {
+			return s.failBatch(errs, done, fmt.Errorf("begin write: %w", err))
+		}
+		failed, ran := false, 0
+		for i, r := range batch {
+			if done[i] {
+				continue
 			}
-		}
-		return errs
-	}
-	if err := ctl(sqlBegin); err != nil {
-		return fail(fmt.Errorf("begin write: %w", err))
-	}
-	savepoints := len(batch) > 1
-	committed := 0
-	for i, r := range batch {
-		if err := r.ctx.Err(); err != nil {
-			errs[i] = err
-			continue
-		}
-		if savepoints {
-			if err := ctl(sqlSavepoint); err != nil {
-				_ = ctl(sqlRollback)
-				return fail(fmt.Errorf("savepoint: %w", err))
+			if err := r.ctx.Err(); err != nil {
+				errs[i], done[i] = err, true
+				continue
 			}
-		}
-		t.staged = nil
-		if err := r.fn(t); err != nil {
-			errs[i] = err
-			if !savepoints {
-				_ = ctl(sqlRollback)
-				return errs
-			}
-			if rerr := ctl(sqlRollbackToSave); rerr != nil {
-				// The failure broke the whole transaction: nothing of the
-				// batch is kept.
-				_ = ctl(sqlRollback)
-				return fail(fmt.Errorf("rolled back with a failing write of the same batch: %w", rerr))
-			}
-			if rerr := ctl(sqlRelease); rerr != nil {
-				_ = ctl(sqlRollback)
-				return fail(fmt.Errorf("release savepoint: %w", rerr))
-			}
-			continue
-		}
-		if savepoints {
-			if err := ctl(sqlRelease); err != nil {
-				_ = ctl(sqlRollback)
-				return fail(fmt.Errorf("release savepoint: %w", err))
-			}
-		}
-		for id, c := range t.staged {
-			t.batch[id] = c
-		}
-		committed++
-	}
-	if committed == 0 {
-		// Nothing to keep: every write failed or was cancelled.
-		_ = ctl(sqlRollback)
-		return errs
-	}
-	if err := ctl(sqlCommit); err != nil {
-		_ = ctl(sqlRollback)
-		return fail(fmt.Errorf("commit: %w", err))
-	}
-	for id, c := range t.batch {
-		if c.deleted {
-			delete(w.sessions, id)
-			continue
-		}
-		if _, ok := w.sessions[id]; !ok && len(w.sessions) >= maxCachedSessions {
-			for victim := range w.sessions {
-				delete(w.sessions, victim)
+			t.staged, t.stagedSeqs, t.forgetting = nil, nil, false
+			if err := r.fn(t); err != nil {
+				errs[i], done[i], failed = err, true, true
 				break
 			}
+			for id, c := range t.staged {
+				t.batch[id] = c
+			}
+			for id, seq := range t.stagedSeqs {
+				t.batchSeqs[id] = seq
+			}
+			t.forgetRuns = t.forgetRuns || t.forgetting
+			ran++
 		}
-		w.sessions[id] = c.state
+		if failed || ran == 0 {
+			_ = ctl(t, sqlRollback)
+			if failed && slices.Contains(done, false) {
+				continue // the others again, without the failed write
+			}
+			return errs
+		}
+		if err := ctl(t, sqlCommit); err != nil {
+			_ = ctl(t, sqlRollback)
+			return s.failBatch(errs, done, fmt.Errorf("commit: %w", err))
+		}
+		for id, c := range t.batch {
+			if c.deleted {
+				delete(w.sessions, id)
+				continue
+			}
+			if _, ok := w.sessions[id]; !ok && len(w.sessions) >= maxCachedSessions {
+				for victim := range w.sessions {
+					delete(w.sessions, victim)
+					break
+				}
+			}
+			w.sessions[id] = c.state
+		}
+		if t.forgetRuns || len(w.lastSeqs) > maxCachedRuns {
+			clear(w.lastSeqs)
+		}
+		for id, seq := range t.batchSeqs {
+			w.lastSeqs[id] = seq
+		}
+		s.committed()
+		return errs
 	}
-	s.committed()
+}
+
+// failBatch gives err to every write of the batch that has no outcome yet.
+func (s *Store) failBatch(errs []error, done []bool, err error) []error {
+	// The transaction's state is unknown: trust nothing.
+	clear(s.writer.sessions)
+	clear(s.writer.lastSeqs)
+	for i := range errs {
+		if !done[i] {
+			errs[i] = err
+		}
+	}
 	return errs
 }

@@ -10,7 +10,8 @@
 -- other value is an error, as for entries.encoding. Batches of one run
 -- follow each other without gaps, and the transcript (entries) stays the
 -- source of truth: the event log lets a client resume a stream after a
--- restart, and is pruned after a retention period.
+-- restart, and is pruned after a retention period. Keyed by the run and
+-- first_seq without a rowid, so storing a batch writes one B-tree.
 CREATE TABLE run_events (
     run_id    TEXT    NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
     first_seq INTEGER NOT NULL CHECK (first_seq >= 1),
@@ -18,11 +19,10 @@ CREATE TABLE run_events (
     encoding  INTEGER NOT NULL DEFAULT 0 CHECK (encoding = 0),
     payload   BLOB    NOT NULL,
     PRIMARY KEY (run_id, first_seq)
-);
+) WITHOUT ROWID;
 
--- runs.last_seq is the seq of the last stored event (0 before the first
--- batch); it stays when the events are pruned, which sets
--- runs.events_pruned.
+-- A run's last stored seq is the last_seq of its last batch; runs.last_seq
+-- keeps it when the batches are pruned, which sets runs.events_pruned.
 ALTER TABLE runs ADD COLUMN last_seq INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN events_pruned INTEGER NOT NULL DEFAULT 0 CHECK (events_pruned IN (0, 1));
 CREATE INDEX runs_unpruned ON runs (end_time) WHERE end_time IS NOT NULL AND events_pruned = 0;
