@@ -25,6 +25,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if runBenchRole() {
+		return
+	}
 	// The Gemini SDK's dependencies start an opencensus worker when the
 	// package loads; it is not ours to stop.
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
