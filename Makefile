@@ -9,12 +9,14 @@ export CGO_ENABLED := 1
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 GRPCURL_VERSION            := v1.9.4
+STATICCHECK_VERSION        := v0.8.2
 
 BIN  := $(CURDIR)/bin
 BUF  := $(CURDIR)/node_modules/.bin/buf
 GO_TOOLS := $(BIN)/.protoc-gen-go-$(PROTOC_GEN_GO_VERSION) \
             $(BIN)/.protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION) \
-            $(BIN)/.grpcurl-$(GRPCURL_VERSION)
+            $(BIN)/.grpcurl-$(GRPCURL_VERSION) \
+            $(BIN)/.staticcheck-$(STATICCHECK_VERSION)
 
 # Client packages: Node packages from clients/ts/package-lock.json; Python
 # runs on Debian's interpreter and packages (no PyPI here).
@@ -52,6 +54,10 @@ $(BIN)/.grpcurl-$(GRPCURL_VERSION):
 	GOBIN=$(BIN) go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 	@touch $@
 
+$(BIN)/.staticcheck-$(STATICCHECK_VERSION):
+	GOBIN=$(BIN) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@touch $@
+
 $(BUF): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
@@ -80,8 +86,9 @@ check-generated: generate ## Fail when gen/ differs from what proto/ generates.
 	fi
 
 .PHONY: lint
-lint: tools ## go vet, gofmt, buf lint and buf format.
+lint: tools ## go vet, staticcheck, gofmt, buf lint and buf format.
 	go vet ./...
+	$(BIN)/staticcheck ./...
 	@unformatted="$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go' | grep -v '^gen/'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(BUF) lint
