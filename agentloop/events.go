@@ -41,7 +41,8 @@ type emitter struct {
 type SinkError struct {
 	// Event names the event the sink refused.
 	Event string
-	Err   error
+	// Err is what the sink returned.
+	Err error
 }
 
 // Error names the refused event so logs show where the run stopped.

@@ -18,6 +18,7 @@ import (
 // State is the conversation a run starts from. The loop never modifies
 // Messages or the messages in it; it builds its own context slice.
 type State struct {
+	// SystemPrompt goes with every model call; empty means none.
 	SystemPrompt string
 	// Messages is the transcript so far (the path from root to leaf).
 	Messages []*agentdv1.AgentMessage
@@ -39,8 +40,11 @@ type ConvertFunc func(ctx context.Context, msgs []*agentdv1.AgentMessage) ([]*ag
 
 // TurnInfo is what ShouldStopAfterTurn sees.
 type TurnInfo struct {
-	Turn        uint32
-	Message     *agentdv1.AssistantMessage
+	// Turn counts the run's turns from 1.
+	Turn uint32
+	// Message is the turn's assistant answer.
+	Message *agentdv1.AssistantMessage
+	// ToolResults answer Message's tool calls, in call order.
 	ToolResults []*agentdv1.ToolResultMessage
 	// Messages is the run's transcript so far; read-only.
 	Messages []*agentdv1.AgentMessage
@@ -64,8 +68,12 @@ type Config struct {
 	// ConvertToLLM defaults to DefaultConvertToLLM.
 	ConvertToLLM ConvertFunc
 
+	// BeforeToolCall may block or refuse each validated call; nil allows
+	// all.
 	BeforeToolCall BeforeToolCallFunc
-	AfterToolCall  AfterToolCallFunc
+	// AfterToolCall may rewrite each executed call's result; nil keeps
+	// them.
+	AfterToolCall AfterToolCallFunc
 
 	// Steering messages are polled after each turn (after the whole tool
 	// batch); FollowUp messages only when the agent would otherwise stop.
@@ -103,6 +111,7 @@ type RetryFunc func(failed *agentdv1.AssistantMessage, attempt int, retryAfter t
 // PreconditionError says why Continue cannot start; the gRPC layer maps it to
 // FAILED_PRECONDITION. Its text is pi's.
 type PreconditionError struct {
+	// Message is pi's text, such as "Cannot continue from message role: assistant".
 	Message string
 }
 

@@ -151,7 +151,8 @@ func (ts *ToolSet) ValidateArguments(name string, args *structpb.Struct) (*struc
 type ToolCallInfo struct {
 	// AssistantMessage is the message that holds the call.
 	AssistantMessage *agentdv1.AssistantMessage
-	ToolCall         *agentdv1.ToolCall
+	// ToolCall is the call itself, with the arguments as the model sent them.
+	ToolCall *agentdv1.ToolCall
 	// Args are the validated, coerced arguments.
 	Args *structpb.Struct
 	// Messages is the run's transcript so far; read-only.
@@ -164,7 +165,8 @@ type ToolCallInfo struct {
 type BeforeDecision struct {
 	// Block refuses the call; the model gets an error result with Reason, or
 	// "Tool execution was blocked" when Reason is empty.
-	Block  bool
+	Block bool
+	// Reason tells the model why the call was blocked.
 	Reason string
 }
 
@@ -178,16 +180,22 @@ type BeforeToolCallFunc func(ctx context.Context, call ToolCallInfo) (BeforeDeci
 // AfterToolCallInfo is what AfterToolCall sees.
 type AfterToolCallInfo struct {
 	ToolCallInfo
-	Result  Result
+	// Result is what the tool returned (or the error result made for it).
+	Result Result
+	// IsError says whether Result is an error result.
 	IsError bool
 }
 
 // ResultOverride rewrites a tool's result; nil fields keep the original.
 type ResultOverride struct {
-	Content   []*agentdv1.ContentBlock
-	Details   *structpb.Value
+	// Content replaces what the model sees.
+	Content []*agentdv1.ContentBlock
+	// Details replaces what UIs see.
+	Details *structpb.Value
+	// Terminate replaces the tool's request to end the run after this batch.
 	Terminate *bool
-	IsError   *bool
+	// IsError replaces whether the result is an error result.
+	IsError *bool
 }
 
 // AfterToolCallFunc runs after a tool executed (not for immediate errors

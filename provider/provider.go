@@ -120,6 +120,7 @@ func (t EventType) String() string {
 // Event is one step of a model stream. It is a value type on purpose: a
 // delta travels from adapter to loop without a heap allocation.
 type Event struct {
+	// Type says which of the fields below are set.
 	Type EventType
 	// ContentIndex is the block's position in AssistantMessage.content.
 	ContentIndex int

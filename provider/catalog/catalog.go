@@ -32,6 +32,7 @@ var builtinJSON []byte
 // the embedded catalog is merged field by field (a set field wins) and its
 // models are merged by id; a new name adds a provider.
 type Config struct {
+	// Providers are keyed by the name sessions use in ModelRef.provider.
 	Providers map[string]ProviderConfig `json:"providers"`
 }
 
@@ -92,25 +93,37 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 
 // ModelSpec describes one model in the catalog.
 type ModelSpec struct {
+	// ID is the provider's model id, as sent on the wire.
 	ID string `json:"id"`
 	// API overrides the provider's wire protocol for this model, so that
 	// OpenAI's reasoning models go through the Responses API (which keeps
 	// their encrypted reasoning between turns) while the others stay on Chat
 	// Completions.
-	API             string   `json:"api,omitempty"`
-	Name            string   `json:"name,omitempty"`
-	ContextWindow   int64    `json:"context_window,omitempty"`
-	MaxOutputTokens int64    `json:"max_output_tokens,omitempty"`
-	Input           []string `json:"input,omitempty"`
-	Reasoning       *bool    `json:"reasoning,omitempty"`
-	Price           *Price   `json:"price,omitempty"`
+	API string `json:"api,omitempty"`
+	// Name is shown to people; it defaults to ID.
+	Name string `json:"name,omitempty"`
+	// ContextWindow is the most tokens one request may hold.
+	ContextWindow int64 `json:"context_window,omitempty"`
+	// MaxOutputTokens is the most tokens one answer may hold.
+	MaxOutputTokens int64 `json:"max_output_tokens,omitempty"`
+	// Input lists what the model reads: "text", and "image" if it sees images.
+	Input []string `json:"input,omitempty"`
+	// Reasoning says whether the model thinks before answering.
+	Reasoning *bool `json:"reasoning,omitempty"`
+	// Price is the model's price; nil keeps the built-in model's price
+	// (none for a new model: its usage costs nothing).
+	Price *Price `json:"price,omitempty"`
 }
 
 // Price is per million tokens in US dollars.
 type Price struct {
-	Input      float64 `json:"input"`
-	Output     float64 `json:"output"`
-	CacheRead  float64 `json:"cache_read"`
+	// Input is the price of a million input tokens.
+	Input float64 `json:"input"`
+	// Output is the price of a million output tokens.
+	Output float64 `json:"output"`
+	// CacheRead is the price of a million tokens read from the prompt cache.
+	CacheRead float64 `json:"cache_read"`
+	// CacheWrite is the price of a million tokens written to the prompt cache.
 	CacheWrite float64 `json:"cache_write"`
 }
 

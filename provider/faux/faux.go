@@ -47,7 +47,8 @@ func DefaultModel() provider.Model {
 type Call struct {
 	// Number is the call's position, starting at 1.
 	Number int
-	Model  provider.Model
+	// Model is the model the call was made for.
+	Model provider.Model
 	// Options are the options the loop passed.
 	Options provider.Options
 }
