@@ -69,3 +69,42 @@ func truncate(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// Cursor checks the request and returns its page size and the pk below
+// which its page starts (the newest session when PageToken is empty).
+func (r ListSessionsRequest) Cursor() (size int, before int64, err error) {
+	if size, err = PageSize(r.PageSize); err != nil {
+		return 0, 0, err
+	}
+	if r.PageToken == "" {
+		return size, 1<<63 - 1, nil
+	}
+	before, err = DecodePageToken(ListingSessions, LabelFilterScope(r.LabelFilter), r.PageToken)
+	return size, before, err
+}
+
+// Cursor checks the request for the session's entries and returns its page
+// size and the seq after which its page starts (0 when PageToken is
+// empty).
+func (r EntriesRequest) Cursor(sessionID string) (size int, after int64, err error) {
+	if size, err = PageSize(r.PageSize); err != nil {
+		return 0, 0, err
+	}
+	if r.PageToken == "" {
+		return size, 0, nil
+	}
+	after, err = DecodePageToken(ListingEntries, sessionID, r.PageToken)
+	return size, after, err
+}
+
+// NextPageToken is the token of the page after one that ended with the
+// session whose pk is lastPK.
+func (r ListSessionsRequest) NextPageToken(lastPK int64) string {
+	return EncodePageToken(ListingSessions, LabelFilterScope(r.LabelFilter), lastPK)
+}
+
+// NextPageToken is the token of the page of the session's entries after
+// one that ended with the entry whose seq is lastSeq.
+func (r EntriesRequest) NextPageToken(sessionID string, lastSeq int64) string {
+	return EncodePageToken(ListingEntries, sessionID, lastSeq)
+}

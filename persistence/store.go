@@ -2,9 +2,11 @@ package persistence
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // Store keeps sessions, their transcripts, their runs and the runs' event
@@ -112,6 +114,26 @@ type CreateSessionParams struct {
 	Labels map[string]string
 	// Config is stored as given; nil stores an empty configuration.
 	Config *agentdv1.SessionConfig
+}
+
+// Prepare checks the params and returns the session's id (a fresh one when
+// ID is empty) and the encoding of its configuration, as every engine
+// stores them.
+func (p CreateSessionParams) Prepare() (id string, config []byte, err error) {
+	id = p.ID
+	if id == "" {
+		id = NewID()
+	} else if len(id) > MaxIDLength {
+		return "", nil, &Error{Kind: ErrInvalid, Detail: fmt.Sprintf("session id is %d bytes, more than %d", len(id), MaxIDLength)}
+	}
+	cfg := p.Config
+	if cfg == nil {
+		cfg = &agentdv1.SessionConfig{}
+	}
+	if config, err = proto.Marshal(cfg); err != nil {
+		return "", nil, &Error{Kind: ErrInvalid, SessionID: id, Detail: fmt.Sprintf("config: %v", err)}
+	}
+	return id, config, nil
 }
 
 // Page size bounds shared by every engine, matching the wire contract's

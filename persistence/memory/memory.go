@@ -124,19 +124,9 @@ func (d *data) session(id string) (*session, error) {
 
 // CreateSession implements persistence.Store.
 func (s *Store) CreateSession(_ context.Context, p persistence.CreateSessionParams) (*persistence.Session, error) {
-	id := p.ID
-	if id == "" {
-		id = persistence.NewID()
-	} else if len(id) > persistence.MaxIDLength {
-		return nil, &persistence.Error{Kind: persistence.ErrInvalid, Detail: fmt.Sprintf("session id is %d bytes, more than %d", len(id), persistence.MaxIDLength)}
-	}
-	cfg := p.Config
-	if cfg == nil {
-		cfg = &agentdv1.SessionConfig{}
-	}
-	raw, err := proto.Marshal(cfg)
+	id, raw, err := p.Prepare()
 	if err != nil {
-		return nil, &persistence.Error{Kind: persistence.ErrInvalid, SessionID: id, Detail: fmt.Sprintf("config: %v", err)}
+		return nil, err
 	}
 	var out *persistence.Session
 	err = s.write(func(d *data) error {
@@ -183,16 +173,9 @@ func (s *Store) GetSession(_ context.Context, sessionID string) (*persistence.Se
 // ListSessions implements persistence.Store. Page tokens carry the pk of
 // the last session returned, as in the SQLite engine.
 func (s *Store) ListSessions(_ context.Context, req persistence.ListSessionsRequest) (*persistence.SessionPage, error) {
-	size, err := persistence.PageSize(req.PageSize)
+	size, before, err := req.Cursor()
 	if err != nil {
 		return nil, err
-	}
-	scope := persistence.LabelFilterScope(req.LabelFilter)
-	before := int64(1<<63 - 1)
-	if req.PageToken != "" {
-		if before, err = persistence.DecodePageToken(persistence.ListingSessions, scope, req.PageToken); err != nil {
-			return nil, err
-		}
 	}
 	page := &persistence.SessionPage{}
 	err = s.read(func(d *data) error {
@@ -205,7 +188,7 @@ func (s *Store) ListSessions(_ context.Context, req persistence.ListSessionsRequ
 		slices.SortFunc(match, func(a, b *session) int { return cmp.Compare(b.pk, a.pk) })
 		if len(match) > size {
 			match = match[:size]
-			page.NextPageToken = persistence.EncodePageToken(persistence.ListingSessions, scope, match[size-1].pk)
+			page.NextPageToken = req.NextPageToken(match[size-1].pk)
 		}
 		for _, sess := range match {
 			rec, err := sess.record()
@@ -427,15 +410,9 @@ func (s *Store) path(sessionID, to string) ([]*agentdv1.Entry, error) {
 // Entries implements persistence.Store. Page tokens carry the seq of the
 // last entry returned.
 func (s *Store) Entries(_ context.Context, sessionID string, req persistence.EntriesRequest) (*persistence.EntryPage, error) {
-	size, err := persistence.PageSize(req.PageSize)
+	size, after, err := req.Cursor(sessionID)
 	if err != nil {
 		return nil, err
-	}
-	var after int64
-	if req.PageToken != "" {
-		if after, err = persistence.DecodePageToken(persistence.ListingEntries, sessionID, req.PageToken); err != nil {
-			return nil, err
-		}
 	}
 	page := &persistence.EntryPage{}
 	err = s.read(func(d *data) error {
@@ -446,7 +423,7 @@ func (s *Store) Entries(_ context.Context, sessionID string, req persistence.Ent
 		rest := sess.entries[min(int(after), len(sess.entries)):]
 		if len(rest) > size {
 			rest = rest[:size]
-			page.NextPageToken = persistence.EncodePageToken(persistence.ListingEntries, sessionID, rest[size-1].seq)
+			page.NextPageToken = req.NextPageToken(sessionID, rest[size-1].seq)
 		}
 		for _, st := range rest {
 			e, err := sess.decode(st)

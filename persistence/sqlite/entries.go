@@ -342,15 +342,9 @@ const parallelDecodeMin = 512
 // Entries implements persistence.Store. Page tokens carry the seq of the
 // last entry returned.
 func (s *Store) Entries(ctx context.Context, sessionID string, req persistence.EntriesRequest) (*persistence.EntryPage, error) {
-	size, err := persistence.PageSize(req.PageSize)
+	size, after, err := req.Cursor(sessionID)
 	if err != nil {
 		return nil, err
-	}
-	var after int64
-	if req.PageToken != "" {
-		if after, err = persistence.DecodePageToken(persistence.ListingEntries, sessionID, req.PageToken); err != nil {
-			return nil, err
-		}
 	}
 	page := &persistence.EntryPage{}
 	err = s.read(ctx, func(tx *sql.Tx) error {
@@ -368,7 +362,7 @@ func (s *Store) Entries(ctx context.Context, sessionID string, req persistence.E
 		}
 		if len(list) > size {
 			list = list[:size]
-			page.NextPageToken = persistence.EncodePageToken(persistence.ListingEntries, sessionID, seqs[size-1])
+			page.NextPageToken = req.NextPageToken(sessionID, seqs[size-1])
 		}
 		page.Entries = list
 		return nil

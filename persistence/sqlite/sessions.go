@@ -18,19 +18,9 @@ import (
 
 // CreateSession implements persistence.Store.
 func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionParams) (*persistence.Session, error) {
-	id := p.ID
-	if id == "" {
-		id = persistence.NewID()
-	} else if len(id) > persistence.MaxIDLength {
-		return nil, &persistence.Error{Kind: persistence.ErrInvalid, Detail: fmt.Sprintf("session id is %d bytes, more than %d", len(id), persistence.MaxIDLength)}
-	}
-	cfg := p.Config
-	if cfg == nil {
-		cfg = &agentdv1.SessionConfig{}
-	}
-	cfgBytes, err := proto.Marshal(cfg)
+	id, cfgBytes, err := p.Prepare()
 	if err != nil {
-		return nil, &persistence.Error{Kind: persistence.ErrInvalid, SessionID: id, Detail: fmt.Sprintf("config: %v", err)}
+		return nil, err
 	}
 	now := s.now()
 	err = s.write(ctx, func(t *writeTx) error {
@@ -60,7 +50,11 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	return &persistence.Session{ID: id, Title: p.Title, Labels: labels, Config: proto.CloneOf(cfg),
+	cfg := &agentdv1.SessionConfig{}
+	if p.Config != nil {
+		cfg = proto.CloneOf(p.Config)
+	}
+	return &persistence.Session{ID: id, Title: p.Title, Labels: labels, Config: cfg,
 		CreateTime: time.Unix(0, now.UnixNano()), UpdateTime: time.Unix(0, now.UnixNano())}, nil
 }
 
@@ -89,16 +83,9 @@ func (s *Store) GetSession(ctx context.Context, sessionID string) (*persistence.
 // the last session returned: pks only grow, so pages never repeat or skip a
 // session when others are created or deleted between calls.
 func (s *Store) ListSessions(ctx context.Context, req persistence.ListSessionsRequest) (*persistence.SessionPage, error) {
-	size, err := persistence.PageSize(req.PageSize)
+	size, before, err := req.Cursor()
 	if err != nil {
 		return nil, err
-	}
-	scope := persistence.LabelFilterScope(req.LabelFilter)
-	before := int64(1<<63 - 1)
-	if req.PageToken != "" {
-		if before, err = persistence.DecodePageToken(persistence.ListingSessions, scope, req.PageToken); err != nil {
-			return nil, err
-		}
 	}
 	q := strings.Builder{}
 	q.WriteString(`SELECT ` + sessionColumns + sessionFrom + ` WHERE s.pk < ?`)
@@ -122,7 +109,7 @@ func (s *Store) ListSessions(ctx context.Context, req persistence.ListSessionsRe
 		}
 		if len(list) > size {
 			list, pks = list[:size], pks[:size]
-			page.NextPageToken = persistence.EncodePageToken(persistence.ListingSessions, scope, pks[size-1])
+			page.NextPageToken = req.NextPageToken(pks[size-1])
 		}
 		page.Sessions = list
 		return loadLabels(ctx, tx, list, pks)
