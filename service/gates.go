@@ -39,11 +39,11 @@ func (s *Service) ResolveApproval(ctx context.Context, req *agentdv1.ResolveAppr
 	default:
 		return nil, invalid("decision", "must be APPROVAL_DECISION_ALLOWED or APPROVAL_DECISION_DENIED")
 	}
-	if len(req.GetReason()) > 4096 {
-		return nil, invalid("reason", "%d bytes exceed the limit of 4096", len(req.GetReason()))
+	if len(req.GetReason()) > maxReasonBytes {
+		return nil, invalid("reason", "%d bytes exceed the limit of %d", len(req.GetReason()), maxReasonBytes)
 	}
-	if len(req.GetDecidedBy()) > 128 {
-		return nil, invalid("decided_by", "%d bytes exceed the limit of 128", len(req.GetDecidedBy()))
+	if len(req.GetDecidedBy()) > maxShortStringBytes {
+		return nil, invalid("decided_by", "%d bytes exceed the limit of %d", len(req.GetDecidedBy()), maxShortStringBytes)
 	}
 	err := s.agent.ResolveApproval(req.GetSessionId(), req.GetToolCallId(), agent.Approval{
 		Allowed:   req.GetDecision() == agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED,

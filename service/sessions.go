@@ -118,12 +118,12 @@ func (s *Service) wireSession(rec *persistence.Session) *agentdv1.Session {
 }
 
 func checkLabels(field string, labels map[string]string) error {
-	if len(labels) > 64 {
-		return invalid(field, "%d labels exceed the limit of 64", len(labels))
+	if len(labels) > maxLabels {
+		return invalid(field, "%d labels exceed the limit of %d", len(labels), maxLabels)
 	}
 	for k, v := range labels {
-		if k == "" || len(k) > 128 || len(v) > 1024 {
-			return invalid(fmt.Sprintf("%s[%q]", field, truncate(k, 40)), "keys need 1 to 128 bytes and values at most 1024")
+		if k == "" || len(k) > maxShortStringBytes || len(v) > maxLabelValueBytes {
+			return invalid(fmt.Sprintf("%s[%q]", field, truncate(k, 40)), "keys need 1 to %d bytes and values at most %d", maxShortStringBytes, maxLabelValueBytes)
 		}
 	}
 	return nil

@@ -50,8 +50,8 @@ func (s *Service) run(ctx context.Context, sessionID, requestID string, prompt *
 }
 
 func checkRequestID(id string) error {
-	if len(id) > 128 {
-		return invalid("request_id", "%d characters exceed the limit of 128", len(id))
+	if len(id) > maxShortStringBytes {
+		return invalid("request_id", "%d bytes exceed the limit of %d", len(id), maxShortStringBytes)
 	}
 	return nil
 }

@@ -13,6 +13,19 @@ import (
 	"github.com/agentd/agentd/provider"
 )
 
+// Fixed bounds of request fields, as the proto documents them.
+const (
+	// maxShortStringBytes bounds ids a client chooses (request_id), label
+	// keys and decided_by.
+	maxShortStringBytes = 128
+	// maxLabelValueBytes bounds a label's value.
+	maxLabelValueBytes = 1024
+	// maxLabels bounds the labels of one session.
+	maxLabels = 64
+	// maxReasonBytes bounds an approval's reason.
+	maxReasonBytes = 4096
+)
+
 // Limits bound what one request may carry. The zero value of a field means
 // its default (see DefaultLimits).
 type Limits struct {

@@ -29,7 +29,8 @@ type CreateSessionRequest struct {
 	Config *SessionConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
 	// A human-readable title; optional.
 	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
-	// Labels for filtering in ListSessions; optional.
+	// Labels for filtering in ListSessions; optional. At most 64, keys of 1
+	// to 128 bytes, values of at most 1024 bytes.
 	Labels        map[string]string `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -445,7 +446,7 @@ type PromptRequest struct {
 	Content []*ContentBlock `protobuf:"bytes,2,rep,name=content,proto3" json:"content,omitempty"`
 	// A client-chosen id that makes the request idempotent: a retry carrying
 	// an id that was already accepted does not append the prompt again but
-	// attaches to the run it started. Optional; at most 128 characters.
+	// attaches to the run it started. Optional; at most 128 bytes.
 	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Keep the run going when this stream ends early; re-join with Attach. By
 	// default a dropped stream aborts the run.
@@ -1072,9 +1073,10 @@ type ResolveApprovalRequest struct {
 	ToolCallId string `protobuf:"bytes,2,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// ALLOWED or DENIED.
 	Decision ApprovalDecision `protobuf:"varint,3,opt,name=decision,proto3,enum=agentd.v1.ApprovalDecision" json:"decision,omitempty"`
-	// Why; shown to the model on a denial. Optional.
+	// Why; shown to the model on a denial. Optional; at most 4096 bytes.
 	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
-	// Who decided, recorded in the ApprovalNotice. Optional.
+	// Who decided, recorded in the ApprovalNotice. Optional; at most 128
+	// bytes.
 	DecidedBy     string `protobuf:"bytes,5,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

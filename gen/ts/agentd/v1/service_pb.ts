@@ -43,7 +43,8 @@ export type CreateSessionRequest = Message<"agentd.v1.CreateSessionRequest"> & {
   title: string;
 
   /**
-   * Labels for filtering in ListSessions; optional.
+   * Labels for filtering in ListSessions; optional. At most 64, keys of 1
+   * to 128 bytes, values of at most 1024 bytes.
    *
    * @generated from field: map<string, string> labels = 3;
    */
@@ -250,7 +251,7 @@ export type PromptRequest = Message<"agentd.v1.PromptRequest"> & {
   /**
    * A client-chosen id that makes the request idempotent: a retry carrying
    * an id that was already accepted does not append the prompt again but
-   * attaches to the run it started. Optional; at most 128 characters.
+   * attaches to the run it started. Optional; at most 128 bytes.
    *
    * @generated from field: string request_id = 3;
    */
@@ -582,14 +583,15 @@ export type ResolveApprovalRequest = Message<"agentd.v1.ResolveApprovalRequest">
   decision: ApprovalDecision;
 
   /**
-   * Why; shown to the model on a denial. Optional.
+   * Why; shown to the model on a denial. Optional; at most 4096 bytes.
    *
    * @generated from field: string reason = 4;
    */
   reason: string;
 
   /**
-   * Who decided, recorded in the ApprovalNotice. Optional.
+   * Who decided, recorded in the ApprovalNotice. Optional; at most 128
+   * bytes.
    *
    * @generated from field: string decided_by = 5;
    */
