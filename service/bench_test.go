@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -154,36 +155,43 @@ func serveBareForBench(file string) error {
 
 // benchChild is a bench role running in its own process.
 type benchChild struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Scanner
-	addr  string
+	cmd    *exec.Cmd
+	cancel context.CancelFunc
+	stdout io.Reader
+	addr   string
 }
 
 // startChild starts the test binary in a bench role and waits for its
 // address (server roles) or returns at once (load role).
 func startChild(b *testing.B, role, arg string, waitAddr bool) *benchChild {
 	b.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), benchRoleEnv+"="+role, benchArgEnv+"="+arg)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Stopping a child closes its stdin, which ends the server roles; one
+	// that has not exited 10 s later (a load generator stuck writing to a
+	// parent that failed) is killed.
+	cmd.Cancel = stdin.Close
+	cmd.WaitDelay = 10 * time.Second
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
+		cancel()
 		b.Fatal(err)
 	}
-	c := &benchChild{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
-	c.out.Buffer(make([]byte, 1<<20), 1<<20)
-	b.Cleanup(func() { c.stop() })
+	c := &benchChild{cmd: cmd, cancel: cancel, stdout: stdout}
+	b.Cleanup(c.stop)
 	if waitAddr {
-		for c.out.Scan() {
-			if addr, ok := strings.CutPrefix(c.out.Text(), benchReadyLine); ok {
+		lines := bufio.NewScanner(stdout)
+		for lines.Scan() {
+			if addr, ok := strings.CutPrefix(lines.Text(), benchReadyLine); ok {
 				c.addr = addr
 				return c
 			}
@@ -197,7 +205,7 @@ func (c *benchChild) stop() {
 	if c.cmd.ProcessState != nil {
 		return
 	}
-	c.stdin.Close()
+	c.cancel()
 	_ = c.cmd.Wait()
 }
 
@@ -338,6 +346,9 @@ type loadPlan struct {
 	Addr     string
 	Sessions []string
 	Conns    int
+	// Spread is the time over which the sessions' prompts are sent, evenly
+	// apart; 0 sends them all at once.
+	Spread time.Duration
 }
 
 // loadResult is what the load generator reports.
@@ -345,12 +356,15 @@ type loadResult struct {
 	// Latencies are the milliseconds from each event's creation in agentd
 	// to its arrival in the client, sorted.
 	Latencies []float64
-	Errors    []string
-	Seconds   float64
+	// ByKind holds the same latencies split by the event's kind.
+	ByKind  map[string][]float64
+	Errors  []string
+	Seconds float64
 }
 
-// generateLoad prompts every session of the plan in file at once, spread
-// over the plan's connections, and prints a loadResult as JSON.
+// generateLoad prompts every session of the plan in file (at once, or
+// spread over plan.Spread), over the plan's connections, and prints a
+// loadResult as JSON.
 func generateLoad(file string) error {
 	raw, err := os.ReadFile(file)
 	if err != nil {
@@ -378,7 +392,10 @@ func generateLoad(file string) error {
 	start := time.Now()
 	for i, id := range plan.Sessions {
 		client := clients[i%len(clients)]
+		delay := plan.Spread * time.Duration(i) / time.Duration(len(plan.Sessions))
 		wg.Go(func() {
+			time.Sleep(delay)
+			kinds := map[string][]float64{}
 			local, err := func() ([]float64, error) {
 				stream, err := client.Prompt(context.Background(), &agentdv1.PromptRequest{SessionId: id, Content: texts("go")})
 				if err != nil {
@@ -394,7 +411,10 @@ func generateLoad(file string) error {
 					if err != nil {
 						return nil, err
 					}
-					local = append(local, float64(time.Since(ev.GetTime().AsTime()).Microseconds())/1000)
+					ms := float64(time.Since(ev.GetTime().AsTime()).Microseconds()) / 1000
+					local = append(local, ms)
+					kind := fmt.Sprintf("%T", ev.GetEvent())
+					kinds[kind] = append(kinds[kind], ms)
 					last = ev
 				}
 				if last.GetAgentEnd().GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
@@ -408,11 +428,20 @@ func generateLoad(file string) error {
 				res.Errors = append(res.Errors, err.Error())
 			}
 			res.Latencies = append(res.Latencies, local...)
+			if res.ByKind == nil {
+				res.ByKind = map[string][]float64{}
+			}
+			for k, v := range kinds {
+				res.ByKind[k] = append(res.ByKind[k], v...)
+			}
 		})
 	}
 	wg.Wait()
 	res.Seconds = time.Since(start).Seconds()
 	slices.Sort(res.Latencies)
+	for _, v := range res.ByKind {
+		slices.Sort(v)
+	}
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
@@ -421,20 +450,25 @@ func generateLoad(file string) error {
 // generator process, and reports the latency from an event's creation in
 // agentd to its arrival at the client (target p99 ≤ 50 ms), the server's
 // share of it, peak heap and whether agentd's goroutines return to their
-// baseline. "paced" streams at 50 tokens per second per session, a fast
-// real model; "unpaced" streams as fast as the CPU allows, which
-// saturates this machine and measures throughput (events/s) rather than
-// latency: every event then queues behind the others.
+// baseline, with the latencies of each event kind in the log. "paced"
+// streams at 50 tokens per second per session, a fast real model, with all
+// prompts sent at once: every session reaches its message ends and tool
+// calls at the same moments, the worst case for the commit at message_end.
+// "paced_staggered" sends the same prompts evenly over one second, as
+// independent users would. "unpaced" streams as fast as the CPU allows,
+// which saturates this machine and measures throughput (events/s) rather
+// than latency: every event then queues behind the others.
 func BenchmarkConcurrentSessions(b *testing.B) {
 	for _, tc := range []struct {
-		name string
-		tps  uint32
-	}{{"paced", 50}, {"unpaced", 0}} {
-		b.Run(tc.name, func(b *testing.B) { benchConcurrentSessions(b, tc.tps) })
+		name   string
+		tps    uint32
+		spread time.Duration
+	}{{"paced", 50, 0}, {"paced_staggered", 50, time.Second}, {"unpaced", 0, 0}} {
+		b.Run(tc.name, func(b *testing.B) { benchConcurrentSessions(b, tc.tps, tc.spread) })
 	}
 }
 
-func benchConcurrentSessions(b *testing.B, tokensPerSecond uint32) {
+func benchConcurrentSessions(b *testing.B, tokensPerSecond uint32, spread time.Duration) {
 	sessions, turns := benchSessions, 10
 	tool := readOnlyTool{agentloop.FuncTool{
 		Def: &agentdv1.Tool{Name: "step", Description: "One step.", Parameters: mustStruct(b, map[string]any{"type": "object"})},
@@ -455,7 +489,7 @@ func benchConcurrentSessions(b *testing.B, tokensPerSecond uint32) {
 		b.StopTimer()
 		metrics := service.NewMetrics()
 		h := newHarness(b, agent.Options{Tools: []agentloop.Tool{tool}, MaxConcurrentRuns: sessions, Metrics: metrics}, service.ServerOptions{})
-		plan := loadPlan{Addr: h.addr, Conns: benchConns}
+		plan := loadPlan{Addr: h.addr, Conns: benchConns, Spread: spread}
 		for range sessions {
 			plan.Sessions = append(plan.Sessions, h.createSession(cfg))
 		}
@@ -472,8 +506,8 @@ func benchConcurrentSessions(b *testing.B, tokensPerSecond uint32) {
 
 		load := startChild(b, roleLoad, file, false)
 		var res loadResult
-		if !load.out.Scan() || json.Unmarshal(load.out.Bytes(), &res) != nil {
-			b.Fatalf("the load generator reported nothing useful: %q", load.out.Text())
+		if err := json.NewDecoder(load.stdout).Decode(&res); err != nil {
+			b.Fatalf("the load generator reported nothing useful: %v", err)
 		}
 		load.stop()
 		b.StopTimer()
@@ -486,6 +520,10 @@ func benchConcurrentSessions(b *testing.B, tokensPerSecond uint32) {
 		b.ReportMetric(float64(len(lat))/res.Seconds, "events/s")
 		b.ReportMetric(lat[len(lat)/2], "p50-ms")
 		b.ReportMetric(lat[len(lat)*99/100], "p99-ms")
+		for _, k := range slices.Sorted(maps.Keys(res.ByKind)) {
+			v := res.ByKind[k]
+			b.Logf("%s: n=%d p50=%.1f p99=%.1f max=%.1f", k, len(v), v[len(v)/2], v[len(v)*99/100], v[len(v)-1])
+		}
 		b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
 		b.ReportMetric(serverP99(b, metrics)*1000, "server-p99-ms")
 		// Every stream has ended: agentd's goroutines go back to what it
