@@ -18,11 +18,18 @@ import (
 // batches: at each message_end (synchronously, so the log covers every
 // message the transcript holds), whenever FlushInterval has passed since
 // the first event that is not stored yet, and whenever FlushBatch events
-// wait. A batch is one row of the store.
+// wait. A batch is one row of the store. The timed and the size-triggered
+// batches are stored in the background, so a run does not stop streaming
+// while the store writes; only when the store falls maxUnstoredBatches
+// batches behind does the run wait for it.
 const (
 	FlushInterval = 250 * time.Millisecond
 	FlushBatch    = 4096
 )
+
+// maxUnstoredBatches bounds how far the store may fall behind a run, in
+// batches of FlushBatch events.
+const maxUnstoredBatches = 4
 
 // followerWindow is how many events a run may produce beyond what its
 // slowest connected follower has sent. It keeps event latency bounded when
@@ -92,6 +99,7 @@ type eventLog struct {
 	waiting bool
 	wake    chan struct{}
 	armed   bool // a timed flush is pending
+	sizing  bool // a size-triggered flush is running
 
 	// followers maps each follower reading from the tail to the last seq
 	// it sent; room is signalled when one makes progress or leaves.
@@ -158,9 +166,8 @@ func (l *eventLog) lagLocked() uint64 {
 // it and wakes followers; it first waits while the slowest follower lags
 // more than followerWindow events. Nothing is appended before agent_start
 // or after agent_end. The log owns the event from now on: nobody changes
-// it. append reports whether the event was logged and whether a flush is
-// due because FlushBatch events wait.
-func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged, flushDue bool) {
+// it. append reports whether the event was logged.
+func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged bool) {
 	l.mu.Lock()
 	for !l.unthrottle && l.lagLocked() >= followerWindow {
 		l.room.Wait()
@@ -172,7 +179,7 @@ func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged, flushDue bool) {
 		// takes from it, and a message queued too late is reported as
 		// undelivered before agent_end).
 		l.mu.Unlock()
-		return false, false
+		return false
 	}
 	ev.SessionId, ev.RunId, ev.Seq = l.sessionID, l.runID, l.next
 	data, err := proto.Marshal(ev)
@@ -197,12 +204,21 @@ func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged, flushDue bool) {
 	}
 	arm := !l.armed && !end
 	l.armed = l.armed || arm
-	flushDue = l.next-1-l.durable >= FlushBatch
+	unstored := l.next - 1 - l.durable
+	sized := !l.sizing && unstored >= FlushBatch
+	l.sizing = l.sizing || sized
+	behind := unstored >= maxUnstoredBatches*FlushBatch
 	l.mu.Unlock()
 	if arm {
 		time.AfterFunc(FlushInterval, l.timedFlush)
 	}
-	return true, flushDue
+	if sized {
+		go l.sizeFlush()
+	}
+	if behind {
+		l.flushOrWarn()
+	}
+	return true
 }
 
 // timedFlush stores what waits, FlushInterval after the first of it.
@@ -210,6 +226,20 @@ func (l *eventLog) timedFlush() {
 	l.mu.Lock()
 	l.armed = false
 	l.mu.Unlock()
+	l.flushOrWarn()
+}
+
+// sizeFlush stores what waits once FlushBatch events do.
+func (l *eventLog) sizeFlush() {
+	l.flushOrWarn()
+	l.mu.Lock()
+	l.sizing = false
+	l.mu.Unlock()
+}
+
+// flushOrWarn stores what waits; a failure is logged, and the events are
+// stored with the next batch.
+func (l *eventLog) flushOrWarn() {
 	if err := l.flush(context.Background()); err != nil {
 		l.logger.Warn("could not store a batch of events; retrying with the next one", "session", l.sessionID, "run", l.runID, "err", err)
 	}

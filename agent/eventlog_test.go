@@ -41,7 +41,7 @@ func newTestLog(t *testing.T) (*eventLog, persistence.Store) {
 
 func TestEventLogOrderAndEnds(t *testing.T) {
 	l, _ := newTestLog(t)
-	if ok, _ := l.append(turnStart()); ok {
+	if l.append(turnStart()) {
 		t.Fatal("an event before agent_start was logged")
 	}
 	l.append(agentStart())
@@ -62,7 +62,7 @@ func TestEventLogOrderAndEnds(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a waiting follower was not woken")
 	}
-	if ok, _ := l.append(turnStart()); ok {
+	if l.append(turnStart()) {
 		t.Fatal("an event after agent_end was logged")
 	}
 	evs, ended, _, _, _, _ = l.since(5)
@@ -183,5 +183,77 @@ func TestEventLogTimedFlush(t *testing.T) {
 			t.Fatalf("after %v only %d events are stored", 5*time.Second, len(stored))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// blockingStore holds every AppendEvents until release is closed.
+type blockingStore struct {
+	persistence.Store
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *blockingStore) AppendEvents(ctx context.Context, runID string, events []persistence.Event) error {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	<-s.release
+	return s.Store.AppendEvents(ctx, runID, events)
+}
+
+// A batch that is due because FlushBatch events wait is stored in the
+// background: the run goes on streaming while the store writes, until the
+// store is maxUnstoredBatches batches behind.
+func TestEventLogStoresFullBatchesInTheBackground(t *testing.T) {
+	l, store := newTestLog(t)
+	blocked := &blockingStore{Store: store, entered: make(chan struct{}, 1), release: make(chan struct{})}
+	l.store = blocked
+	l.append(agentStart())
+	for range FlushBatch - 1 {
+		l.append(turnStart())
+	}
+	select {
+	case <-blocked.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no batch was started after %d events", FlushBatch)
+	}
+	// The store is stuck on the first batch; appends go on until the limit.
+	appended := make(chan int)
+	go func() {
+		n := 0
+		for range maxUnstoredBatches * FlushBatch {
+			l.append(turnStart())
+			n++
+		}
+		appended <- n
+	}()
+	unstored := func() uint64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.next - 1 - l.durable
+	}
+	for deadline := time.Now().Add(10 * time.Second); unstored() < maxUnstoredBatches*FlushBatch; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("appends stopped at %d unstored events; want %d before waiting for the store", unstored(), maxUnstoredBatches*FlushBatch)
+		}
+	}
+	select {
+	case n := <-appended:
+		t.Fatalf("%d appends went through while the store was %d batches behind", n, maxUnstoredBatches)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(blocked.release)
+	select {
+	case <-appended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("appends still wait after the store caught up")
+	}
+	if err := l.flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := store.Events(context.Background(), "r", 0, 10*FlushBatch)
+	if err != nil || uint64(len(stored)) != l.next-1 {
+		t.Fatalf("stored %d of %d events: %v", len(stored), l.next-1, err)
 	}
 }

@@ -293,8 +293,8 @@ func (a *Agent) execute(r *Run, state agentloop.State, cfg agentloop.Config, pro
 		ctx := context.WithoutCancel(r.ctx)
 		a.endRun(ctx, r, end)
 		// A run always has both ends, even one that failed before starting.
-		r.publish(ctx, &agentdv1.AgentEvent{Time: timestamppb.New(a.opts.Now()), Event: &agentdv1.AgentEvent_AgentStart{AgentStart: &agentdv1.AgentStart{}}})
-		r.publish(ctx, &agentdv1.AgentEvent{Time: timestamppb.New(a.opts.Now()), Event: &agentdv1.AgentEvent_AgentEnd{AgentEnd: end}})
+		r.publish(&agentdv1.AgentEvent{Time: timestamppb.New(a.opts.Now()), Event: &agentdv1.AgentEvent_AgentStart{AgentStart: &agentdv1.AgentStart{}}})
+		r.publish(&agentdv1.AgentEvent{Time: timestamppb.New(a.opts.Now()), Event: &agentdv1.AgentEvent_AgentEnd{AgentEnd: end}})
 		r.storeLastEvents(ctx)
 		a.forget(r)
 	}
@@ -312,7 +312,7 @@ func (r *Run) sink(ctx context.Context, ev *agentdv1.AgentEvent) error {
 			return fmt.Errorf("store the message: %w", err)
 		}
 		e.MessageEnd.EntryId = entry.GetId()
-		r.publish(ctx, ev)
+		r.publish(ev)
 		// The event log covers every message the transcript holds.
 		if err := r.log.flush(ctx); err != nil {
 			a.opts.Logger.WarnContext(ctx, "could not store a batch of events; retrying with the next one", "session", r.sessionID, "run", r.id, "err", err)
@@ -320,25 +320,19 @@ func (r *Run) sink(ctx context.Context, ev *agentdv1.AgentEvent) error {
 		return nil
 	case *agentdv1.AgentEvent_AgentEnd:
 		a.endRun(ctx, r, e.AgentEnd)
-		r.publish(ctx, ev)
+		r.publish(ev)
 		r.storeLastEvents(ctx)
 		a.forget(r)
 		return nil
 	}
-	r.publish(ctx, ev)
+	r.publish(ev)
 	return nil
 }
 
-// publish logs an event for followers, and stores a batch when one is due.
-func (r *Run) publish(ctx context.Context, ev *agentdv1.AgentEvent) {
-	logged, flushDue := r.log.append(ev)
-	if logged {
+// publish logs an event for followers (the log stores it in a batch).
+func (r *Run) publish(ev *agentdv1.AgentEvent) {
+	if r.log.append(ev) {
 		r.a.opts.Metrics.EventProduced()
-	}
-	if flushDue {
-		if err := r.log.flush(ctx); err != nil {
-			r.a.opts.Logger.WarnContext(ctx, "could not store a batch of events; retrying with the next one", "session", r.sessionID, "run", r.id, "err", err)
-		}
 	}
 }
 
@@ -366,7 +360,7 @@ func (a *Agent) endRun(ctx context.Context, r *Run, end *agentdv1.AgentEnd) {
 			"session", r.sessionID, "run", r.id, "err", err)
 	}
 	if undelivered := a.finish(r); len(undelivered) > 0 {
-		r.publish(ctx, &agentdv1.AgentEvent{Time: timestamppb.New(a.opts.Now()), Event: &agentdv1.AgentEvent_Error{Error: &agentdv1.AgentError{
+		r.publish(&agentdv1.AgentEvent{Time: timestamppb.New(a.opts.Now()), Event: &agentdv1.AgentEvent_Error{Error: &agentdv1.AgentError{
 			Message: fmt.Sprintf("%d queued message(s) arrived after the run had stopped and were not delivered; send them again with Prompt", len(undelivered)),
 			Stage:   "queue",
 		}}})
@@ -433,7 +427,7 @@ func (a *Agent) enqueue(sessionID string, msg *agentdv1.AgentMessage, followUp b
 	}
 	n := q.Push(msg)
 	a.mu.Unlock()
-	r.publish(context.Background(), &agentdv1.AgentEvent{Time: timestamppb.New(a.opts.Now()), Event: &agentdv1.AgentEvent_QueueUpdate{QueueUpdate: &agentdv1.QueueUpdate{
+	r.publish(&agentdv1.AgentEvent{Time: timestamppb.New(a.opts.Now()), Event: &agentdv1.AgentEvent_QueueUpdate{QueueUpdate: &agentdv1.QueueUpdate{
 		Steering: r.steering.Snapshot(), FollowUp: r.followUp.Snapshot(),
 	}}})
 	return n, nil
