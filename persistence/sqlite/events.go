@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -13,17 +14,30 @@ import (
 )
 
 // A batch of events is one row of run_events: the events' protobufs, each
-// preceded by its length as a varint (see
-// migrations/0003_event_log_and_implied_leaf.sql).
+// preceded by its length as a varint, compressed like entry payloads when
+// that pays (see migrations/0003_event_log_and_implied_leaf.sql and
+// 0004_compressed_event_batches.sql).
 
 // AppendEvents implements persistence.Store.
 func (s *Store) AppendEvents(ctx context.Context, runID string, events []persistence.Event) error {
 	if len(events) == 0 {
 		return &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: "no events to append"}
 	}
-	// Encode outside the writer, which serves every session.
-	payload := encodeEvents(events)
-	err := s.write(ctx, func(t *writeTx) error { return t.appendEvents(runID, events, payload) })
+	// Encode and compress outside the writer, which serves every session.
+	enc, _ := s.eventEncoders.Get().(*payloadEncoder)
+	if enc == nil {
+		enc = &payloadEncoder{off: s.writer.payloads.off}
+	}
+	defer func() {
+		if enc.out.Cap() > 1<<20 {
+			enc.out = bytes.Buffer{} // do not pin a rare huge buffer in the pool
+		}
+		s.eventEncoders.Put(enc)
+	}()
+	payload, encoding, err := enc.encode(encodeEvents(events))
+	if err == nil {
+		err = s.write(ctx, func(t *writeTx) error { return t.appendEvents(runID, events, payload, encoding) })
+	}
 	return opError(err, "append events %d to %d of run %q", events[0].Seq, events[len(events)-1].Seq, runID)
 }
 
@@ -41,9 +55,9 @@ func encodeEvents(events []persistence.Event) []byte {
 	return payload
 }
 
-// appendEvents stores a batch of a run's events, encoded as payload, if it
-// continues the run's log.
-func (t *writeTx) appendEvents(runID string, events []persistence.Event, payload []byte) error {
+// appendEvents stores a batch of a run's events, encoded as payload with
+// encoding, if it continues the run's log.
+func (t *writeTx) appendEvents(runID string, events []persistence.Event, payload []byte, encoding int64) error {
 	lastSeq, exists, err := t.lastSeq(runID)
 	if err != nil {
 		return err
@@ -55,7 +69,7 @@ func (t *writeTx) appendEvents(runID string, events []persistence.Event, payload
 		return err
 	}
 	first, last := events[0].Seq, events[len(events)-1].Seq
-	if _, err := t.exec(`INSERT INTO run_events (run_id, first_seq, last_seq, payload) VALUES (?, ?, ?, ?)`, runID, first, last, payload); err != nil {
+	if _, err := t.exec(`INSERT INTO run_events (run_id, first_seq, last_seq, encoding, payload) VALUES (?, ?, ?, ?, ?)`, runID, first, last, encoding, payload); err != nil {
 		return err
 	}
 	t.stageLastSeq(runID, last)
@@ -87,8 +101,15 @@ func (s *Store) Events(ctx context.Context, runID string, after uint64, limit in
 			if err := rows.Scan(&first, &last, &encoding, &payload); err != nil {
 				return err
 			}
-			if encoding != 0 {
-				return &persistence.Error{Kind: persistence.ErrCorrupt, RunID: runID, Detail: fmt.Sprintf("events %d to %d: unknown encoding %d", first, last, encoding)}
+			if encoding != encodingProto {
+				// Events share the payload; the inflater's buffer is reused.
+				err := withPlainPayload(encoding, payload, func(pb []byte) error {
+					payload = bytes.Clone(pb)
+					return nil
+				})
+				if err != nil {
+					return &persistence.Error{Kind: persistence.ErrCorrupt, RunID: runID, Detail: fmt.Sprintf("events %d to %d: %v", first, last, err)}
+				}
 			}
 			seq := first
 			for len(payload) > 0 && len(out) < limit {

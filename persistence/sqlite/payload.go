@@ -48,9 +48,9 @@ const (
 	maxInflatedPayload = 256 << 20
 )
 
-// payloadEncoder compresses payloads on the writer goroutine, reusing one
-// zlib stream and buffer (a fresh DEFLATE compressor allocates ~1 MiB).
-// Not safe for concurrent use.
+// payloadEncoder compresses payloads, reusing one zlib stream and buffer (a
+// fresh DEFLATE compressor allocates ~1 MiB): the writer's for entries, and
+// pooled ones for event batches. Not safe for concurrent use.
 type payloadEncoder struct {
 	off bool // store everything plain (WithPayloadCompression(false))
 	zw  *zlib.Writer

@@ -5,11 +5,14 @@ import (
 	"compress/zlib"
 	"context"
 	"errors"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -285,5 +288,173 @@ func TestMigrateFromVersion1(t *testing.T) {
 	var compressed int
 	if err := rawDB(t, path).QueryRow(`SELECT count(*) FROM entries WHERE encoding = 1`).Scan(&compressed); err != nil || compressed == 0 {
 		t.Fatalf("%d compressed entries after appending to the migrated file (%v); want some", compressed, err)
+	}
+}
+
+// TestEventBatchEncoding checks what lands in run_events: a batch of many
+// small events as a zlib stream of their length-delimited protobufs, a
+// batch of one short event plain, everything plain with compression off;
+// and that every batch reads back as the events appended.
+func TestEventBatchEncoding(t *testing.T) {
+	tests := []struct {
+		name      string
+		opts      []sqlite.Option
+		encodings []int64 // of the two batches, in order
+	}{
+		{"default", nil, []int64{1, 0}},
+		{"compression off", []sqlite.Option{sqlite.WithPayloadCompression(false)}, []int64{0, 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "agentd.db")
+			s, err := sqlite.Open(ctx, path, tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			sess, err := s.CreateSession(ctx, persistence.CreateSessionParams{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.StartRun(ctx, sess.ID, "r"); err != nil {
+				t.Fatal(err)
+			}
+			var events []persistence.Event
+			for seq := uint64(1); seq <= 501; seq++ {
+				data, err := proto.Marshal(&agentdv1.AgentEvent{SessionId: sess.ID, RunId: "r", Seq: seq, Event: &agentdv1.AgentEvent_MessageUpdate{
+					MessageUpdate: &agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_TextDelta{TextDelta: &agentdv1.TextDelta{Delta: "port 3000, "}}}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				events = append(events, persistence.Event{Seq: seq, Data: data})
+			}
+			if err := s.AppendEvents(ctx, "r", events[:500]); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.AppendEvents(ctx, "r", events[500:]); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := rawDB(t, path).Query(`SELECT encoding, payload FROM run_events WHERE run_id = 'r' ORDER BY first_seq`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var encodings []int64
+			var plainBatch0 []byte
+			for rows.Next() {
+				var encoding int64
+				var payload []byte
+				if err := rows.Scan(&encoding, &payload); err != nil {
+					t.Fatal(err)
+				}
+				if len(encodings) == 0 {
+					plainBatch0 = payload
+					if encoding == 1 {
+						// Any zlib implementation inflates it.
+						zr, err := zlib.NewReader(bytes.NewReader(payload))
+						if err != nil {
+							t.Fatal(err)
+						}
+						if plainBatch0, err = io.ReadAll(zr); err != nil {
+							t.Fatal(err)
+						}
+						if len(payload)*4 > len(plainBatch0) {
+							t.Errorf("a batch of 500 deltas compressed to %d of %d bytes; want under a quarter", len(payload), len(plainBatch0))
+						}
+					}
+				}
+				encodings = append(encodings, encoding)
+			}
+			if !slices.Equal(encodings, tc.encodings) {
+				t.Fatalf("batch encodings %v, want %v", encodings, tc.encodings)
+			}
+			var want []byte
+			for _, ev := range events[:500] {
+				want = protowire.AppendBytes(want, ev.Data)
+			}
+			if !bytes.Equal(plainBatch0, want) {
+				t.Fatal("the first batch is not the events' length-delimited protobufs")
+			}
+			got, err := s.Events(ctx, "r", 0, 1000)
+			if err != nil || len(got) != len(events) {
+				t.Fatalf("read back %d events, %v; want %d", len(got), err, len(events))
+			}
+			for i := range got {
+				if got[i].Seq != events[i].Seq || !bytes.Equal(got[i].Data, events[i].Data) {
+					t.Fatalf("event %d read back differs", i+1)
+				}
+			}
+		})
+	}
+}
+
+// TestMigrateFromVersion3 opens a database of schema version 3, whose
+// run_events allowed plain batches only: its batches stay readable, and
+// new batches may be compressed.
+func TestMigrateFromVersion3(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v3.db")
+	db := rawDB(t, path)
+	for _, name := range []string{"0001_init.sql", "0002_payload_encoding.sql", "0003_event_log_and_implied_leaf.sql"} {
+		schema, err := os.ReadFile(filepath.Join("migrations", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(string(schema)); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	var events []persistence.Event
+	var batch []byte
+	for seq := uint64(1); seq <= 2000; seq++ {
+		data, err := proto.Marshal(&agentdv1.AgentEvent{RunId: "r", Seq: seq, Event: &agentdv1.AgentEvent_TurnStart{TurnStart: &agentdv1.TurnStart{}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, persistence.Event{Seq: seq, Data: data})
+		if seq <= 1000 {
+			batch = protowire.AppendBytes(batch, data)
+		}
+	}
+	for _, st := range []struct {
+		q    string
+		args []any
+	}{
+		{`PRAGMA application_id = 1634168420`, nil}, // "agnd"
+		{`PRAGMA user_version = 3`, nil},
+		{`INSERT INTO sessions (id, create_time, update_time, config) VALUES ('s', 1, 1, x'')`, nil},
+		{`INSERT INTO runs (id, session_pk, start_time) VALUES ('r', 1, 1)`, nil},
+		{`INSERT INTO run_events (run_id, first_seq, last_seq, payload) VALUES ('r', 1, 1000, ?)`, []any{batch}},
+	} {
+		if _, err := db.Exec(st.q, st.args...); err != nil {
+			t.Fatalf("%.60s: %v", st.q, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open v3 database: %v", err)
+	}
+	defer s.Close()
+	if err := s.AppendEvents(ctx, "r", events[1000:]); err != nil {
+		t.Fatalf("append after the migration: %v", err)
+	}
+	got, err := s.Events(ctx, "r", 0, 5000)
+	if err != nil || len(got) != len(events) {
+		t.Fatalf("read %d events, %v; want %d", len(got), err, len(events))
+	}
+	for i := range got {
+		if got[i].Seq != events[i].Seq || !bytes.Equal(got[i].Data, events[i].Data) {
+			t.Fatalf("event %d differs after the migration", i+1)
+		}
+	}
+	var compressed int
+	if err := sqlite.InspectWriter(ctx, s, func(q func(string, any) error) error {
+		return q("SELECT count(*) FROM run_events WHERE encoding = 1", &compressed)
+	}); err != nil || compressed != 1 {
+		t.Fatalf("%d compressed batches after the migration, %v; want the new one", compressed, err)
 	}
 }

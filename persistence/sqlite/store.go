@@ -35,6 +35,10 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	// eventEncoders compress event batches on their callers' goroutines
+	// (*payloadEncoder, with compression as the writer's).
+	eventEncoders sync.Pool
+
 	// Read statements, prepared lazily per reader connection by database/sql.
 	rSession  *sql.Stmt
 	rTree     *sql.Stmt
