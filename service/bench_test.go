@@ -310,6 +310,11 @@ func benchPromptStream(b *testing.B, deltas int) {
 	}
 	bareSrv := startChild(b, roleBare, file, true)
 	bare := benchClient(b, bareSrv.addr)
+	// Both servers have streamed once before the clock starts, as agentd
+	// did above: a cold HTTP/2 connection (small flow-control windows, cold
+	// buffers) would handicap the baseline.
+	stream, err := bare.Prompt(context.Background(), &agentdv1.PromptRequest{})
+	countStream(b, stream, err, nil)
 
 	var agentdTime, bareTime, agentdCPU, bareCPU time.Duration
 	var nEvents, nDeltas int
