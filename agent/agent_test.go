@@ -199,9 +199,17 @@ func TestPromptRunsAndLogsDurably(t *testing.T) {
 			t.Fatalf("message_end %d names entry %q with %v; transcript has %v", i, end.GetEntryId(), end.GetMessage(), path[i])
 		}
 	}
-	run, err := h.store.GetRun(context.Background(), runID)
+	// The last batch is stored right after agent_end is published (a
+	// follower reads it from memory until then).
+	var run *persistence.Run
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		run, err = h.store.GetRun(context.Background(), runID)
+		if err != nil || run.LastSeq == uint64(len(evs)) || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil || run.Outcome != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED || run.LastSeq != uint64(len(evs)) {
-		t.Fatalf("run record %+v, %v", run, err)
+		t.Fatalf("run record %+v, %v; want %d events stored", run, err, len(evs))
 	}
 	stored, err := h.store.Events(context.Background(), runID, 0, 100)
 	if err != nil || len(stored) != len(evs) {
