@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/zlib"
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"maps"
@@ -198,10 +199,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 		}
 	}
 	db := rawDB(t, path)
-	stmts := []struct {
-		q    string
-		args []any
-	}{
+	stmts := []rawStatement{
 		{string(schema), nil},
 		{`PRAGMA application_id = 1634168420`, nil}, // "agnd"
 		{`PRAGMA user_version = 1`, nil},
@@ -218,10 +216,7 @@ func TestMigrateFromVersion1(t *testing.T) {
 		if e.ParentId != "" {
 			parent = e.ParentId
 		}
-		stmts = append(stmts, struct {
-			q    string
-			args []any
-		}{`INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload) VALUES (4294967296 + ?1, 1, ?1, ?2, ?3, 'x', 0, ?4)`, []any{i + 1, e.Id, parent, pb}})
+		stmts = append(stmts, rawStatement{`INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload) VALUES (4294967296 + ?1, 1, ?1, ?2, ?3, 'x', 0, ?4)`, []any{i + 1, e.Id, parent, pb}})
 	}
 	for i, e := range old[:2] {
 		pb, err := proto.Marshal(e)
@@ -232,25 +227,9 @@ func TestMigrateFromVersion1(t *testing.T) {
 		if e.ParentId != "" {
 			parent = e.ParentId
 		}
-		stmts = append(stmts, struct {
-			q    string
-			args []any
-		}{`INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload) VALUES (2 * 4294967296 + ?1, 2, ?1, ?2, ?3, 'x', 0, ?4)`, []any{i + 1, e.Id, parent, pb}})
+		stmts = append(stmts, rawStatement{`INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload) VALUES (2 * 4294967296 + ?1, 2, ?1, ?2, ?3, 'x', 0, ?4)`, []any{i + 1, e.Id, parent, pb}})
 	}
-	for _, st := range stmts {
-		if _, err := db.Exec(st.q, st.args...); err != nil {
-			t.Fatalf("%.60s: %v", st.q, err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	s, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatalf("Open v1 database: %v", err)
-	}
-	defer s.Close()
+	s := openAfterRawWrites(t, db, path, stmts)
 	var version int
 	if err := sqlite.InspectWriter(ctx, s, func(q func(string, any) error) error { return q("PRAGMA user_version", &version) }); err != nil || version != sqlite.SchemaVersion() {
 		t.Fatalf("user_version after open = %d, %v; want %d", version, err, sqlite.SchemaVersion())
@@ -417,28 +396,13 @@ func TestMigrateFromVersion3(t *testing.T) {
 			batch = protowire.AppendBytes(batch, data)
 		}
 	}
-	for _, st := range []struct {
-		q    string
-		args []any
-	}{
+	s := openAfterRawWrites(t, db, path, []rawStatement{
 		{`PRAGMA application_id = 1634168420`, nil}, // "agnd"
 		{`PRAGMA user_version = 3`, nil},
 		{`INSERT INTO sessions (id, create_time, update_time, config) VALUES ('s', 1, 1, x'')`, nil},
 		{`INSERT INTO runs (id, session_pk, start_time) VALUES ('r', 1, 1)`, nil},
 		{`INSERT INTO run_events (run_id, first_seq, last_seq, payload) VALUES ('r', 1, 1000, ?)`, []any{batch}},
-	} {
-		if _, err := db.Exec(st.q, st.args...); err != nil {
-			t.Fatalf("%.60s: %v", st.q, err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := sqlite.Open(ctx, path)
-	if err != nil {
-		t.Fatalf("Open v3 database: %v", err)
-	}
-	defer s.Close()
+	})
 	if err := s.AppendEvents(ctx, "r", events[1000:]); err != nil {
 		t.Fatalf("append after the migration: %v", err)
 	}
@@ -457,4 +421,31 @@ func TestMigrateFromVersion3(t *testing.T) {
 	}); err != nil || compressed != 1 {
 		t.Fatalf("%d compressed batches after the migration, %v; want the new one", compressed, err)
 	}
+}
+
+// rawStatement is one statement of a database written the way an older
+// agentd did.
+type rawStatement struct {
+	q    string
+	args []any
+}
+
+// openAfterRawWrites runs stmts on db (the raw connection to path), closes
+// it, and opens path as a store, which migrates it.
+func openAfterRawWrites(t *testing.T, db *sql.DB, path string, stmts []rawStatement) *sqlite.Store {
+	t.Helper()
+	for _, st := range stmts {
+		if _, err := db.Exec(st.q, st.args...); err != nil {
+			t.Fatalf("%.60s: %v", st.q, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		t.Fatalf("open the older database: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
