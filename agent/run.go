@@ -314,9 +314,7 @@ func (r *Run) sink(ctx context.Context, ev *agentdv1.AgentEvent) error {
 		e.MessageEnd.EntryId = entry.GetId()
 		r.publish(ev)
 		// The event log covers every message the transcript holds.
-		if err := r.log.flush(ctx); err != nil {
-			a.opts.Logger.WarnContext(ctx, "could not store a batch of events; retrying with the next one", "session", r.sessionID, "run", r.id, "err", err)
-		}
+		r.log.flushOrWarn()
 		return nil
 	case *agentdv1.AgentEvent_AgentEnd:
 		a.endRun(ctx, r, e.AgentEnd)

@@ -29,8 +29,8 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, events []persist
 		enc = &payloadEncoder{off: s.writer.payloads.off}
 	}
 	defer func() {
-		if enc.out.Cap() > 1<<20 {
-			enc.out = bytes.Buffer{} // do not pin a rare huge buffer in the pool
+		if enc.out.Cap() > maxPooledBuffer {
+			enc.out = bytes.Buffer{}
 		}
 		s.eventEncoders.Put(enc)
 	}()

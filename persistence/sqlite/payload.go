@@ -46,6 +46,9 @@ const (
 	// so a damaged or hostile row cannot exhaust memory on read. No
 	// sensible entry comes near it.
 	maxInflatedPayload = 256 << 20
+	// maxPooledBuffer is the largest buffer a pooled encoder or inflater
+	// keeps for its next use, so a rare huge payload is not pinned.
+	maxPooledBuffer = 1 << 20
 )
 
 // payloadEncoder compresses payloads, reusing one zlib stream and buffer (a
@@ -137,8 +140,8 @@ func withPlainPayload(encoding int64, raw []byte, fn func(pb []byte) error) erro
 		return errors.New("inflate payload: trailing bytes after the zlib stream")
 	}
 	err = fn(inf.out.Bytes())
-	if inf.out.Cap() > 1<<20 {
-		inf.out = bytes.Buffer{} // do not pin a rare huge buffer in the pool
+	if inf.out.Cap() > maxPooledBuffer {
+		inf.out = bytes.Buffer{}
 	}
 	return err
 }
