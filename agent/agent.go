@@ -6,9 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/agentd/agentd/agent/contextpolicy"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
@@ -220,9 +222,54 @@ func (a *Agent) CheckConfig(cfg *agentdv1.SessionConfig) error {
 			return err
 		}
 	}
+	if err := checkContextConfig(cfg); err != nil {
+		return err
+	}
+	if ref := cfg.GetCompaction().GetModel(); ref != nil {
+		if err := a.checkModel(ref); err != nil {
+			if fe, ok := err.(*FieldError); ok {
+				fe.Field = strings.Replace(fe.Field, "config.model", "config.compaction.model", 1)
+			}
+			return err
+		}
+	}
 	_, err := a.toolKit(cfg, nil)
 	return err
 }
+
+// checkContextConfig checks the context policy, blocks, hook and
+// compaction settings.
+func checkContextConfig(cfg *agentdv1.SessionConfig) error {
+	if field, err := contextpolicy.Check("config.context_policy", cfg.GetContextPolicy()); err != nil {
+		return invalid(field, "%v", err)
+	}
+	if n := len(cfg.GetContextBlocks()); n > MaxContextBlocks {
+		return invalid("config.context_blocks", "%d blocks exceed the limit of %d", n, MaxContextBlocks)
+	}
+	names := map[string]bool{}
+	for i, b := range cfg.GetContextBlocks() {
+		if b.GetName() == "" || len(b.GetName()) > 128 {
+			return invalid(fmt.Sprintf("config.context_blocks[%d].name", i), "needs 1 to 128 bytes")
+		}
+		if names[b.GetName()] {
+			return invalid(fmt.Sprintf("config.context_blocks[%d].name", i), "%q is used twice; block names are unique", truncate(b.GetName(), 70))
+		}
+		names[b.GetName()] = true
+	}
+	if d := cfg.GetContextHook().GetTimeout(); d != nil && (d.AsDuration() <= 0 || d.AsDuration() > MaxContextHookTimeout) {
+		return invalid("config.context_hook.timeout", "%v is out of range (above 0, at most %v)", d.AsDuration(), MaxContextHookTimeout)
+	}
+	if c := cfg.GetCompaction(); c.GetReserveTokens() < 0 || c.GetKeepRecentTokens() < 0 {
+		return invalid("config.compaction", "reserve_tokens and keep_recent_tokens may not be negative (0 means the default)")
+	}
+	if cfg.GetFaux().GetContextWindow() < 0 {
+		return invalid("config.faux.context_window", "may not be negative (0 means 128000)")
+	}
+	return nil
+}
+
+// MaxContextBlocks bounds SessionConfig.context_blocks.
+const MaxContextBlocks = 64
 
 // ActiveRun returns the id of the session's active run, or "".
 func (a *Agent) ActiveRun(sessionID string) string {

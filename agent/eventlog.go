@@ -221,6 +221,13 @@ func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged bool) {
 	return true
 }
 
+// started reports whether agent_start is logged.
+func (l *eventLog) started() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next > 1
+}
+
 // timedFlush stores what waits, FlushInterval after the first of it.
 func (l *eventLog) timedFlush() {
 	l.mu.Lock()

@@ -64,7 +64,11 @@ func (a *Agent) checkModel(ref *agentdv1.ModelRef) error {
 // itself, for GetContext.
 func (a *Agent) modelFor(cfg *agentdv1.SessionConfig) (provider.Model, provider.StreamFunc, agentloop.RetryFunc, error) {
 	if isFaux(cfg.GetModel()) {
-		return faux.DefaultModel(), scriptedFaux(cfg.GetFaux()), nil, nil
+		model := faux.DefaultModel()
+		if w := cfg.GetFaux().GetContextWindow(); w > 0 {
+			model.ContextWindow = w
+		}
+		return model, fauxWindowStream(cfg.GetFaux().GetContextWindow(), scriptedFaux(cfg.GetFaux())), nil, nil
 	}
 	if a.opts.Models == nil {
 		return provider.Model{}, nil, nil, fmt.Errorf("no provider %q is configured", cfg.GetModel().GetProvider())

@@ -46,6 +46,8 @@ type Run struct {
 	launchErr error
 	// done is closed when the run's goroutine has returned.
 	done chan struct{}
+	// context is the run's context pipeline state; nil until launched.
+	context *runContext
 }
 
 // ID returns the run's id.
@@ -242,9 +244,12 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 		ShouldStopAfterTurn: func(_ context.Context, info agentloop.TurnInfo) bool {
 			return info.Turn >= maxTurns
 		},
-		Retry: retry,
-		Now:   a.opts.Now,
+		Now: a.opts.Now,
 	}
+	rc := &runContext{run: r, shaper: newShaper(cfg, model), stream: stream, path: path}
+	loopCfg.TransformContext = rc.transform
+	loopCfg.Retry = rc.retry(retry)
+	r.context = rc
 	state := agentloop.State{SystemPrompt: cfg.GetSystemPrompt(), Messages: transcriptMessages(path), Tools: kit.set}
 	if prompt == nil {
 		if err := agentloop.CheckContinue(ctx, state, loopCfg); err != nil {
@@ -312,6 +317,7 @@ func (r *Run) sink(ctx context.Context, ev *agentdv1.AgentEvent) error {
 			return fmt.Errorf("store the message: %w", err)
 		}
 		e.MessageEnd.EntryId = entry.GetId()
+		r.context.appendEntry(entry)
 		r.publish(ev)
 		// The event log covers every message the transcript holds.
 		r.log.flushOrWarn()

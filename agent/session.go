@@ -4,16 +4,21 @@ import (
 	"context"
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/agentd/agentd/agent/contextview"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/provider"
 )
 
 // Context returns exactly what the session's next model call would
-// receive: the transcript path after transformContext, convertToLlm and
-// the replay rules for the session's model, the system prompt and the
-// tools. It does not call the model.
-func (a *Agent) Context(ctx context.Context, sessionID string) (*agentdv1.Context, error) {
+// receive, with its token accounting: the compacted transcript path after
+// the context policies and blocks, convertToLlm and the replay rules for
+// the session's model, the system prompt and the tools. The context hook
+// is not asked, and tool results carry no details (the model never sees
+// them). It does not call the model.
+func (a *Agent) Context(ctx context.Context, sessionID string) (*ContextReport, error) {
 	sess, err := a.store.GetSession(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -27,12 +32,30 @@ func (a *Agent) Context(ctx context.Context, sessionID string) (*agentdv1.Contex
 		return nil, err
 	}
 	model, _, _, _ := a.modelFor(sess.Config) // a model no longer usable still names itself
-	state := agentloop.State{SystemPrompt: sess.Config.GetSystemPrompt(), Messages: transcriptMessages(path), Tools: kit.set}
+	sh := newShaper(sess.Config, model)
+	logFailure := func(stage string, err error) {
+		a.opts.Logger.WarnContext(ctx, "context pipeline fell back", "session", sessionID, "stage", stage, "err", err)
+	}
+	shaped := sh.withBlocks(sh.policies(contextview.FromPath(path), logFailure))
+	state := agentloop.State{SystemPrompt: sess.Config.GetSystemPrompt(), Messages: contextview.Messages(shaped), Tools: kit.set}
 	c, failures := agentloop.BuildContext(ctx, state, agentloop.Config{Model: model})
 	for _, f := range failures {
-		a.opts.Logger.WarnContext(ctx, "context pipeline fell back", "session", sessionID, "err", f)
+		logFailure("convert_to_llm", f)
 	}
-	return c, nil
+	rep := &ContextReport{Context: c, MessageTokens: make([]int64, len(c.GetMessages())), ContextWindow: model.ContextWindow,
+		CompactionThreshold: sh.threshold()}
+	for i, m := range c.GetMessages() {
+		if tr := m.GetToolResult(); tr != nil && tr.GetDetails() != nil {
+			tr = proto.CloneOf(tr)
+			tr.Details = nil
+			c.Messages[i] = &agentdv1.Message{Role: &agentdv1.Message_ToolResult{ToolResult: tr}}
+		}
+		rep.MessageTokens[i] = contextview.MessageTokens(m)
+	}
+	est := contextview.EstimateItems(shaped)
+	rep.TotalTokens = est.Total
+	rep.WouldCompact = sh.wouldCompact(est)
+	return rep, nil
 }
 
 // AppendMessages appends messages to an idle session's transcript without
@@ -41,7 +64,7 @@ func (a *Agent) Context(ctx context.Context, sessionID string) (*agentdv1.Contex
 // last answer before it that has no result yet (a *FieldError naming the
 // message otherwise). ErrBusy while a run is active.
 func (a *Agent) AppendMessages(ctx context.Context, sessionID string, msgs []*agentdv1.AgentMessage) ([]*agentdv1.Entry, error) {
-	release, err := a.hold(sessionID)
+	release, err := a.hold(sessionID, "AppendMessages")
 	if err != nil {
 		return nil, err
 	}
@@ -63,16 +86,17 @@ func (a *Agent) AppendMessages(ctx context.Context, sessionID string, msgs []*ag
 	return entries, nil
 }
 
-// hold reserves an idle session for AppendMessages; release frees it.
-func (a *Agent) hold(sessionID string) (release func(), err error) {
+// hold reserves an idle session for op (AppendMessages, UpdateSession,
+// Compact); release frees it.
+func (a *Agent) hold(sessionID, op string) (release func(), err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if r := a.bySession[sessionID]; r != nil {
 		return nil, refuse(ErrBusy,
-			"session %q is running run %q: AppendMessages needs an idle session; use Steer or FollowUp, or wait for agent_end", sessionID, r.id)
+			"session %q is running run %q: %s needs an idle session; use Steer or FollowUp, or wait for agent_end", sessionID, r.id, op)
 	}
 	if a.appending[sessionID] {
-		return nil, refuse(ErrConflict, "session %q is being appended to by another call; retry", sessionID)
+		return nil, refuse(ErrConflict, "session %q is being changed by another call; retry", sessionID)
 	}
 	a.appending[sessionID] = true
 	return func() {

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/agentd/agentd/agent/contextview"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
@@ -19,12 +20,17 @@ type waitKind int
 const (
 	waitClientResult waitKind = iota + 1
 	waitApproval
+	// waitContext is a context hook's request, answered by SubmitContext.
+	waitContext
 )
 
 // String names what a call waits for, for error messages.
 func (k waitKind) String() string {
-	if k == waitApproval {
+	switch k {
+	case waitApproval:
 		return "approval"
+	case waitContext:
+		return "context"
 	}
 	return "client tool result"
 }
@@ -35,6 +41,8 @@ type pendingCall struct {
 	answer chan any // buffered: one answer
 	// state is "waiting", "answered", "timed out" or "abandoned ...".
 	state string
+	// offered are the items a context request offered (waitContext).
+	offered []contextview.Item
 }
 
 // pendingCalls are the tool calls of one run that wait for a client. Calls
@@ -71,14 +79,36 @@ func (p *pendingCalls) deliver(sessionID, id string, kind waitKind, v any) error
 	defer p.mu.Unlock()
 	c := p.calls[id]
 	if c == nil || c.kind != kind {
-		return refuse(ErrNotFound, "tool call %q of session %q is not waiting for a %s", id, sessionID, kind)
+		return refuse(ErrNotFound, "%s %q of session %q is not waiting for a %s", kind.subject(), id, sessionID, kind)
 	}
 	if c.state != "waiting" {
-		return refuse(ErrPrecondition, "tool call %q of session %q no longer waits for a %s: it was %s", id, sessionID, kind, c.state)
+		return refuse(ErrPrecondition, "%s %q of session %q no longer waits for a %s: it was %s", kind.subject(), id, sessionID, kind, c.state)
 	}
 	c.state = "answered"
 	c.answer <- v
 	return nil
+}
+
+// subject names what waits: a tool call, or a context request.
+func (k waitKind) subject() string {
+	if k == waitContext {
+		return "context request"
+	}
+	return "tool call"
+}
+
+// offered returns what a waiting context request offered.
+func (p *pendingCalls) offered(sessionID, id string) ([]contextview.Item, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.calls[id]
+	if c == nil || c.kind != waitContext {
+		return nil, refuse(ErrNotFound, "context request %q of session %q is not waiting for an answer", id, sessionID)
+	}
+	if c.state != "waiting" {
+		return nil, refuse(ErrPrecondition, "context request %q of session %q no longer waits for an answer: it was %s", id, sessionID, c.state)
+	}
+	return c.offered, nil
 }
 
 // ToolResult is a client's answer to a client-executed tool call.

@@ -21,6 +21,9 @@ type Store interface {
 	GetSession(ctx context.Context, sessionID string) (*Session, error)
 	// ListSessions returns sessions newest first, a page at a time.
 	ListSessions(ctx context.Context, req ListSessionsRequest) (*SessionPage, error)
+	// UpdateSession changes the fields of a session that u sets and returns
+	// the session as it is now; UpdateTime moves.
+	UpdateSession(ctx context.Context, sessionID string, u SessionUpdate) (*Session, error)
 	// DeleteSession removes a session with its entries and runs. Later calls
 	// naming it fail with ErrNotFound.
 	DeleteSession(ctx context.Context, sessionID string) error
@@ -134,6 +137,17 @@ func (p CreateSessionParams) Prepare() (id string, config []byte, err error) {
 		return "", nil, &Error{Kind: ErrInvalid, SessionID: id, Detail: fmt.Sprintf("config: %v", err)}
 	}
 	return id, config, nil
+}
+
+// SessionUpdate names the fields UpdateSession changes; nil fields stay.
+type SessionUpdate struct {
+	// Title, when set, is the new title.
+	Title *string
+	// Labels, when SetLabels is true, replace every label.
+	Labels    map[string]string
+	SetLabels bool
+	// Config, when set, replaces the configuration.
+	Config *agentdv1.SessionConfig
 }
 
 // Page size bounds shared by every engine, matching the wire contract's

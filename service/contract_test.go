@@ -130,6 +130,13 @@ func agentEventCases(t *testing.T) map[string]*agentdv1.AgentEvent {
 			ToolCallId: "call_2", ToolName: "edit_file", Arguments: args, Deadline: testTime}}}),
 		"tool_call_requested": ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ToolCallRequested{ToolCallRequested: &agentdv1.ToolCallRequested{
 			ToolCallId: "call_3", ToolName: "pick_color", Arguments: args, Deadline: testTime}}}),
+		"compaction_start": ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_CompactionStart{CompactionStart: &agentdv1.CompactionStart{
+			Reason: agentdv1.CompactionReason_COMPACTION_REASON_THRESHOLD, TokensBefore: 1234}}}),
+		"compaction_end": ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_CompactionEnd{CompactionEnd: &agentdv1.CompactionEnd{
+			Reason: agentdv1.CompactionReason_COMPACTION_REASON_OVERFLOW, TokensBefore: 1234, TokensAfter: 99, EntryId: "e9", FirstKeptEntryId: "e4",
+			SummarizedMessages: 3, Summary: &agentdv1.CompactionSummary{Summary: "s", FirstKeptEntryId: "e4", ReadFiles: []string{"a.go"}}}}}),
+		"context_requested": ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ContextRequested{ContextRequested: &agentdv1.ContextRequested{
+			RequestId: "r-ctx-1", TotalTokens: 10, Items: []*agentdv1.ContextItem{{EntryId: "e1", Kind: agentdv1.MessageKind_MESSAGE_KIND_USER, Tokens: 10}}}}}),
 		"queue_update": ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_QueueUpdate{QueueUpdate: &agentdv1.QueueUpdate{
 			Steering: []*agentdv1.AgentMessage{msgs["user"]}, FollowUp: []*agentdv1.AgentMessage{msgs["custom"]}}}}),
 		"error": ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_Error{Error: &agentdv1.AgentError{

@@ -167,6 +167,9 @@ func TestEveryRPCIsImplemented(t *testing.T) {
 		"GetTranscript":   func() error { _, err := c.GetTranscript(ctx, &agentdv1.GetTranscriptRequest{}); return err },
 		"GetContext":      func() error { _, err := c.GetContext(ctx, &agentdv1.GetContextRequest{}); return err },
 		"ListModels":      func() error { _, err := c.ListModels(ctx, &agentdv1.ListModelsRequest{}); return err },
+		"UpdateSession":   func() error { _, err := c.UpdateSession(ctx, &agentdv1.UpdateSessionRequest{}); return err },
+		"Compact":         func() error { return recv(c.Compact(ctx, &agentdv1.CompactRequest{})) },
+		"SubmitContext":   func() error { _, err := c.SubmitContext(ctx, &agentdv1.SubmitContextRequest{}); return err },
 	}
 	methods := agentdv1.File_agentd_v1_service_proto.Services().ByName("AgentService").Methods()
 	if methods.Len() != len(calls) {

@@ -142,6 +142,11 @@ func (s *Service) checkConfig(cfg *agentdv1.SessionConfig) error {
 	if err := checkDuration("config.approval_timeout", cfg.GetApprovalTimeout()); err != nil {
 		return err
 	}
+	for i, b := range cfg.GetContextBlocks() {
+		if len(b.GetText()) > s.limits.MaxTextBytes {
+			return invalid(fmt.Sprintf("config.context_blocks[%d].text", i), "%d bytes exceed the limit of %d", len(b.GetText()), s.limits.MaxTextBytes)
+		}
+	}
 	for i, r := range cfg.GetFaux().GetResponses() {
 		m := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: agent.ScriptedAnswer(r)}}
 		if err := s.limits.checkAgentMessage(fmt.Sprintf("config.faux.responses[%d]", i), m); err != nil {

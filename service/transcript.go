@@ -81,11 +81,12 @@ func (s *Service) GetContext(ctx context.Context, req *agentdv1.GetContextReques
 	if _, err := s.session(ctx, req.GetSessionId()); err != nil {
 		return nil, err
 	}
-	c, err := s.agent.Context(ctx, req.GetSessionId())
+	rep, err := s.agent.Context(ctx, req.GetSessionId())
 	if err != nil {
 		return nil, s.status(ctx, "build the context", err)
 	}
-	return &agentdv1.GetContextResponse{Context: c}, nil
+	return &agentdv1.GetContextResponse{Context: rep.Context, MessageTokens: rep.MessageTokens, TotalTokens: rep.TotalTokens,
+		ContextWindow: rep.ContextWindow, CompactionThreshold: rep.CompactionThreshold, WouldCompact: rep.WouldCompact}, nil
 }
 
 // stampMessage sets the timestamp of a message that a client left empty.

@@ -170,6 +170,40 @@ func (s *Store) GetSession(_ context.Context, sessionID string) (*persistence.Se
 	return out, err
 }
 
+// UpdateSession implements persistence.Store.
+func (s *Store) UpdateSession(_ context.Context, sessionID string, u persistence.SessionUpdate) (*persistence.Session, error) {
+	var cfg []byte
+	if u.Config != nil {
+		var err error
+		if cfg, err = proto.Marshal(u.Config); err != nil {
+			return nil, &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: fmt.Sprintf("config: %v", err)}
+		}
+	}
+	var out *persistence.Session
+	err := s.write(func(d *data) error {
+		sess, err := d.session(sessionID)
+		if err != nil {
+			return err
+		}
+		if u.Title != nil {
+			sess.title = *u.Title
+		}
+		if u.SetLabels {
+			sess.labels = maps.Clone(u.Labels)
+			if sess.labels == nil {
+				sess.labels = map[string]string{}
+			}
+		}
+		if cfg != nil {
+			sess.config = cfg
+		}
+		sess.update = d.nowTime()
+		out, err = sess.record()
+		return err
+	})
+	return out, err
+}
+
 // ListSessions implements persistence.Store. Page tokens carry the pk of
 // the last session returned, as in the SQLite engine.
 func (s *Store) ListSessions(_ context.Context, req persistence.ListSessionsRequest) (*persistence.SessionPage, error) {

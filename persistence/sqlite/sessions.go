@@ -58,6 +58,49 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 		CreateTime: time.Unix(0, now.UnixNano()), UpdateTime: time.Unix(0, now.UnixNano())}, nil
 }
 
+// UpdateSession implements persistence.Store.
+func (s *Store) UpdateSession(ctx context.Context, sessionID string, u persistence.SessionUpdate) (*persistence.Session, error) {
+	var cfg []byte
+	if u.Config != nil {
+		var err error
+		if cfg, err = proto.Marshal(u.Config); err != nil {
+			return nil, &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: fmt.Sprintf("config: %v", err)}
+		}
+	}
+	err := s.write(ctx, func(t *writeTx) error {
+		sess, err := t.session(sessionID)
+		if err != nil {
+			return err
+		}
+		if u.Title != nil {
+			if _, err := t.exec(`UPDATE sessions SET title = ? WHERE pk = ?`, *u.Title, sess.pk); err != nil {
+				return err
+			}
+		}
+		if cfg != nil {
+			if _, err := t.exec(`UPDATE sessions SET config = ? WHERE pk = ?`, cfg, sess.pk); err != nil {
+				return err
+			}
+		}
+		if u.SetLabels {
+			if _, err := t.exec(`DELETE FROM session_labels WHERE session_pk = ?`, sess.pk); err != nil {
+				return err
+			}
+			for k, v := range u.Labels {
+				if _, err := t.exec(`INSERT INTO session_labels (session_pk, key, value) VALUES (?, ?, ?)`, sess.pk, k, v); err != nil {
+					return err
+				}
+			}
+		}
+		_, err = t.exec(`UPDATE sessions SET update_time = ? WHERE pk = ?`, s.now().UnixNano(), sess.pk)
+		return err
+	})
+	if err != nil {
+		return nil, opError(err, "update session %q", sessionID)
+	}
+	return s.GetSession(ctx, sessionID)
+}
+
 // GetSession implements persistence.Store.
 func (s *Store) GetSession(ctx context.Context, sessionID string) (*persistence.Session, error) {
 	var out *persistence.Session

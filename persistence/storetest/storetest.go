@@ -41,6 +41,7 @@ func Run(t *testing.T, h Harness) {
 		{"Sessions", testSessions},
 		{"ListSessions", testListSessions},
 		{"DeleteSession", testDeleteSession},
+		{"UpdateSession", testUpdateSession},
 		{"AppendOrder", testAppendOrder},
 		{"AppendAtomicity", testAppendAtomicity},
 		{"CallerIDs", testCallerIDs},
@@ -725,6 +726,45 @@ func testConcurrentReads(t *testing.T, h Harness) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+func testUpdateSession(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	sess := mustCreate(t, s, persistence.CreateSessionParams{Title: "old", Labels: map[string]string{"team": "a", "env": "dev"},
+		Config: &agentdv1.SessionConfig{SystemPrompt: "old prompt", MaxTurns: 3}})
+	title := "new"
+	got, err := s.UpdateSession(ctx, sess.ID, persistence.SessionUpdate{Title: &title})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Title != "new" || got.Config.GetSystemPrompt() != "old prompt" || got.Labels["team"] != "a" || got.UpdateTime.Before(sess.UpdateTime) {
+		t.Fatalf("after a title update: %+v", got)
+	}
+	got, err = s.UpdateSession(ctx, sess.ID, persistence.SessionUpdate{
+		Config: &agentdv1.SessionConfig{SystemPrompt: "new prompt"}, Labels: map[string]string{"team": "b"}, SetLabels: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Title != "new" || got.Config.GetSystemPrompt() != "new prompt" || got.Config.GetMaxTurns() != 0 || len(got.Labels) != 1 || got.Labels["team"] != "b" {
+		t.Fatalf("after a config and labels update: %+v", got)
+	}
+	again, err := s.GetSession(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(again.Config, got.Config) || again.Title != got.Title || len(again.Labels) != 1 {
+		t.Fatalf("GetSession after update: %+v, want %+v", again, got)
+	}
+	page, err := s.ListSessions(ctx, persistence.ListSessionsRequest{LabelFilter: map[string]string{"team": "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Sessions) != 0 {
+		t.Fatalf("the replaced label still matches: %d sessions", len(page.Sessions))
+	}
+	_, err = s.UpdateSession(ctx, "missing", persistence.SessionUpdate{Title: &title})
+	wantErr(t, "update a missing session", err, persistence.ErrNotFound, "missing", "")
 }
 
 func testReopen(t *testing.T, h Harness) {

@@ -81,6 +81,65 @@ func (ApprovalDecision) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{0}
 }
 
+// CompactionReason says why a compaction happened.
+type CompactionReason int32
+
+const (
+	// Unknown (for example a summary added with AppendMessages).
+	CompactionReason_COMPACTION_REASON_UNSPECIFIED CompactionReason = 0
+	// A Compact call.
+	CompactionReason_COMPACTION_REASON_MANUAL CompactionReason = 1
+	// The context estimate passed the model's context window minus the
+	// reserve before a model call.
+	CompactionReason_COMPACTION_REASON_THRESHOLD CompactionReason = 2
+	// The provider answered that the context overflowed; the call is retried
+	// once after the compaction.
+	CompactionReason_COMPACTION_REASON_OVERFLOW CompactionReason = 3
+)
+
+// Enum value maps for CompactionReason.
+var (
+	CompactionReason_name = map[int32]string{
+		0: "COMPACTION_REASON_UNSPECIFIED",
+		1: "COMPACTION_REASON_MANUAL",
+		2: "COMPACTION_REASON_THRESHOLD",
+		3: "COMPACTION_REASON_OVERFLOW",
+	}
+	CompactionReason_value = map[string]int32{
+		"COMPACTION_REASON_UNSPECIFIED": 0,
+		"COMPACTION_REASON_MANUAL":      1,
+		"COMPACTION_REASON_THRESHOLD":   2,
+		"COMPACTION_REASON_OVERFLOW":    3,
+	}
+)
+
+func (x CompactionReason) Enum() *CompactionReason {
+	p := new(CompactionReason)
+	*p = x
+	return p
+}
+
+func (x CompactionReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CompactionReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_agent_messages_proto_enumTypes[1].Descriptor()
+}
+
+func (CompactionReason) Type() protoreflect.EnumType {
+	return &file_agentd_v1_agent_messages_proto_enumTypes[1]
+}
+
+func (x CompactionReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CompactionReason.Descriptor instead.
+func (CompactionReason) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{1}
+}
+
 // ThinkingLevel asks reasoning models to think more or less; each provider
 // adapter maps it onto the provider's own parameters.
 type ThinkingLevel int32
@@ -135,11 +194,11 @@ func (x ThinkingLevel) String() string {
 }
 
 func (ThinkingLevel) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_messages_proto_enumTypes[1].Descriptor()
+	return file_agentd_v1_agent_messages_proto_enumTypes[2].Descriptor()
 }
 
 func (ThinkingLevel) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_messages_proto_enumTypes[1]
+	return &file_agentd_v1_agent_messages_proto_enumTypes[2]
 }
 
 func (x ThinkingLevel) Number() protoreflect.EnumNumber {
@@ -148,7 +207,7 @@ func (x ThinkingLevel) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ThinkingLevel.Descriptor instead.
 func (ThinkingLevel) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{2}
 }
 
 // ApprovalNotice records a decision about a tool call that needed approval.
@@ -547,17 +606,33 @@ func (x *BranchSummary) GetTimestamp() *timestamppb.Timestamp {
 }
 
 // CompactionSummary replaces the conversation before first_kept_entry_id in
-// the model context with a summary.
+// the model context with a summary. Every context build honours the latest
+// CompactionSummary on the path: the model sees the summary, then the
+// messages from first_kept_entry_id on (skipping the summary's own position),
+// then the messages after the summary. The summarized entries stay in the
+// transcript. When first_kept_entry_id is empty or not an earlier message
+// of the path, only the messages after the summary follow it.
 type CompactionSummary struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The summary text. The model sees it wrapped in a fixed preamble.
 	Summary string `protobuf:"bytes,1,opt,name=summary,proto3" json:"summary,omitempty"`
 	// The first entry kept verbatim after the summary.
 	FirstKeptEntryId string `protobuf:"bytes,2,opt,name=first_kept_entry_id,json=firstKeptEntryId,proto3" json:"first_kept_entry_id,omitempty"`
-	// The context size in tokens before compaction.
+	// The estimated context size in tokens before compaction.
 	TokensBefore int64 `protobuf:"varint,3,opt,name=tokens_before,json=tokensBefore,proto3" json:"tokens_before,omitempty"`
 	// When the compaction was made.
-	Timestamp     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	Timestamp *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	// The estimated context size in tokens right after compaction (the
+	// summary and the kept messages).
+	TokensAfter int64 `protobuf:"varint,5,opt,name=tokens_after,json=tokensAfter,proto3" json:"tokens_after,omitempty"`
+	// Why the compaction happened.
+	Reason CompactionReason `protobuf:"varint,6,opt,name=reason,proto3,enum=agentd.v1.CompactionReason" json:"reason,omitempty"`
+	// Files the summarized part read, and the earlier summary's, so the
+	// record survives repeated compactions (the model sees them in the
+	// summary text).
+	ReadFiles []string `protobuf:"bytes,7,rep,name=read_files,json=readFiles,proto3" json:"read_files,omitempty"`
+	// Files the summarized part changed, and the earlier summary's.
+	ModifiedFiles []string `protobuf:"bytes,8,rep,name=modified_files,json=modifiedFiles,proto3" json:"modified_files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -616,6 +691,34 @@ func (x *CompactionSummary) GetTokensBefore() int64 {
 func (x *CompactionSummary) GetTimestamp() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Timestamp
+	}
+	return nil
+}
+
+func (x *CompactionSummary) GetTokensAfter() int64 {
+	if x != nil {
+		return x.TokensAfter
+	}
+	return 0
+}
+
+func (x *CompactionSummary) GetReason() CompactionReason {
+	if x != nil {
+		return x.Reason
+	}
+	return CompactionReason_COMPACTION_REASON_UNSPECIFIED
+}
+
+func (x *CompactionSummary) GetReadFiles() []string {
+	if x != nil {
+		return x.ReadFiles
+	}
+	return nil
+}
+
+func (x *CompactionSummary) GetModifiedFiles() []string {
+	if x != nil {
+		return x.ModifiedFiles
 	}
 	return nil
 }
@@ -1273,12 +1376,17 @@ const file_agentd_v1_agent_messages_proto_rawDesc = "" +
 	"\rBranchSummary\x12\x18\n" +
 	"\asummary\x18\x01 \x01(\tR\asummary\x12\"\n" +
 	"\rfrom_entry_id\x18\x02 \x01(\tR\vfromEntryId\x128\n" +
-	"\ttimestamp\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\"\xbb\x01\n" +
+	"\ttimestamp\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\"\xd9\x02\n" +
 	"\x11CompactionSummary\x12\x18\n" +
 	"\asummary\x18\x01 \x01(\tR\asummary\x12-\n" +
 	"\x13first_kept_entry_id\x18\x02 \x01(\tR\x10firstKeptEntryId\x12#\n" +
 	"\rtokens_before\x18\x03 \x01(\x03R\ftokensBefore\x128\n" +
-	"\ttimestamp\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\"\x90\x02\n" +
+	"\ttimestamp\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12!\n" +
+	"\ftokens_after\x18\x05 \x01(\x03R\vtokensAfter\x123\n" +
+	"\x06reason\x18\x06 \x01(\x0e2\x1b.agentd.v1.CompactionReasonR\x06reason\x12\x1d\n" +
+	"\n" +
+	"read_files\x18\a \x03(\tR\treadFiles\x12%\n" +
+	"\x0emodified_files\x18\b \x03(\tR\rmodifiedFiles\"\x90\x02\n" +
 	"\tExtension\x12.\n" +
 	"\apayload\x18\x01 \x01(\v2\x14.google.protobuf.AnyR\apayload\x12<\n" +
 	"\rmodel_content\x18\x02 \x03(\v2\x17.agentd.v1.ContentBlockR\fmodelContent\x12\"\n" +
@@ -1320,7 +1428,12 @@ const file_agentd_v1_agent_messages_proto_rawDesc = "" +
 	"\x1dAPPROVAL_DECISION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19APPROVAL_DECISION_ALLOWED\x10\x01\x12\x1c\n" +
 	"\x18APPROVAL_DECISION_DENIED\x10\x02\x12\x1f\n" +
-	"\x1bAPPROVAL_DECISION_TIMED_OUT\x10\x03*\xc9\x01\n" +
+	"\x1bAPPROVAL_DECISION_TIMED_OUT\x10\x03*\x94\x01\n" +
+	"\x10CompactionReason\x12!\n" +
+	"\x1dCOMPACTION_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18COMPACTION_REASON_MANUAL\x10\x01\x12\x1f\n" +
+	"\x1bCOMPACTION_REASON_THRESHOLD\x10\x02\x12\x1e\n" +
+	"\x1aCOMPACTION_REASON_OVERFLOW\x10\x03*\xc9\x01\n" +
 	"\rThinkingLevel\x12\x1e\n" +
 	"\x1aTHINKING_LEVEL_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12THINKING_LEVEL_OFF\x10\x01\x12\x1a\n" +
@@ -1342,62 +1455,64 @@ func file_agentd_v1_agent_messages_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_agent_messages_proto_rawDescData
 }
 
-var file_agentd_v1_agent_messages_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_agentd_v1_agent_messages_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_agentd_v1_agent_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_agentd_v1_agent_messages_proto_goTypes = []any{
 	(ApprovalDecision)(0),         // 0: agentd.v1.ApprovalDecision
-	(ThinkingLevel)(0),            // 1: agentd.v1.ThinkingLevel
-	(*ApprovalNotice)(nil),        // 2: agentd.v1.ApprovalNotice
-	(*BashExecution)(nil),         // 3: agentd.v1.BashExecution
-	(*CustomMessage)(nil),         // 4: agentd.v1.CustomMessage
-	(*BranchSummary)(nil),         // 5: agentd.v1.BranchSummary
-	(*CompactionSummary)(nil),     // 6: agentd.v1.CompactionSummary
-	(*Extension)(nil),             // 7: agentd.v1.Extension
-	(*AgentMessage)(nil),          // 8: agentd.v1.AgentMessage
-	(*ModelChange)(nil),           // 9: agentd.v1.ModelChange
-	(*ThinkingLevelChange)(nil),   // 10: agentd.v1.ThinkingLevelChange
-	(*Label)(nil),                 // 11: agentd.v1.Label
-	(*Entry)(nil),                 // 12: agentd.v1.Entry
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*ContentBlock)(nil),          // 14: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),        // 15: google.protobuf.Value
-	(*anypb.Any)(nil),             // 16: google.protobuf.Any
-	(*UserMessage)(nil),           // 17: agentd.v1.UserMessage
-	(*AssistantMessage)(nil),      // 18: agentd.v1.AssistantMessage
-	(*ToolResultMessage)(nil),     // 19: agentd.v1.ToolResultMessage
+	(CompactionReason)(0),         // 1: agentd.v1.CompactionReason
+	(ThinkingLevel)(0),            // 2: agentd.v1.ThinkingLevel
+	(*ApprovalNotice)(nil),        // 3: agentd.v1.ApprovalNotice
+	(*BashExecution)(nil),         // 4: agentd.v1.BashExecution
+	(*CustomMessage)(nil),         // 5: agentd.v1.CustomMessage
+	(*BranchSummary)(nil),         // 6: agentd.v1.BranchSummary
+	(*CompactionSummary)(nil),     // 7: agentd.v1.CompactionSummary
+	(*Extension)(nil),             // 8: agentd.v1.Extension
+	(*AgentMessage)(nil),          // 9: agentd.v1.AgentMessage
+	(*ModelChange)(nil),           // 10: agentd.v1.ModelChange
+	(*ThinkingLevelChange)(nil),   // 11: agentd.v1.ThinkingLevelChange
+	(*Label)(nil),                 // 12: agentd.v1.Label
+	(*Entry)(nil),                 // 13: agentd.v1.Entry
+	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
+	(*ContentBlock)(nil),          // 15: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),        // 16: google.protobuf.Value
+	(*anypb.Any)(nil),             // 17: google.protobuf.Any
+	(*UserMessage)(nil),           // 18: agentd.v1.UserMessage
+	(*AssistantMessage)(nil),      // 19: agentd.v1.AssistantMessage
+	(*ToolResultMessage)(nil),     // 20: agentd.v1.ToolResultMessage
 }
 var file_agentd_v1_agent_messages_proto_depIdxs = []int32{
 	0,  // 0: agentd.v1.ApprovalNotice.decision:type_name -> agentd.v1.ApprovalDecision
-	13, // 1: agentd.v1.ApprovalNotice.timestamp:type_name -> google.protobuf.Timestamp
-	13, // 2: agentd.v1.BashExecution.timestamp:type_name -> google.protobuf.Timestamp
-	14, // 3: agentd.v1.CustomMessage.content:type_name -> agentd.v1.ContentBlock
-	15, // 4: agentd.v1.CustomMessage.details:type_name -> google.protobuf.Value
-	13, // 5: agentd.v1.CustomMessage.timestamp:type_name -> google.protobuf.Timestamp
-	13, // 6: agentd.v1.BranchSummary.timestamp:type_name -> google.protobuf.Timestamp
-	13, // 7: agentd.v1.CompactionSummary.timestamp:type_name -> google.protobuf.Timestamp
-	16, // 8: agentd.v1.Extension.payload:type_name -> google.protobuf.Any
-	14, // 9: agentd.v1.Extension.model_content:type_name -> agentd.v1.ContentBlock
-	13, // 10: agentd.v1.Extension.timestamp:type_name -> google.protobuf.Timestamp
-	17, // 11: agentd.v1.AgentMessage.user:type_name -> agentd.v1.UserMessage
-	18, // 12: agentd.v1.AgentMessage.assistant:type_name -> agentd.v1.AssistantMessage
-	19, // 13: agentd.v1.AgentMessage.tool_result:type_name -> agentd.v1.ToolResultMessage
-	2,  // 14: agentd.v1.AgentMessage.approval_notice:type_name -> agentd.v1.ApprovalNotice
-	3,  // 15: agentd.v1.AgentMessage.bash_execution:type_name -> agentd.v1.BashExecution
-	4,  // 16: agentd.v1.AgentMessage.custom:type_name -> agentd.v1.CustomMessage
-	5,  // 17: agentd.v1.AgentMessage.branch_summary:type_name -> agentd.v1.BranchSummary
-	6,  // 18: agentd.v1.AgentMessage.compaction_summary:type_name -> agentd.v1.CompactionSummary
-	7,  // 19: agentd.v1.AgentMessage.extension:type_name -> agentd.v1.Extension
-	1,  // 20: agentd.v1.ThinkingLevelChange.thinking_level:type_name -> agentd.v1.ThinkingLevel
-	13, // 21: agentd.v1.Entry.time:type_name -> google.protobuf.Timestamp
-	8,  // 22: agentd.v1.Entry.message:type_name -> agentd.v1.AgentMessage
-	9,  // 23: agentd.v1.Entry.model_change:type_name -> agentd.v1.ModelChange
-	10, // 24: agentd.v1.Entry.thinking_level_change:type_name -> agentd.v1.ThinkingLevelChange
-	11, // 25: agentd.v1.Entry.label:type_name -> agentd.v1.Label
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	14, // 1: agentd.v1.ApprovalNotice.timestamp:type_name -> google.protobuf.Timestamp
+	14, // 2: agentd.v1.BashExecution.timestamp:type_name -> google.protobuf.Timestamp
+	15, // 3: agentd.v1.CustomMessage.content:type_name -> agentd.v1.ContentBlock
+	16, // 4: agentd.v1.CustomMessage.details:type_name -> google.protobuf.Value
+	14, // 5: agentd.v1.CustomMessage.timestamp:type_name -> google.protobuf.Timestamp
+	14, // 6: agentd.v1.BranchSummary.timestamp:type_name -> google.protobuf.Timestamp
+	14, // 7: agentd.v1.CompactionSummary.timestamp:type_name -> google.protobuf.Timestamp
+	1,  // 8: agentd.v1.CompactionSummary.reason:type_name -> agentd.v1.CompactionReason
+	17, // 9: agentd.v1.Extension.payload:type_name -> google.protobuf.Any
+	15, // 10: agentd.v1.Extension.model_content:type_name -> agentd.v1.ContentBlock
+	14, // 11: agentd.v1.Extension.timestamp:type_name -> google.protobuf.Timestamp
+	18, // 12: agentd.v1.AgentMessage.user:type_name -> agentd.v1.UserMessage
+	19, // 13: agentd.v1.AgentMessage.assistant:type_name -> agentd.v1.AssistantMessage
+	20, // 14: agentd.v1.AgentMessage.tool_result:type_name -> agentd.v1.ToolResultMessage
+	3,  // 15: agentd.v1.AgentMessage.approval_notice:type_name -> agentd.v1.ApprovalNotice
+	4,  // 16: agentd.v1.AgentMessage.bash_execution:type_name -> agentd.v1.BashExecution
+	5,  // 17: agentd.v1.AgentMessage.custom:type_name -> agentd.v1.CustomMessage
+	6,  // 18: agentd.v1.AgentMessage.branch_summary:type_name -> agentd.v1.BranchSummary
+	7,  // 19: agentd.v1.AgentMessage.compaction_summary:type_name -> agentd.v1.CompactionSummary
+	8,  // 20: agentd.v1.AgentMessage.extension:type_name -> agentd.v1.Extension
+	2,  // 21: agentd.v1.ThinkingLevelChange.thinking_level:type_name -> agentd.v1.ThinkingLevel
+	14, // 22: agentd.v1.Entry.time:type_name -> google.protobuf.Timestamp
+	9,  // 23: agentd.v1.Entry.message:type_name -> agentd.v1.AgentMessage
+	10, // 24: agentd.v1.Entry.model_change:type_name -> agentd.v1.ModelChange
+	11, // 25: agentd.v1.Entry.thinking_level_change:type_name -> agentd.v1.ThinkingLevelChange
+	12, // 26: agentd.v1.Entry.label:type_name -> agentd.v1.Label
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_messages_proto_init() }
@@ -1430,7 +1545,7 @@ func file_agentd_v1_agent_messages_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_messages_proto_rawDesc), len(file_agentd_v1_agent_messages_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,

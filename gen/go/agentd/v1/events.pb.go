@@ -98,7 +98,11 @@ func (RunOutcome) EnumDescriptor() ([]byte, []int) {
 //	agent_end
 //
 // approval_requested, tool_call_requested, queue_update and error may appear
-// anywhere between agent_start and agent_end. Every run ends with exactly one
+// anywhere between agent_start and agent_end. Before each model call (after
+// turn_start or after the turn's prompt and queued messages) a compaction may
+// come as compaction_start, compaction_end, and a context hook as
+// context_requested. After a model answer that says the context overflowed,
+// compaction_start and compaction_end come before the call is retried. Every run ends with exactly one
 // agent_end, whatever happens.
 type AgentEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -130,6 +134,9 @@ type AgentEvent struct {
 	//	*AgentEvent_ToolCallRequested
 	//	*AgentEvent_QueueUpdate
 	//	*AgentEvent_Error
+	//	*AgentEvent_CompactionStart
+	//	*AgentEvent_CompactionEnd
+	//	*AgentEvent_ContextRequested
 	Event         isAgentEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -326,6 +333,33 @@ func (x *AgentEvent) GetError() *AgentError {
 	return nil
 }
 
+func (x *AgentEvent) GetCompactionStart() *CompactionStart {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_CompactionStart); ok {
+			return x.CompactionStart
+		}
+	}
+	return nil
+}
+
+func (x *AgentEvent) GetCompactionEnd() *CompactionEnd {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_CompactionEnd); ok {
+			return x.CompactionEnd
+		}
+	}
+	return nil
+}
+
+func (x *AgentEvent) GetContextRequested() *ContextRequested {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_ContextRequested); ok {
+			return x.ContextRequested
+		}
+	}
+	return nil
+}
+
 type isAgentEvent_Event interface {
 	isAgentEvent_Event()
 }
@@ -401,6 +435,22 @@ type AgentEvent_Error struct {
 	Error *AgentError `protobuf:"bytes,23,opt,name=error,proto3,oneof"`
 }
 
+type AgentEvent_CompactionStart struct {
+	// A compaction started.
+	CompactionStart *CompactionStart `protobuf:"bytes,24,opt,name=compaction_start,json=compactionStart,proto3,oneof"`
+}
+
+type AgentEvent_CompactionEnd struct {
+	// A compaction ended: its summary is stored, or it failed.
+	CompactionEnd *CompactionEnd `protobuf:"bytes,25,opt,name=compaction_end,json=compactionEnd,proto3,oneof"`
+}
+
+type AgentEvent_ContextRequested struct {
+	// A model call waits for SubmitContext (the session has a context
+	// hook).
+	ContextRequested *ContextRequested `protobuf:"bytes,26,opt,name=context_requested,json=contextRequested,proto3,oneof"`
+}
+
 func (*AgentEvent_AgentStart) isAgentEvent_Event() {}
 
 func (*AgentEvent_TurnStart) isAgentEvent_Event() {}
@@ -429,6 +479,337 @@ func (*AgentEvent_QueueUpdate) isAgentEvent_Event() {}
 
 func (*AgentEvent_Error) isAgentEvent_Event() {}
 
+func (*AgentEvent_CompactionStart) isAgentEvent_Event() {}
+
+func (*AgentEvent_CompactionEnd) isAgentEvent_Event() {}
+
+func (*AgentEvent_ContextRequested) isAgentEvent_Event() {}
+
+// CompactionStart announces a compaction: the older part of the
+// conversation is being summarized.
+type CompactionStart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why.
+	Reason CompactionReason `protobuf:"varint,1,opt,name=reason,proto3,enum=agentd.v1.CompactionReason" json:"reason,omitempty"`
+	// The estimated context size in tokens before compaction.
+	TokensBefore  int64 `protobuf:"varint,2,opt,name=tokens_before,json=tokensBefore,proto3" json:"tokens_before,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactionStart) Reset() {
+	*x = CompactionStart{}
+	mi := &file_agentd_v1_events_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactionStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactionStart) ProtoMessage() {}
+
+func (x *CompactionStart) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_events_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactionStart.ProtoReflect.Descriptor instead.
+func (*CompactionStart) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CompactionStart) GetReason() CompactionReason {
+	if x != nil {
+		return x.Reason
+	}
+	return CompactionReason_COMPACTION_REASON_UNSPECIFIED
+}
+
+func (x *CompactionStart) GetTokensBefore() int64 {
+	if x != nil {
+		return x.TokensBefore
+	}
+	return 0
+}
+
+// CompactionEnd closes a compaction.
+type CompactionEnd struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why it happened.
+	Reason CompactionReason `protobuf:"varint,1,opt,name=reason,proto3,enum=agentd.v1.CompactionReason" json:"reason,omitempty"`
+	// The estimated context size in tokens before compaction.
+	TokensBefore int64 `protobuf:"varint,2,opt,name=tokens_before,json=tokensBefore,proto3" json:"tokens_before,omitempty"`
+	// The estimated context size in tokens after compaction.
+	TokensAfter int64 `protobuf:"varint,3,opt,name=tokens_after,json=tokensAfter,proto3" json:"tokens_after,omitempty"`
+	// The entry holding the CompactionSummary; empty when the compaction
+	// failed or was a dry run.
+	EntryId string `protobuf:"bytes,4,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
+	// The first entry kept verbatim after the summary.
+	FirstKeptEntryId string `protobuf:"bytes,5,opt,name=first_kept_entry_id,json=firstKeptEntryId,proto3" json:"first_kept_entry_id,omitempty"`
+	// How many messages the summary replaces.
+	SummarizedMessages uint32 `protobuf:"varint,6,opt,name=summarized_messages,json=summarizedMessages,proto3" json:"summarized_messages,omitempty"`
+	// The stored summary; empty when the compaction failed or was a dry run.
+	Summary *CompactionSummary `protobuf:"bytes,7,opt,name=summary,proto3" json:"summary,omitempty"`
+	// Why the compaction failed; empty when it succeeded. A failed automatic
+	// compaction does not end the run: the call goes ahead uncompacted.
+	ErrorMessage string `protobuf:"bytes,8,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// True for Compact with dry_run: nothing was summarized or stored.
+	DryRun        bool `protobuf:"varint,9,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompactionEnd) Reset() {
+	*x = CompactionEnd{}
+	mi := &file_agentd_v1_events_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactionEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactionEnd) ProtoMessage() {}
+
+func (x *CompactionEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_events_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactionEnd.ProtoReflect.Descriptor instead.
+func (*CompactionEnd) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CompactionEnd) GetReason() CompactionReason {
+	if x != nil {
+		return x.Reason
+	}
+	return CompactionReason_COMPACTION_REASON_UNSPECIFIED
+}
+
+func (x *CompactionEnd) GetTokensBefore() int64 {
+	if x != nil {
+		return x.TokensBefore
+	}
+	return 0
+}
+
+func (x *CompactionEnd) GetTokensAfter() int64 {
+	if x != nil {
+		return x.TokensAfter
+	}
+	return 0
+}
+
+func (x *CompactionEnd) GetEntryId() string {
+	if x != nil {
+		return x.EntryId
+	}
+	return ""
+}
+
+func (x *CompactionEnd) GetFirstKeptEntryId() string {
+	if x != nil {
+		return x.FirstKeptEntryId
+	}
+	return ""
+}
+
+func (x *CompactionEnd) GetSummarizedMessages() uint32 {
+	if x != nil {
+		return x.SummarizedMessages
+	}
+	return 0
+}
+
+func (x *CompactionEnd) GetSummary() *CompactionSummary {
+	if x != nil {
+		return x.Summary
+	}
+	return nil
+}
+
+func (x *CompactionEnd) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *CompactionEnd) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+// ContextRequested asks the client's context hook for the next model
+// call's context. Answer with SubmitContext naming request_id.
+type ContextRequested struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifies this request; pass it to SubmitContext.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// What the context policies produced, in order.
+	Items []*ContextItem `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	// The estimated size of items in tokens.
+	TotalTokens int64 `protobuf:"varint,3,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	// When the call goes ahead with items unchanged.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContextRequested) Reset() {
+	*x = ContextRequested{}
+	mi := &file_agentd_v1_events_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContextRequested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContextRequested) ProtoMessage() {}
+
+func (x *ContextRequested) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_events_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContextRequested.ProtoReflect.Descriptor instead.
+func (*ContextRequested) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ContextRequested) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ContextRequested) GetItems() []*ContextItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *ContextRequested) GetTotalTokens() int64 {
+	if x != nil {
+		return x.TotalTokens
+	}
+	return 0
+}
+
+func (x *ContextRequested) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+// ContextItem is one message of a context under construction.
+type ContextItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The transcript entry the message comes from. A message a policy
+	// shortened (an elided tool result) keeps its entry's id.
+	EntryId string `protobuf:"bytes,1,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
+	// The message's kind.
+	Kind MessageKind `protobuf:"varint,2,opt,name=kind,proto3,enum=agentd.v1.MessageKind" json:"kind,omitempty"`
+	// Its estimated size in tokens.
+	Tokens int64 `protobuf:"varint,3,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	// The message as the policies left it; set only when the hook asks for
+	// messages (ContextHook.include_messages).
+	Message       *AgentMessage `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContextItem) Reset() {
+	*x = ContextItem{}
+	mi := &file_agentd_v1_events_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContextItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContextItem) ProtoMessage() {}
+
+func (x *ContextItem) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_events_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContextItem.ProtoReflect.Descriptor instead.
+func (*ContextItem) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ContextItem) GetEntryId() string {
+	if x != nil {
+		return x.EntryId
+	}
+	return ""
+}
+
+func (x *ContextItem) GetKind() MessageKind {
+	if x != nil {
+		return x.Kind
+	}
+	return MessageKind_MESSAGE_KIND_UNSPECIFIED
+}
+
+func (x *ContextItem) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *ContextItem) GetMessage() *AgentMessage {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
 // AgentStart opens a run.
 type AgentStart struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -438,7 +819,7 @@ type AgentStart struct {
 
 func (x *AgentStart) Reset() {
 	*x = AgentStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[1]
+	mi := &file_agentd_v1_events_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +831,7 @@ func (x *AgentStart) String() string {
 func (*AgentStart) ProtoMessage() {}
 
 func (x *AgentStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[1]
+	mi := &file_agentd_v1_events_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +844,7 @@ func (x *AgentStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStart.ProtoReflect.Descriptor instead.
 func (*AgentStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 // TurnStart opens a turn.
@@ -477,7 +858,7 @@ type TurnStart struct {
 
 func (x *TurnStart) Reset() {
 	*x = TurnStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[2]
+	mi := &file_agentd_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +870,7 @@ func (x *TurnStart) String() string {
 func (*TurnStart) ProtoMessage() {}
 
 func (x *TurnStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[2]
+	mi := &file_agentd_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +883,7 @@ func (x *TurnStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStart.ProtoReflect.Descriptor instead.
 func (*TurnStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TurnStart) GetTurn() uint32 {
@@ -525,7 +906,7 @@ type MessageStart struct {
 
 func (x *MessageStart) Reset() {
 	*x = MessageStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[3]
+	mi := &file_agentd_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +918,7 @@ func (x *MessageStart) String() string {
 func (*MessageStart) ProtoMessage() {}
 
 func (x *MessageStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[3]
+	mi := &file_agentd_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +931,7 @@ func (x *MessageStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageStart.ProtoReflect.Descriptor instead.
 func (*MessageStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *MessageStart) GetMessage() *AgentMessage {
@@ -586,7 +967,7 @@ type MessageUpdate struct {
 
 func (x *MessageUpdate) Reset() {
 	*x = MessageUpdate{}
-	mi := &file_agentd_v1_events_proto_msgTypes[4]
+	mi := &file_agentd_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +979,7 @@ func (x *MessageUpdate) String() string {
 func (*MessageUpdate) ProtoMessage() {}
 
 func (x *MessageUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[4]
+	mi := &file_agentd_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +992,7 @@ func (x *MessageUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageUpdate.ProtoReflect.Descriptor instead.
 func (*MessageUpdate) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MessageUpdate) GetDelta() isMessageUpdate_Delta {
@@ -780,7 +1161,7 @@ type TextStart struct {
 
 func (x *TextStart) Reset() {
 	*x = TextStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[5]
+	mi := &file_agentd_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +1173,7 @@ func (x *TextStart) String() string {
 func (*TextStart) ProtoMessage() {}
 
 func (x *TextStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[5]
+	mi := &file_agentd_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +1186,7 @@ func (x *TextStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextStart.ProtoReflect.Descriptor instead.
 func (*TextStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TextStart) GetContentIndex() uint32 {
@@ -828,7 +1209,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_agentd_v1_events_proto_msgTypes[6]
+	mi := &file_agentd_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +1221,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[6]
+	mi := &file_agentd_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +1234,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TextDelta) GetContentIndex() uint32 {
@@ -883,7 +1264,7 @@ type TextEnd struct {
 
 func (x *TextEnd) Reset() {
 	*x = TextEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[7]
+	mi := &file_agentd_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1276,7 @@ func (x *TextEnd) String() string {
 func (*TextEnd) ProtoMessage() {}
 
 func (x *TextEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[7]
+	mi := &file_agentd_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1289,7 @@ func (x *TextEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextEnd.ProtoReflect.Descriptor instead.
 func (*TextEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TextEnd) GetContentIndex() uint32 {
@@ -938,7 +1319,7 @@ type ThinkingStart struct {
 
 func (x *ThinkingStart) Reset() {
 	*x = ThinkingStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[8]
+	mi := &file_agentd_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1331,7 @@ func (x *ThinkingStart) String() string {
 func (*ThinkingStart) ProtoMessage() {}
 
 func (x *ThinkingStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[8]
+	mi := &file_agentd_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1344,7 @@ func (x *ThinkingStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThinkingStart.ProtoReflect.Descriptor instead.
 func (*ThinkingStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ThinkingStart) GetContentIndex() uint32 {
@@ -993,7 +1374,7 @@ type ThinkingDelta struct {
 
 func (x *ThinkingDelta) Reset() {
 	*x = ThinkingDelta{}
-	mi := &file_agentd_v1_events_proto_msgTypes[9]
+	mi := &file_agentd_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1386,7 @@ func (x *ThinkingDelta) String() string {
 func (*ThinkingDelta) ProtoMessage() {}
 
 func (x *ThinkingDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[9]
+	mi := &file_agentd_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1399,7 @@ func (x *ThinkingDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThinkingDelta.ProtoReflect.Descriptor instead.
 func (*ThinkingDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ThinkingDelta) GetContentIndex() uint32 {
@@ -1048,7 +1429,7 @@ type ThinkingEnd struct {
 
 func (x *ThinkingEnd) Reset() {
 	*x = ThinkingEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[10]
+	mi := &file_agentd_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1060,7 +1441,7 @@ func (x *ThinkingEnd) String() string {
 func (*ThinkingEnd) ProtoMessage() {}
 
 func (x *ThinkingEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[10]
+	mi := &file_agentd_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1073,7 +1454,7 @@ func (x *ThinkingEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThinkingEnd.ProtoReflect.Descriptor instead.
 func (*ThinkingEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ThinkingEnd) GetContentIndex() uint32 {
@@ -1106,7 +1487,7 @@ type ToolCallStart struct {
 
 func (x *ToolCallStart) Reset() {
 	*x = ToolCallStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[11]
+	mi := &file_agentd_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1118,7 +1499,7 @@ func (x *ToolCallStart) String() string {
 func (*ToolCallStart) ProtoMessage() {}
 
 func (x *ToolCallStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[11]
+	mi := &file_agentd_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1131,7 +1512,7 @@ func (x *ToolCallStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStart.ProtoReflect.Descriptor instead.
 func (*ToolCallStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ToolCallStart) GetContentIndex() uint32 {
@@ -1170,7 +1551,7 @@ type ToolCallDelta struct {
 
 func (x *ToolCallDelta) Reset() {
 	*x = ToolCallDelta{}
-	mi := &file_agentd_v1_events_proto_msgTypes[12]
+	mi := &file_agentd_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1563,7 @@ func (x *ToolCallDelta) String() string {
 func (*ToolCallDelta) ProtoMessage() {}
 
 func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[12]
+	mi := &file_agentd_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1576,7 @@ func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
 func (*ToolCallDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolCallDelta) GetContentIndex() uint32 {
@@ -1225,7 +1606,7 @@ type ToolCallEnd struct {
 
 func (x *ToolCallEnd) Reset() {
 	*x = ToolCallEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[13]
+	mi := &file_agentd_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1618,7 @@ func (x *ToolCallEnd) String() string {
 func (*ToolCallEnd) ProtoMessage() {}
 
 func (x *ToolCallEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[13]
+	mi := &file_agentd_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1631,7 @@ func (x *ToolCallEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallEnd.ProtoReflect.Descriptor instead.
 func (*ToolCallEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolCallEnd) GetContentIndex() uint32 {
@@ -1281,7 +1662,7 @@ type MessageEnd struct {
 
 func (x *MessageEnd) Reset() {
 	*x = MessageEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[14]
+	mi := &file_agentd_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1674,7 @@ func (x *MessageEnd) String() string {
 func (*MessageEnd) ProtoMessage() {}
 
 func (x *MessageEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[14]
+	mi := &file_agentd_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1687,7 @@ func (x *MessageEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageEnd.ProtoReflect.Descriptor instead.
 func (*MessageEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MessageEnd) GetMessage() *AgentMessage {
@@ -1338,7 +1719,7 @@ type ToolExecutionStart struct {
 
 func (x *ToolExecutionStart) Reset() {
 	*x = ToolExecutionStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[15]
+	mi := &file_agentd_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1731,7 @@ func (x *ToolExecutionStart) String() string {
 func (*ToolExecutionStart) ProtoMessage() {}
 
 func (x *ToolExecutionStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[15]
+	mi := &file_agentd_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1744,7 @@ func (x *ToolExecutionStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExecutionStart.ProtoReflect.Descriptor instead.
 func (*ToolExecutionStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolExecutionStart) GetToolCallId() string {
@@ -1406,7 +1787,7 @@ type ToolExecutionUpdate struct {
 
 func (x *ToolExecutionUpdate) Reset() {
 	*x = ToolExecutionUpdate{}
-	mi := &file_agentd_v1_events_proto_msgTypes[16]
+	mi := &file_agentd_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1799,7 @@ func (x *ToolExecutionUpdate) String() string {
 func (*ToolExecutionUpdate) ProtoMessage() {}
 
 func (x *ToolExecutionUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[16]
+	mi := &file_agentd_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1812,7 @@ func (x *ToolExecutionUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExecutionUpdate.ProtoReflect.Descriptor instead.
 func (*ToolExecutionUpdate) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ToolExecutionUpdate) GetToolCallId() string {
@@ -1474,7 +1855,7 @@ type ToolExecutionEnd struct {
 
 func (x *ToolExecutionEnd) Reset() {
 	*x = ToolExecutionEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[17]
+	mi := &file_agentd_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1867,7 @@ func (x *ToolExecutionEnd) String() string {
 func (*ToolExecutionEnd) ProtoMessage() {}
 
 func (x *ToolExecutionEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[17]
+	mi := &file_agentd_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1880,7 @@ func (x *ToolExecutionEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExecutionEnd.ProtoReflect.Descriptor instead.
 func (*ToolExecutionEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ToolExecutionEnd) GetResult() *ToolResultMessage {
@@ -1525,7 +1906,7 @@ type TurnEnd struct {
 
 func (x *TurnEnd) Reset() {
 	*x = TurnEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[18]
+	mi := &file_agentd_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1918,7 @@ func (x *TurnEnd) String() string {
 func (*TurnEnd) ProtoMessage() {}
 
 func (x *TurnEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[18]
+	mi := &file_agentd_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1931,7 @@ func (x *TurnEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnEnd.ProtoReflect.Descriptor instead.
 func (*TurnEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TurnEnd) GetTurn() uint32 {
@@ -1589,7 +1970,7 @@ type AgentEnd struct {
 
 func (x *AgentEnd) Reset() {
 	*x = AgentEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[19]
+	mi := &file_agentd_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1982,7 @@ func (x *AgentEnd) String() string {
 func (*AgentEnd) ProtoMessage() {}
 
 func (x *AgentEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[19]
+	mi := &file_agentd_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1995,7 @@ func (x *AgentEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentEnd.ProtoReflect.Descriptor instead.
 func (*AgentEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AgentEnd) GetOutcome() RunOutcome {
@@ -1656,7 +2037,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_agentd_v1_events_proto_msgTypes[20]
+	mi := &file_agentd_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +2049,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[20]
+	mi := &file_agentd_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +2062,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ApprovalRequested) GetToolCallId() string {
@@ -1731,7 +2112,7 @@ type ToolCallRequested struct {
 
 func (x *ToolCallRequested) Reset() {
 	*x = ToolCallRequested{}
-	mi := &file_agentd_v1_events_proto_msgTypes[21]
+	mi := &file_agentd_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +2124,7 @@ func (x *ToolCallRequested) String() string {
 func (*ToolCallRequested) ProtoMessage() {}
 
 func (x *ToolCallRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[21]
+	mi := &file_agentd_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +2137,7 @@ func (x *ToolCallRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRequested.ProtoReflect.Descriptor instead.
 func (*ToolCallRequested) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ToolCallRequested) GetToolCallId() string {
@@ -1800,7 +2181,7 @@ type QueueUpdate struct {
 
 func (x *QueueUpdate) Reset() {
 	*x = QueueUpdate{}
-	mi := &file_agentd_v1_events_proto_msgTypes[22]
+	mi := &file_agentd_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +2193,7 @@ func (x *QueueUpdate) String() string {
 func (*QueueUpdate) ProtoMessage() {}
 
 func (x *QueueUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[22]
+	mi := &file_agentd_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +2206,7 @@ func (x *QueueUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueUpdate.ProtoReflect.Descriptor instead.
 func (*QueueUpdate) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *QueueUpdate) GetSteering() []*AgentMessage {
@@ -1859,7 +2240,7 @@ type AgentError struct {
 
 func (x *AgentError) Reset() {
 	*x = AgentError{}
-	mi := &file_agentd_v1_events_proto_msgTypes[23]
+	mi := &file_agentd_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +2252,7 @@ func (x *AgentError) String() string {
 func (*AgentError) ProtoMessage() {}
 
 func (x *AgentError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[23]
+	mi := &file_agentd_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2265,7 @@ func (x *AgentError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentError.ProtoReflect.Descriptor instead.
 func (*AgentError) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AgentError) GetMessage() string {
@@ -1912,7 +2293,7 @@ var File_agentd_v1_events_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x16agentd/v1/events.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x18agentd/v1/messages.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa1\b\n" +
+	"\x16agentd/v1/events.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x18agentd/v1/messages.proto\x1a\x17agentd/v1/session.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\t\n" +
 	"\n" +
 	"AgentEvent\x12\x1d\n" +
 	"\n" +
@@ -1937,8 +2318,35 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\x12approval_requested\x18\x14 \x01(\v2\x1c.agentd.v1.ApprovalRequestedH\x00R\x11approvalRequested\x12N\n" +
 	"\x13tool_call_requested\x18\x15 \x01(\v2\x1c.agentd.v1.ToolCallRequestedH\x00R\x11toolCallRequested\x12;\n" +
 	"\fqueue_update\x18\x16 \x01(\v2\x16.agentd.v1.QueueUpdateH\x00R\vqueueUpdate\x12-\n" +
-	"\x05error\x18\x17 \x01(\v2\x15.agentd.v1.AgentErrorH\x00R\x05errorB\a\n" +
-	"\x05event\"\f\n" +
+	"\x05error\x18\x17 \x01(\v2\x15.agentd.v1.AgentErrorH\x00R\x05error\x12G\n" +
+	"\x10compaction_start\x18\x18 \x01(\v2\x1a.agentd.v1.CompactionStartH\x00R\x0fcompactionStart\x12A\n" +
+	"\x0ecompaction_end\x18\x19 \x01(\v2\x18.agentd.v1.CompactionEndH\x00R\rcompactionEnd\x12J\n" +
+	"\x11context_requested\x18\x1a \x01(\v2\x1b.agentd.v1.ContextRequestedH\x00R\x10contextRequestedB\a\n" +
+	"\x05event\"k\n" +
+	"\x0fCompactionStart\x123\n" +
+	"\x06reason\x18\x01 \x01(\x0e2\x1b.agentd.v1.CompactionReasonR\x06reason\x12#\n" +
+	"\rtokens_before\x18\x02 \x01(\x03R\ftokensBefore\"\xfd\x02\n" +
+	"\rCompactionEnd\x123\n" +
+	"\x06reason\x18\x01 \x01(\x0e2\x1b.agentd.v1.CompactionReasonR\x06reason\x12#\n" +
+	"\rtokens_before\x18\x02 \x01(\x03R\ftokensBefore\x12!\n" +
+	"\ftokens_after\x18\x03 \x01(\x03R\vtokensAfter\x12\x19\n" +
+	"\bentry_id\x18\x04 \x01(\tR\aentryId\x12-\n" +
+	"\x13first_kept_entry_id\x18\x05 \x01(\tR\x10firstKeptEntryId\x12/\n" +
+	"\x13summarized_messages\x18\x06 \x01(\rR\x12summarizedMessages\x126\n" +
+	"\asummary\x18\a \x01(\v2\x1c.agentd.v1.CompactionSummaryR\asummary\x12#\n" +
+	"\rerror_message\x18\b \x01(\tR\ferrorMessage\x12\x17\n" +
+	"\adry_run\x18\t \x01(\bR\x06dryRun\"\xba\x01\n" +
+	"\x10ContextRequested\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12,\n" +
+	"\x05items\x18\x02 \x03(\v2\x16.agentd.v1.ContextItemR\x05items\x12!\n" +
+	"\ftotal_tokens\x18\x03 \x01(\x03R\vtotalTokens\x126\n" +
+	"\bdeadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\x9f\x01\n" +
+	"\vContextItem\x12\x19\n" +
+	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12*\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x16.agentd.v1.MessageKindR\x04kind\x12\x16\n" +
+	"\x06tokens\x18\x03 \x01(\x03R\x06tokens\x121\n" +
+	"\amessage\x18\x04 \x01(\v2\x17.agentd.v1.AgentMessageR\amessage\"\f\n" +
 	"\n" +
 	"AgentStart\"\x1f\n" +
 	"\tTurnStart\x12\x12\n" +
@@ -2051,90 +2459,107 @@ func file_agentd_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_agentd_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_agentd_v1_events_proto_goTypes = []any{
 	(RunOutcome)(0),               // 0: agentd.v1.RunOutcome
 	(*AgentEvent)(nil),            // 1: agentd.v1.AgentEvent
-	(*AgentStart)(nil),            // 2: agentd.v1.AgentStart
-	(*TurnStart)(nil),             // 3: agentd.v1.TurnStart
-	(*MessageStart)(nil),          // 4: agentd.v1.MessageStart
-	(*MessageUpdate)(nil),         // 5: agentd.v1.MessageUpdate
-	(*TextStart)(nil),             // 6: agentd.v1.TextStart
-	(*TextDelta)(nil),             // 7: agentd.v1.TextDelta
-	(*TextEnd)(nil),               // 8: agentd.v1.TextEnd
-	(*ThinkingStart)(nil),         // 9: agentd.v1.ThinkingStart
-	(*ThinkingDelta)(nil),         // 10: agentd.v1.ThinkingDelta
-	(*ThinkingEnd)(nil),           // 11: agentd.v1.ThinkingEnd
-	(*ToolCallStart)(nil),         // 12: agentd.v1.ToolCallStart
-	(*ToolCallDelta)(nil),         // 13: agentd.v1.ToolCallDelta
-	(*ToolCallEnd)(nil),           // 14: agentd.v1.ToolCallEnd
-	(*MessageEnd)(nil),            // 15: agentd.v1.MessageEnd
-	(*ToolExecutionStart)(nil),    // 16: agentd.v1.ToolExecutionStart
-	(*ToolExecutionUpdate)(nil),   // 17: agentd.v1.ToolExecutionUpdate
-	(*ToolExecutionEnd)(nil),      // 18: agentd.v1.ToolExecutionEnd
-	(*TurnEnd)(nil),               // 19: agentd.v1.TurnEnd
-	(*AgentEnd)(nil),              // 20: agentd.v1.AgentEnd
-	(*ApprovalRequested)(nil),     // 21: agentd.v1.ApprovalRequested
-	(*ToolCallRequested)(nil),     // 22: agentd.v1.ToolCallRequested
-	(*QueueUpdate)(nil),           // 23: agentd.v1.QueueUpdate
-	(*AgentError)(nil),            // 24: agentd.v1.AgentError
-	(*timestamppb.Timestamp)(nil), // 25: google.protobuf.Timestamp
-	(*AgentMessage)(nil),          // 26: agentd.v1.AgentMessage
-	(*ToolCall)(nil),              // 27: agentd.v1.ToolCall
-	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
-	(*ContentBlock)(nil),          // 29: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),        // 30: google.protobuf.Value
-	(*ToolResultMessage)(nil),     // 31: agentd.v1.ToolResultMessage
-	(*AssistantMessage)(nil),      // 32: agentd.v1.AssistantMessage
-	(*Usage)(nil),                 // 33: agentd.v1.Usage
+	(*CompactionStart)(nil),       // 2: agentd.v1.CompactionStart
+	(*CompactionEnd)(nil),         // 3: agentd.v1.CompactionEnd
+	(*ContextRequested)(nil),      // 4: agentd.v1.ContextRequested
+	(*ContextItem)(nil),           // 5: agentd.v1.ContextItem
+	(*AgentStart)(nil),            // 6: agentd.v1.AgentStart
+	(*TurnStart)(nil),             // 7: agentd.v1.TurnStart
+	(*MessageStart)(nil),          // 8: agentd.v1.MessageStart
+	(*MessageUpdate)(nil),         // 9: agentd.v1.MessageUpdate
+	(*TextStart)(nil),             // 10: agentd.v1.TextStart
+	(*TextDelta)(nil),             // 11: agentd.v1.TextDelta
+	(*TextEnd)(nil),               // 12: agentd.v1.TextEnd
+	(*ThinkingStart)(nil),         // 13: agentd.v1.ThinkingStart
+	(*ThinkingDelta)(nil),         // 14: agentd.v1.ThinkingDelta
+	(*ThinkingEnd)(nil),           // 15: agentd.v1.ThinkingEnd
+	(*ToolCallStart)(nil),         // 16: agentd.v1.ToolCallStart
+	(*ToolCallDelta)(nil),         // 17: agentd.v1.ToolCallDelta
+	(*ToolCallEnd)(nil),           // 18: agentd.v1.ToolCallEnd
+	(*MessageEnd)(nil),            // 19: agentd.v1.MessageEnd
+	(*ToolExecutionStart)(nil),    // 20: agentd.v1.ToolExecutionStart
+	(*ToolExecutionUpdate)(nil),   // 21: agentd.v1.ToolExecutionUpdate
+	(*ToolExecutionEnd)(nil),      // 22: agentd.v1.ToolExecutionEnd
+	(*TurnEnd)(nil),               // 23: agentd.v1.TurnEnd
+	(*AgentEnd)(nil),              // 24: agentd.v1.AgentEnd
+	(*ApprovalRequested)(nil),     // 25: agentd.v1.ApprovalRequested
+	(*ToolCallRequested)(nil),     // 26: agentd.v1.ToolCallRequested
+	(*QueueUpdate)(nil),           // 27: agentd.v1.QueueUpdate
+	(*AgentError)(nil),            // 28: agentd.v1.AgentError
+	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
+	(CompactionReason)(0),         // 30: agentd.v1.CompactionReason
+	(*CompactionSummary)(nil),     // 31: agentd.v1.CompactionSummary
+	(MessageKind)(0),              // 32: agentd.v1.MessageKind
+	(*AgentMessage)(nil),          // 33: agentd.v1.AgentMessage
+	(*ToolCall)(nil),              // 34: agentd.v1.ToolCall
+	(*structpb.Struct)(nil),       // 35: google.protobuf.Struct
+	(*ContentBlock)(nil),          // 36: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),        // 37: google.protobuf.Value
+	(*ToolResultMessage)(nil),     // 38: agentd.v1.ToolResultMessage
+	(*AssistantMessage)(nil),      // 39: agentd.v1.AssistantMessage
+	(*Usage)(nil),                 // 40: agentd.v1.Usage
 }
 var file_agentd_v1_events_proto_depIdxs = []int32{
-	25, // 0: agentd.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
-	2,  // 1: agentd.v1.AgentEvent.agent_start:type_name -> agentd.v1.AgentStart
-	3,  // 2: agentd.v1.AgentEvent.turn_start:type_name -> agentd.v1.TurnStart
-	4,  // 3: agentd.v1.AgentEvent.message_start:type_name -> agentd.v1.MessageStart
-	5,  // 4: agentd.v1.AgentEvent.message_update:type_name -> agentd.v1.MessageUpdate
-	15, // 5: agentd.v1.AgentEvent.message_end:type_name -> agentd.v1.MessageEnd
-	16, // 6: agentd.v1.AgentEvent.tool_execution_start:type_name -> agentd.v1.ToolExecutionStart
-	17, // 7: agentd.v1.AgentEvent.tool_execution_update:type_name -> agentd.v1.ToolExecutionUpdate
-	18, // 8: agentd.v1.AgentEvent.tool_execution_end:type_name -> agentd.v1.ToolExecutionEnd
-	19, // 9: agentd.v1.AgentEvent.turn_end:type_name -> agentd.v1.TurnEnd
-	20, // 10: agentd.v1.AgentEvent.agent_end:type_name -> agentd.v1.AgentEnd
-	21, // 11: agentd.v1.AgentEvent.approval_requested:type_name -> agentd.v1.ApprovalRequested
-	22, // 12: agentd.v1.AgentEvent.tool_call_requested:type_name -> agentd.v1.ToolCallRequested
-	23, // 13: agentd.v1.AgentEvent.queue_update:type_name -> agentd.v1.QueueUpdate
-	24, // 14: agentd.v1.AgentEvent.error:type_name -> agentd.v1.AgentError
-	26, // 15: agentd.v1.MessageStart.message:type_name -> agentd.v1.AgentMessage
-	6,  // 16: agentd.v1.MessageUpdate.text_start:type_name -> agentd.v1.TextStart
-	7,  // 17: agentd.v1.MessageUpdate.text_delta:type_name -> agentd.v1.TextDelta
-	8,  // 18: agentd.v1.MessageUpdate.text_end:type_name -> agentd.v1.TextEnd
-	9,  // 19: agentd.v1.MessageUpdate.thinking_start:type_name -> agentd.v1.ThinkingStart
-	10, // 20: agentd.v1.MessageUpdate.thinking_delta:type_name -> agentd.v1.ThinkingDelta
-	11, // 21: agentd.v1.MessageUpdate.thinking_end:type_name -> agentd.v1.ThinkingEnd
-	12, // 22: agentd.v1.MessageUpdate.tool_call_start:type_name -> agentd.v1.ToolCallStart
-	13, // 23: agentd.v1.MessageUpdate.tool_call_delta:type_name -> agentd.v1.ToolCallDelta
-	14, // 24: agentd.v1.MessageUpdate.tool_call_end:type_name -> agentd.v1.ToolCallEnd
-	27, // 25: agentd.v1.ToolCallEnd.tool_call:type_name -> agentd.v1.ToolCall
-	26, // 26: agentd.v1.MessageEnd.message:type_name -> agentd.v1.AgentMessage
-	28, // 27: agentd.v1.ToolExecutionStart.arguments:type_name -> google.protobuf.Struct
-	29, // 28: agentd.v1.ToolExecutionUpdate.content:type_name -> agentd.v1.ContentBlock
-	30, // 29: agentd.v1.ToolExecutionUpdate.details:type_name -> google.protobuf.Value
-	31, // 30: agentd.v1.ToolExecutionEnd.result:type_name -> agentd.v1.ToolResultMessage
-	32, // 31: agentd.v1.TurnEnd.message:type_name -> agentd.v1.AssistantMessage
-	31, // 32: agentd.v1.TurnEnd.tool_results:type_name -> agentd.v1.ToolResultMessage
-	0,  // 33: agentd.v1.AgentEnd.outcome:type_name -> agentd.v1.RunOutcome
-	33, // 34: agentd.v1.AgentEnd.usage:type_name -> agentd.v1.Usage
-	28, // 35: agentd.v1.ApprovalRequested.arguments:type_name -> google.protobuf.Struct
-	25, // 36: agentd.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	28, // 37: agentd.v1.ToolCallRequested.arguments:type_name -> google.protobuf.Struct
-	25, // 38: agentd.v1.ToolCallRequested.deadline:type_name -> google.protobuf.Timestamp
-	26, // 39: agentd.v1.QueueUpdate.steering:type_name -> agentd.v1.AgentMessage
-	26, // 40: agentd.v1.QueueUpdate.follow_up:type_name -> agentd.v1.AgentMessage
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	29, // 0: agentd.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	6,  // 1: agentd.v1.AgentEvent.agent_start:type_name -> agentd.v1.AgentStart
+	7,  // 2: agentd.v1.AgentEvent.turn_start:type_name -> agentd.v1.TurnStart
+	8,  // 3: agentd.v1.AgentEvent.message_start:type_name -> agentd.v1.MessageStart
+	9,  // 4: agentd.v1.AgentEvent.message_update:type_name -> agentd.v1.MessageUpdate
+	19, // 5: agentd.v1.AgentEvent.message_end:type_name -> agentd.v1.MessageEnd
+	20, // 6: agentd.v1.AgentEvent.tool_execution_start:type_name -> agentd.v1.ToolExecutionStart
+	21, // 7: agentd.v1.AgentEvent.tool_execution_update:type_name -> agentd.v1.ToolExecutionUpdate
+	22, // 8: agentd.v1.AgentEvent.tool_execution_end:type_name -> agentd.v1.ToolExecutionEnd
+	23, // 9: agentd.v1.AgentEvent.turn_end:type_name -> agentd.v1.TurnEnd
+	24, // 10: agentd.v1.AgentEvent.agent_end:type_name -> agentd.v1.AgentEnd
+	25, // 11: agentd.v1.AgentEvent.approval_requested:type_name -> agentd.v1.ApprovalRequested
+	26, // 12: agentd.v1.AgentEvent.tool_call_requested:type_name -> agentd.v1.ToolCallRequested
+	27, // 13: agentd.v1.AgentEvent.queue_update:type_name -> agentd.v1.QueueUpdate
+	28, // 14: agentd.v1.AgentEvent.error:type_name -> agentd.v1.AgentError
+	2,  // 15: agentd.v1.AgentEvent.compaction_start:type_name -> agentd.v1.CompactionStart
+	3,  // 16: agentd.v1.AgentEvent.compaction_end:type_name -> agentd.v1.CompactionEnd
+	4,  // 17: agentd.v1.AgentEvent.context_requested:type_name -> agentd.v1.ContextRequested
+	30, // 18: agentd.v1.CompactionStart.reason:type_name -> agentd.v1.CompactionReason
+	30, // 19: agentd.v1.CompactionEnd.reason:type_name -> agentd.v1.CompactionReason
+	31, // 20: agentd.v1.CompactionEnd.summary:type_name -> agentd.v1.CompactionSummary
+	5,  // 21: agentd.v1.ContextRequested.items:type_name -> agentd.v1.ContextItem
+	29, // 22: agentd.v1.ContextRequested.deadline:type_name -> google.protobuf.Timestamp
+	32, // 23: agentd.v1.ContextItem.kind:type_name -> agentd.v1.MessageKind
+	33, // 24: agentd.v1.ContextItem.message:type_name -> agentd.v1.AgentMessage
+	33, // 25: agentd.v1.MessageStart.message:type_name -> agentd.v1.AgentMessage
+	10, // 26: agentd.v1.MessageUpdate.text_start:type_name -> agentd.v1.TextStart
+	11, // 27: agentd.v1.MessageUpdate.text_delta:type_name -> agentd.v1.TextDelta
+	12, // 28: agentd.v1.MessageUpdate.text_end:type_name -> agentd.v1.TextEnd
+	13, // 29: agentd.v1.MessageUpdate.thinking_start:type_name -> agentd.v1.ThinkingStart
+	14, // 30: agentd.v1.MessageUpdate.thinking_delta:type_name -> agentd.v1.ThinkingDelta
+	15, // 31: agentd.v1.MessageUpdate.thinking_end:type_name -> agentd.v1.ThinkingEnd
+	16, // 32: agentd.v1.MessageUpdate.tool_call_start:type_name -> agentd.v1.ToolCallStart
+	17, // 33: agentd.v1.MessageUpdate.tool_call_delta:type_name -> agentd.v1.ToolCallDelta
+	18, // 34: agentd.v1.MessageUpdate.tool_call_end:type_name -> agentd.v1.ToolCallEnd
+	34, // 35: agentd.v1.ToolCallEnd.tool_call:type_name -> agentd.v1.ToolCall
+	33, // 36: agentd.v1.MessageEnd.message:type_name -> agentd.v1.AgentMessage
+	35, // 37: agentd.v1.ToolExecutionStart.arguments:type_name -> google.protobuf.Struct
+	36, // 38: agentd.v1.ToolExecutionUpdate.content:type_name -> agentd.v1.ContentBlock
+	37, // 39: agentd.v1.ToolExecutionUpdate.details:type_name -> google.protobuf.Value
+	38, // 40: agentd.v1.ToolExecutionEnd.result:type_name -> agentd.v1.ToolResultMessage
+	39, // 41: agentd.v1.TurnEnd.message:type_name -> agentd.v1.AssistantMessage
+	38, // 42: agentd.v1.TurnEnd.tool_results:type_name -> agentd.v1.ToolResultMessage
+	0,  // 43: agentd.v1.AgentEnd.outcome:type_name -> agentd.v1.RunOutcome
+	40, // 44: agentd.v1.AgentEnd.usage:type_name -> agentd.v1.Usage
+	35, // 45: agentd.v1.ApprovalRequested.arguments:type_name -> google.protobuf.Struct
+	29, // 46: agentd.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	35, // 47: agentd.v1.ToolCallRequested.arguments:type_name -> google.protobuf.Struct
+	29, // 48: agentd.v1.ToolCallRequested.deadline:type_name -> google.protobuf.Timestamp
+	33, // 49: agentd.v1.QueueUpdate.steering:type_name -> agentd.v1.AgentMessage
+	33, // 50: agentd.v1.QueueUpdate.follow_up:type_name -> agentd.v1.AgentMessage
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_events_proto_init() }
@@ -2145,6 +2570,7 @@ func file_agentd_v1_events_proto_init() {
 	file_agentd_v1_agent_messages_proto_init()
 	file_agentd_v1_content_proto_init()
 	file_agentd_v1_messages_proto_init()
+	file_agentd_v1_session_proto_init()
 	file_agentd_v1_events_proto_msgTypes[0].OneofWrappers = []any{
 		(*AgentEvent_AgentStart)(nil),
 		(*AgentEvent_TurnStart)(nil),
@@ -2160,8 +2586,11 @@ func file_agentd_v1_events_proto_init() {
 		(*AgentEvent_ToolCallRequested)(nil),
 		(*AgentEvent_QueueUpdate)(nil),
 		(*AgentEvent_Error)(nil),
+		(*AgentEvent_CompactionStart)(nil),
+		(*AgentEvent_CompactionEnd)(nil),
+		(*AgentEvent_ContextRequested)(nil),
 	}
-	file_agentd_v1_events_proto_msgTypes[4].OneofWrappers = []any{
+	file_agentd_v1_events_proto_msgTypes[8].OneofWrappers = []any{
 		(*MessageUpdate_TextStart)(nil),
 		(*MessageUpdate_TextDelta)(nil),
 		(*MessageUpdate_TextEnd)(nil),
@@ -2178,7 +2607,7 @@ func file_agentd_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_events_proto_rawDesc), len(file_agentd_v1_events_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -9,6 +9,7 @@ package agentdv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
@@ -21,6 +22,427 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// UpdateSessionRequest is the input of UpdateSession.
+type UpdateSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The new values of the fields named in update_mask; other fields are
+	// ignored.
+	Config *SessionConfig `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	// The new title, when update_mask names "title".
+	Title string `protobuf:"bytes,3,opt,name=title,proto3" json:"title,omitempty"`
+	// The new labels (all of them), when update_mask names "labels".
+	Labels map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The fields to change: "title", "labels", or "config.<field>" for a
+	// field of SessionConfig, such as "config.model", "config.thinking_level",
+	// "config.system_prompt", "config.tools", "config.context_policy",
+	// "config.compaction" or "config.context_blocks"; "config" replaces the
+	// whole configuration. Required: at least one path. A named field that is
+	// unset in the request is cleared to its default. The new configuration
+	// is validated as CreateSession validates one.
+	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,5,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSessionRequest) Reset() {
+	*x = UpdateSessionRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSessionRequest) ProtoMessage() {}
+
+func (x *UpdateSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSessionRequest.ProtoReflect.Descriptor instead.
+func (*UpdateSessionRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *UpdateSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *UpdateSessionRequest) GetConfig() *SessionConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *UpdateSessionRequest) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *UpdateSessionRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *UpdateSessionRequest) GetUpdateMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.UpdateMask
+	}
+	return nil
+}
+
+// UpdateSessionResponse is the output of UpdateSession.
+type UpdateSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session as it is now.
+	Session *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// The entries the change wrote (ModelChange, ThinkingLevelChange); empty
+	// when neither changed.
+	Entries       []*Entry `protobuf:"bytes,2,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSessionResponse) Reset() {
+	*x = UpdateSessionResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSessionResponse) ProtoMessage() {}
+
+func (x *UpdateSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSessionResponse.ProtoReflect.Descriptor instead.
+func (*UpdateSessionResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *UpdateSessionResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *UpdateSessionResponse) GetEntries() []*Entry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// CompactRequest is the input of Compact.
+type CompactRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Extra instructions for the summarizer, such as "focus on the API
+	// design"; at most 4096 bytes.
+	Instructions string `protobuf:"bytes,2,opt,name=instructions,proto3" json:"instructions,omitempty"`
+	// A summary the client wrote itself (with its own model, in any
+	// language); when set no model is called. At most 1 MiB.
+	Summary string `protobuf:"bytes,3,opt,name=summary,proto3" json:"summary,omitempty"`
+	// Compute the cut point and token counts without summarizing or storing
+	// anything.
+	DryRun bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// About how many tokens of the newest history to keep verbatim; 0 means
+	// the session's CompactionSettings.keep_recent_tokens.
+	KeepRecentTokens int64 `protobuf:"varint,5,opt,name=keep_recent_tokens,json=keepRecentTokens,proto3" json:"keep_recent_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *CompactRequest) Reset() {
+	*x = CompactRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactRequest) ProtoMessage() {}
+
+func (x *CompactRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
+func (*CompactRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CompactRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *CompactRequest) GetInstructions() string {
+	if x != nil {
+		return x.Instructions
+	}
+	return ""
+}
+
+func (x *CompactRequest) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *CompactRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *CompactRequest) GetKeepRecentTokens() int64 {
+	if x != nil {
+		return x.KeepRecentTokens
+	}
+	return 0
+}
+
+// SubmitContextRequest is the input of SubmitContext.
+type SubmitContextRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The request_id of the context_requested event answered. Required.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The context in order: entries of the request to keep (by entry id, as
+	// the policies left them) and messages to inject. At least one.
+	Items         []*ContextSelection `protobuf:"bytes,3,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitContextRequest) Reset() {
+	*x = SubmitContextRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitContextRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitContextRequest) ProtoMessage() {}
+
+func (x *SubmitContextRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitContextRequest.ProtoReflect.Descriptor instead.
+func (*SubmitContextRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SubmitContextRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SubmitContextRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SubmitContextRequest) GetItems() []*ContextSelection {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// ContextSelection is one message of a SubmitContext answer.
+type ContextSelection struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exactly one is set.
+	//
+	// Types that are valid to be assigned to Item:
+	//
+	//	*ContextSelection_EntryId
+	//	*ContextSelection_Message
+	Item          isContextSelection_Item `protobuf_oneof:"item"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContextSelection) Reset() {
+	*x = ContextSelection{}
+	mi := &file_agentd_v1_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContextSelection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContextSelection) ProtoMessage() {}
+
+func (x *ContextSelection) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContextSelection.ProtoReflect.Descriptor instead.
+func (*ContextSelection) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ContextSelection) GetItem() isContextSelection_Item {
+	if x != nil {
+		return x.Item
+	}
+	return nil
+}
+
+func (x *ContextSelection) GetEntryId() string {
+	if x != nil {
+		if x, ok := x.Item.(*ContextSelection_EntryId); ok {
+			return x.EntryId
+		}
+	}
+	return ""
+}
+
+func (x *ContextSelection) GetMessage() *AgentMessage {
+	if x != nil {
+		if x, ok := x.Item.(*ContextSelection_Message); ok {
+			return x.Message
+		}
+	}
+	return nil
+}
+
+type isContextSelection_Item interface {
+	isContextSelection_Item()
+}
+
+type ContextSelection_EntryId struct {
+	// Keep this item of the context_requested event. Each at most once.
+	EntryId string `protobuf:"bytes,1,opt,name=entry_id,json=entryId,proto3,oneof"`
+}
+
+type ContextSelection_Message struct {
+	// Inject this message (for this call only; it is not stored). Validated
+	// as AppendMessages validates messages.
+	Message *AgentMessage `protobuf:"bytes,2,opt,name=message,proto3,oneof"`
+}
+
+func (*ContextSelection_EntryId) isContextSelection_Item() {}
+
+func (*ContextSelection_Message) isContextSelection_Item() {}
+
+// SubmitContextResponse is the output of SubmitContext.
+type SubmitContextResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitContextResponse) Reset() {
+	*x = SubmitContextResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitContextResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitContextResponse) ProtoMessage() {}
+
+func (x *SubmitContextResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitContextResponse.ProtoReflect.Descriptor instead.
+func (*SubmitContextResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{5}
+}
 
 // CreateSessionRequest is the input of CreateSession.
 type CreateSessionRequest struct {
@@ -38,7 +460,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[0]
+	mi := &file_agentd_v1_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -50,7 +472,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[0]
+	mi := &file_agentd_v1_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -63,7 +485,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{0}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateSessionRequest) GetConfig() *SessionConfig {
@@ -98,7 +520,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[1]
+	mi := &file_agentd_v1_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -110,7 +532,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[1]
+	mi := &file_agentd_v1_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -123,7 +545,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -144,7 +566,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[2]
+	mi := &file_agentd_v1_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -156,7 +578,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[2]
+	mi := &file_agentd_v1_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -169,7 +591,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -190,7 +612,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[3]
+	mi := &file_agentd_v1_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -202,7 +624,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[3]
+	mi := &file_agentd_v1_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -215,7 +637,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -240,7 +662,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[4]
+	mi := &file_agentd_v1_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -252,7 +674,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[4]
+	mi := &file_agentd_v1_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -265,7 +687,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListSessionsRequest) GetPageSize() int32 {
@@ -302,7 +724,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[5]
+	mi := &file_agentd_v1_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -314,7 +736,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[5]
+	mi := &file_agentd_v1_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -327,7 +749,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -357,7 +779,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[6]
+	mi := &file_agentd_v1_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -369,7 +791,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[6]
+	mi := &file_agentd_v1_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -382,7 +804,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -408,7 +830,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[7]
+	mi := &file_agentd_v1_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -420,7 +842,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[7]
+	mi := &file_agentd_v1_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -433,7 +855,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{13}
 }
 
 // PromptRequest is the input of Prompt.
@@ -457,7 +879,7 @@ type PromptRequest struct {
 
 func (x *PromptRequest) Reset() {
 	*x = PromptRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[8]
+	mi := &file_agentd_v1_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +891,7 @@ func (x *PromptRequest) String() string {
 func (*PromptRequest) ProtoMessage() {}
 
 func (x *PromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[8]
+	mi := &file_agentd_v1_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +904,7 @@ func (x *PromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptRequest.ProtoReflect.Descriptor instead.
 func (*PromptRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PromptRequest) GetSessionId() string {
@@ -528,7 +950,7 @@ type ContinueRequest struct {
 
 func (x *ContinueRequest) Reset() {
 	*x = ContinueRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[9]
+	mi := &file_agentd_v1_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +962,7 @@ func (x *ContinueRequest) String() string {
 func (*ContinueRequest) ProtoMessage() {}
 
 func (x *ContinueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[9]
+	mi := &file_agentd_v1_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +975,7 @@ func (x *ContinueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContinueRequest.ProtoReflect.Descriptor instead.
 func (*ContinueRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ContinueRequest) GetSessionId() string {
@@ -590,7 +1012,7 @@ type SteerRequest struct {
 
 func (x *SteerRequest) Reset() {
 	*x = SteerRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[10]
+	mi := &file_agentd_v1_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -602,7 +1024,7 @@ func (x *SteerRequest) String() string {
 func (*SteerRequest) ProtoMessage() {}
 
 func (x *SteerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[10]
+	mi := &file_agentd_v1_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -615,7 +1037,7 @@ func (x *SteerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerRequest.ProtoReflect.Descriptor instead.
 func (*SteerRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SteerRequest) GetSessionId() string {
@@ -643,7 +1065,7 @@ type SteerResponse struct {
 
 func (x *SteerResponse) Reset() {
 	*x = SteerResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[11]
+	mi := &file_agentd_v1_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -655,7 +1077,7 @@ func (x *SteerResponse) String() string {
 func (*SteerResponse) ProtoMessage() {}
 
 func (x *SteerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[11]
+	mi := &file_agentd_v1_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -668,7 +1090,7 @@ func (x *SteerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerResponse.ProtoReflect.Descriptor instead.
 func (*SteerResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SteerResponse) GetQueued() uint32 {
@@ -691,7 +1113,7 @@ type FollowUpRequest struct {
 
 func (x *FollowUpRequest) Reset() {
 	*x = FollowUpRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +1125,7 @@ func (x *FollowUpRequest) String() string {
 func (*FollowUpRequest) ProtoMessage() {}
 
 func (x *FollowUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +1138,7 @@ func (x *FollowUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowUpRequest.ProtoReflect.Descriptor instead.
 func (*FollowUpRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FollowUpRequest) GetSessionId() string {
@@ -744,7 +1166,7 @@ type FollowUpResponse struct {
 
 func (x *FollowUpResponse) Reset() {
 	*x = FollowUpResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +1178,7 @@ func (x *FollowUpResponse) String() string {
 func (*FollowUpResponse) ProtoMessage() {}
 
 func (x *FollowUpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +1191,7 @@ func (x *FollowUpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowUpResponse.ProtoReflect.Descriptor instead.
 func (*FollowUpResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FollowUpResponse) GetQueued() uint32 {
@@ -793,7 +1215,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +1227,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +1240,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AbortRequest) GetSessionId() string {
@@ -846,7 +1268,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +1280,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +1293,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AbortResponse) GetRunId() string {
@@ -896,7 +1318,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +1330,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1343,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *AttachRequest) GetSessionId() string {
@@ -964,7 +1386,7 @@ type SubmitToolResultRequest struct {
 
 func (x *SubmitToolResultRequest) Reset() {
 	*x = SubmitToolResultRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1398,7 @@ func (x *SubmitToolResultRequest) String() string {
 func (*SubmitToolResultRequest) ProtoMessage() {}
 
 func (x *SubmitToolResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1411,7 @@ func (x *SubmitToolResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitToolResultRequest.ProtoReflect.Descriptor instead.
 func (*SubmitToolResultRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SubmitToolResultRequest) GetSessionId() string {
@@ -1036,7 +1458,7 @@ type SubmitToolResultResponse struct {
 
 func (x *SubmitToolResultResponse) Reset() {
 	*x = SubmitToolResultResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1470,7 @@ func (x *SubmitToolResultResponse) String() string {
 func (*SubmitToolResultResponse) ProtoMessage() {}
 
 func (x *SubmitToolResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1483,7 @@ func (x *SubmitToolResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitToolResultResponse.ProtoReflect.Descriptor instead.
 func (*SubmitToolResultResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
 // ResolveApprovalRequest is the input of ResolveApproval.
@@ -1084,7 +1506,7 @@ type ResolveApprovalRequest struct {
 
 func (x *ResolveApprovalRequest) Reset() {
 	*x = ResolveApprovalRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1518,7 @@ func (x *ResolveApprovalRequest) String() string {
 func (*ResolveApprovalRequest) ProtoMessage() {}
 
 func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1531,7 @@ func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResolveApprovalRequest) GetSessionId() string {
@@ -1156,7 +1578,7 @@ type ResolveApprovalResponse struct {
 
 func (x *ResolveApprovalResponse) Reset() {
 	*x = ResolveApprovalResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1590,7 @@ func (x *ResolveApprovalResponse) String() string {
 func (*ResolveApprovalResponse) ProtoMessage() {}
 
 func (x *ResolveApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1603,7 @@ func (x *ResolveApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalResponse.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{26}
 }
 
 // AppendMessagesRequest is the input of AppendMessages.
@@ -1198,7 +1620,7 @@ type AppendMessagesRequest struct {
 
 func (x *AppendMessagesRequest) Reset() {
 	*x = AppendMessagesRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1210,7 +1632,7 @@ func (x *AppendMessagesRequest) String() string {
 func (*AppendMessagesRequest) ProtoMessage() {}
 
 func (x *AppendMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1223,7 +1645,7 @@ func (x *AppendMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AppendMessagesRequest) GetSessionId() string {
@@ -1251,7 +1673,7 @@ type AppendMessagesResponse struct {
 
 func (x *AppendMessagesResponse) Reset() {
 	*x = AppendMessagesResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1685,7 @@ func (x *AppendMessagesResponse) String() string {
 func (*AppendMessagesResponse) ProtoMessage() {}
 
 func (x *AppendMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1698,7 @@ func (x *AppendMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{22}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AppendMessagesResponse) GetEntries() []*Entry {
@@ -1301,7 +1723,7 @@ type GetTranscriptRequest struct {
 
 func (x *GetTranscriptRequest) Reset() {
 	*x = GetTranscriptRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1735,7 @@ func (x *GetTranscriptRequest) String() string {
 func (*GetTranscriptRequest) ProtoMessage() {}
 
 func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1748,7 @@ func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptRequest.ProtoReflect.Descriptor instead.
 func (*GetTranscriptRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{23}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetTranscriptRequest) GetSessionId() string {
@@ -1363,7 +1785,7 @@ type GetTranscriptResponse struct {
 
 func (x *GetTranscriptResponse) Reset() {
 	*x = GetTranscriptResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1797,7 @@ func (x *GetTranscriptResponse) String() string {
 func (*GetTranscriptResponse) ProtoMessage() {}
 
 func (x *GetTranscriptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1810,7 @@ func (x *GetTranscriptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptResponse.ProtoReflect.Descriptor instead.
 func (*GetTranscriptResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{24}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetTranscriptResponse) GetEntries() []*Entry {
@@ -1416,7 +1838,7 @@ type GetContextRequest struct {
 
 func (x *GetContextRequest) Reset() {
 	*x = GetContextRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1850,7 @@ func (x *GetContextRequest) String() string {
 func (*GetContextRequest) ProtoMessage() {}
 
 func (x *GetContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1863,7 @@ func (x *GetContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextRequest.ProtoReflect.Descriptor instead.
 func (*GetContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{25}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetContextRequest) GetSessionId() string {
@@ -1454,15 +1876,34 @@ func (x *GetContextRequest) GetSessionId() string {
 // GetContextResponse is the output of GetContext.
 type GetContextResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// What the next model call would receive.
-	Context       *Context `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
+	// What the next model call would receive: the compacted transcript after
+	// the context policies and context blocks, converted and replayed for the
+	// session's model. The context hook is not asked. Tool results carry no
+	// details (the model never sees them; GetTranscript has them).
+	Context *Context `protobuf:"bytes,1,opt,name=context,proto3" json:"context,omitempty"`
+	// The estimated size of each message of context.messages, in the same
+	// order (about four characters per token, an image as 1200).
+	MessageTokens []int64 `protobuf:"varint,2,rep,packed,name=message_tokens,json=messageTokens,proto3" json:"message_tokens,omitempty"`
+	// The estimated size of the next call's context: the last answer's
+	// reported usage plus an estimate of the messages after it (pi's
+	// estimateContextTokens); the sum of message_tokens when no answer
+	// reported usage.
+	TotalTokens int64 `protobuf:"varint,3,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
+	// The session model's context window in tokens.
+	ContextWindow int64 `protobuf:"varint,4,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
+	// The estimate above which the next call compacts first: context_window
+	// minus the reserve.
+	CompactionThreshold int64 `protobuf:"varint,5,opt,name=compaction_threshold,json=compactionThreshold,proto3" json:"compaction_threshold,omitempty"`
+	// Whether the next model call would compact first (total_tokens passes
+	// compaction_threshold and automatic compaction is on).
+	WouldCompact  bool `protobuf:"varint,6,opt,name=would_compact,json=wouldCompact,proto3" json:"would_compact,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetContextResponse) Reset() {
 	*x = GetContextResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1915,7 @@ func (x *GetContextResponse) String() string {
 func (*GetContextResponse) ProtoMessage() {}
 
 func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1928,7 @@ func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextResponse.ProtoReflect.Descriptor instead.
 func (*GetContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{26}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetContextResponse) GetContext() *Context {
@@ -1495,6 +1936,41 @@ func (x *GetContextResponse) GetContext() *Context {
 		return x.Context
 	}
 	return nil
+}
+
+func (x *GetContextResponse) GetMessageTokens() []int64 {
+	if x != nil {
+		return x.MessageTokens
+	}
+	return nil
+}
+
+func (x *GetContextResponse) GetTotalTokens() int64 {
+	if x != nil {
+		return x.TotalTokens
+	}
+	return 0
+}
+
+func (x *GetContextResponse) GetContextWindow() int64 {
+	if x != nil {
+		return x.ContextWindow
+	}
+	return 0
+}
+
+func (x *GetContextResponse) GetCompactionThreshold() int64 {
+	if x != nil {
+		return x.CompactionThreshold
+	}
+	return 0
+}
+
+func (x *GetContextResponse) GetWouldCompact() bool {
+	if x != nil {
+		return x.WouldCompact
+	}
+	return false
 }
 
 // ListModelsRequest is the input of ListModels.
@@ -1506,7 +1982,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1994,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +2007,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{27}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 // ListModelsResponse is the output of ListModels.
@@ -1545,7 +2021,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +2033,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +2046,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -1584,7 +2060,39 @@ var File_agentd_v1_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x17agentd/v1/service.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x16agentd/v1/events.proto\x1a\x17agentd/v1/session.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xde\x01\n" +
+	"\x17agentd/v1/service.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x16agentd/v1/events.proto\x1a\x17agentd/v1/session.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xba\x02\n" +
+	"\x14UpdateSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x120\n" +
+	"\x06config\x18\x02 \x01(\v2\x18.agentd.v1.SessionConfigR\x06config\x12\x14\n" +
+	"\x05title\x18\x03 \x01(\tR\x05title\x12C\n" +
+	"\x06labels\x18\x04 \x03(\v2+.agentd.v1.UpdateSessionRequest.LabelsEntryR\x06labels\x12;\n" +
+	"\vupdate_mask\x18\x05 \x01(\v2\x1a.google.protobuf.FieldMaskR\n" +
+	"updateMask\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"q\n" +
+	"\x15UpdateSessionResponse\x12,\n" +
+	"\asession\x18\x01 \x01(\v2\x12.agentd.v1.SessionR\asession\x12*\n" +
+	"\aentries\x18\x02 \x03(\v2\x10.agentd.v1.EntryR\aentries\"\xb4\x01\n" +
+	"\x0eCompactRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\"\n" +
+	"\finstructions\x18\x02 \x01(\tR\finstructions\x12\x18\n" +
+	"\asummary\x18\x03 \x01(\tR\asummary\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\x12,\n" +
+	"\x12keep_recent_tokens\x18\x05 \x01(\x03R\x10keepRecentTokens\"\x87\x01\n" +
+	"\x14SubmitContextRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x121\n" +
+	"\x05items\x18\x03 \x03(\v2\x1b.agentd.v1.ContextSelectionR\x05items\"l\n" +
+	"\x10ContextSelection\x12\x1b\n" +
+	"\bentry_id\x18\x01 \x01(\tH\x00R\aentryId\x123\n" +
+	"\amessage\x18\x02 \x01(\v2\x17.agentd.v1.AgentMessageH\x00R\amessageB\x06\n" +
+	"\x04item\"\x17\n" +
+	"\x15SubmitContextResponse\"\xde\x01\n" +
 	"\x14CreateSessionRequest\x120\n" +
 	"\x06config\x18\x01 \x01(\v2\x18.agentd.v1.SessionConfigR\x06config\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12C\n" +
@@ -1687,12 +2195,17 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"2\n" +
 	"\x11GetContextRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"B\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\x8b\x02\n" +
 	"\x12GetContextResponse\x12,\n" +
-	"\acontext\x18\x01 \x01(\v2\x12.agentd.v1.ContextR\acontext\"\x13\n" +
+	"\acontext\x18\x01 \x01(\v2\x12.agentd.v1.ContextR\acontext\x12%\n" +
+	"\x0emessage_tokens\x18\x02 \x03(\x03R\rmessageTokens\x12!\n" +
+	"\ftotal_tokens\x18\x03 \x01(\x03R\vtotalTokens\x12%\n" +
+	"\x0econtext_window\x18\x04 \x01(\x03R\rcontextWindow\x121\n" +
+	"\x14compaction_threshold\x18\x05 \x01(\x03R\x13compactionThreshold\x12#\n" +
+	"\rwould_compact\x18\x06 \x01(\bR\fwouldCompact\"\x13\n" +
 	"\x11ListModelsRequest\">\n" +
 	"\x12ListModelsResponse\x12(\n" +
-	"\x06models\x18\x01 \x03(\v2\x10.agentd.v1.ModelR\x06models2\xc2\t\n" +
+	"\x06models\x18\x01 \x03(\v2\x10.agentd.v1.ModelR\x06models2\xa9\v\n" +
 	"\fAgentService\x12R\n" +
 	"\rCreateSession\x12\x1f.agentd.v1.CreateSessionRequest\x1a .agentd.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -1712,7 +2225,10 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"GetContext\x12\x1c.agentd.v1.GetContextRequest\x1a\x1d.agentd.v1.GetContextResponse\x12I\n" +
 	"\n" +
-	"ListModels\x12\x1c.agentd.v1.ListModelsRequest\x1a\x1d.agentd.v1.ListModelsResponseB4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
+	"ListModels\x12\x1c.agentd.v1.ListModelsRequest\x1a\x1d.agentd.v1.ListModelsResponse\x12R\n" +
+	"\rUpdateSession\x12\x1f.agentd.v1.UpdateSessionRequest\x1a .agentd.v1.UpdateSessionResponse\x12=\n" +
+	"\aCompact\x12\x19.agentd.v1.CompactRequest\x1a\x15.agentd.v1.AgentEvent0\x01\x12R\n" +
+	"\rSubmitContext\x12\x1f.agentd.v1.SubmitContextRequest\x1a .agentd.v1.SubmitContextResponseB4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
 
 var (
 	file_agentd_v1_service_proto_rawDescOnce sync.Once
@@ -1726,105 +2242,126 @@ func file_agentd_v1_service_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_service_proto_rawDescData
 }
 
-var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_agentd_v1_service_proto_goTypes = []any{
-	(*CreateSessionRequest)(nil),     // 0: agentd.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),    // 1: agentd.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),        // 2: agentd.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),       // 3: agentd.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),      // 4: agentd.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 5: agentd.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),     // 6: agentd.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),    // 7: agentd.v1.DeleteSessionResponse
-	(*PromptRequest)(nil),            // 8: agentd.v1.PromptRequest
-	(*ContinueRequest)(nil),          // 9: agentd.v1.ContinueRequest
-	(*SteerRequest)(nil),             // 10: agentd.v1.SteerRequest
-	(*SteerResponse)(nil),            // 11: agentd.v1.SteerResponse
-	(*FollowUpRequest)(nil),          // 12: agentd.v1.FollowUpRequest
-	(*FollowUpResponse)(nil),         // 13: agentd.v1.FollowUpResponse
-	(*AbortRequest)(nil),             // 14: agentd.v1.AbortRequest
-	(*AbortResponse)(nil),            // 15: agentd.v1.AbortResponse
-	(*AttachRequest)(nil),            // 16: agentd.v1.AttachRequest
-	(*SubmitToolResultRequest)(nil),  // 17: agentd.v1.SubmitToolResultRequest
-	(*SubmitToolResultResponse)(nil), // 18: agentd.v1.SubmitToolResultResponse
-	(*ResolveApprovalRequest)(nil),   // 19: agentd.v1.ResolveApprovalRequest
-	(*ResolveApprovalResponse)(nil),  // 20: agentd.v1.ResolveApprovalResponse
-	(*AppendMessagesRequest)(nil),    // 21: agentd.v1.AppendMessagesRequest
-	(*AppendMessagesResponse)(nil),   // 22: agentd.v1.AppendMessagesResponse
-	(*GetTranscriptRequest)(nil),     // 23: agentd.v1.GetTranscriptRequest
-	(*GetTranscriptResponse)(nil),    // 24: agentd.v1.GetTranscriptResponse
-	(*GetContextRequest)(nil),        // 25: agentd.v1.GetContextRequest
-	(*GetContextResponse)(nil),       // 26: agentd.v1.GetContextResponse
-	(*ListModelsRequest)(nil),        // 27: agentd.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),       // 28: agentd.v1.ListModelsResponse
-	nil,                              // 29: agentd.v1.CreateSessionRequest.LabelsEntry
-	nil,                              // 30: agentd.v1.ListSessionsRequest.LabelFilterEntry
-	(*SessionConfig)(nil),            // 31: agentd.v1.SessionConfig
-	(*Session)(nil),                  // 32: agentd.v1.Session
-	(*ContentBlock)(nil),             // 33: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),           // 34: google.protobuf.Value
-	(ApprovalDecision)(0),            // 35: agentd.v1.ApprovalDecision
-	(*AgentMessage)(nil),             // 36: agentd.v1.AgentMessage
-	(*Entry)(nil),                    // 37: agentd.v1.Entry
-	(*Context)(nil),                  // 38: agentd.v1.Context
-	(*Model)(nil),                    // 39: agentd.v1.Model
-	(*AgentEvent)(nil),               // 40: agentd.v1.AgentEvent
+	(*UpdateSessionRequest)(nil),     // 0: agentd.v1.UpdateSessionRequest
+	(*UpdateSessionResponse)(nil),    // 1: agentd.v1.UpdateSessionResponse
+	(*CompactRequest)(nil),           // 2: agentd.v1.CompactRequest
+	(*SubmitContextRequest)(nil),     // 3: agentd.v1.SubmitContextRequest
+	(*ContextSelection)(nil),         // 4: agentd.v1.ContextSelection
+	(*SubmitContextResponse)(nil),    // 5: agentd.v1.SubmitContextResponse
+	(*CreateSessionRequest)(nil),     // 6: agentd.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),    // 7: agentd.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),        // 8: agentd.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),       // 9: agentd.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),      // 10: agentd.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 11: agentd.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),     // 12: agentd.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),    // 13: agentd.v1.DeleteSessionResponse
+	(*PromptRequest)(nil),            // 14: agentd.v1.PromptRequest
+	(*ContinueRequest)(nil),          // 15: agentd.v1.ContinueRequest
+	(*SteerRequest)(nil),             // 16: agentd.v1.SteerRequest
+	(*SteerResponse)(nil),            // 17: agentd.v1.SteerResponse
+	(*FollowUpRequest)(nil),          // 18: agentd.v1.FollowUpRequest
+	(*FollowUpResponse)(nil),         // 19: agentd.v1.FollowUpResponse
+	(*AbortRequest)(nil),             // 20: agentd.v1.AbortRequest
+	(*AbortResponse)(nil),            // 21: agentd.v1.AbortResponse
+	(*AttachRequest)(nil),            // 22: agentd.v1.AttachRequest
+	(*SubmitToolResultRequest)(nil),  // 23: agentd.v1.SubmitToolResultRequest
+	(*SubmitToolResultResponse)(nil), // 24: agentd.v1.SubmitToolResultResponse
+	(*ResolveApprovalRequest)(nil),   // 25: agentd.v1.ResolveApprovalRequest
+	(*ResolveApprovalResponse)(nil),  // 26: agentd.v1.ResolveApprovalResponse
+	(*AppendMessagesRequest)(nil),    // 27: agentd.v1.AppendMessagesRequest
+	(*AppendMessagesResponse)(nil),   // 28: agentd.v1.AppendMessagesResponse
+	(*GetTranscriptRequest)(nil),     // 29: agentd.v1.GetTranscriptRequest
+	(*GetTranscriptResponse)(nil),    // 30: agentd.v1.GetTranscriptResponse
+	(*GetContextRequest)(nil),        // 31: agentd.v1.GetContextRequest
+	(*GetContextResponse)(nil),       // 32: agentd.v1.GetContextResponse
+	(*ListModelsRequest)(nil),        // 33: agentd.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),       // 34: agentd.v1.ListModelsResponse
+	nil,                              // 35: agentd.v1.UpdateSessionRequest.LabelsEntry
+	nil,                              // 36: agentd.v1.CreateSessionRequest.LabelsEntry
+	nil,                              // 37: agentd.v1.ListSessionsRequest.LabelFilterEntry
+	(*SessionConfig)(nil),            // 38: agentd.v1.SessionConfig
+	(*fieldmaskpb.FieldMask)(nil),    // 39: google.protobuf.FieldMask
+	(*Session)(nil),                  // 40: agentd.v1.Session
+	(*Entry)(nil),                    // 41: agentd.v1.Entry
+	(*AgentMessage)(nil),             // 42: agentd.v1.AgentMessage
+	(*ContentBlock)(nil),             // 43: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),           // 44: google.protobuf.Value
+	(ApprovalDecision)(0),            // 45: agentd.v1.ApprovalDecision
+	(*Context)(nil),                  // 46: agentd.v1.Context
+	(*Model)(nil),                    // 47: agentd.v1.Model
+	(*AgentEvent)(nil),               // 48: agentd.v1.AgentEvent
 }
 var file_agentd_v1_service_proto_depIdxs = []int32{
-	31, // 0: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	29, // 1: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
-	32, // 2: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
-	32, // 3: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
-	30, // 4: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
-	32, // 5: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
-	33, // 6: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
-	33, // 7: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
-	33, // 8: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
-	33, // 9: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
-	34, // 10: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
-	35, // 11: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
-	36, // 12: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
-	37, // 13: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
-	37, // 14: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
-	38, // 15: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
-	39, // 16: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
-	0,  // 17: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
-	2,  // 18: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
-	4,  // 19: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
-	6,  // 20: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
-	8,  // 21: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
-	9,  // 22: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
-	10, // 23: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
-	12, // 24: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
-	14, // 25: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
-	16, // 26: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
-	17, // 27: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
-	19, // 28: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
-	21, // 29: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
-	23, // 30: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
-	25, // 31: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
-	27, // 32: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
-	1,  // 33: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
-	3,  // 34: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
-	5,  // 35: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
-	7,  // 36: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
-	40, // 37: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
-	40, // 38: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
-	11, // 39: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
-	13, // 40: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
-	15, // 41: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
-	40, // 42: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
-	18, // 43: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
-	20, // 44: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
-	22, // 45: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
-	24, // 46: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
-	26, // 47: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
-	28, // 48: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
-	33, // [33:49] is the sub-list for method output_type
-	17, // [17:33] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	38, // 0: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	35, // 1: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
+	39, // 2: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
+	40, // 3: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
+	41, // 4: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
+	4,  // 5: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
+	42, // 6: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
+	38, // 7: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	36, // 8: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
+	40, // 9: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
+	40, // 10: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
+	37, // 11: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
+	40, // 12: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
+	43, // 13: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
+	43, // 14: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
+	43, // 15: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
+	43, // 16: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
+	44, // 17: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
+	45, // 18: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
+	42, // 19: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
+	41, // 20: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
+	41, // 21: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
+	46, // 22: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
+	47, // 23: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
+	6,  // 24: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
+	8,  // 25: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
+	10, // 26: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
+	12, // 27: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
+	14, // 28: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
+	15, // 29: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
+	16, // 30: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
+	18, // 31: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
+	20, // 32: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
+	22, // 33: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
+	23, // 34: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
+	25, // 35: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
+	27, // 36: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
+	29, // 37: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
+	31, // 38: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
+	33, // 39: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
+	0,  // 40: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
+	2,  // 41: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
+	3,  // 42: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
+	7,  // 43: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
+	9,  // 44: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
+	11, // 45: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
+	13, // 46: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
+	48, // 47: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
+	48, // 48: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
+	17, // 49: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
+	19, // 50: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
+	21, // 51: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
+	48, // 52: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
+	24, // 53: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
+	26, // 54: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
+	28, // 55: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
+	30, // 56: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
+	32, // 57: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
+	34, // 58: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
+	1,  // 59: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
+	48, // 60: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
+	5,  // 61: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
+	43, // [43:62] is the sub-list for method output_type
+	24, // [24:43] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_service_proto_init() }
@@ -1836,13 +2373,17 @@ func file_agentd_v1_service_proto_init() {
 	file_agentd_v1_content_proto_init()
 	file_agentd_v1_events_proto_init()
 	file_agentd_v1_session_proto_init()
+	file_agentd_v1_service_proto_msgTypes[4].OneofWrappers = []any{
+		(*ContextSelection_EntryId)(nil),
+		(*ContextSelection_Message)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_service_proto_rawDesc), len(file_agentd_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

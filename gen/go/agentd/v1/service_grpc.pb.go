@@ -35,6 +35,9 @@ const (
 	AgentService_GetTranscript_FullMethodName    = "/agentd.v1.AgentService/GetTranscript"
 	AgentService_GetContext_FullMethodName       = "/agentd.v1.AgentService/GetContext"
 	AgentService_ListModels_FullMethodName       = "/agentd.v1.AgentService/ListModels"
+	AgentService_UpdateSession_FullMethodName    = "/agentd.v1.AgentService/UpdateSession"
+	AgentService_Compact_FullMethodName          = "/agentd.v1.AgentService/Compact"
+	AgentService_SubmitContext_FullMethodName    = "/agentd.v1.AgentService/SubmitContext"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -101,6 +104,27 @@ type AgentServiceClient interface {
 	GetContext(ctx context.Context, in *GetContextRequest, opts ...grpc.CallOption) (*GetContextResponse, error)
 	// ListModels lists the models agentd knows and whether each is usable.
 	ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error)
+	// UpdateSession changes an idle session's configuration, title or labels:
+	// the fields named in update_mask. A change of model or thinking level is
+	// also written to the transcript (a ModelChange or ThinkingLevelChange
+	// entry), so the transcript says which model answered what. Refused with
+	// FAILED_PRECONDITION while a run is active.
+	UpdateSession(ctx context.Context, in *UpdateSessionRequest, opts ...grpc.CallOption) (*UpdateSessionResponse, error)
+	// Compact summarizes the older part of an idle session's conversation
+	// into a CompactionSummary entry, which replaces it in every later model
+	// context; the summarized entries stay in the transcript. It streams
+	// compaction_start and compaction_end (seq 1 and 2, run_id empty); a dry
+	// run streams only compaction_end with the cut point and token counts.
+	// FAILED_PRECONDITION while a run is active or when there is nothing to
+	// compact. A failing summarizer ends the stream with compaction_end
+	// carrying error_message, not with an RPC error.
+	Compact(ctx context.Context, in *CompactRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AgentEvent], error)
+	// SubmitContext answers a context_requested event of the session's
+	// active run: the context the model call gets, as entries of the request
+	// to keep, in order, and messages to inject. The answer is validated like
+	// AppendMessages content; a bad answer is refused with INVALID_ARGUMENT
+	// and the call goes ahead with the policies' result.
+	SubmitContext(ctx context.Context, in *SubmitContextRequest, opts ...grpc.CallOption) (*SubmitContextResponse, error)
 }
 
 type agentServiceClient struct {
@@ -298,6 +322,45 @@ func (c *agentServiceClient) ListModels(ctx context.Context, in *ListModelsReque
 	return out, nil
 }
 
+func (c *agentServiceClient) UpdateSession(ctx context.Context, in *UpdateSessionRequest, opts ...grpc.CallOption) (*UpdateSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateSessionResponse)
+	err := c.cc.Invoke(ctx, AgentService_UpdateSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) Compact(ctx context.Context, in *CompactRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AgentEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[3], AgentService_Compact_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CompactRequest, AgentEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_CompactClient = grpc.ServerStreamingClient[AgentEvent]
+
+func (c *agentServiceClient) SubmitContext(ctx context.Context, in *SubmitContextRequest, opts ...grpc.CallOption) (*SubmitContextResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubmitContextResponse)
+	err := c.cc.Invoke(ctx, AgentService_SubmitContext_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -362,6 +425,27 @@ type AgentServiceServer interface {
 	GetContext(context.Context, *GetContextRequest) (*GetContextResponse, error)
 	// ListModels lists the models agentd knows and whether each is usable.
 	ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error)
+	// UpdateSession changes an idle session's configuration, title or labels:
+	// the fields named in update_mask. A change of model or thinking level is
+	// also written to the transcript (a ModelChange or ThinkingLevelChange
+	// entry), so the transcript says which model answered what. Refused with
+	// FAILED_PRECONDITION while a run is active.
+	UpdateSession(context.Context, *UpdateSessionRequest) (*UpdateSessionResponse, error)
+	// Compact summarizes the older part of an idle session's conversation
+	// into a CompactionSummary entry, which replaces it in every later model
+	// context; the summarized entries stay in the transcript. It streams
+	// compaction_start and compaction_end (seq 1 and 2, run_id empty); a dry
+	// run streams only compaction_end with the cut point and token counts.
+	// FAILED_PRECONDITION while a run is active or when there is nothing to
+	// compact. A failing summarizer ends the stream with compaction_end
+	// carrying error_message, not with an RPC error.
+	Compact(*CompactRequest, grpc.ServerStreamingServer[AgentEvent]) error
+	// SubmitContext answers a context_requested event of the session's
+	// active run: the context the model call gets, as entries of the request
+	// to keep, in order, and messages to inject. The answer is validated like
+	// AppendMessages content; a bad answer is refused with INVALID_ARGUMENT
+	// and the call goes ahead with the policies' result.
+	SubmitContext(context.Context, *SubmitContextRequest) (*SubmitContextResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -419,6 +503,15 @@ func (UnimplementedAgentServiceServer) GetContext(context.Context, *GetContextRe
 }
 func (UnimplementedAgentServiceServer) ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListModels not implemented")
+}
+func (UnimplementedAgentServiceServer) UpdateSession(context.Context, *UpdateSessionRequest) (*UpdateSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateSession not implemented")
+}
+func (UnimplementedAgentServiceServer) Compact(*CompactRequest, grpc.ServerStreamingServer[AgentEvent]) error {
+	return status.Error(codes.Unimplemented, "method Compact not implemented")
+}
+func (UnimplementedAgentServiceServer) SubmitContext(context.Context, *SubmitContextRequest) (*SubmitContextResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SubmitContext not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -708,6 +801,53 @@ func _AgentService_ListModels_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_UpdateSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).UpdateSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_UpdateSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).UpdateSession(ctx, req.(*UpdateSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_Compact_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(CompactRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentServiceServer).Compact(m, &grpc.GenericServerStream[CompactRequest, AgentEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_CompactServer = grpc.ServerStreamingServer[AgentEvent]
+
+func _AgentService_SubmitContext_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubmitContextRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).SubmitContext(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_SubmitContext_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).SubmitContext(ctx, req.(*SubmitContextRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -767,6 +907,14 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ListModels",
 			Handler:    _AgentService_ListModels_Handler,
 		},
+		{
+			MethodName: "UpdateSession",
+			Handler:    _AgentService_UpdateSession_Handler,
+		},
+		{
+			MethodName: "SubmitContext",
+			Handler:    _AgentService_SubmitContext_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -782,6 +930,11 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Attach",
 			Handler:       _AgentService_Attach_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Compact",
+			Handler:       _AgentService_Compact_Handler,
 			ServerStreams: true,
 		},
 	},

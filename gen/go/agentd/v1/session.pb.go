@@ -242,6 +242,88 @@ func (QueueMode) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_v1_session_proto_rawDescGZIP(), []int{3}
 }
 
+// MessageKind names a kind of AgentMessage; its number is the field number
+// of that kind in AgentMessage.kind.
+type MessageKind int32
+
+const (
+	// Unknown.
+	MessageKind_MESSAGE_KIND_UNSPECIFIED MessageKind = 0
+	// UserMessage.
+	MessageKind_MESSAGE_KIND_USER MessageKind = 1
+	// AssistantMessage.
+	MessageKind_MESSAGE_KIND_ASSISTANT MessageKind = 2
+	// ToolResultMessage.
+	MessageKind_MESSAGE_KIND_TOOL_RESULT MessageKind = 3
+	// ApprovalNotice.
+	MessageKind_MESSAGE_KIND_APPROVAL_NOTICE MessageKind = 4
+	// BashExecution.
+	MessageKind_MESSAGE_KIND_BASH_EXECUTION MessageKind = 5
+	// CustomMessage.
+	MessageKind_MESSAGE_KIND_CUSTOM MessageKind = 6
+	// BranchSummary.
+	MessageKind_MESSAGE_KIND_BRANCH_SUMMARY MessageKind = 7
+	// CompactionSummary.
+	MessageKind_MESSAGE_KIND_COMPACTION_SUMMARY MessageKind = 8
+	// Extension.
+	MessageKind_MESSAGE_KIND_EXTENSION MessageKind = 9
+)
+
+// Enum value maps for MessageKind.
+var (
+	MessageKind_name = map[int32]string{
+		0: "MESSAGE_KIND_UNSPECIFIED",
+		1: "MESSAGE_KIND_USER",
+		2: "MESSAGE_KIND_ASSISTANT",
+		3: "MESSAGE_KIND_TOOL_RESULT",
+		4: "MESSAGE_KIND_APPROVAL_NOTICE",
+		5: "MESSAGE_KIND_BASH_EXECUTION",
+		6: "MESSAGE_KIND_CUSTOM",
+		7: "MESSAGE_KIND_BRANCH_SUMMARY",
+		8: "MESSAGE_KIND_COMPACTION_SUMMARY",
+		9: "MESSAGE_KIND_EXTENSION",
+	}
+	MessageKind_value = map[string]int32{
+		"MESSAGE_KIND_UNSPECIFIED":        0,
+		"MESSAGE_KIND_USER":               1,
+		"MESSAGE_KIND_ASSISTANT":          2,
+		"MESSAGE_KIND_TOOL_RESULT":        3,
+		"MESSAGE_KIND_APPROVAL_NOTICE":    4,
+		"MESSAGE_KIND_BASH_EXECUTION":     5,
+		"MESSAGE_KIND_CUSTOM":             6,
+		"MESSAGE_KIND_BRANCH_SUMMARY":     7,
+		"MESSAGE_KIND_COMPACTION_SUMMARY": 8,
+		"MESSAGE_KIND_EXTENSION":          9,
+	}
+)
+
+func (x MessageKind) Enum() *MessageKind {
+	p := new(MessageKind)
+	*p = x
+	return p
+}
+
+func (x MessageKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MessageKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_session_proto_enumTypes[4].Descriptor()
+}
+
+func (MessageKind) Type() protoreflect.EnumType {
+	return &file_agentd_v1_session_proto_enumTypes[4]
+}
+
+func (x MessageKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MessageKind.Descriptor instead.
+func (MessageKind) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+}
+
 // SessionState says whether a session has an active run.
 type SessionState int32
 
@@ -279,11 +361,11 @@ func (x SessionState) String() string {
 }
 
 func (SessionState) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_session_proto_enumTypes[4].Descriptor()
+	return file_agentd_v1_session_proto_enumTypes[5].Descriptor()
 }
 
 func (SessionState) Type() protoreflect.EnumType {
-	return &file_agentd_v1_session_proto_enumTypes[4]
+	return &file_agentd_v1_session_proto_enumTypes[5]
 }
 
 func (x SessionState) Number() protoreflect.EnumNumber {
@@ -292,7 +374,7 @@ func (x SessionState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionState.Descriptor instead.
 func (SessionState) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
 // Modality is a kind of input a model accepts.
@@ -332,11 +414,11 @@ func (x Modality) String() string {
 }
 
 func (Modality) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_session_proto_enumTypes[5].Descriptor()
+	return file_agentd_v1_session_proto_enumTypes[6].Descriptor()
 }
 
 func (Modality) Type() protoreflect.EnumType {
-	return &file_agentd_v1_session_proto_enumTypes[5]
+	return &file_agentd_v1_session_proto_enumTypes[6]
 }
 
 func (x Modality) Number() protoreflect.EnumNumber {
@@ -345,7 +427,7 @@ func (x Modality) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Modality.Descriptor instead.
 func (Modality) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 // Tool declares a tool the model may call.
@@ -597,7 +679,22 @@ type SessionConfig struct {
 	IncludeApprovalsInModelContext bool `protobuf:"varint,12,opt,name=include_approvals_in_model_context,json=includeApprovalsInModelContext,proto3" json:"include_approvals_in_model_context,omitempty"`
 	// Scripted answers for the faux model; used only when model.provider is
 	// "faux" (or model is unset).
-	Faux          *FauxScript `protobuf:"bytes,13,opt,name=faux,proto3" json:"faux,omitempty"`
+	Faux *FauxScript `protobuf:"bytes,13,opt,name=faux,proto3" json:"faux,omitempty"`
+	// How each model call's view of the transcript is shaped: rules applied
+	// in order after compaction and before the context hook. Unset sends the
+	// whole (compacted) transcript.
+	ContextPolicy *ContextPolicy `protobuf:"bytes,14,opt,name=context_policy,json=contextPolicy,proto3" json:"context_policy,omitempty"`
+	// A client hook that may reshape each model call's context; unset means
+	// none.
+	ContextHook *ContextHook `protobuf:"bytes,15,opt,name=context_hook,json=contextHook,proto3" json:"context_hook,omitempty"`
+	// When and how the transcript is compacted; unset means pi's defaults
+	// (automatic, reserve 16384 tokens, keep about 20000 recent tokens).
+	Compaction *CompactionSettings `protobuf:"bytes,16,opt,name=compaction,proto3" json:"compaction,omitempty"`
+	// Named text blocks injected into every model call, like standing memory
+	// ("user profile", "project facts"). At most 64, names unique, of 1 to 128
+	// bytes; each text at most 1 MiB. Change them between runs with
+	// UpdateSession (update_mask "context_blocks").
+	ContextBlocks []*ContextBlock `protobuf:"bytes,17,rep,name=context_blocks,json=contextBlocks,proto3" json:"context_blocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -723,6 +820,622 @@ func (x *SessionConfig) GetFaux() *FauxScript {
 	return nil
 }
 
+func (x *SessionConfig) GetContextPolicy() *ContextPolicy {
+	if x != nil {
+		return x.ContextPolicy
+	}
+	return nil
+}
+
+func (x *SessionConfig) GetContextHook() *ContextHook {
+	if x != nil {
+		return x.ContextHook
+	}
+	return nil
+}
+
+func (x *SessionConfig) GetCompaction() *CompactionSettings {
+	if x != nil {
+		return x.Compaction
+	}
+	return nil
+}
+
+func (x *SessionConfig) GetContextBlocks() []*ContextBlock {
+	if x != nil {
+		return x.ContextBlocks
+	}
+	return nil
+}
+
+// ContextPolicy is an ordered list of declarative rules that shape what the
+// model sees on each call (the transformContext step). Rules never change
+// the transcript and never fail a run: a rule that cannot apply is skipped
+// and an error event with stage "transform_context" says why.
+type ContextPolicy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The rules, each applied to the previous one's result. At most 16.
+	Rules         []*ContextRule `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContextPolicy) Reset() {
+	*x = ContextPolicy{}
+	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContextPolicy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContextPolicy) ProtoMessage() {}
+
+func (x *ContextPolicy) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContextPolicy.ProtoReflect.Descriptor instead.
+func (*ContextPolicy) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ContextPolicy) GetRules() []*ContextRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+// ContextRule is one rule of a ContextPolicy.
+type ContextRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The rule. Exactly one is set.
+	//
+	// Types that are valid to be assigned to Rule:
+	//
+	//	*ContextRule_TokenBudget
+	//	*ContextRule_ElideToolResults
+	//	*ContextRule_DropKinds
+	//	*ContextRule_CapImages
+	Rule          isContextRule_Rule `protobuf_oneof:"rule"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContextRule) Reset() {
+	*x = ContextRule{}
+	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContextRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContextRule) ProtoMessage() {}
+
+func (x *ContextRule) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContextRule.ProtoReflect.Descriptor instead.
+func (*ContextRule) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ContextRule) GetRule() isContextRule_Rule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+func (x *ContextRule) GetTokenBudget() *TokenBudgetRule {
+	if x != nil {
+		if x, ok := x.Rule.(*ContextRule_TokenBudget); ok {
+			return x.TokenBudget
+		}
+	}
+	return nil
+}
+
+func (x *ContextRule) GetElideToolResults() *ElideToolResultsRule {
+	if x != nil {
+		if x, ok := x.Rule.(*ContextRule_ElideToolResults); ok {
+			return x.ElideToolResults
+		}
+	}
+	return nil
+}
+
+func (x *ContextRule) GetDropKinds() *DropKindsRule {
+	if x != nil {
+		if x, ok := x.Rule.(*ContextRule_DropKinds); ok {
+			return x.DropKinds
+		}
+	}
+	return nil
+}
+
+func (x *ContextRule) GetCapImages() *CapImagesRule {
+	if x != nil {
+		if x, ok := x.Rule.(*ContextRule_CapImages); ok {
+			return x.CapImages
+		}
+	}
+	return nil
+}
+
+type isContextRule_Rule interface {
+	isContextRule_Rule()
+}
+
+type ContextRule_TokenBudget struct {
+	// Drop the oldest turns until the context fits a token budget.
+	TokenBudget *TokenBudgetRule `protobuf:"bytes,1,opt,name=token_budget,json=tokenBudget,proto3,oneof"`
+}
+
+type ContextRule_ElideToolResults struct {
+	// Replace old tool results with a short placeholder.
+	ElideToolResults *ElideToolResultsRule `protobuf:"bytes,2,opt,name=elide_tool_results,json=elideToolResults,proto3,oneof"`
+}
+
+type ContextRule_DropKinds struct {
+	// Drop every message of some kinds.
+	DropKinds *DropKindsRule `protobuf:"bytes,3,opt,name=drop_kinds,json=dropKinds,proto3,oneof"`
+}
+
+type ContextRule_CapImages struct {
+	// Keep only the newest images.
+	CapImages *CapImagesRule `protobuf:"bytes,4,opt,name=cap_images,json=capImages,proto3,oneof"`
+}
+
+func (*ContextRule_TokenBudget) isContextRule_Rule() {}
+
+func (*ContextRule_ElideToolResults) isContextRule_Rule() {}
+
+func (*ContextRule_DropKinds) isContextRule_Rule() {}
+
+func (*ContextRule_CapImages) isContextRule_Rule() {}
+
+// TokenBudgetRule drops the oldest turns until the estimated size (about
+// four characters per token, an image as 1200 tokens) fits max_tokens. A
+// turn starts at a user message (or another message the user side sends)
+// and holds the answers and tool results after it, so a tool call is never
+// separated from its results; the last user message and everything after it
+// are always kept, even when they alone exceed the budget.
+type TokenBudgetRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The budget in estimated tokens. Required, at least 1.
+	MaxTokens int64 `protobuf:"varint,1,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	// The first pinned_messages messages of the view (after compaction, so
+	// the compaction summary is the first) are never dropped. Their turns'
+	// tool results are pinned with them.
+	PinnedMessages uint32 `protobuf:"varint,2,opt,name=pinned_messages,json=pinnedMessages,proto3" json:"pinned_messages,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TokenBudgetRule) Reset() {
+	*x = TokenBudgetRule{}
+	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenBudgetRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenBudgetRule) ProtoMessage() {}
+
+func (x *TokenBudgetRule) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenBudgetRule.ProtoReflect.Descriptor instead.
+func (*TokenBudgetRule) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *TokenBudgetRule) GetMaxTokens() int64 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *TokenBudgetRule) GetPinnedMessages() uint32 {
+	if x != nil {
+		return x.PinnedMessages
+	}
+	return 0
+}
+
+// ElideToolResultsRule replaces the content of tool results older than the
+// newest keep_turns turns with one line naming the tool and the entry id
+// (tool-result `details` never reach the model anyway). The model can ask
+// for the output again by calling the tool.
+type ElideToolResultsRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many of the newest turns keep their tool results verbatim; 0 elides
+	// every tool result before the last user message.
+	KeepTurns     uint32 `protobuf:"varint,1,opt,name=keep_turns,json=keepTurns,proto3" json:"keep_turns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ElideToolResultsRule) Reset() {
+	*x = ElideToolResultsRule{}
+	mi := &file_agentd_v1_session_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElideToolResultsRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElideToolResultsRule) ProtoMessage() {}
+
+func (x *ElideToolResultsRule) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElideToolResultsRule.ProtoReflect.Descriptor instead.
+func (*ElideToolResultsRule) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ElideToolResultsRule) GetKeepTurns() uint32 {
+	if x != nil {
+		return x.KeepTurns
+	}
+	return 0
+}
+
+// DropKindsRule drops every message of the given kinds. User, assistant and
+// tool-result messages cannot be dropped this way (it would break the
+// conversation's structure); use a token budget or elision for those.
+type DropKindsRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The kinds to drop, at least one.
+	Kinds         []MessageKind `protobuf:"varint,1,rep,packed,name=kinds,proto3,enum=agentd.v1.MessageKind" json:"kinds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DropKindsRule) Reset() {
+	*x = DropKindsRule{}
+	mi := &file_agentd_v1_session_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropKindsRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropKindsRule) ProtoMessage() {}
+
+func (x *DropKindsRule) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropKindsRule.ProtoReflect.Descriptor instead.
+func (*DropKindsRule) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DropKindsRule) GetKinds() []MessageKind {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+// CapImagesRule keeps the newest max_images images of the context and turns
+// older ones into a text placeholder naming their type and entry id.
+type CapImagesRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The most images one call carries; 0 sends none.
+	MaxImages     uint32 `protobuf:"varint,1,opt,name=max_images,json=maxImages,proto3" json:"max_images,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CapImagesRule) Reset() {
+	*x = CapImagesRule{}
+	mi := &file_agentd_v1_session_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CapImagesRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CapImagesRule) ProtoMessage() {}
+
+func (x *CapImagesRule) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CapImagesRule.ProtoReflect.Descriptor instead.
+func (*CapImagesRule) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CapImagesRule) GetMaxImages() uint32 {
+	if x != nil {
+		return x.MaxImages
+	}
+	return 0
+}
+
+// ContextBlock is a named piece of text the client keeps up to date; every
+// model call carries the session's blocks as one user message at the start
+// of the conversation, before the compaction summary, in the order given.
+type ContextBlock struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The block's name, such as "user profile": 1 to 128 bytes, unique in the
+	// session. The model sees it as the block's title.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The block's text; empty blocks are left out.
+	Text          string `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContextBlock) Reset() {
+	*x = ContextBlock{}
+	mi := &file_agentd_v1_session_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContextBlock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContextBlock) ProtoMessage() {}
+
+func (x *ContextBlock) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContextBlock.ProtoReflect.Descriptor instead.
+func (*ContextBlock) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ContextBlock) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ContextBlock) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+// ContextHook lets a client reshape each model call's context: before each
+// call the run emits context_requested with what the policies produced and
+// waits for SubmitContext. On timeout, a malformed answer or an abort the
+// call goes ahead with the policies' result and an error event with stage
+// "context_hook" says why. Answers are never stored in the transcript.
+type ContextHook struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How long a call waits for SubmitContext; unset means 10 seconds, at
+	// most 10 minutes.
+	Timeout *durationpb.Duration `protobuf:"bytes,1,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// Whether context_requested carries the messages themselves, not only
+	// their entry ids, kinds and token estimates.
+	IncludeMessages bool `protobuf:"varint,2,opt,name=include_messages,json=includeMessages,proto3" json:"include_messages,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ContextHook) Reset() {
+	*x = ContextHook{}
+	mi := &file_agentd_v1_session_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContextHook) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContextHook) ProtoMessage() {}
+
+func (x *ContextHook) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContextHook.ProtoReflect.Descriptor instead.
+func (*ContextHook) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ContextHook) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *ContextHook) GetIncludeMessages() bool {
+	if x != nil {
+		return x.IncludeMessages
+	}
+	return false
+}
+
+// CompactionSettings say when and how a session's history is compacted:
+// summarized by a model into a CompactionSummary entry that replaces the
+// older messages in every later model context (the entries stay in the
+// transcript).
+type CompactionSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Turns automatic compaction off: a call whose context passes the
+	// threshold goes ahead (and may overflow). Compact still works, and a
+	// provider's context-overflow answer still triggers one compaction and
+	// one retry unless disable_overflow_recovery is set too.
+	DisableAuto bool `protobuf:"varint,1,opt,name=disable_auto,json=disableAuto,proto3" json:"disable_auto,omitempty"`
+	// Tokens kept free for the answer: automatic compaction starts when the
+	// context estimate passes the model's context window minus this. 0 means
+	// 16384.
+	ReserveTokens int64 `protobuf:"varint,2,opt,name=reserve_tokens,json=reserveTokens,proto3" json:"reserve_tokens,omitempty"`
+	// About how many tokens of the newest history stay verbatim after a
+	// compaction. 0 means 20000.
+	KeepRecentTokens int64 `protobuf:"varint,3,opt,name=keep_recent_tokens,json=keepRecentTokens,proto3" json:"keep_recent_tokens,omitempty"`
+	// The model that writes summaries; unset means the session's model.
+	Model *ModelRef `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	// Do not compact and retry when the provider answers that the context
+	// overflowed; the run ends with that error.
+	DisableOverflowRecovery bool `protobuf:"varint,5,opt,name=disable_overflow_recovery,json=disableOverflowRecovery,proto3" json:"disable_overflow_recovery,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *CompactionSettings) Reset() {
+	*x = CompactionSettings{}
+	mi := &file_agentd_v1_session_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactionSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactionSettings) ProtoMessage() {}
+
+func (x *CompactionSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactionSettings.ProtoReflect.Descriptor instead.
+func (*CompactionSettings) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CompactionSettings) GetDisableAuto() bool {
+	if x != nil {
+		return x.DisableAuto
+	}
+	return false
+}
+
+func (x *CompactionSettings) GetReserveTokens() int64 {
+	if x != nil {
+		return x.ReserveTokens
+	}
+	return 0
+}
+
+func (x *CompactionSettings) GetKeepRecentTokens() int64 {
+	if x != nil {
+		return x.KeepRecentTokens
+	}
+	return 0
+}
+
+func (x *CompactionSettings) GetModel() *ModelRef {
+	if x != nil {
+		return x.Model
+	}
+	return nil
+}
+
+func (x *CompactionSettings) GetDisableOverflowRecovery() bool {
+	if x != nil {
+		return x.DisableOverflowRecovery
+	}
+	return false
+}
+
 // FauxScript scripts the faux model, so clients in any language can write
 // deterministic tests against a real agentd without a network.
 type FauxScript struct {
@@ -740,13 +1453,22 @@ type FauxScript struct {
 	Echo bool `protobuf:"varint,2,opt,name=echo,proto3" json:"echo,omitempty"`
 	// Pacing in tokens per second; 0 streams without delay.
 	TokensPerSecond uint32 `protobuf:"varint,3,opt,name=tokens_per_second,json=tokensPerSecond,proto3" json:"tokens_per_second,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The faux model's context window in tokens; 0 means 128000. A call whose
+	// context (about four characters per token) does not fit fails as a real
+	// provider does, with "Context overflow: ...".
+	ContextWindow int64 `protobuf:"varint,4,opt,name=context_window,json=contextWindow,proto3" json:"context_window,omitempty"`
+	// The summaries the faux model writes when the session compacts, in
+	// order: the n-th compaction of the transcript path gets summaries[n].
+	// When they are used up the faux model writes a digest of the user
+	// messages it was given.
+	Summaries     []string `protobuf:"bytes,5,rep,name=summaries,proto3" json:"summaries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FauxScript) Reset() {
 	*x = FauxScript{}
-	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	mi := &file_agentd_v1_session_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +1480,7 @@ func (x *FauxScript) String() string {
 func (*FauxScript) ProtoMessage() {}
 
 func (x *FauxScript) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	mi := &file_agentd_v1_session_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +1493,7 @@ func (x *FauxScript) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FauxScript.ProtoReflect.Descriptor instead.
 func (*FauxScript) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FauxScript) GetResponses() []*AssistantMessage {
@@ -793,6 +1515,20 @@ func (x *FauxScript) GetTokensPerSecond() uint32 {
 		return x.TokensPerSecond
 	}
 	return 0
+}
+
+func (x *FauxScript) GetContextWindow() int64 {
+	if x != nil {
+		return x.ContextWindow
+	}
+	return 0
+}
+
+func (x *FauxScript) GetSummaries() []string {
+	if x != nil {
+		return x.Summaries
+	}
+	return nil
 }
 
 // Session is one conversation with its configuration.
@@ -822,7 +1558,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	mi := &file_agentd_v1_session_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +1570,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	mi := &file_agentd_v1_session_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +1583,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Session) GetId() string {
@@ -930,7 +1666,7 @@ type ModelPrice struct {
 
 func (x *ModelPrice) Reset() {
 	*x = ModelPrice{}
-	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	mi := &file_agentd_v1_session_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1678,7 @@ func (x *ModelPrice) String() string {
 func (*ModelPrice) ProtoMessage() {}
 
 func (x *ModelPrice) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	mi := &file_agentd_v1_session_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1691,7 @@ func (x *ModelPrice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
 func (*ModelPrice) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ModelPrice) GetInput() float64 {
@@ -1017,7 +1753,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_agentd_v1_session_proto_msgTypes[7]
+	mi := &file_agentd_v1_session_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1765,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[7]
+	mi := &file_agentd_v1_session_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1778,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Model) GetRef() *ModelRef {
@@ -1137,7 +1873,7 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\x05tools\x18\x03 \x03(\v2\x0f.agentd.v1.ToolR\x05tools\"6\n" +
 	"\bModelRef\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\xcf\x05\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\xca\a\n" +
 	"\rSessionConfig\x12)\n" +
 	"\x05model\x18\x01 \x01(\v2\x13.agentd.v1.ModelRefR\x05model\x12#\n" +
 	"\rsystem_prompt\x18\x02 \x01(\tR\fsystemPrompt\x12%\n" +
@@ -1152,12 +1888,54 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x11clientToolTimeout\x12D\n" +
 	"\x10approval_timeout\x18\v \x01(\v2\x19.google.protobuf.DurationR\x0fapprovalTimeout\x12J\n" +
 	"\"include_approvals_in_model_context\x18\f \x01(\bR\x1eincludeApprovalsInModelContext\x12)\n" +
-	"\x04faux\x18\r \x01(\v2\x15.agentd.v1.FauxScriptR\x04faux\"\x87\x01\n" +
+	"\x04faux\x18\r \x01(\v2\x15.agentd.v1.FauxScriptR\x04faux\x12?\n" +
+	"\x0econtext_policy\x18\x0e \x01(\v2\x18.agentd.v1.ContextPolicyR\rcontextPolicy\x129\n" +
+	"\fcontext_hook\x18\x0f \x01(\v2\x16.agentd.v1.ContextHookR\vcontextHook\x12=\n" +
+	"\n" +
+	"compaction\x18\x10 \x01(\v2\x1d.agentd.v1.CompactionSettingsR\n" +
+	"compaction\x12>\n" +
+	"\x0econtext_blocks\x18\x11 \x03(\v2\x17.agentd.v1.ContextBlockR\rcontextBlocks\"=\n" +
+	"\rContextPolicy\x12,\n" +
+	"\x05rules\x18\x01 \x03(\v2\x16.agentd.v1.ContextRuleR\x05rules\"\x9d\x02\n" +
+	"\vContextRule\x12?\n" +
+	"\ftoken_budget\x18\x01 \x01(\v2\x1a.agentd.v1.TokenBudgetRuleH\x00R\vtokenBudget\x12O\n" +
+	"\x12elide_tool_results\x18\x02 \x01(\v2\x1f.agentd.v1.ElideToolResultsRuleH\x00R\x10elideToolResults\x129\n" +
+	"\n" +
+	"drop_kinds\x18\x03 \x01(\v2\x18.agentd.v1.DropKindsRuleH\x00R\tdropKinds\x129\n" +
+	"\n" +
+	"cap_images\x18\x04 \x01(\v2\x18.agentd.v1.CapImagesRuleH\x00R\tcapImagesB\x06\n" +
+	"\x04rule\"Y\n" +
+	"\x0fTokenBudgetRule\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x01 \x01(\x03R\tmaxTokens\x12'\n" +
+	"\x0fpinned_messages\x18\x02 \x01(\rR\x0epinnedMessages\"5\n" +
+	"\x14ElideToolResultsRule\x12\x1d\n" +
+	"\n" +
+	"keep_turns\x18\x01 \x01(\rR\tkeepTurns\"=\n" +
+	"\rDropKindsRule\x12,\n" +
+	"\x05kinds\x18\x01 \x03(\x0e2\x16.agentd.v1.MessageKindR\x05kinds\".\n" +
+	"\rCapImagesRule\x12\x1d\n" +
+	"\n" +
+	"max_images\x18\x01 \x01(\rR\tmaxImages\"6\n" +
+	"\fContextBlock\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\"m\n" +
+	"\vContextHook\x123\n" +
+	"\atimeout\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12)\n" +
+	"\x10include_messages\x18\x02 \x01(\bR\x0fincludeMessages\"\xf3\x01\n" +
+	"\x12CompactionSettings\x12!\n" +
+	"\fdisable_auto\x18\x01 \x01(\bR\vdisableAuto\x12%\n" +
+	"\x0ereserve_tokens\x18\x02 \x01(\x03R\rreserveTokens\x12,\n" +
+	"\x12keep_recent_tokens\x18\x03 \x01(\x03R\x10keepRecentTokens\x12)\n" +
+	"\x05model\x18\x04 \x01(\v2\x13.agentd.v1.ModelRefR\x05model\x12:\n" +
+	"\x19disable_overflow_recovery\x18\x05 \x01(\bR\x17disableOverflowRecovery\"\xcc\x01\n" +
 	"\n" +
 	"FauxScript\x129\n" +
 	"\tresponses\x18\x01 \x03(\v2\x1b.agentd.v1.AssistantMessageR\tresponses\x12\x12\n" +
 	"\x04echo\x18\x02 \x01(\bR\x04echo\x12*\n" +
-	"\x11tokens_per_second\x18\x03 \x01(\rR\x0ftokensPerSecond\"\xc5\x03\n" +
+	"\x11tokens_per_second\x18\x03 \x01(\rR\x0ftokensPerSecond\x12%\n" +
+	"\x0econtext_window\x18\x04 \x01(\x03R\rcontextWindow\x12\x1c\n" +
+	"\tsummaries\x18\x05 \x03(\tR\tsummaries\"\xc5\x03\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x126\n" +
@@ -1211,7 +1989,18 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18QUEUE_MODE_ONE_AT_A_TIME\x10\x01\x12\x12\n" +
-	"\x0eQUEUE_MODE_ALL\x10\x02*`\n" +
+	"\x0eQUEUE_MODE_ALL\x10\x02*\xba\x02\n" +
+	"\vMessageKind\x12\x1c\n" +
+	"\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11MESSAGE_KIND_USER\x10\x01\x12\x1a\n" +
+	"\x16MESSAGE_KIND_ASSISTANT\x10\x02\x12\x1c\n" +
+	"\x18MESSAGE_KIND_TOOL_RESULT\x10\x03\x12 \n" +
+	"\x1cMESSAGE_KIND_APPROVAL_NOTICE\x10\x04\x12\x1f\n" +
+	"\x1bMESSAGE_KIND_BASH_EXECUTION\x10\x05\x12\x17\n" +
+	"\x13MESSAGE_KIND_CUSTOM\x10\x06\x12\x1f\n" +
+	"\x1bMESSAGE_KIND_BRANCH_SUMMARY\x10\a\x12#\n" +
+	"\x1fMESSAGE_KIND_COMPACTION_SUMMARY\x10\b\x12\x1a\n" +
+	"\x16MESSAGE_KIND_EXTENSION\x10\t*`\n" +
 	"\fSessionState\x12\x1d\n" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SESSION_STATE_IDLE\x10\x01\x12\x19\n" +
@@ -1233,61 +2022,83 @@ func file_agentd_v1_session_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_session_proto_rawDescData
 }
 
-var file_agentd_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_agentd_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_agentd_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_agentd_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_agentd_v1_session_proto_goTypes = []any{
 	(ToolExecutor)(0),             // 0: agentd.v1.ToolExecutor
 	(ApprovalPolicy)(0),           // 1: agentd.v1.ApprovalPolicy
 	(ToolExecutionMode)(0),        // 2: agentd.v1.ToolExecutionMode
 	(QueueMode)(0),                // 3: agentd.v1.QueueMode
-	(SessionState)(0),             // 4: agentd.v1.SessionState
-	(Modality)(0),                 // 5: agentd.v1.Modality
-	(*Tool)(nil),                  // 6: agentd.v1.Tool
-	(*Context)(nil),               // 7: agentd.v1.Context
-	(*ModelRef)(nil),              // 8: agentd.v1.ModelRef
-	(*SessionConfig)(nil),         // 9: agentd.v1.SessionConfig
-	(*FauxScript)(nil),            // 10: agentd.v1.FauxScript
-	(*Session)(nil),               // 11: agentd.v1.Session
-	(*ModelPrice)(nil),            // 12: agentd.v1.ModelPrice
-	(*Model)(nil),                 // 13: agentd.v1.Model
-	nil,                           // 14: agentd.v1.Session.LabelsEntry
-	(*structpb.Struct)(nil),       // 15: google.protobuf.Struct
-	(*Message)(nil),               // 16: agentd.v1.Message
-	(ThinkingLevel)(0),            // 17: agentd.v1.ThinkingLevel
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
-	(*AssistantMessage)(nil),      // 19: agentd.v1.AssistantMessage
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(MessageKind)(0),              // 4: agentd.v1.MessageKind
+	(SessionState)(0),             // 5: agentd.v1.SessionState
+	(Modality)(0),                 // 6: agentd.v1.Modality
+	(*Tool)(nil),                  // 7: agentd.v1.Tool
+	(*Context)(nil),               // 8: agentd.v1.Context
+	(*ModelRef)(nil),              // 9: agentd.v1.ModelRef
+	(*SessionConfig)(nil),         // 10: agentd.v1.SessionConfig
+	(*ContextPolicy)(nil),         // 11: agentd.v1.ContextPolicy
+	(*ContextRule)(nil),           // 12: agentd.v1.ContextRule
+	(*TokenBudgetRule)(nil),       // 13: agentd.v1.TokenBudgetRule
+	(*ElideToolResultsRule)(nil),  // 14: agentd.v1.ElideToolResultsRule
+	(*DropKindsRule)(nil),         // 15: agentd.v1.DropKindsRule
+	(*CapImagesRule)(nil),         // 16: agentd.v1.CapImagesRule
+	(*ContextBlock)(nil),          // 17: agentd.v1.ContextBlock
+	(*ContextHook)(nil),           // 18: agentd.v1.ContextHook
+	(*CompactionSettings)(nil),    // 19: agentd.v1.CompactionSettings
+	(*FauxScript)(nil),            // 20: agentd.v1.FauxScript
+	(*Session)(nil),               // 21: agentd.v1.Session
+	(*ModelPrice)(nil),            // 22: agentd.v1.ModelPrice
+	(*Model)(nil),                 // 23: agentd.v1.Model
+	nil,                           // 24: agentd.v1.Session.LabelsEntry
+	(*structpb.Struct)(nil),       // 25: google.protobuf.Struct
+	(*Message)(nil),               // 26: agentd.v1.Message
+	(ThinkingLevel)(0),            // 27: agentd.v1.ThinkingLevel
+	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
+	(*AssistantMessage)(nil),      // 29: agentd.v1.AssistantMessage
+	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
 }
 var file_agentd_v1_session_proto_depIdxs = []int32{
-	15, // 0: agentd.v1.Tool.parameters:type_name -> google.protobuf.Struct
+	25, // 0: agentd.v1.Tool.parameters:type_name -> google.protobuf.Struct
 	0,  // 1: agentd.v1.Tool.executor:type_name -> agentd.v1.ToolExecutor
 	1,  // 2: agentd.v1.Tool.approval:type_name -> agentd.v1.ApprovalPolicy
-	16, // 3: agentd.v1.Context.messages:type_name -> agentd.v1.Message
-	6,  // 4: agentd.v1.Context.tools:type_name -> agentd.v1.Tool
-	8,  // 5: agentd.v1.SessionConfig.model:type_name -> agentd.v1.ModelRef
-	6,  // 6: agentd.v1.SessionConfig.tools:type_name -> agentd.v1.Tool
+	26, // 3: agentd.v1.Context.messages:type_name -> agentd.v1.Message
+	7,  // 4: agentd.v1.Context.tools:type_name -> agentd.v1.Tool
+	9,  // 5: agentd.v1.SessionConfig.model:type_name -> agentd.v1.ModelRef
+	7,  // 6: agentd.v1.SessionConfig.tools:type_name -> agentd.v1.Tool
 	2,  // 7: agentd.v1.SessionConfig.tool_execution:type_name -> agentd.v1.ToolExecutionMode
 	3,  // 8: agentd.v1.SessionConfig.steering_mode:type_name -> agentd.v1.QueueMode
 	3,  // 9: agentd.v1.SessionConfig.follow_up_mode:type_name -> agentd.v1.QueueMode
-	17, // 10: agentd.v1.SessionConfig.thinking_level:type_name -> agentd.v1.ThinkingLevel
-	18, // 11: agentd.v1.SessionConfig.client_tool_timeout:type_name -> google.protobuf.Duration
-	18, // 12: agentd.v1.SessionConfig.approval_timeout:type_name -> google.protobuf.Duration
-	10, // 13: agentd.v1.SessionConfig.faux:type_name -> agentd.v1.FauxScript
-	19, // 14: agentd.v1.FauxScript.responses:type_name -> agentd.v1.AssistantMessage
-	14, // 15: agentd.v1.Session.labels:type_name -> agentd.v1.Session.LabelsEntry
-	9,  // 16: agentd.v1.Session.config:type_name -> agentd.v1.SessionConfig
-	20, // 17: agentd.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	20, // 18: agentd.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	4,  // 19: agentd.v1.Session.state:type_name -> agentd.v1.SessionState
-	8,  // 20: agentd.v1.Model.ref:type_name -> agentd.v1.ModelRef
-	5,  // 21: agentd.v1.Model.input_modalities:type_name -> agentd.v1.Modality
-	12, // 22: agentd.v1.Model.price:type_name -> agentd.v1.ModelPrice
-	15, // 23: agentd.v1.Model.metadata:type_name -> google.protobuf.Struct
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	27, // 10: agentd.v1.SessionConfig.thinking_level:type_name -> agentd.v1.ThinkingLevel
+	28, // 11: agentd.v1.SessionConfig.client_tool_timeout:type_name -> google.protobuf.Duration
+	28, // 12: agentd.v1.SessionConfig.approval_timeout:type_name -> google.protobuf.Duration
+	20, // 13: agentd.v1.SessionConfig.faux:type_name -> agentd.v1.FauxScript
+	11, // 14: agentd.v1.SessionConfig.context_policy:type_name -> agentd.v1.ContextPolicy
+	18, // 15: agentd.v1.SessionConfig.context_hook:type_name -> agentd.v1.ContextHook
+	19, // 16: agentd.v1.SessionConfig.compaction:type_name -> agentd.v1.CompactionSettings
+	17, // 17: agentd.v1.SessionConfig.context_blocks:type_name -> agentd.v1.ContextBlock
+	12, // 18: agentd.v1.ContextPolicy.rules:type_name -> agentd.v1.ContextRule
+	13, // 19: agentd.v1.ContextRule.token_budget:type_name -> agentd.v1.TokenBudgetRule
+	14, // 20: agentd.v1.ContextRule.elide_tool_results:type_name -> agentd.v1.ElideToolResultsRule
+	15, // 21: agentd.v1.ContextRule.drop_kinds:type_name -> agentd.v1.DropKindsRule
+	16, // 22: agentd.v1.ContextRule.cap_images:type_name -> agentd.v1.CapImagesRule
+	4,  // 23: agentd.v1.DropKindsRule.kinds:type_name -> agentd.v1.MessageKind
+	28, // 24: agentd.v1.ContextHook.timeout:type_name -> google.protobuf.Duration
+	9,  // 25: agentd.v1.CompactionSettings.model:type_name -> agentd.v1.ModelRef
+	29, // 26: agentd.v1.FauxScript.responses:type_name -> agentd.v1.AssistantMessage
+	24, // 27: agentd.v1.Session.labels:type_name -> agentd.v1.Session.LabelsEntry
+	10, // 28: agentd.v1.Session.config:type_name -> agentd.v1.SessionConfig
+	30, // 29: agentd.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	30, // 30: agentd.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	5,  // 31: agentd.v1.Session.state:type_name -> agentd.v1.SessionState
+	9,  // 32: agentd.v1.Model.ref:type_name -> agentd.v1.ModelRef
+	6,  // 33: agentd.v1.Model.input_modalities:type_name -> agentd.v1.Modality
+	22, // 34: agentd.v1.Model.price:type_name -> agentd.v1.ModelPrice
+	25, // 35: agentd.v1.Model.metadata:type_name -> google.protobuf.Struct
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_session_proto_init() }
@@ -1297,13 +2108,19 @@ func file_agentd_v1_session_proto_init() {
 	}
 	file_agentd_v1_agent_messages_proto_init()
 	file_agentd_v1_messages_proto_init()
+	file_agentd_v1_session_proto_msgTypes[5].OneofWrappers = []any{
+		(*ContextRule_TokenBudget)(nil),
+		(*ContextRule_ElideToolResults)(nil),
+		(*ContextRule_DropKinds)(nil),
+		(*ContextRule_CapImages)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_session_proto_rawDesc), len(file_agentd_v1_session_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   9,
+			NumEnums:      7,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

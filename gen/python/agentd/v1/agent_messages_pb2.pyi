@@ -13,6 +13,10 @@ APPROVAL_DECISION_ALLOWED: ApprovalDecision
 APPROVAL_DECISION_DENIED: ApprovalDecision
 APPROVAL_DECISION_TIMED_OUT: ApprovalDecision
 APPROVAL_DECISION_UNSPECIFIED: ApprovalDecision
+COMPACTION_REASON_MANUAL: CompactionReason
+COMPACTION_REASON_OVERFLOW: CompactionReason
+COMPACTION_REASON_THRESHOLD: CompactionReason
+COMPACTION_REASON_UNSPECIFIED: CompactionReason
 DESCRIPTOR: _descriptor.FileDescriptor
 THINKING_LEVEL_HIGH: ThinkingLevel
 THINKING_LEVEL_LOW: ThinkingLevel
@@ -97,16 +101,24 @@ class BranchSummary(_message.Message):
     def __init__(self, summary: _Optional[str] = ..., from_entry_id: _Optional[str] = ..., timestamp: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CompactionSummary(_message.Message):
-    __slots__ = ["first_kept_entry_id", "summary", "timestamp", "tokens_before"]
+    __slots__ = ["first_kept_entry_id", "modified_files", "read_files", "reason", "summary", "timestamp", "tokens_after", "tokens_before"]
     FIRST_KEPT_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    MODIFIED_FILES_FIELD_NUMBER: _ClassVar[int]
+    READ_FILES_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_AFTER_FIELD_NUMBER: _ClassVar[int]
     TOKENS_BEFORE_FIELD_NUMBER: _ClassVar[int]
     first_kept_entry_id: str
+    modified_files: _containers.RepeatedScalarFieldContainer[str]
+    read_files: _containers.RepeatedScalarFieldContainer[str]
+    reason: CompactionReason
     summary: str
     timestamp: _timestamp_pb2.Timestamp
+    tokens_after: int
     tokens_before: int
-    def __init__(self, summary: _Optional[str] = ..., first_kept_entry_id: _Optional[str] = ..., tokens_before: _Optional[int] = ..., timestamp: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, summary: _Optional[str] = ..., first_kept_entry_id: _Optional[str] = ..., tokens_before: _Optional[int] = ..., timestamp: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., tokens_after: _Optional[int] = ..., reason: _Optional[_Union[CompactionReason, str]] = ..., read_files: _Optional[_Iterable[str]] = ..., modified_files: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CustomMessage(_message.Message):
     __slots__ = ["content", "custom_type", "details", "include_in_model_context", "timestamp", "visible_in_ui"]
@@ -181,6 +193,9 @@ class ThinkingLevelChange(_message.Message):
     def __init__(self, thinking_level: _Optional[_Union[ThinkingLevel, str]] = ...) -> None: ...
 
 class ApprovalDecision(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class CompactionReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ThinkingLevel(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -14,11 +14,12 @@ _sym_db = _symbol_database.Default()
 from agentd.v1 import agent_messages_pb2 as agentd_dot_v1_dot_agent__messages__pb2
 from agentd.v1 import content_pb2 as agentd_dot_v1_dot_content__pb2
 from agentd.v1 import messages_pb2 as agentd_dot_v1_dot_messages__pb2
+from agentd.v1 import session_pb2 as agentd_dot_v1_dot_session__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x61gentd/v1/events.proto\x12\tagentd.v1\x1a\x1e\x61gentd/v1/agent_messages.proto\x1a\x17\x61gentd/v1/content.proto\x1a\x18\x61gentd/v1/messages.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa1\x08\n\nAgentEvent\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x10\n\x03seq\x18\x03 \x01(\x04R\x03seq\x12.\n\x04time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12\x38\n\x0b\x61gent_start\x18\n \x01(\x0b\x32\x15.agentd.v1.AgentStartH\x00R\nagentStart\x12\x35\n\nturn_start\x18\x0b \x01(\x0b\x32\x14.agentd.v1.TurnStartH\x00R\tturnStart\x12>\n\rmessage_start\x18\x0c \x01(\x0b\x32\x17.agentd.v1.MessageStartH\x00R\x0cmessageStart\x12\x41\n\x0emessage_update\x18\r \x01(\x0b\x32\x18.agentd.v1.MessageUpdateH\x00R\rmessageUpdate\x12\x38\n\x0bmessage_end\x18\x0e \x01(\x0b\x32\x15.agentd.v1.MessageEndH\x00R\nmessageEnd\x12Q\n\x14tool_execution_start\x18\x0f \x01(\x0b\x32\x1d.agentd.v1.ToolExecutionStartH\x00R\x12toolExecutionStart\x12T\n\x15tool_execution_update\x18\x10 \x01(\x0b\x32\x1e.agentd.v1.ToolExecutionUpdateH\x00R\x13toolExecutionUpdate\x12K\n\x12tool_execution_end\x18\x11 \x01(\x0b\x32\x1b.agentd.v1.ToolExecutionEndH\x00R\x10toolExecutionEnd\x12/\n\x08turn_end\x18\x12 \x01(\x0b\x32\x12.agentd.v1.TurnEndH\x00R\x07turnEnd\x12\x32\n\tagent_end\x18\x13 \x01(\x0b\x32\x13.agentd.v1.AgentEndH\x00R\x08\x61gentEnd\x12M\n\x12\x61pproval_requested\x18\x14 \x01(\x0b\x32\x1c.agentd.v1.ApprovalRequestedH\x00R\x11\x61pprovalRequested\x12N\n\x13tool_call_requested\x18\x15 \x01(\x0b\x32\x1c.agentd.v1.ToolCallRequestedH\x00R\x11toolCallRequested\x12;\n\x0cqueue_update\x18\x16 \x01(\x0b\x32\x16.agentd.v1.QueueUpdateH\x00R\x0bqueueUpdate\x12-\n\x05\x65rror\x18\x17 \x01(\x0b\x32\x15.agentd.v1.AgentErrorH\x00R\x05\x65rrorB\x07\n\x05\x65vent\"\x0c\n\nAgentStart\"\x1f\n\tTurnStart\x12\x12\n\x04turn\x18\x01 \x01(\rR\x04turn\"A\n\x0cMessageStart\x12\x31\n\x07message\x18\x01 \x01(\x0b\x32\x17.agentd.v1.AgentMessageR\x07message\"\xc0\x04\n\rMessageUpdate\x12\x35\n\ntext_start\x18\x01 \x01(\x0b\x32\x14.agentd.v1.TextStartH\x00R\ttextStart\x12\x35\n\ntext_delta\x18\x02 \x01(\x0b\x32\x14.agentd.v1.TextDeltaH\x00R\ttextDelta\x12/\n\x08text_end\x18\x03 \x01(\x0b\x32\x12.agentd.v1.TextEndH\x00R\x07textEnd\x12\x41\n\x0ethinking_start\x18\x04 \x01(\x0b\x32\x18.agentd.v1.ThinkingStartH\x00R\rthinkingStart\x12\x41\n\x0ethinking_delta\x18\x05 \x01(\x0b\x32\x18.agentd.v1.ThinkingDeltaH\x00R\rthinkingDelta\x12;\n\x0cthinking_end\x18\x06 \x01(\x0b\x32\x16.agentd.v1.ThinkingEndH\x00R\x0bthinkingEnd\x12\x42\n\x0ftool_call_start\x18\x07 \x01(\x0b\x32\x18.agentd.v1.ToolCallStartH\x00R\rtoolCallStart\x12\x42\n\x0ftool_call_delta\x18\x08 \x01(\x0b\x32\x18.agentd.v1.ToolCallDeltaH\x00R\rtoolCallDelta\x12<\n\rtool_call_end\x18\t \x01(\x0b\x32\x16.agentd.v1.ToolCallEndH\x00R\x0btoolCallEndB\x07\n\x05\x64\x65lta\"0\n\tTextStart\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\"F\n\tTextDelta\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\x12\x14\n\x05\x64\x65lta\x18\x02 \x01(\tR\x05\x64\x65lta\"U\n\x07TextEnd\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\x12%\n\x0etext_signature\x18\x02 \x01(\tR\rtextSignature\"P\n\rThinkingStart\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\x12\x1a\n\x08redacted\x18\x02 \x01(\x08R\x08redacted\"J\n\rThinkingDelta\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\x12\x14\n\x05\x64\x65lta\x18\x02 \x01(\tR\x05\x64\x65lta\"a\n\x0bThinkingEnd\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\x12-\n\x12thinking_signature\x18\x02 \x01(\tR\x11thinkingSignature\"X\n\rToolCallStart\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\x12\x0e\n\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n\x04name\x18\x03 \x01(\tR\x04name\"J\n\rToolCallDelta\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\x12\x14\n\x05\x64\x65lta\x18\x02 \x01(\tR\x05\x64\x65lta\"d\n\x0bToolCallEnd\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\x12\x30\n\ttool_call\x18\x02 \x01(\x0b\x32\x13.agentd.v1.ToolCallR\x08toolCall\"Z\n\nMessageEnd\x12\x31\n\x07message\x18\x01 \x01(\x0b\x32\x17.agentd.v1.AgentMessageR\x07message\x12\x19\n\x08\x65ntry_id\x18\x02 \x01(\tR\x07\x65ntryId\"\x8a\x01\n\x12ToolExecutionStart\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x35\n\targuments\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\targuments\"\xb9\x01\n\x13ToolExecutionUpdate\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x31\n\x07\x63ontent\x18\x03 \x03(\x0b\x32\x17.agentd.v1.ContentBlockR\x07\x63ontent\x12\x30\n\x07\x64\x65tails\x18\x04 \x01(\x0b\x32\x16.google.protobuf.ValueR\x07\x64\x65tails\"H\n\x10ToolExecutionEnd\x12\x34\n\x06result\x18\x01 \x01(\x0b\x32\x1c.agentd.v1.ToolResultMessageR\x06result\"\x95\x01\n\x07TurnEnd\x12\x12\n\x04turn\x18\x01 \x01(\rR\x04turn\x12\x35\n\x07message\x18\x02 \x01(\x0b\x32\x1b.agentd.v1.AssistantMessageR\x07message\x12?\n\x0ctool_results\x18\x03 \x03(\x0b\x32\x1c.agentd.v1.ToolResultMessageR\x0btoolResults\"\x88\x01\n\x08\x41gentEnd\x12/\n\x07outcome\x18\x01 \x01(\x0e\x32\x15.agentd.v1.RunOutcomeR\x07outcome\x12#\n\rerror_message\x18\x02 \x01(\tR\x0c\x65rrorMessage\x12&\n\x05usage\x18\x03 \x01(\x0b\x32\x10.agentd.v1.UsageR\x05usage\"\xc1\x01\n\x11\x41pprovalRequested\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x35\n\targuments\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\targuments\x12\x36\n\x08\x64\x65\x61\x64line\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08\x64\x65\x61\x64line\"\xc1\x01\n\x11ToolCallRequested\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x35\n\targuments\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\targuments\x12\x36\n\x08\x64\x65\x61\x64line\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08\x64\x65\x61\x64line\"x\n\x0bQueueUpdate\x12\x33\n\x08steering\x18\x01 \x03(\x0b\x32\x17.agentd.v1.AgentMessageR\x08steering\x12\x34\n\tfollow_up\x18\x02 \x03(\x0b\x32\x17.agentd.v1.AgentMessageR\x08\x66ollowUp\"R\n\nAgentError\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message\x12\x14\n\x05stage\x18\x02 \x01(\tR\x05stage\x12\x14\n\x05\x66\x61tal\x18\x03 \x01(\x08R\x05\x66\x61tal*\x91\x01\n\nRunOutcome\x12\x1b\n\x17RUN_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15RUN_OUTCOME_COMPLETED\x10\x01\x12\x17\n\x13RUN_OUTCOME_ABORTED\x10\x02\x12\x15\n\x11RUN_OUTCOME_ERROR\x10\x03\x12\x1b\n\x17RUN_OUTCOME_INTERRUPTED\x10\x04\x42\x34Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x61gentd/v1/events.proto\x12\tagentd.v1\x1a\x1e\x61gentd/v1/agent_messages.proto\x1a\x17\x61gentd/v1/content.proto\x1a\x18\x61gentd/v1/messages.proto\x1a\x17\x61gentd/v1/session.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\t\n\nAgentEvent\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x10\n\x03seq\x18\x03 \x01(\x04R\x03seq\x12.\n\x04time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x04time\x12\x38\n\x0b\x61gent_start\x18\n \x01(\x0b\x32\x15.agentd.v1.AgentStartH\x00R\nagentStart\x12\x35\n\nturn_start\x18\x0b \x01(\x0b\x32\x14.agentd.v1.TurnStartH\x00R\tturnStart\x12>\n\rmessage_start\x18\x0c \x01(\x0b\x32\x17.agentd.v1.MessageStartH\x00R\x0cmessageStart\x12\x41\n\x0emessage_update\x18\r \x01(\x0b\x32\x18.agentd.v1.MessageUpdateH\x00R\rmessageUpdate\x12\x38\n\x0bmessage_end\x18\x0e \x01(\x0b\x32\x15.agentd.v1.MessageEndH\x00R\nmessageEnd\x12Q\n\x14tool_execution_start\x18\x0f \x01(\x0b\x32\x1d.agentd.v1.ToolExecutionStartH\x00R\x12toolExecutionStart\x12T\n\x15tool_execution_update\x18\x10 \x01(\x0b\x32\x1e.agentd.v1.ToolExecutionUpdateH\x00R\x13toolExecutionUpdate\x12K\n\x12tool_execution_end\x18\x11 \x01(\x0b\x32\x1b.agentd.v1.ToolExecutionEndH\x00R\x10toolExecutionEnd\x12/\n\x08turn_end\x18\x12 \x01(\x0b\x32\x12.agentd.v1.TurnEndH\x00R\x07turnEnd\x12\x32\n\tagent_end\x18\x13 \x01(\x0b\x32\x13.agentd.v1.AgentEndH\x00R\x08\x61gentEnd\x12M\n\x12\x61pproval_requested\x18\x14 \x01(\x0b\x32\x1c.agentd.v1.ApprovalRequestedH\x00R\x11\x61pprovalRequested\x12N\n\x13tool_call_requested\x18\x15 \x01(\x0b\x32\x1c.agentd.v1.ToolCallRequestedH\x00R\x11toolCallRequested\x12;\n\x0cqueue_update\x18\x16 \x01(\x0b\x32\x16.agentd.v1.QueueUpdateH\x00R\x0bqueueUpdate\x12-\n\x05\x65rror\x18\x17 \x01(\x0b\x32\x15.agentd.v1.AgentErrorH\x00R\x05\x65rror\x12G\n\x10\x63ompaction_start\x18\x18 \x01(\x0b\x32\x1a.agentd.v1.CompactionStartH\x00R\x0f\x63ompactionStart\x12\x41\n\x0e\x63ompaction_end\x18\x19 \x01(\x0b\x32\x18.agentd.v1.CompactionEndH\x00R\rcompactionEnd\x12J\n\x11\x63ontext_requested\x18\x1a \x01(\x0b\x32\x1b.agentd.v1.ContextRequestedH\x00R\x10\x63ontextRequestedB\x07\n\x05\x65vent\"k\n\x0f\x43ompactionStart\x12\x33\n\x06reason\x18\x01 \x01(\x0e\x32\x1b.agentd.v1.CompactionReasonR\x06reason\x12#\n\rtokens_before\x18\x02 \x01(\x03R\x0ctokensBefore\"\xfd\x02\n\rCompactionEnd\x12\x33\n\x06reason\x18\x01 \x01(\x0e\x32\x1b.agentd.v1.CompactionReasonR\x06reason\x12#\n\rtokens_before\x18\x02 \x01(\x03R\x0ctokensBefore\x12!\n\x0ctokens_after\x18\x03 \x01(\x03R\x0btokensAfter\x12\x19\n\x08\x65ntry_id\x18\x04 \x01(\tR\x07\x65ntryId\x12-\n\x13\x66irst_kept_entry_id\x18\x05 \x01(\tR\x10\x66irstKeptEntryId\x12/\n\x13summarized_messages\x18\x06 \x01(\rR\x12summarizedMessages\x12\x36\n\x07summary\x18\x07 \x01(\x0b\x32\x1c.agentd.v1.CompactionSummaryR\x07summary\x12#\n\rerror_message\x18\x08 \x01(\tR\x0c\x65rrorMessage\x12\x17\n\x07\x64ry_run\x18\t \x01(\x08R\x06\x64ryRun\"\xba\x01\n\x10\x43ontextRequested\x12\x1d\n\nrequest_id\x18\x01 \x01(\tR\trequestId\x12,\n\x05items\x18\x02 \x03(\x0b\x32\x16.agentd.v1.ContextItemR\x05items\x12!\n\x0ctotal_tokens\x18\x03 \x01(\x03R\x0btotalTokens\x12\x36\n\x08\x64\x65\x61\x64line\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08\x64\x65\x61\x64line\"\x9f\x01\n\x0b\x43ontextItem\x12\x19\n\x08\x65ntry_id\x18\x01 \x01(\tR\x07\x65ntryId\x12*\n\x04kind\x18\x02 \x01(\x0e\x32\x16.agentd.v1.MessageKindR\x04kind\x12\x16\n\x06tokens\x18\x03 \x01(\x03R\x06tokens\x12\x31\n\x07message\x18\x04 \x01(\x0b\x32\x17.agentd.v1.AgentMessageR\x07message\"\x0c\n\nAgentStart\"\x1f\n\tTurnStart\x12\x12\n\x04turn\x18\x01 \x01(\rR\x04turn\"A\n\x0cMessageStart\x12\x31\n\x07message\x18\x01 \x01(\x0b\x32\x17.agentd.v1.AgentMessageR\x07message\"\xc0\x04\n\rMessageUpdate\x12\x35\n\ntext_start\x18\x01 \x01(\x0b\x32\x14.agentd.v1.TextStartH\x00R\ttextStart\x12\x35\n\ntext_delta\x18\x02 \x01(\x0b\x32\x14.agentd.v1.TextDeltaH\x00R\ttextDelta\x12/\n\x08text_end\x18\x03 \x01(\x0b\x32\x12.agentd.v1.TextEndH\x00R\x07textEnd\x12\x41\n\x0ethinking_start\x18\x04 \x01(\x0b\x32\x18.agentd.v1.ThinkingStartH\x00R\rthinkingStart\x12\x41\n\x0ethinking_delta\x18\x05 \x01(\x0b\x32\x18.agentd.v1.ThinkingDeltaH\x00R\rthinkingDelta\x12;\n\x0cthinking_end\x18\x06 \x01(\x0b\x32\x16.agentd.v1.ThinkingEndH\x00R\x0bthinkingEnd\x12\x42\n\x0ftool_call_start\x18\x07 \x01(\x0b\x32\x18.agentd.v1.ToolCallStartH\x00R\rtoolCallStart\x12\x42\n\x0ftool_call_delta\x18\x08 \x01(\x0b\x32\x18.agentd.v1.ToolCallDeltaH\x00R\rtoolCallDelta\x12<\n\rtool_call_end\x18\t \x01(\x0b\x32\x16.agentd.v1.ToolCallEndH\x00R\x0btoolCallEndB\x07\n\x05\x64\x65lta\"0\n\tTextStart\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\"F\n\tTextDelta\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\x12\x14\n\x05\x64\x65lta\x18\x02 \x01(\tR\x05\x64\x65lta\"U\n\x07TextEnd\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\x12%\n\x0etext_signature\x18\x02 \x01(\tR\rtextSignature\"P\n\rThinkingStart\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\x12\x1a\n\x08redacted\x18\x02 \x01(\x08R\x08redacted\"J\n\rThinkingDelta\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\x12\x14\n\x05\x64\x65lta\x18\x02 \x01(\tR\x05\x64\x65lta\"a\n\x0bThinkingEnd\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\x12-\n\x12thinking_signature\x18\x02 \x01(\tR\x11thinkingSignature\"X\n\rToolCallStart\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\x12\x0e\n\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n\x04name\x18\x03 \x01(\tR\x04name\"J\n\rToolCallDelta\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\x12\x14\n\x05\x64\x65lta\x18\x02 \x01(\tR\x05\x64\x65lta\"d\n\x0bToolCallEnd\x12#\n\rcontent_index\x18\x01 \x01(\rR\x0c\x63ontentIndex\x12\x30\n\ttool_call\x18\x02 \x01(\x0b\x32\x13.agentd.v1.ToolCallR\x08toolCall\"Z\n\nMessageEnd\x12\x31\n\x07message\x18\x01 \x01(\x0b\x32\x17.agentd.v1.AgentMessageR\x07message\x12\x19\n\x08\x65ntry_id\x18\x02 \x01(\tR\x07\x65ntryId\"\x8a\x01\n\x12ToolExecutionStart\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x35\n\targuments\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\targuments\"\xb9\x01\n\x13ToolExecutionUpdate\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x31\n\x07\x63ontent\x18\x03 \x03(\x0b\x32\x17.agentd.v1.ContentBlockR\x07\x63ontent\x12\x30\n\x07\x64\x65tails\x18\x04 \x01(\x0b\x32\x16.google.protobuf.ValueR\x07\x64\x65tails\"H\n\x10ToolExecutionEnd\x12\x34\n\x06result\x18\x01 \x01(\x0b\x32\x1c.agentd.v1.ToolResultMessageR\x06result\"\x95\x01\n\x07TurnEnd\x12\x12\n\x04turn\x18\x01 \x01(\rR\x04turn\x12\x35\n\x07message\x18\x02 \x01(\x0b\x32\x1b.agentd.v1.AssistantMessageR\x07message\x12?\n\x0ctool_results\x18\x03 \x03(\x0b\x32\x1c.agentd.v1.ToolResultMessageR\x0btoolResults\"\x88\x01\n\x08\x41gentEnd\x12/\n\x07outcome\x18\x01 \x01(\x0e\x32\x15.agentd.v1.RunOutcomeR\x07outcome\x12#\n\rerror_message\x18\x02 \x01(\tR\x0c\x65rrorMessage\x12&\n\x05usage\x18\x03 \x01(\x0b\x32\x10.agentd.v1.UsageR\x05usage\"\xc1\x01\n\x11\x41pprovalRequested\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x35\n\targuments\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\targuments\x12\x36\n\x08\x64\x65\x61\x64line\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08\x64\x65\x61\x64line\"\xc1\x01\n\x11ToolCallRequested\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x35\n\targuments\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\targuments\x12\x36\n\x08\x64\x65\x61\x64line\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x08\x64\x65\x61\x64line\"x\n\x0bQueueUpdate\x12\x33\n\x08steering\x18\x01 \x03(\x0b\x32\x17.agentd.v1.AgentMessageR\x08steering\x12\x34\n\tfollow_up\x18\x02 \x03(\x0b\x32\x17.agentd.v1.AgentMessageR\x08\x66ollowUp\"R\n\nAgentError\x12\x18\n\x07message\x18\x01 \x01(\tR\x07message\x12\x14\n\x05stage\x18\x02 \x01(\tR\x05stage\x12\x14\n\x05\x66\x61tal\x18\x03 \x01(\x08R\x05\x66\x61tal*\x91\x01\n\nRunOutcome\x12\x1b\n\x17RUN_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n\x15RUN_OUTCOME_COMPLETED\x10\x01\x12\x17\n\x13RUN_OUTCOME_ABORTED\x10\x02\x12\x15\n\x11RUN_OUTCOME_ERROR\x10\x03\x12\x1b\n\x17RUN_OUTCOME_INTERRUPTED\x10\x04\x42\x34Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.v1.events_pb2', globals())
@@ -26,54 +27,62 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1'
-  _RUNOUTCOME._serialized_start=4055
-  _RUNOUTCOME._serialized_end=4200
-  _AGENTEVENT._serialized_start=184
-  _AGENTEVENT._serialized_end=1241
-  _AGENTSTART._serialized_start=1243
-  _AGENTSTART._serialized_end=1255
-  _TURNSTART._serialized_start=1257
-  _TURNSTART._serialized_end=1288
-  _MESSAGESTART._serialized_start=1290
-  _MESSAGESTART._serialized_end=1355
-  _MESSAGEUPDATE._serialized_start=1358
-  _MESSAGEUPDATE._serialized_end=1934
-  _TEXTSTART._serialized_start=1936
-  _TEXTSTART._serialized_end=1984
-  _TEXTDELTA._serialized_start=1986
-  _TEXTDELTA._serialized_end=2056
-  _TEXTEND._serialized_start=2058
-  _TEXTEND._serialized_end=2143
-  _THINKINGSTART._serialized_start=2145
-  _THINKINGSTART._serialized_end=2225
-  _THINKINGDELTA._serialized_start=2227
-  _THINKINGDELTA._serialized_end=2301
-  _THINKINGEND._serialized_start=2303
-  _THINKINGEND._serialized_end=2400
-  _TOOLCALLSTART._serialized_start=2402
-  _TOOLCALLSTART._serialized_end=2490
-  _TOOLCALLDELTA._serialized_start=2492
-  _TOOLCALLDELTA._serialized_end=2566
-  _TOOLCALLEND._serialized_start=2568
-  _TOOLCALLEND._serialized_end=2668
-  _MESSAGEEND._serialized_start=2670
-  _MESSAGEEND._serialized_end=2760
-  _TOOLEXECUTIONSTART._serialized_start=2763
-  _TOOLEXECUTIONSTART._serialized_end=2901
-  _TOOLEXECUTIONUPDATE._serialized_start=2904
-  _TOOLEXECUTIONUPDATE._serialized_end=3089
-  _TOOLEXECUTIONEND._serialized_start=3091
-  _TOOLEXECUTIONEND._serialized_end=3163
-  _TURNEND._serialized_start=3166
-  _TURNEND._serialized_end=3315
-  _AGENTEND._serialized_start=3318
-  _AGENTEND._serialized_end=3454
-  _APPROVALREQUESTED._serialized_start=3457
-  _APPROVALREQUESTED._serialized_end=3650
-  _TOOLCALLREQUESTED._serialized_start=3653
-  _TOOLCALLREQUESTED._serialized_end=3846
-  _QUEUEUPDATE._serialized_start=3848
-  _QUEUEUPDATE._serialized_end=3968
-  _AGENTERROR._serialized_start=3970
-  _AGENTERROR._serialized_end=4052
+  _RUNOUTCOME._serialized_start=5140
+  _RUNOUTCOME._serialized_end=5285
+  _AGENTEVENT._serialized_start=209
+  _AGENTEVENT._serialized_end=1482
+  _COMPACTIONSTART._serialized_start=1484
+  _COMPACTIONSTART._serialized_end=1591
+  _COMPACTIONEND._serialized_start=1594
+  _COMPACTIONEND._serialized_end=1975
+  _CONTEXTREQUESTED._serialized_start=1978
+  _CONTEXTREQUESTED._serialized_end=2164
+  _CONTEXTITEM._serialized_start=2167
+  _CONTEXTITEM._serialized_end=2326
+  _AGENTSTART._serialized_start=2328
+  _AGENTSTART._serialized_end=2340
+  _TURNSTART._serialized_start=2342
+  _TURNSTART._serialized_end=2373
+  _MESSAGESTART._serialized_start=2375
+  _MESSAGESTART._serialized_end=2440
+  _MESSAGEUPDATE._serialized_start=2443
+  _MESSAGEUPDATE._serialized_end=3019
+  _TEXTSTART._serialized_start=3021
+  _TEXTSTART._serialized_end=3069
+  _TEXTDELTA._serialized_start=3071
+  _TEXTDELTA._serialized_end=3141
+  _TEXTEND._serialized_start=3143
+  _TEXTEND._serialized_end=3228
+  _THINKINGSTART._serialized_start=3230
+  _THINKINGSTART._serialized_end=3310
+  _THINKINGDELTA._serialized_start=3312
+  _THINKINGDELTA._serialized_end=3386
+  _THINKINGEND._serialized_start=3388
+  _THINKINGEND._serialized_end=3485
+  _TOOLCALLSTART._serialized_start=3487
+  _TOOLCALLSTART._serialized_end=3575
+  _TOOLCALLDELTA._serialized_start=3577
+  _TOOLCALLDELTA._serialized_end=3651
+  _TOOLCALLEND._serialized_start=3653
+  _TOOLCALLEND._serialized_end=3753
+  _MESSAGEEND._serialized_start=3755
+  _MESSAGEEND._serialized_end=3845
+  _TOOLEXECUTIONSTART._serialized_start=3848
+  _TOOLEXECUTIONSTART._serialized_end=3986
+  _TOOLEXECUTIONUPDATE._serialized_start=3989
+  _TOOLEXECUTIONUPDATE._serialized_end=4174
+  _TOOLEXECUTIONEND._serialized_start=4176
+  _TOOLEXECUTIONEND._serialized_end=4248
+  _TURNEND._serialized_start=4251
+  _TURNEND._serialized_end=4400
+  _AGENTEND._serialized_start=4403
+  _AGENTEND._serialized_end=4539
+  _APPROVALREQUESTED._serialized_start=4542
+  _APPROVALREQUESTED._serialized_end=4735
+  _TOOLCALLREQUESTED._serialized_start=4738
+  _TOOLCALLREQUESTED._serialized_end=4931
+  _QUEUEUPDATE._serialized_start=4933
+  _QUEUEUPDATE._serialized_end=5053
+  _AGENTERROR._serialized_start=5055
+  _AGENTERROR._serialized_end=5137
 # @@protoc_insertion_point(module_scope)

@@ -1,6 +1,7 @@
 from agentd.v1 import agent_messages_pb2 as _agent_messages_pb2
 from agentd.v1 import content_pb2 as _content_pb2
 from agentd.v1 import messages_pb2 as _messages_pb2
+from agentd.v1 import session_pb2 as _session_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
@@ -37,10 +38,13 @@ class AgentError(_message.Message):
     def __init__(self, message: _Optional[str] = ..., stage: _Optional[str] = ..., fatal: bool = ...) -> None: ...
 
 class AgentEvent(_message.Message):
-    __slots__ = ["agent_end", "agent_start", "approval_requested", "error", "message_end", "message_start", "message_update", "queue_update", "run_id", "seq", "session_id", "time", "tool_call_requested", "tool_execution_end", "tool_execution_start", "tool_execution_update", "turn_end", "turn_start"]
+    __slots__ = ["agent_end", "agent_start", "approval_requested", "compaction_end", "compaction_start", "context_requested", "error", "message_end", "message_start", "message_update", "queue_update", "run_id", "seq", "session_id", "time", "tool_call_requested", "tool_execution_end", "tool_execution_start", "tool_execution_update", "turn_end", "turn_start"]
     AGENT_END_FIELD_NUMBER: _ClassVar[int]
     AGENT_START_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_END_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_START_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_END_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_START_FIELD_NUMBER: _ClassVar[int]
@@ -59,6 +63,9 @@ class AgentEvent(_message.Message):
     agent_end: AgentEnd
     agent_start: AgentStart
     approval_requested: ApprovalRequested
+    compaction_end: CompactionEnd
+    compaction_start: CompactionStart
+    context_requested: ContextRequested
     error: AgentError
     message_end: MessageEnd
     message_start: MessageStart
@@ -74,7 +81,7 @@ class AgentEvent(_message.Message):
     tool_execution_update: ToolExecutionUpdate
     turn_end: TurnEnd
     turn_start: TurnStart
-    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., agent_start: _Optional[_Union[AgentStart, _Mapping]] = ..., turn_start: _Optional[_Union[TurnStart, _Mapping]] = ..., message_start: _Optional[_Union[MessageStart, _Mapping]] = ..., message_update: _Optional[_Union[MessageUpdate, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., tool_execution_start: _Optional[_Union[ToolExecutionStart, _Mapping]] = ..., tool_execution_update: _Optional[_Union[ToolExecutionUpdate, _Mapping]] = ..., tool_execution_end: _Optional[_Union[ToolExecutionEnd, _Mapping]] = ..., turn_end: _Optional[_Union[TurnEnd, _Mapping]] = ..., agent_end: _Optional[_Union[AgentEnd, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., tool_call_requested: _Optional[_Union[ToolCallRequested, _Mapping]] = ..., queue_update: _Optional[_Union[QueueUpdate, _Mapping]] = ..., error: _Optional[_Union[AgentError, _Mapping]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., agent_start: _Optional[_Union[AgentStart, _Mapping]] = ..., turn_start: _Optional[_Union[TurnStart, _Mapping]] = ..., message_start: _Optional[_Union[MessageStart, _Mapping]] = ..., message_update: _Optional[_Union[MessageUpdate, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., tool_execution_start: _Optional[_Union[ToolExecutionStart, _Mapping]] = ..., tool_execution_update: _Optional[_Union[ToolExecutionUpdate, _Mapping]] = ..., tool_execution_end: _Optional[_Union[ToolExecutionEnd, _Mapping]] = ..., turn_end: _Optional[_Union[TurnEnd, _Mapping]] = ..., agent_end: _Optional[_Union[AgentEnd, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., tool_call_requested: _Optional[_Union[ToolCallRequested, _Mapping]] = ..., queue_update: _Optional[_Union[QueueUpdate, _Mapping]] = ..., error: _Optional[_Union[AgentError, _Mapping]] = ..., compaction_start: _Optional[_Union[CompactionStart, _Mapping]] = ..., compaction_end: _Optional[_Union[CompactionEnd, _Mapping]] = ..., context_requested: _Optional[_Union[ContextRequested, _Mapping]] = ...) -> None: ...
 
 class AgentStart(_message.Message):
     __slots__ = []
@@ -91,6 +98,60 @@ class ApprovalRequested(_message.Message):
     tool_call_id: str
     tool_name: str
     def __init__(self, tool_call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class CompactionEnd(_message.Message):
+    __slots__ = ["dry_run", "entry_id", "error_message", "first_kept_entry_id", "reason", "summarized_messages", "summary", "tokens_after", "tokens_before"]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FIRST_KEPT_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    SUMMARIZED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_AFTER_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    dry_run: bool
+    entry_id: str
+    error_message: str
+    first_kept_entry_id: str
+    reason: _agent_messages_pb2.CompactionReason
+    summarized_messages: int
+    summary: _agent_messages_pb2.CompactionSummary
+    tokens_after: int
+    tokens_before: int
+    def __init__(self, reason: _Optional[_Union[_agent_messages_pb2.CompactionReason, str]] = ..., tokens_before: _Optional[int] = ..., tokens_after: _Optional[int] = ..., entry_id: _Optional[str] = ..., first_kept_entry_id: _Optional[str] = ..., summarized_messages: _Optional[int] = ..., summary: _Optional[_Union[_agent_messages_pb2.CompactionSummary, _Mapping]] = ..., error_message: _Optional[str] = ..., dry_run: bool = ...) -> None: ...
+
+class CompactionStart(_message.Message):
+    __slots__ = ["reason", "tokens_before"]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    reason: _agent_messages_pb2.CompactionReason
+    tokens_before: int
+    def __init__(self, reason: _Optional[_Union[_agent_messages_pb2.CompactionReason, str]] = ..., tokens_before: _Optional[int] = ...) -> None: ...
+
+class ContextItem(_message.Message):
+    __slots__ = ["entry_id", "kind", "message", "tokens"]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    entry_id: str
+    kind: _session_pb2.MessageKind
+    message: _agent_messages_pb2.AgentMessage
+    tokens: int
+    def __init__(self, entry_id: _Optional[str] = ..., kind: _Optional[_Union[_session_pb2.MessageKind, str]] = ..., tokens: _Optional[int] = ..., message: _Optional[_Union[_agent_messages_pb2.AgentMessage, _Mapping]] = ...) -> None: ...
+
+class ContextRequested(_message.Message):
+    __slots__ = ["deadline", "items", "request_id", "total_tokens"]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    deadline: _timestamp_pb2.Timestamp
+    items: _containers.RepeatedCompositeFieldContainer[ContextItem]
+    request_id: str
+    total_tokens: int
+    def __init__(self, request_id: _Optional[str] = ..., items: _Optional[_Iterable[_Union[ContextItem, _Mapping]]] = ..., total_tokens: _Optional[int] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class MessageEnd(_message.Message):
     __slots__ = ["entry_id", "message"]

@@ -2,6 +2,7 @@ from agentd.v1 import agent_messages_pb2 as _agent_messages_pb2
 from agentd.v1 import content_pb2 as _content_pb2
 from agentd.v1 import events_pb2 as _events_pb2
 from agentd.v1 import session_pb2 as _session_pb2
+from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
@@ -47,6 +48,28 @@ class AttachRequest(_message.Message):
     run_id: str
     session_id: str
     def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
+
+class CompactRequest(_message.Message):
+    __slots__ = ["dry_run", "instructions", "keep_recent_tokens", "session_id", "summary"]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    KEEP_RECENT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    dry_run: bool
+    instructions: str
+    keep_recent_tokens: int
+    session_id: str
+    summary: str
+    def __init__(self, session_id: _Optional[str] = ..., instructions: _Optional[str] = ..., summary: _Optional[str] = ..., dry_run: bool = ..., keep_recent_tokens: _Optional[int] = ...) -> None: ...
+
+class ContextSelection(_message.Message):
+    __slots__ = ["entry_id", "message"]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    entry_id: str
+    message: _agent_messages_pb2.AgentMessage
+    def __init__(self, entry_id: _Optional[str] = ..., message: _Optional[_Union[_agent_messages_pb2.AgentMessage, _Mapping]] = ...) -> None: ...
 
 class ContinueRequest(_message.Message):
     __slots__ = ["detach", "request_id", "session_id"]
@@ -114,10 +137,20 @@ class GetContextRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ...) -> None: ...
 
 class GetContextResponse(_message.Message):
-    __slots__ = ["context"]
+    __slots__ = ["compaction_threshold", "context", "context_window", "message_tokens", "total_tokens", "would_compact"]
+    COMPACTION_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_WINDOW_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    WOULD_COMPACT_FIELD_NUMBER: _ClassVar[int]
+    compaction_threshold: int
     context: _session_pb2.Context
-    def __init__(self, context: _Optional[_Union[_session_pb2.Context, _Mapping]] = ...) -> None: ...
+    context_window: int
+    message_tokens: _containers.RepeatedScalarFieldContainer[int]
+    total_tokens: int
+    would_compact: bool
+    def __init__(self, context: _Optional[_Union[_session_pb2.Context, _Mapping]] = ..., message_tokens: _Optional[_Iterable[int]] = ..., total_tokens: _Optional[int] = ..., context_window: _Optional[int] = ..., compaction_threshold: _Optional[int] = ..., would_compact: bool = ...) -> None: ...
 
 class GetSessionRequest(_message.Message):
     __slots__ = ["session_id"]
@@ -228,6 +261,20 @@ class SteerResponse(_message.Message):
     queued: int
     def __init__(self, queued: _Optional[int] = ...) -> None: ...
 
+class SubmitContextRequest(_message.Message):
+    __slots__ = ["items", "request_id", "session_id"]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[ContextSelection]
+    request_id: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., items: _Optional[_Iterable[_Union[ContextSelection, _Mapping]]] = ...) -> None: ...
+
+class SubmitContextResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class SubmitToolResultRequest(_message.Message):
     __slots__ = ["content", "details", "is_error", "session_id", "tool_call_id"]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
@@ -245,3 +292,32 @@ class SubmitToolResultRequest(_message.Message):
 class SubmitToolResultResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
+
+class UpdateSessionRequest(_message.Message):
+    __slots__ = ["config", "labels", "session_id", "title", "update_mask"]
+    class LabelsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_MASK_FIELD_NUMBER: _ClassVar[int]
+    config: _session_pb2.SessionConfig
+    labels: _containers.ScalarMap[str, str]
+    session_id: str
+    title: str
+    update_mask: _field_mask_pb2.FieldMask
+    def __init__(self, session_id: _Optional[str] = ..., config: _Optional[_Union[_session_pb2.SessionConfig, _Mapping]] = ..., title: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., update_mask: _Optional[_Union[_field_mask_pb2.FieldMask, _Mapping]] = ...) -> None: ...
+
+class UpdateSessionResponse(_message.Message):
+    __slots__ = ["entries", "session"]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.Entry]
+    session: _session_pb2.Session
+    def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[_agent_messages_pb2.Entry, _Mapping]]] = ...) -> None: ...

@@ -107,6 +107,21 @@ class AgentServiceStub(object):
                 request_serializer=agentd_dot_v1_dot_service__pb2.ListModelsRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_service__pb2.ListModelsResponse.FromString,
                 )
+        self.UpdateSession = channel.unary_unary(
+                '/agentd.v1.AgentService/UpdateSession',
+                request_serializer=agentd_dot_v1_dot_service__pb2.UpdateSessionRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.UpdateSessionResponse.FromString,
+                )
+        self.Compact = channel.unary_stream(
+                '/agentd.v1.AgentService/Compact',
+                request_serializer=agentd_dot_v1_dot_service__pb2.CompactRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_events__pb2.AgentEvent.FromString,
+                )
+        self.SubmitContext = channel.unary_unary(
+                '/agentd.v1.AgentService/SubmitContext',
+                request_serializer=agentd_dot_v1_dot_service__pb2.SubmitContextRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.SubmitContextResponse.FromString,
+                )
 
 
 class AgentServiceServicer(object):
@@ -251,6 +266,42 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UpdateSession(self, request, context):
+        """UpdateSession changes an idle session's configuration, title or labels:
+        the fields named in update_mask. A change of model or thinking level is
+        also written to the transcript (a ModelChange or ThinkingLevelChange
+        entry), so the transcript says which model answered what. Refused with
+        FAILED_PRECONDITION while a run is active.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Compact(self, request, context):
+        """Compact summarizes the older part of an idle session's conversation
+        into a CompactionSummary entry, which replaces it in every later model
+        context; the summarized entries stay in the transcript. It streams
+        compaction_start and compaction_end (seq 1 and 2, run_id empty); a dry
+        run streams only compaction_end with the cut point and token counts.
+        FAILED_PRECONDITION while a run is active or when there is nothing to
+        compact. A failing summarizer ends the stream with compaction_end
+        carrying error_message, not with an RPC error.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitContext(self, request, context):
+        """SubmitContext answers a context_requested event of the session's
+        active run: the context the model call gets, as entries of the request
+        to keep, in order, and messages to inject. The answer is validated like
+        AppendMessages content; a bad answer is refused with INVALID_ARGUMENT
+        and the call goes ahead with the policies' result.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -333,6 +384,21 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ListModels,
                     request_deserializer=agentd_dot_v1_dot_service__pb2.ListModelsRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_service__pb2.ListModelsResponse.SerializeToString,
+            ),
+            'UpdateSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSession,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.UpdateSessionRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.UpdateSessionResponse.SerializeToString,
+            ),
+            'Compact': grpc.unary_stream_rpc_method_handler(
+                    servicer.Compact,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.CompactRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_events__pb2.AgentEvent.SerializeToString,
+            ),
+            'SubmitContext': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitContext,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.SubmitContextRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.SubmitContextResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -625,5 +691,56 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ListModels',
             agentd_dot_v1_dot_service__pb2.ListModelsRequest.SerializeToString,
             agentd_dot_v1_dot_service__pb2.ListModelsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def UpdateSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/UpdateSession',
+            agentd_dot_v1_dot_service__pb2.UpdateSessionRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.UpdateSessionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Compact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/agentd.v1.AgentService/Compact',
+            agentd_dot_v1_dot_service__pb2.CompactRequest.SerializeToString,
+            agentd_dot_v1_dot_events__pb2.AgentEvent.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SubmitContext(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/SubmitContext',
+            agentd_dot_v1_dot_service__pb2.SubmitContextRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.SubmitContextResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

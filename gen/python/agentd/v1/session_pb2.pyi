@@ -14,6 +14,16 @@ APPROVAL_POLICY_ASK: ApprovalPolicy
 APPROVAL_POLICY_DENY: ApprovalPolicy
 APPROVAL_POLICY_UNSPECIFIED: ApprovalPolicy
 DESCRIPTOR: _descriptor.FileDescriptor
+MESSAGE_KIND_APPROVAL_NOTICE: MessageKind
+MESSAGE_KIND_ASSISTANT: MessageKind
+MESSAGE_KIND_BASH_EXECUTION: MessageKind
+MESSAGE_KIND_BRANCH_SUMMARY: MessageKind
+MESSAGE_KIND_COMPACTION_SUMMARY: MessageKind
+MESSAGE_KIND_CUSTOM: MessageKind
+MESSAGE_KIND_EXTENSION: MessageKind
+MESSAGE_KIND_TOOL_RESULT: MessageKind
+MESSAGE_KIND_UNSPECIFIED: MessageKind
+MESSAGE_KIND_USER: MessageKind
 MODALITY_IMAGE: Modality
 MODALITY_TEXT: Modality
 MODALITY_UNSPECIFIED: Modality
@@ -30,6 +40,26 @@ TOOL_EXECUTOR_CLIENT: ToolExecutor
 TOOL_EXECUTOR_SERVER: ToolExecutor
 TOOL_EXECUTOR_UNSPECIFIED: ToolExecutor
 
+class CapImagesRule(_message.Message):
+    __slots__ = ["max_images"]
+    MAX_IMAGES_FIELD_NUMBER: _ClassVar[int]
+    max_images: int
+    def __init__(self, max_images: _Optional[int] = ...) -> None: ...
+
+class CompactionSettings(_message.Message):
+    __slots__ = ["disable_auto", "disable_overflow_recovery", "keep_recent_tokens", "model", "reserve_tokens"]
+    DISABLE_AUTO_FIELD_NUMBER: _ClassVar[int]
+    DISABLE_OVERFLOW_RECOVERY_FIELD_NUMBER: _ClassVar[int]
+    KEEP_RECENT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    RESERVE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    disable_auto: bool
+    disable_overflow_recovery: bool
+    keep_recent_tokens: int
+    model: ModelRef
+    reserve_tokens: int
+    def __init__(self, disable_auto: bool = ..., reserve_tokens: _Optional[int] = ..., keep_recent_tokens: _Optional[int] = ..., model: _Optional[_Union[ModelRef, _Mapping]] = ..., disable_overflow_recovery: bool = ...) -> None: ...
+
 class Context(_message.Message):
     __slots__ = ["messages", "system_prompt", "tools"]
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
@@ -40,15 +70,65 @@ class Context(_message.Message):
     tools: _containers.RepeatedCompositeFieldContainer[Tool]
     def __init__(self, system_prompt: _Optional[str] = ..., messages: _Optional[_Iterable[_Union[_messages_pb2.Message, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ...) -> None: ...
 
+class ContextBlock(_message.Message):
+    __slots__ = ["name", "text"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    text: str
+    def __init__(self, name: _Optional[str] = ..., text: _Optional[str] = ...) -> None: ...
+
+class ContextHook(_message.Message):
+    __slots__ = ["include_messages", "timeout"]
+    INCLUDE_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    include_messages: bool
+    timeout: _duration_pb2.Duration
+    def __init__(self, timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., include_messages: bool = ...) -> None: ...
+
+class ContextPolicy(_message.Message):
+    __slots__ = ["rules"]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    rules: _containers.RepeatedCompositeFieldContainer[ContextRule]
+    def __init__(self, rules: _Optional[_Iterable[_Union[ContextRule, _Mapping]]] = ...) -> None: ...
+
+class ContextRule(_message.Message):
+    __slots__ = ["cap_images", "drop_kinds", "elide_tool_results", "token_budget"]
+    CAP_IMAGES_FIELD_NUMBER: _ClassVar[int]
+    DROP_KINDS_FIELD_NUMBER: _ClassVar[int]
+    ELIDE_TOOL_RESULTS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    cap_images: CapImagesRule
+    drop_kinds: DropKindsRule
+    elide_tool_results: ElideToolResultsRule
+    token_budget: TokenBudgetRule
+    def __init__(self, token_budget: _Optional[_Union[TokenBudgetRule, _Mapping]] = ..., elide_tool_results: _Optional[_Union[ElideToolResultsRule, _Mapping]] = ..., drop_kinds: _Optional[_Union[DropKindsRule, _Mapping]] = ..., cap_images: _Optional[_Union[CapImagesRule, _Mapping]] = ...) -> None: ...
+
+class DropKindsRule(_message.Message):
+    __slots__ = ["kinds"]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
+    kinds: _containers.RepeatedScalarFieldContainer[MessageKind]
+    def __init__(self, kinds: _Optional[_Iterable[_Union[MessageKind, str]]] = ...) -> None: ...
+
+class ElideToolResultsRule(_message.Message):
+    __slots__ = ["keep_turns"]
+    KEEP_TURNS_FIELD_NUMBER: _ClassVar[int]
+    keep_turns: int
+    def __init__(self, keep_turns: _Optional[int] = ...) -> None: ...
+
 class FauxScript(_message.Message):
-    __slots__ = ["echo", "responses", "tokens_per_second"]
+    __slots__ = ["context_window", "echo", "responses", "summaries", "tokens_per_second"]
+    CONTEXT_WINDOW_FIELD_NUMBER: _ClassVar[int]
     ECHO_FIELD_NUMBER: _ClassVar[int]
     RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    SUMMARIES_FIELD_NUMBER: _ClassVar[int]
     TOKENS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
+    context_window: int
     echo: bool
     responses: _containers.RepeatedCompositeFieldContainer[_messages_pb2.AssistantMessage]
+    summaries: _containers.RepeatedScalarFieldContainer[str]
     tokens_per_second: int
-    def __init__(self, responses: _Optional[_Iterable[_Union[_messages_pb2.AssistantMessage, _Mapping]]] = ..., echo: bool = ..., tokens_per_second: _Optional[int] = ...) -> None: ...
+    def __init__(self, responses: _Optional[_Iterable[_Union[_messages_pb2.AssistantMessage, _Mapping]]] = ..., echo: bool = ..., tokens_per_second: _Optional[int] = ..., context_window: _Optional[int] = ..., summaries: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Model(_message.Message):
     __slots__ = ["api", "configured", "context_window", "input_modalities", "max_output_tokens", "metadata", "name", "price", "reasoning", "ref"]
@@ -124,9 +204,13 @@ class Session(_message.Message):
     def __init__(self, id: _Optional[str] = ..., title: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., config: _Optional[_Union[SessionConfig, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., leaf_entry_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., active_run_id: _Optional[str] = ...) -> None: ...
 
 class SessionConfig(_message.Message):
-    __slots__ = ["approval_timeout", "client_tool_timeout", "faux", "follow_up_mode", "include_approvals_in_model_context", "max_turns", "model", "steering_mode", "system_prompt", "thinking_level", "tool_execution", "tools", "workspace_root"]
+    __slots__ = ["approval_timeout", "client_tool_timeout", "compaction", "context_blocks", "context_hook", "context_policy", "faux", "follow_up_mode", "include_approvals_in_model_context", "max_turns", "model", "steering_mode", "system_prompt", "thinking_level", "tool_execution", "tools", "workspace_root"]
     APPROVAL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     CLIENT_TOOL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    COMPACTION_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_HOOK_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_POLICY_FIELD_NUMBER: _ClassVar[int]
     FAUX_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_UP_MODE_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_APPROVALS_IN_MODEL_CONTEXT_FIELD_NUMBER: _ClassVar[int]
@@ -140,6 +224,10 @@ class SessionConfig(_message.Message):
     WORKSPACE_ROOT_FIELD_NUMBER: _ClassVar[int]
     approval_timeout: _duration_pb2.Duration
     client_tool_timeout: _duration_pb2.Duration
+    compaction: CompactionSettings
+    context_blocks: _containers.RepeatedCompositeFieldContainer[ContextBlock]
+    context_hook: ContextHook
+    context_policy: ContextPolicy
     faux: FauxScript
     follow_up_mode: QueueMode
     include_approvals_in_model_context: bool
@@ -151,7 +239,15 @@ class SessionConfig(_message.Message):
     tool_execution: ToolExecutionMode
     tools: _containers.RepeatedCompositeFieldContainer[Tool]
     workspace_root: str
-    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., system_prompt: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_execution: _Optional[_Union[ToolExecutionMode, str]] = ..., steering_mode: _Optional[_Union[QueueMode, str]] = ..., follow_up_mode: _Optional[_Union[QueueMode, str]] = ..., thinking_level: _Optional[_Union[_agent_messages_pb2.ThinkingLevel, str]] = ..., workspace_root: _Optional[str] = ..., max_turns: _Optional[int] = ..., client_tool_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., include_approvals_in_model_context: bool = ..., faux: _Optional[_Union[FauxScript, _Mapping]] = ...) -> None: ...
+    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., system_prompt: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_execution: _Optional[_Union[ToolExecutionMode, str]] = ..., steering_mode: _Optional[_Union[QueueMode, str]] = ..., follow_up_mode: _Optional[_Union[QueueMode, str]] = ..., thinking_level: _Optional[_Union[_agent_messages_pb2.ThinkingLevel, str]] = ..., workspace_root: _Optional[str] = ..., max_turns: _Optional[int] = ..., client_tool_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., include_approvals_in_model_context: bool = ..., faux: _Optional[_Union[FauxScript, _Mapping]] = ..., context_policy: _Optional[_Union[ContextPolicy, _Mapping]] = ..., context_hook: _Optional[_Union[ContextHook, _Mapping]] = ..., compaction: _Optional[_Union[CompactionSettings, _Mapping]] = ..., context_blocks: _Optional[_Iterable[_Union[ContextBlock, _Mapping]]] = ...) -> None: ...
+
+class TokenBudgetRule(_message.Message):
+    __slots__ = ["max_tokens", "pinned_messages"]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PINNED_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    max_tokens: int
+    pinned_messages: int
+    def __init__(self, max_tokens: _Optional[int] = ..., pinned_messages: _Optional[int] = ...) -> None: ...
 
 class Tool(_message.Message):
     __slots__ = ["approval", "description", "executor", "name", "parameters", "sequential"]
@@ -179,6 +275,9 @@ class ToolExecutionMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class QueueMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class MessageKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class SessionState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/agent_messages.proto.
  */
 export const file_agentd_v1_agent_messages: GenFile = /*@__PURE__*/
-  fileDesc("Ch5hZ2VudGQvdjEvYWdlbnRfbWVzc2FnZXMucHJvdG8SCWFnZW50ZC52MSL0AQoOQXBwcm92YWxOb3RpY2USFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRItCghkZWNpc2lvbhgDIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgEIAEoCRISCgpkZWNpZGVkX2J5GAUgASgJEi0KCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdmlzaWJsZV9pbl91aRgHIAEoCBIgChhpbmNsdWRlX2luX21vZGVsX2NvbnRleHQYCCABKAgi/gEKDUJhc2hFeGVjdXRpb24SDwoHY29tbWFuZBgBIAEoCRIOCgZvdXRwdXQYAiABKAkSFgoJZXhpdF9jb2RlGAMgASgFSACIAQESEQoJY2FuY2VsbGVkGAQgASgIEhEKCXRydW5jYXRlZBgFIAEoCBIYChBmdWxsX291dHB1dF9wYXRoGAYgASgJEi0KCXRpbWVzdGFtcBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdmlzaWJsZV9pbl91aRgIIAEoCBIgChhpbmNsdWRlX2luX21vZGVsX2NvbnRleHQYCSABKAhCDAoKX2V4aXRfY29kZSLfAQoNQ3VzdG9tTWVzc2FnZRITCgtjdXN0b21fdHlwZRgBIAEoCRIoCgdjb250ZW50GAIgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhUKDXZpc2libGVfaW5fdWkYBCABKAgSIAoYaW5jbHVkZV9pbl9tb2RlbF9jb250ZXh0GAUgASgIEi0KCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZgoNQnJhbmNoU3VtbWFyeRIPCgdzdW1tYXJ5GAEgASgJEhUKDWZyb21fZW50cnlfaWQYAiABKAkSLQoJdGltZXN0YW1wGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKHAQoRQ29tcGFjdGlvblN1bW1hcnkSDwoHc3VtbWFyeRgBIAEoCRIbChNmaXJzdF9rZXB0X2VudHJ5X2lkGAIgASgJEhUKDXRva2Vuc19iZWZvcmUYAyABKAMSLQoJdGltZXN0YW1wGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLKAQoJRXh0ZW5zaW9uEiUKB3BheWxvYWQYASABKAsyFC5nb29nbGUucHJvdG9idWYuQW55Ei4KDW1vZGVsX2NvbnRlbnQYAiADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEhUKDXZpc2libGVfaW5fdWkYAyABKAgSIAoYaW5jbHVkZV9pbl9tb2RlbF9jb250ZXh0GAQgASgIEi0KCXRpbWVzdGFtcBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi1gMKDEFnZW50TWVzc2FnZRImCgR1c2VyGAEgASgLMhYuYWdlbnRkLnYxLlVzZXJNZXNzYWdlSAASMAoJYXNzaXN0YW50GAIgASgLMhsuYWdlbnRkLnYxLkFzc2lzdGFudE1lc3NhZ2VIABIzCgt0b29sX3Jlc3VsdBgDIAEoCzIcLmFnZW50ZC52MS5Ub29sUmVzdWx0TWVzc2FnZUgAEjQKD2FwcHJvdmFsX25vdGljZRgEIAEoCzIZLmFnZW50ZC52MS5BcHByb3ZhbE5vdGljZUgAEjIKDmJhc2hfZXhlY3V0aW9uGAUgASgLMhguYWdlbnRkLnYxLkJhc2hFeGVjdXRpb25IABIqCgZjdXN0b20YBiABKAsyGC5hZ2VudGQudjEuQ3VzdG9tTWVzc2FnZUgAEjIKDmJyYW5jaF9zdW1tYXJ5GAcgASgLMhguYWdlbnRkLnYxLkJyYW5jaFN1bW1hcnlIABI6ChJjb21wYWN0aW9uX3N1bW1hcnkYCCABKAsyHC5hZ2VudGQudjEuQ29tcGFjdGlvblN1bW1hcnlIABIpCglleHRlbnNpb24YCSABKAsyFC5hZ2VudGQudjEuRXh0ZW5zaW9uSABCBgoEa2luZCIxCgtNb2RlbENoYW5nZRIQCghwcm92aWRlchgBIAEoCRIQCghtb2RlbF9pZBgCIAEoCSJHChNUaGlua2luZ0xldmVsQ2hhbmdlEjAKDnRoaW5raW5nX2xldmVsGAEgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwiLwoFTGFiZWwSFwoPdGFyZ2V0X2VudHJ5X2lkGAEgASgJEg0KBWxhYmVsGAIgASgJIqsCCgVFbnRyeRIKCgJpZBgBIAEoCRIRCglwYXJlbnRfaWQYAiABKAkSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcnVuX2lkGAQgASgJEioKB21lc3NhZ2UYCiABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlSAASLgoMbW9kZWxfY2hhbmdlGAsgASgLMhYuYWdlbnRkLnYxLk1vZGVsQ2hhbmdlSAASPwoVdGhpbmtpbmdfbGV2ZWxfY2hhbmdlGAwgASgLMh4uYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWxDaGFuZ2VIABIhCgVsYWJlbBgNIAEoCzIQLmFnZW50ZC52MS5MYWJlbEgAQgkKB3BheWxvYWQqkwEKEEFwcHJvdmFsRGVjaXNpb24SIQodQVBQUk9WQUxfREVDSVNJT05fVU5TUEVDSUZJRUQQABIdChlBUFBST1ZBTF9ERUNJU0lPTl9BTExPV0VEEAESHAoYQVBQUk9WQUxfREVDSVNJT05fREVOSUVEEAISHwobQVBQUk9WQUxfREVDSVNJT05fVElNRURfT1VUEAMqyQEKDVRoaW5raW5nTGV2ZWwSHgoaVEhJTktJTkdfTEVWRUxfVU5TUEVDSUZJRUQQABIWChJUSElOS0lOR19MRVZFTF9PRkYQARIaChZUSElOS0lOR19MRVZFTF9NSU5JTUFMEAISFgoSVEhJTktJTkdfTEVWRUxfTE9XEAMSGQoVVEhJTktJTkdfTEVWRUxfTUVESVVNEAQSFwoTVEhJTktJTkdfTEVWRUxfSElHSBAFEhgKFFRISU5LSU5HX0xFVkVMX1hISUdIEAZCNFoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjFiBnByb3RvMw", [file_agentd_v1_content, file_agentd_v1_messages, file_google_protobuf_any, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch5hZ2VudGQvdjEvYWdlbnRfbWVzc2FnZXMucHJvdG8SCWFnZW50ZC52MSL0AQoOQXBwcm92YWxOb3RpY2USFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRItCghkZWNpc2lvbhgDIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgEIAEoCRISCgpkZWNpZGVkX2J5GAUgASgJEi0KCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdmlzaWJsZV9pbl91aRgHIAEoCBIgChhpbmNsdWRlX2luX21vZGVsX2NvbnRleHQYCCABKAgi/gEKDUJhc2hFeGVjdXRpb24SDwoHY29tbWFuZBgBIAEoCRIOCgZvdXRwdXQYAiABKAkSFgoJZXhpdF9jb2RlGAMgASgFSACIAQESEQoJY2FuY2VsbGVkGAQgASgIEhEKCXRydW5jYXRlZBgFIAEoCBIYChBmdWxsX291dHB1dF9wYXRoGAYgASgJEi0KCXRpbWVzdGFtcBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdmlzaWJsZV9pbl91aRgIIAEoCBIgChhpbmNsdWRlX2luX21vZGVsX2NvbnRleHQYCSABKAhCDAoKX2V4aXRfY29kZSLfAQoNQ3VzdG9tTWVzc2FnZRITCgtjdXN0b21fdHlwZRgBIAEoCRIoCgdjb250ZW50GAIgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhUKDXZpc2libGVfaW5fdWkYBCABKAgSIAoYaW5jbHVkZV9pbl9tb2RlbF9jb250ZXh0GAUgASgIEi0KCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZgoNQnJhbmNoU3VtbWFyeRIPCgdzdW1tYXJ5GAEgASgJEhUKDWZyb21fZW50cnlfaWQYAiABKAkSLQoJdGltZXN0YW1wGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCL2AQoRQ29tcGFjdGlvblN1bW1hcnkSDwoHc3VtbWFyeRgBIAEoCRIbChNmaXJzdF9rZXB0X2VudHJ5X2lkGAIgASgJEhUKDXRva2Vuc19iZWZvcmUYAyABKAMSLQoJdGltZXN0YW1wGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgx0b2tlbnNfYWZ0ZXIYBSABKAMSKwoGcmVhc29uGAYgASgOMhsuYWdlbnRkLnYxLkNvbXBhY3Rpb25SZWFzb24SEgoKcmVhZF9maWxlcxgHIAMoCRIWCg5tb2RpZmllZF9maWxlcxgIIAMoCSLKAQoJRXh0ZW5zaW9uEiUKB3BheWxvYWQYASABKAsyFC5nb29nbGUucHJvdG9idWYuQW55Ei4KDW1vZGVsX2NvbnRlbnQYAiADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEhUKDXZpc2libGVfaW5fdWkYAyABKAgSIAoYaW5jbHVkZV9pbl9tb2RlbF9jb250ZXh0GAQgASgIEi0KCXRpbWVzdGFtcBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi1gMKDEFnZW50TWVzc2FnZRImCgR1c2VyGAEgASgLMhYuYWdlbnRkLnYxLlVzZXJNZXNzYWdlSAASMAoJYXNzaXN0YW50GAIgASgLMhsuYWdlbnRkLnYxLkFzc2lzdGFudE1lc3NhZ2VIABIzCgt0b29sX3Jlc3VsdBgDIAEoCzIcLmFnZW50ZC52MS5Ub29sUmVzdWx0TWVzc2FnZUgAEjQKD2FwcHJvdmFsX25vdGljZRgEIAEoCzIZLmFnZW50ZC52MS5BcHByb3ZhbE5vdGljZUgAEjIKDmJhc2hfZXhlY3V0aW9uGAUgASgLMhguYWdlbnRkLnYxLkJhc2hFeGVjdXRpb25IABIqCgZjdXN0b20YBiABKAsyGC5hZ2VudGQudjEuQ3VzdG9tTWVzc2FnZUgAEjIKDmJyYW5jaF9zdW1tYXJ5GAcgASgLMhguYWdlbnRkLnYxLkJyYW5jaFN1bW1hcnlIABI6ChJjb21wYWN0aW9uX3N1bW1hcnkYCCABKAsyHC5hZ2VudGQudjEuQ29tcGFjdGlvblN1bW1hcnlIABIpCglleHRlbnNpb24YCSABKAsyFC5hZ2VudGQudjEuRXh0ZW5zaW9uSABCBgoEa2luZCIxCgtNb2RlbENoYW5nZRIQCghwcm92aWRlchgBIAEoCRIQCghtb2RlbF9pZBgCIAEoCSJHChNUaGlua2luZ0xldmVsQ2hhbmdlEjAKDnRoaW5raW5nX2xldmVsGAEgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwiLwoFTGFiZWwSFwoPdGFyZ2V0X2VudHJ5X2lkGAEgASgJEg0KBWxhYmVsGAIgASgJIqsCCgVFbnRyeRIKCgJpZBgBIAEoCRIRCglwYXJlbnRfaWQYAiABKAkSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcnVuX2lkGAQgASgJEioKB21lc3NhZ2UYCiABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlSAASLgoMbW9kZWxfY2hhbmdlGAsgASgLMhYuYWdlbnRkLnYxLk1vZGVsQ2hhbmdlSAASPwoVdGhpbmtpbmdfbGV2ZWxfY2hhbmdlGAwgASgLMh4uYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWxDaGFuZ2VIABIhCgVsYWJlbBgNIAEoCzIQLmFnZW50ZC52MS5MYWJlbEgAQgkKB3BheWxvYWQqkwEKEEFwcHJvdmFsRGVjaXNpb24SIQodQVBQUk9WQUxfREVDSVNJT05fVU5TUEVDSUZJRUQQABIdChlBUFBST1ZBTF9ERUNJU0lPTl9BTExPV0VEEAESHAoYQVBQUk9WQUxfREVDSVNJT05fREVOSUVEEAISHwobQVBQUk9WQUxfREVDSVNJT05fVElNRURfT1VUEAMqlAEKEENvbXBhY3Rpb25SZWFzb24SIQodQ09NUEFDVElPTl9SRUFTT05fVU5TUEVDSUZJRUQQABIcChhDT01QQUNUSU9OX1JFQVNPTl9NQU5VQUwQARIfChtDT01QQUNUSU9OX1JFQVNPTl9USFJFU0hPTEQQAhIeChpDT01QQUNUSU9OX1JFQVNPTl9PVkVSRkxPVxADKskBCg1UaGlua2luZ0xldmVsEh4KGlRISU5LSU5HX0xFVkVMX1VOU1BFQ0lGSUVEEAASFgoSVEhJTktJTkdfTEVWRUxfT0ZGEAESGgoWVEhJTktJTkdfTEVWRUxfTUlOSU1BTBACEhYKElRISU5LSU5HX0xFVkVMX0xPVxADEhkKFVRISU5LSU5HX0xFVkVMX01FRElVTRAEEhcKE1RISU5LSU5HX0xFVkVMX0hJR0gQBRIYChRUSElOS0lOR19MRVZFTF9YSElHSBAGQjRaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxYgZwcm90bzM", [file_agentd_v1_content, file_agentd_v1_messages, file_google_protobuf_any, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * ApprovalNotice records a decision about a tool call that needed approval.
@@ -271,7 +271,12 @@ export const BranchSummarySchema: GenMessage<BranchSummary> = /*@__PURE__*/
 
 /**
  * CompactionSummary replaces the conversation before first_kept_entry_id in
- * the model context with a summary.
+ * the model context with a summary. Every context build honours the latest
+ * CompactionSummary on the path: the model sees the summary, then the
+ * messages from first_kept_entry_id on (skipping the summary's own position),
+ * then the messages after the summary. The summarized entries stay in the
+ * transcript. When first_kept_entry_id is empty or not an earlier message
+ * of the path, only the messages after the summary follow it.
  *
  * @generated from message agentd.v1.CompactionSummary
  */
@@ -291,7 +296,7 @@ export type CompactionSummary = Message<"agentd.v1.CompactionSummary"> & {
   firstKeptEntryId: string;
 
   /**
-   * The context size in tokens before compaction.
+   * The estimated context size in tokens before compaction.
    *
    * @generated from field: int64 tokens_before = 3;
    */
@@ -303,6 +308,37 @@ export type CompactionSummary = Message<"agentd.v1.CompactionSummary"> & {
    * @generated from field: google.protobuf.Timestamp timestamp = 4;
    */
   timestamp?: Timestamp | undefined;
+
+  /**
+   * The estimated context size in tokens right after compaction (the
+   * summary and the kept messages).
+   *
+   * @generated from field: int64 tokens_after = 5;
+   */
+  tokensAfter: bigint;
+
+  /**
+   * Why the compaction happened.
+   *
+   * @generated from field: agentd.v1.CompactionReason reason = 6;
+   */
+  reason: CompactionReason;
+
+  /**
+   * Files the summarized part read, and the earlier summary's, so the
+   * record survives repeated compactions (the model sees them in the
+   * summary text).
+   *
+   * @generated from field: repeated string read_files = 7;
+   */
+  readFiles: string[];
+
+  /**
+   * Files the summarized part changed, and the earlier summary's.
+   *
+   * @generated from field: repeated string modified_files = 8;
+   */
+  modifiedFiles: string[];
 };
 
 /**
@@ -667,6 +703,49 @@ export const ApprovalDecisionSchema: GenEnum<ApprovalDecision> = /*@__PURE__*/
   enumDesc(file_agentd_v1_agent_messages, 0);
 
 /**
+ * CompactionReason says why a compaction happened.
+ *
+ * @generated from enum agentd.v1.CompactionReason
+ */
+export enum CompactionReason {
+  /**
+   * Unknown (for example a summary added with AppendMessages).
+   *
+   * @generated from enum value: COMPACTION_REASON_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A Compact call.
+   *
+   * @generated from enum value: COMPACTION_REASON_MANUAL = 1;
+   */
+  MANUAL = 1,
+
+  /**
+   * The context estimate passed the model's context window minus the
+   * reserve before a model call.
+   *
+   * @generated from enum value: COMPACTION_REASON_THRESHOLD = 2;
+   */
+  THRESHOLD = 2,
+
+  /**
+   * The provider answered that the context overflowed; the call is retried
+   * once after the compaction.
+   *
+   * @generated from enum value: COMPACTION_REASON_OVERFLOW = 3;
+   */
+  OVERFLOW = 3,
+}
+
+/**
+ * Describes the enum agentd.v1.CompactionReason.
+ */
+export const CompactionReasonSchema: GenEnum<CompactionReason> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_agent_messages, 1);
+
+/**
  * ThinkingLevel asks reasoning models to think more or less; each provider
  * adapter maps it onto the provider's own parameters.
  *
@@ -727,5 +806,5 @@ export enum ThinkingLevel {
  * Describes the enum agentd.v1.ThinkingLevel.
  */
 export const ThinkingLevelSchema: GenEnum<ThinkingLevel> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent_messages, 1);
+  enumDesc(file_agentd_v1_agent_messages, 2);
 

@@ -4,12 +4,14 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { AgentMessage } from "./agent_messages_pb.js";
+import type { AgentMessage, CompactionReason, CompactionSummary } from "./agent_messages_pb.js";
 import { file_agentd_v1_agent_messages } from "./agent_messages_pb.js";
 import type { ContentBlock, ToolCall, Usage } from "./content_pb.js";
 import { file_agentd_v1_content } from "./content_pb.js";
 import type { AssistantMessage, ToolResultMessage } from "./messages_pb.js";
 import { file_agentd_v1_messages } from "./messages_pb.js";
+import type { MessageKind } from "./session_pb.js";
+import { file_agentd_v1_session } from "./session_pb.js";
 import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { JsonObject, Message } from "@bufbuild/protobuf";
@@ -18,7 +20,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/events.proto.
  */
 export const file_agentd_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChZhZ2VudGQvdjEvZXZlbnRzLnByb3RvEglhZ2VudGQudjEivAYKCkFnZW50RXZlbnQSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSCwoDc2VxGAMgASgEEigKBHRpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKC2FnZW50X3N0YXJ0GAogASgLMhUuYWdlbnRkLnYxLkFnZW50U3RhcnRIABIqCgp0dXJuX3N0YXJ0GAsgASgLMhQuYWdlbnRkLnYxLlR1cm5TdGFydEgAEjAKDW1lc3NhZ2Vfc3RhcnQYDCABKAsyFy5hZ2VudGQudjEuTWVzc2FnZVN0YXJ0SAASMgoObWVzc2FnZV91cGRhdGUYDSABKAsyGC5hZ2VudGQudjEuTWVzc2FnZVVwZGF0ZUgAEiwKC21lc3NhZ2VfZW5kGA4gASgLMhUuYWdlbnRkLnYxLk1lc3NhZ2VFbmRIABI9ChR0b29sX2V4ZWN1dGlvbl9zdGFydBgPIAEoCzIdLmFnZW50ZC52MS5Ub29sRXhlY3V0aW9uU3RhcnRIABI/ChV0b29sX2V4ZWN1dGlvbl91cGRhdGUYECABKAsyHi5hZ2VudGQudjEuVG9vbEV4ZWN1dGlvblVwZGF0ZUgAEjkKEnRvb2xfZXhlY3V0aW9uX2VuZBgRIAEoCzIbLmFnZW50ZC52MS5Ub29sRXhlY3V0aW9uRW5kSAASJgoIdHVybl9lbmQYEiABKAsyEi5hZ2VudGQudjEuVHVybkVuZEgAEigKCWFnZW50X2VuZBgTIAEoCzITLmFnZW50ZC52MS5BZ2VudEVuZEgAEjoKEmFwcHJvdmFsX3JlcXVlc3RlZBgUIAEoCzIcLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3RlZEgAEjsKE3Rvb2xfY2FsbF9yZXF1ZXN0ZWQYFSABKAsyHC5hZ2VudGQudjEuVG9vbENhbGxSZXF1ZXN0ZWRIABIuCgxxdWV1ZV91cGRhdGUYFiABKAsyFi5hZ2VudGQudjEuUXVldWVVcGRhdGVIABImCgVlcnJvchgXIAEoCzIVLmFnZW50ZC52MS5BZ2VudEVycm9ySABCBwoFZXZlbnQiDAoKQWdlbnRTdGFydCIZCglUdXJuU3RhcnQSDAoEdHVybhgBIAEoDSI4CgxNZXNzYWdlU3RhcnQSKAoHbWVzc2FnZRgBIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2UiywMKDU1lc3NhZ2VVcGRhdGUSKgoKdGV4dF9zdGFydBgBIAEoCzIULmFnZW50ZC52MS5UZXh0U3RhcnRIABIqCgp0ZXh0X2RlbHRhGAIgASgLMhQuYWdlbnRkLnYxLlRleHREZWx0YUgAEiYKCHRleHRfZW5kGAMgASgLMhIuYWdlbnRkLnYxLlRleHRFbmRIABIyCg50aGlua2luZ19zdGFydBgEIAEoCzIYLmFnZW50ZC52MS5UaGlua2luZ1N0YXJ0SAASMgoOdGhpbmtpbmdfZGVsdGEYBSABKAsyGC5hZ2VudGQudjEuVGhpbmtpbmdEZWx0YUgAEi4KDHRoaW5raW5nX2VuZBgGIAEoCzIWLmFnZW50ZC52MS5UaGlua2luZ0VuZEgAEjMKD3Rvb2xfY2FsbF9zdGFydBgHIAEoCzIYLmFnZW50ZC52MS5Ub29sQ2FsbFN0YXJ0SAASMwoPdG9vbF9jYWxsX2RlbHRhGAggASgLMhguYWdlbnRkLnYxLlRvb2xDYWxsRGVsdGFIABIvCg10b29sX2NhbGxfZW5kGAkgASgLMhYuYWdlbnRkLnYxLlRvb2xDYWxsRW5kSABCBwoFZGVsdGEiIgoJVGV4dFN0YXJ0EhUKDWNvbnRlbnRfaW5kZXgYASABKA0iMQoJVGV4dERlbHRhEhUKDWNvbnRlbnRfaW5kZXgYASABKA0SDQoFZGVsdGEYAiABKAkiOAoHVGV4dEVuZBIVCg1jb250ZW50X2luZGV4GAEgASgNEhYKDnRleHRfc2lnbmF0dXJlGAIgASgJIjgKDVRoaW5raW5nU3RhcnQSFQoNY29udGVudF9pbmRleBgBIAEoDRIQCghyZWRhY3RlZBgCIAEoCCI1Cg1UaGlua2luZ0RlbHRhEhUKDWNvbnRlbnRfaW5kZXgYASABKA0SDQoFZGVsdGEYAiABKAkiQAoLVGhpbmtpbmdFbmQSFQoNY29udGVudF9pbmRleBgBIAEoDRIaChJ0aGlua2luZ19zaWduYXR1cmUYAiABKAkiQAoNVG9vbENhbGxTdGFydBIVCg1jb250ZW50X2luZGV4GAEgASgNEgoKAmlkGAIgASgJEgwKBG5hbWUYAyABKAkiNQoNVG9vbENhbGxEZWx0YRIVCg1jb250ZW50X2luZGV4GAEgASgNEg0KBWRlbHRhGAIgASgJIkwKC1Rvb2xDYWxsRW5kEhUKDWNvbnRlbnRfaW5kZXgYASABKA0SJgoJdG9vbF9jYWxsGAIgASgLMhMuYWdlbnRkLnYxLlRvb2xDYWxsIkgKCk1lc3NhZ2VFbmQSKAoHbWVzc2FnZRgBIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2USEAoIZW50cnlfaWQYAiABKAkiaQoSVG9vbEV4ZWN1dGlvblN0YXJ0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKRAQoTVG9vbEV4ZWN1dGlvblVwZGF0ZRIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEigKB2NvbnRlbnQYAyADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEicKB2RldGFpbHMYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiQAoQVG9vbEV4ZWN1dGlvbkVuZBIsCgZyZXN1bHQYASABKAsyHC5hZ2VudGQudjEuVG9vbFJlc3VsdE1lc3NhZ2UieQoHVHVybkVuZBIMCgR0dXJuGAEgASgNEiwKB21lc3NhZ2UYAiABKAsyGy5hZ2VudGQudjEuQXNzaXN0YW50TWVzc2FnZRIyCgx0b29sX3Jlc3VsdHMYAyADKAsyHC5hZ2VudGQudjEuVG9vbFJlc3VsdE1lc3NhZ2UiagoIQWdlbnRFbmQSJgoHb3V0Y29tZRgBIAEoDjIVLmFnZW50ZC52MS5SdW5PdXRjb21lEhUKDWVycm9yX21lc3NhZ2UYAiABKAkSHwoFdXNhZ2UYAyABKAsyEC5hZ2VudGQudjEuVXNhZ2UilgEKEUFwcHJvdmFsUmVxdWVzdGVkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIsCghkZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAilgEKEVRvb2xDYWxsUmVxdWVzdGVkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIsCghkZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZAoLUXVldWVVcGRhdGUSKQoIc3RlZXJpbmcYASADKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlEioKCWZvbGxvd191cBgCIAMoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2UiOwoKQWdlbnRFcnJvchIPCgdtZXNzYWdlGAEgASgJEg0KBXN0YWdlGAIgASgJEg0KBWZhdGFsGAMgASgIKpEBCgpSdW5PdXRjb21lEhsKF1JVTl9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGQoVUlVOX09VVENPTUVfQ09NUExFVEVEEAESFwoTUlVOX09VVENPTUVfQUJPUlRFRBACEhUKEVJVTl9PVVRDT01FX0VSUk9SEAMSGwoXUlVOX09VVENPTUVfSU5URVJSVVBURUQQBEI0WjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MWIGcHJvdG8z", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_messages, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChZhZ2VudGQvdjEvZXZlbnRzLnByb3RvEglhZ2VudGQudjEi4gcKCkFnZW50RXZlbnQSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSCwoDc2VxGAMgASgEEigKBHRpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKC2FnZW50X3N0YXJ0GAogASgLMhUuYWdlbnRkLnYxLkFnZW50U3RhcnRIABIqCgp0dXJuX3N0YXJ0GAsgASgLMhQuYWdlbnRkLnYxLlR1cm5TdGFydEgAEjAKDW1lc3NhZ2Vfc3RhcnQYDCABKAsyFy5hZ2VudGQudjEuTWVzc2FnZVN0YXJ0SAASMgoObWVzc2FnZV91cGRhdGUYDSABKAsyGC5hZ2VudGQudjEuTWVzc2FnZVVwZGF0ZUgAEiwKC21lc3NhZ2VfZW5kGA4gASgLMhUuYWdlbnRkLnYxLk1lc3NhZ2VFbmRIABI9ChR0b29sX2V4ZWN1dGlvbl9zdGFydBgPIAEoCzIdLmFnZW50ZC52MS5Ub29sRXhlY3V0aW9uU3RhcnRIABI/ChV0b29sX2V4ZWN1dGlvbl91cGRhdGUYECABKAsyHi5hZ2VudGQudjEuVG9vbEV4ZWN1dGlvblVwZGF0ZUgAEjkKEnRvb2xfZXhlY3V0aW9uX2VuZBgRIAEoCzIbLmFnZW50ZC52MS5Ub29sRXhlY3V0aW9uRW5kSAASJgoIdHVybl9lbmQYEiABKAsyEi5hZ2VudGQudjEuVHVybkVuZEgAEigKCWFnZW50X2VuZBgTIAEoCzITLmFnZW50ZC52MS5BZ2VudEVuZEgAEjoKEmFwcHJvdmFsX3JlcXVlc3RlZBgUIAEoCzIcLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3RlZEgAEjsKE3Rvb2xfY2FsbF9yZXF1ZXN0ZWQYFSABKAsyHC5hZ2VudGQudjEuVG9vbENhbGxSZXF1ZXN0ZWRIABIuCgxxdWV1ZV91cGRhdGUYFiABKAsyFi5hZ2VudGQudjEuUXVldWVVcGRhdGVIABImCgVlcnJvchgXIAEoCzIVLmFnZW50ZC52MS5BZ2VudEVycm9ySAASNgoQY29tcGFjdGlvbl9zdGFydBgYIAEoCzIaLmFnZW50ZC52MS5Db21wYWN0aW9uU3RhcnRIABIyCg5jb21wYWN0aW9uX2VuZBgZIAEoCzIYLmFnZW50ZC52MS5Db21wYWN0aW9uRW5kSAASOAoRY29udGV4dF9yZXF1ZXN0ZWQYGiABKAsyGy5hZ2VudGQudjEuQ29udGV4dFJlcXVlc3RlZEgAQgcKBWV2ZW50IlUKD0NvbXBhY3Rpb25TdGFydBIrCgZyZWFzb24YASABKA4yGy5hZ2VudGQudjEuQ29tcGFjdGlvblJlYXNvbhIVCg10b2tlbnNfYmVmb3JlGAIgASgDIowCCg1Db21wYWN0aW9uRW5kEisKBnJlYXNvbhgBIAEoDjIbLmFnZW50ZC52MS5Db21wYWN0aW9uUmVhc29uEhUKDXRva2Vuc19iZWZvcmUYAiABKAMSFAoMdG9rZW5zX2FmdGVyGAMgASgDEhAKCGVudHJ5X2lkGAQgASgJEhsKE2ZpcnN0X2tlcHRfZW50cnlfaWQYBSABKAkSGwoTc3VtbWFyaXplZF9tZXNzYWdlcxgGIAEoDRItCgdzdW1tYXJ5GAcgASgLMhwuYWdlbnRkLnYxLkNvbXBhY3Rpb25TdW1tYXJ5EhUKDWVycm9yX21lc3NhZ2UYCCABKAkSDwoHZHJ5X3J1bhgJIAEoCCKRAQoQQ29udGV4dFJlcXVlc3RlZBISCgpyZXF1ZXN0X2lkGAEgASgJEiUKBWl0ZW1zGAIgAygLMhYuYWdlbnRkLnYxLkNvbnRleHRJdGVtEhQKDHRvdGFsX3Rva2VucxgDIAEoAxIsCghkZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAifwoLQ29udGV4dEl0ZW0SEAoIZW50cnlfaWQYASABKAkSJAoEa2luZBgCIAEoDjIWLmFnZW50ZC52MS5NZXNzYWdlS2luZBIOCgZ0b2tlbnMYAyABKAMSKAoHbWVzc2FnZRgEIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2UiDAoKQWdlbnRTdGFydCIZCglUdXJuU3RhcnQSDAoEdHVybhgBIAEoDSI4CgxNZXNzYWdlU3RhcnQSKAoHbWVzc2FnZRgBIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2UiywMKDU1lc3NhZ2VVcGRhdGUSKgoKdGV4dF9zdGFydBgBIAEoCzIULmFnZW50ZC52MS5UZXh0U3RhcnRIABIqCgp0ZXh0X2RlbHRhGAIgASgLMhQuYWdlbnRkLnYxLlRleHREZWx0YUgAEiYKCHRleHRfZW5kGAMgASgLMhIuYWdlbnRkLnYxLlRleHRFbmRIABIyCg50aGlua2luZ19zdGFydBgEIAEoCzIYLmFnZW50ZC52MS5UaGlua2luZ1N0YXJ0SAASMgoOdGhpbmtpbmdfZGVsdGEYBSABKAsyGC5hZ2VudGQudjEuVGhpbmtpbmdEZWx0YUgAEi4KDHRoaW5raW5nX2VuZBgGIAEoCzIWLmFnZW50ZC52MS5UaGlua2luZ0VuZEgAEjMKD3Rvb2xfY2FsbF9zdGFydBgHIAEoCzIYLmFnZW50ZC52MS5Ub29sQ2FsbFN0YXJ0SAASMwoPdG9vbF9jYWxsX2RlbHRhGAggASgLMhguYWdlbnRkLnYxLlRvb2xDYWxsRGVsdGFIABIvCg10b29sX2NhbGxfZW5kGAkgASgLMhYuYWdlbnRkLnYxLlRvb2xDYWxsRW5kSABCBwoFZGVsdGEiIgoJVGV4dFN0YXJ0EhUKDWNvbnRlbnRfaW5kZXgYASABKA0iMQoJVGV4dERlbHRhEhUKDWNvbnRlbnRfaW5kZXgYASABKA0SDQoFZGVsdGEYAiABKAkiOAoHVGV4dEVuZBIVCg1jb250ZW50X2luZGV4GAEgASgNEhYKDnRleHRfc2lnbmF0dXJlGAIgASgJIjgKDVRoaW5raW5nU3RhcnQSFQoNY29udGVudF9pbmRleBgBIAEoDRIQCghyZWRhY3RlZBgCIAEoCCI1Cg1UaGlua2luZ0RlbHRhEhUKDWNvbnRlbnRfaW5kZXgYASABKA0SDQoFZGVsdGEYAiABKAkiQAoLVGhpbmtpbmdFbmQSFQoNY29udGVudF9pbmRleBgBIAEoDRIaChJ0aGlua2luZ19zaWduYXR1cmUYAiABKAkiQAoNVG9vbENhbGxTdGFydBIVCg1jb250ZW50X2luZGV4GAEgASgNEgoKAmlkGAIgASgJEgwKBG5hbWUYAyABKAkiNQoNVG9vbENhbGxEZWx0YRIVCg1jb250ZW50X2luZGV4GAEgASgNEg0KBWRlbHRhGAIgASgJIkwKC1Rvb2xDYWxsRW5kEhUKDWNvbnRlbnRfaW5kZXgYASABKA0SJgoJdG9vbF9jYWxsGAIgASgLMhMuYWdlbnRkLnYxLlRvb2xDYWxsIkgKCk1lc3NhZ2VFbmQSKAoHbWVzc2FnZRgBIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2USEAoIZW50cnlfaWQYAiABKAkiaQoSVG9vbEV4ZWN1dGlvblN0YXJ0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKRAQoTVG9vbEV4ZWN1dGlvblVwZGF0ZRIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEigKB2NvbnRlbnQYAyADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEicKB2RldGFpbHMYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiQAoQVG9vbEV4ZWN1dGlvbkVuZBIsCgZyZXN1bHQYASABKAsyHC5hZ2VudGQudjEuVG9vbFJlc3VsdE1lc3NhZ2UieQoHVHVybkVuZBIMCgR0dXJuGAEgASgNEiwKB21lc3NhZ2UYAiABKAsyGy5hZ2VudGQudjEuQXNzaXN0YW50TWVzc2FnZRIyCgx0b29sX3Jlc3VsdHMYAyADKAsyHC5hZ2VudGQudjEuVG9vbFJlc3VsdE1lc3NhZ2UiagoIQWdlbnRFbmQSJgoHb3V0Y29tZRgBIAEoDjIVLmFnZW50ZC52MS5SdW5PdXRjb21lEhUKDWVycm9yX21lc3NhZ2UYAiABKAkSHwoFdXNhZ2UYAyABKAsyEC5hZ2VudGQudjEuVXNhZ2UilgEKEUFwcHJvdmFsUmVxdWVzdGVkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIsCghkZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAilgEKEVRvb2xDYWxsUmVxdWVzdGVkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIsCghkZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZAoLUXVldWVVcGRhdGUSKQoIc3RlZXJpbmcYASADKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlEioKCWZvbGxvd191cBgCIAMoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2UiOwoKQWdlbnRFcnJvchIPCgdtZXNzYWdlGAEgASgJEg0KBXN0YWdlGAIgASgJEg0KBWZhdGFsGAMgASgIKpEBCgpSdW5PdXRjb21lEhsKF1JVTl9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGQoVUlVOX09VVENPTUVfQ09NUExFVEVEEAESFwoTUlVOX09VVENPTUVfQUJPUlRFRBACEhUKEVJVTl9PVVRDT01FX0VSUk9SEAMSGwoXUlVOX09VVENPTUVfSU5URVJSVVBURUQQBEI0WjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MWIGcHJvdG8z", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_messages, file_agentd_v1_session, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * AgentEvent is one event of a run, as streamed by Prompt, Continue and
@@ -34,7 +36,11 @@ export const file_agentd_v1_events: GenFile = /*@__PURE__*/
  *   agent_end
  *
  * approval_requested, tool_call_requested, queue_update and error may appear
- * anywhere between agent_start and agent_end. Every run ends with exactly one
+ * anywhere between agent_start and agent_end. Before each model call (after
+ * turn_start or after the turn's prompt and queued messages) a compaction may
+ * come as compaction_start, compaction_end, and a context hook as
+ * context_requested. After a model answer that says the context overflowed,
+ * compaction_start and compaction_end come before the call is retried. Every run ends with exactly one
  * agent_end, whatever happens.
  *
  * @generated from message agentd.v1.AgentEvent
@@ -188,6 +194,31 @@ export type AgentEvent = Message<"agentd.v1.AgentEvent"> & {
      */
     value: AgentError;
     case: "error";
+  } | {
+    /**
+     * A compaction started.
+     *
+     * @generated from field: agentd.v1.CompactionStart compaction_start = 24;
+     */
+    value: CompactionStart;
+    case: "compactionStart";
+  } | {
+    /**
+     * A compaction ended: its summary is stored, or it failed.
+     *
+     * @generated from field: agentd.v1.CompactionEnd compaction_end = 25;
+     */
+    value: CompactionEnd;
+    case: "compactionEnd";
+  } | {
+    /**
+     * A model call waits for SubmitContext (the session has a context
+     * hook).
+     *
+     * @generated from field: agentd.v1.ContextRequested context_requested = 26;
+     */
+    value: ContextRequested;
+    case: "contextRequested";
   } | { case: undefined; value?: undefined };
 };
 
@@ -197,6 +228,201 @@ export type AgentEvent = Message<"agentd.v1.AgentEvent"> & {
  */
 export const AgentEventSchema: GenMessage<AgentEvent> = /*@__PURE__*/
   messageDesc(file_agentd_v1_events, 0);
+
+/**
+ * CompactionStart announces a compaction: the older part of the
+ * conversation is being summarized.
+ *
+ * @generated from message agentd.v1.CompactionStart
+ */
+export type CompactionStart = Message<"agentd.v1.CompactionStart"> & {
+  /**
+   * Why.
+   *
+   * @generated from field: agentd.v1.CompactionReason reason = 1;
+   */
+  reason: CompactionReason;
+
+  /**
+   * The estimated context size in tokens before compaction.
+   *
+   * @generated from field: int64 tokens_before = 2;
+   */
+  tokensBefore: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.CompactionStart.
+ * Use `create(CompactionStartSchema)` to create a new message.
+ */
+export const CompactionStartSchema: GenMessage<CompactionStart> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 1);
+
+/**
+ * CompactionEnd closes a compaction.
+ *
+ * @generated from message agentd.v1.CompactionEnd
+ */
+export type CompactionEnd = Message<"agentd.v1.CompactionEnd"> & {
+  /**
+   * Why it happened.
+   *
+   * @generated from field: agentd.v1.CompactionReason reason = 1;
+   */
+  reason: CompactionReason;
+
+  /**
+   * The estimated context size in tokens before compaction.
+   *
+   * @generated from field: int64 tokens_before = 2;
+   */
+  tokensBefore: bigint;
+
+  /**
+   * The estimated context size in tokens after compaction.
+   *
+   * @generated from field: int64 tokens_after = 3;
+   */
+  tokensAfter: bigint;
+
+  /**
+   * The entry holding the CompactionSummary; empty when the compaction
+   * failed or was a dry run.
+   *
+   * @generated from field: string entry_id = 4;
+   */
+  entryId: string;
+
+  /**
+   * The first entry kept verbatim after the summary.
+   *
+   * @generated from field: string first_kept_entry_id = 5;
+   */
+  firstKeptEntryId: string;
+
+  /**
+   * How many messages the summary replaces.
+   *
+   * @generated from field: uint32 summarized_messages = 6;
+   */
+  summarizedMessages: number;
+
+  /**
+   * The stored summary; empty when the compaction failed or was a dry run.
+   *
+   * @generated from field: agentd.v1.CompactionSummary summary = 7;
+   */
+  summary?: CompactionSummary | undefined;
+
+  /**
+   * Why the compaction failed; empty when it succeeded. A failed automatic
+   * compaction does not end the run: the call goes ahead uncompacted.
+   *
+   * @generated from field: string error_message = 8;
+   */
+  errorMessage: string;
+
+  /**
+   * True for Compact with dry_run: nothing was summarized or stored.
+   *
+   * @generated from field: bool dry_run = 9;
+   */
+  dryRun: boolean;
+};
+
+/**
+ * Describes the message agentd.v1.CompactionEnd.
+ * Use `create(CompactionEndSchema)` to create a new message.
+ */
+export const CompactionEndSchema: GenMessage<CompactionEnd> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 2);
+
+/**
+ * ContextRequested asks the client's context hook for the next model
+ * call's context. Answer with SubmitContext naming request_id.
+ *
+ * @generated from message agentd.v1.ContextRequested
+ */
+export type ContextRequested = Message<"agentd.v1.ContextRequested"> & {
+  /**
+   * Identifies this request; pass it to SubmitContext.
+   *
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * What the context policies produced, in order.
+   *
+   * @generated from field: repeated agentd.v1.ContextItem items = 2;
+   */
+  items: ContextItem[];
+
+  /**
+   * The estimated size of items in tokens.
+   *
+   * @generated from field: int64 total_tokens = 3;
+   */
+  totalTokens: bigint;
+
+  /**
+   * When the call goes ahead with items unchanged.
+   *
+   * @generated from field: google.protobuf.Timestamp deadline = 4;
+   */
+  deadline?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.ContextRequested.
+ * Use `create(ContextRequestedSchema)` to create a new message.
+ */
+export const ContextRequestedSchema: GenMessage<ContextRequested> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 3);
+
+/**
+ * ContextItem is one message of a context under construction.
+ *
+ * @generated from message agentd.v1.ContextItem
+ */
+export type ContextItem = Message<"agentd.v1.ContextItem"> & {
+  /**
+   * The transcript entry the message comes from. A message a policy
+   * shortened (an elided tool result) keeps its entry's id.
+   *
+   * @generated from field: string entry_id = 1;
+   */
+  entryId: string;
+
+  /**
+   * The message's kind.
+   *
+   * @generated from field: agentd.v1.MessageKind kind = 2;
+   */
+  kind: MessageKind;
+
+  /**
+   * Its estimated size in tokens.
+   *
+   * @generated from field: int64 tokens = 3;
+   */
+  tokens: bigint;
+
+  /**
+   * The message as the policies left it; set only when the hook asks for
+   * messages (ContextHook.include_messages).
+   *
+   * @generated from field: agentd.v1.AgentMessage message = 4;
+   */
+  message?: AgentMessage | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.ContextItem.
+ * Use `create(ContextItemSchema)` to create a new message.
+ */
+export const ContextItemSchema: GenMessage<ContextItem> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 4);
 
 /**
  * AgentStart opens a run.
@@ -211,7 +437,7 @@ export type AgentStart = Message<"agentd.v1.AgentStart"> & {
  * Use `create(AgentStartSchema)` to create a new message.
  */
 export const AgentStartSchema: GenMessage<AgentStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 1);
+  messageDesc(file_agentd_v1_events, 5);
 
 /**
  * TurnStart opens a turn.
@@ -232,7 +458,7 @@ export type TurnStart = Message<"agentd.v1.TurnStart"> & {
  * Use `create(TurnStartSchema)` to create a new message.
  */
 export const TurnStartSchema: GenMessage<TurnStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 2);
+  messageDesc(file_agentd_v1_events, 6);
 
 /**
  * MessageStart announces a message. For the assistant it carries the empty
@@ -255,7 +481,7 @@ export type MessageStart = Message<"agentd.v1.MessageStart"> & {
  * Use `create(MessageStartSchema)` to create a new message.
  */
 export const MessageStartSchema: GenMessage<MessageStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 3);
+  messageDesc(file_agentd_v1_events, 7);
 
 /**
  * MessageUpdate carries one piece of the assistant message being streamed:
@@ -351,7 +577,7 @@ export type MessageUpdate = Message<"agentd.v1.MessageUpdate"> & {
  * Use `create(MessageUpdateSchema)` to create a new message.
  */
 export const MessageUpdateSchema: GenMessage<MessageUpdate> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 4);
+  messageDesc(file_agentd_v1_events, 8);
 
 /**
  * TextStart opens a text block.
@@ -372,7 +598,7 @@ export type TextStart = Message<"agentd.v1.TextStart"> & {
  * Use `create(TextStartSchema)` to create a new message.
  */
 export const TextStartSchema: GenMessage<TextStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 5);
+  messageDesc(file_agentd_v1_events, 9);
 
 /**
  * TextDelta appends text to an open text block.
@@ -400,7 +626,7 @@ export type TextDelta = Message<"agentd.v1.TextDelta"> & {
  * Use `create(TextDeltaSchema)` to create a new message.
  */
 export const TextDeltaSchema: GenMessage<TextDelta> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 6);
+  messageDesc(file_agentd_v1_events, 10);
 
 /**
  * TextEnd closes a text block.
@@ -428,7 +654,7 @@ export type TextEnd = Message<"agentd.v1.TextEnd"> & {
  * Use `create(TextEndSchema)` to create a new message.
  */
 export const TextEndSchema: GenMessage<TextEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 7);
+  messageDesc(file_agentd_v1_events, 11);
 
 /**
  * ThinkingStart opens a thinking block.
@@ -456,7 +682,7 @@ export type ThinkingStart = Message<"agentd.v1.ThinkingStart"> & {
  * Use `create(ThinkingStartSchema)` to create a new message.
  */
 export const ThinkingStartSchema: GenMessage<ThinkingStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 8);
+  messageDesc(file_agentd_v1_events, 12);
 
 /**
  * ThinkingDelta appends reasoning to an open thinking block.
@@ -484,7 +710,7 @@ export type ThinkingDelta = Message<"agentd.v1.ThinkingDelta"> & {
  * Use `create(ThinkingDeltaSchema)` to create a new message.
  */
 export const ThinkingDeltaSchema: GenMessage<ThinkingDelta> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 9);
+  messageDesc(file_agentd_v1_events, 13);
 
 /**
  * ThinkingEnd closes a thinking block.
@@ -512,7 +738,7 @@ export type ThinkingEnd = Message<"agentd.v1.ThinkingEnd"> & {
  * Use `create(ThinkingEndSchema)` to create a new message.
  */
 export const ThinkingEndSchema: GenMessage<ThinkingEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 10);
+  messageDesc(file_agentd_v1_events, 14);
 
 /**
  * ToolCallStart opens a tool call block.
@@ -548,7 +774,7 @@ export type ToolCallStart = Message<"agentd.v1.ToolCallStart"> & {
  * Use `create(ToolCallStartSchema)` to create a new message.
  */
 export const ToolCallStartSchema: GenMessage<ToolCallStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 11);
+  messageDesc(file_agentd_v1_events, 15);
 
 /**
  * ToolCallDelta carries a fragment of a tool call's arguments as raw JSON
@@ -578,7 +804,7 @@ export type ToolCallDelta = Message<"agentd.v1.ToolCallDelta"> & {
  * Use `create(ToolCallDeltaSchema)` to create a new message.
  */
 export const ToolCallDeltaSchema: GenMessage<ToolCallDelta> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 12);
+  messageDesc(file_agentd_v1_events, 16);
 
 /**
  * ToolCallEnd closes a tool call block with the complete call.
@@ -606,7 +832,7 @@ export type ToolCallEnd = Message<"agentd.v1.ToolCallEnd"> & {
  * Use `create(ToolCallEndSchema)` to create a new message.
  */
 export const ToolCallEndSchema: GenMessage<ToolCallEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 13);
+  messageDesc(file_agentd_v1_events, 17);
 
 /**
  * MessageEnd carries a complete message. By the time a client receives it,
@@ -635,7 +861,7 @@ export type MessageEnd = Message<"agentd.v1.MessageEnd"> & {
  * Use `create(MessageEndSchema)` to create a new message.
  */
 export const MessageEndSchema: GenMessage<MessageEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 14);
+  messageDesc(file_agentd_v1_events, 18);
 
 /**
  * ToolExecutionStart announces that a tool call is being prepared and run.
@@ -670,7 +896,7 @@ export type ToolExecutionStart = Message<"agentd.v1.ToolExecutionStart"> & {
  * Use `create(ToolExecutionStartSchema)` to create a new message.
  */
 export const ToolExecutionStartSchema: GenMessage<ToolExecutionStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 15);
+  messageDesc(file_agentd_v1_events, 19);
 
 /**
  * ToolExecutionUpdate carries progress from a running tool, such as a chunk
@@ -714,7 +940,7 @@ export type ToolExecutionUpdate = Message<"agentd.v1.ToolExecutionUpdate"> & {
  * Use `create(ToolExecutionUpdateSchema)` to create a new message.
  */
 export const ToolExecutionUpdateSchema: GenMessage<ToolExecutionUpdate> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 16);
+  messageDesc(file_agentd_v1_events, 20);
 
 /**
  * ToolExecutionEnd says a tool call finished. In parallel mode these arrive
@@ -736,7 +962,7 @@ export type ToolExecutionEnd = Message<"agentd.v1.ToolExecutionEnd"> & {
  * Use `create(ToolExecutionEndSchema)` to create a new message.
  */
 export const ToolExecutionEndSchema: GenMessage<ToolExecutionEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 17);
+  messageDesc(file_agentd_v1_events, 21);
 
 /**
  * TurnEnd closes a turn.
@@ -772,7 +998,7 @@ export type TurnEnd = Message<"agentd.v1.TurnEnd"> & {
  * Use `create(TurnEndSchema)` to create a new message.
  */
 export const TurnEndSchema: GenMessage<TurnEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 18);
+  messageDesc(file_agentd_v1_events, 22);
 
 /**
  * AgentEnd closes a run. Nothing follows it.
@@ -807,7 +1033,7 @@ export type AgentEnd = Message<"agentd.v1.AgentEnd"> & {
  * Use `create(AgentEndSchema)` to create a new message.
  */
 export const AgentEndSchema: GenMessage<AgentEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 19);
+  messageDesc(file_agentd_v1_events, 23);
 
 /**
  * ApprovalRequested says a tool call waits for a decision. Answer with
@@ -850,7 +1076,7 @@ export type ApprovalRequested = Message<"agentd.v1.ApprovalRequested"> & {
  * Use `create(ApprovalRequestedSchema)` to create a new message.
  */
 export const ApprovalRequestedSchema: GenMessage<ApprovalRequested> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 20);
+  messageDesc(file_agentd_v1_events, 24);
 
 /**
  * ToolCallRequested says the model called a client-executed tool. Run it and
@@ -894,7 +1120,7 @@ export type ToolCallRequested = Message<"agentd.v1.ToolCallRequested"> & {
  * Use `create(ToolCallRequestedSchema)` to create a new message.
  */
 export const ToolCallRequestedSchema: GenMessage<ToolCallRequested> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 21);
+  messageDesc(file_agentd_v1_events, 25);
 
 /**
  * QueueUpdate shows the messages waiting to be delivered to the run.
@@ -922,7 +1148,7 @@ export type QueueUpdate = Message<"agentd.v1.QueueUpdate"> & {
  * Use `create(QueueUpdateSchema)` to create a new message.
  */
 export const QueueUpdateSchema: GenMessage<QueueUpdate> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 22);
+  messageDesc(file_agentd_v1_events, 26);
 
 /**
  * AgentError reports a problem inside a run that is not a model answer, such
@@ -959,7 +1185,7 @@ export type AgentError = Message<"agentd.v1.AgentError"> & {
  * Use `create(AgentErrorSchema)` to create a new message.
  */
 export const AgentErrorSchema: GenMessage<AgentError> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 23);
+  messageDesc(file_agentd_v1_events, 27);
 
 /**
  * RunOutcome says how a run ended.

@@ -12,15 +12,242 @@ import type { AgentEventSchema } from "./events_pb.js";
 import { file_agentd_v1_events } from "./events_pb.js";
 import type { Context, Model, Session, SessionConfig } from "./session_pb.js";
 import { file_agentd_v1_session } from "./session_pb.js";
-import type { Value } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { FieldMask, Value } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_field_mask, file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file agentd/v1/service.proto.
  */
 export const file_agentd_v1_service: GenFile = /*@__PURE__*/
-  fileDesc("ChdhZ2VudGQvdjEvc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIrsBChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIoCgZjb25maWcYASABKAsyGC5hZ2VudGQudjEuU2Vzc2lvbkNvbmZpZxINCgV0aXRsZRgCIAEoCRI7CgZsYWJlbHMYAyADKAsyKy5hZ2VudGQudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI8ChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50ZC52MS5TZXNzaW9uIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiOQoSR2V0U2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5hZ2VudGQudjEuU2Vzc2lvbiK3AQoTTGlzdFNlc3Npb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCRJFCgxsYWJlbF9maWx0ZXIYAyADKAsyLy5hZ2VudGQudjEuTGlzdFNlc3Npb25zUmVxdWVzdC5MYWJlbEZpbHRlckVudHJ5GjIKEExhYmVsRmlsdGVyRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJVChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIkCghzZXNzaW9ucxgBIAMoCzISLmFnZW50ZC52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI5ChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg0KBWZvcmNlGAIgASgIIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSJxCg1Qcm9tcHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2sSEgoKcmVxdWVzdF9pZBgDIAEoCRIOCgZkZXRhY2gYBCABKAgiSQoPQ29udGludWVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIOCgZkZXRhY2gYAyABKAgiTAoMU3RlZXJSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2siHwoNU3RlZXJSZXNwb25zZRIOCgZxdWV1ZWQYASABKA0iTwoPRm9sbG93VXBSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2siIgoQRm9sbG93VXBSZXNwb25zZRIOCgZxdWV1ZWQYASABKA0iMgoMQWJvcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnVuX2lkGAIgASgJIh8KDUFib3J0UmVzcG9uc2USDgoGcnVuX2lkGAEgASgJIkYKDUF0dGFjaFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEQoJYWZ0ZXJfc2VxGAMgASgEIqgBChdTdWJtaXRUb29sUmVzdWx0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIoCgdjb250ZW50GAMgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAQgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhAKCGlzX2Vycm9yGAUgASgIIhoKGFN1Ym1pdFRvb2xSZXN1bHRSZXNwb25zZSKVAQoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRItCghkZWNpc2lvbhgDIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgEIAEoCRISCgpkZWNpZGVkX2J5GAUgASgJIhkKF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlIlYKFUFwcGVuZE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEikKCG1lc3NhZ2VzGAIgAygLMhcuYWdlbnRkLnYxLkFnZW50TWVzc2FnZSI7ChZBcHBlbmRNZXNzYWdlc1Jlc3BvbnNlEiEKB2VudHJpZXMYASADKAsyEC5hZ2VudGQudjEuRW50cnkiUQoUR2V0VHJhbnNjcmlwdFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJTChVHZXRUcmFuc2NyaXB0UmVzcG9uc2USIQoHZW50cmllcxgBIAMoCzIQLmFnZW50ZC52MS5FbnRyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiJwoRR2V0Q29udGV4dFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI5ChJHZXRDb250ZXh0UmVzcG9uc2USIwoHY29udGV4dBgBIAEoCzISLmFnZW50ZC52MS5Db250ZXh0IhMKEUxpc3RNb2RlbHNSZXF1ZXN0IjYKEkxpc3RNb2RlbHNSZXNwb25zZRIgCgZtb2RlbHMYASADKAsyEC5hZ2VudGQudjEuTW9kZWwywgkKDEFnZW50U2VydmljZRJSCg1DcmVhdGVTZXNzaW9uEh8uYWdlbnRkLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GiAuYWdlbnRkLnYxLkNyZWF0ZVNlc3Npb25SZXNwb25zZRJJCgpHZXRTZXNzaW9uEhwuYWdlbnRkLnYxLkdldFNlc3Npb25SZXF1ZXN0Gh0uYWdlbnRkLnYxLkdldFNlc3Npb25SZXNwb25zZRJPCgxMaXN0U2Vzc2lvbnMSHi5hZ2VudGQudjEuTGlzdFNlc3Npb25zUmVxdWVzdBofLmFnZW50ZC52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJSCg1EZWxldGVTZXNzaW9uEh8uYWdlbnRkLnYxLkRlbGV0ZVNlc3Npb25SZXF1ZXN0GiAuYWdlbnRkLnYxLkRlbGV0ZVNlc3Npb25SZXNwb25zZRI7CgZQcm9tcHQSGC5hZ2VudGQudjEuUHJvbXB0UmVxdWVzdBoVLmFnZW50ZC52MS5BZ2VudEV2ZW50MAESPwoIQ29udGludWUSGi5hZ2VudGQudjEuQ29udGludWVSZXF1ZXN0GhUuYWdlbnRkLnYxLkFnZW50RXZlbnQwARI6CgVTdGVlchIXLmFnZW50ZC52MS5TdGVlclJlcXVlc3QaGC5hZ2VudGQudjEuU3RlZXJSZXNwb25zZRJDCghGb2xsb3dVcBIaLmFnZW50ZC52MS5Gb2xsb3dVcFJlcXVlc3QaGy5hZ2VudGQudjEuRm9sbG93VXBSZXNwb25zZRI6CgVBYm9ydBIXLmFnZW50ZC52MS5BYm9ydFJlcXVlc3QaGC5hZ2VudGQudjEuQWJvcnRSZXNwb25zZRI7CgZBdHRhY2gSGC5hZ2VudGQudjEuQXR0YWNoUmVxdWVzdBoVLmFnZW50ZC52MS5BZ2VudEV2ZW50MAESWwoQU3VibWl0VG9vbFJlc3VsdBIiLmFnZW50ZC52MS5TdWJtaXRUb29sUmVzdWx0UmVxdWVzdBojLmFnZW50ZC52MS5TdWJtaXRUb29sUmVzdWx0UmVzcG9uc2USWAoPUmVzb2x2ZUFwcHJvdmFsEiEuYWdlbnRkLnYxLlJlc29sdmVBcHByb3ZhbFJlcXVlc3QaIi5hZ2VudGQudjEuUmVzb2x2ZUFwcHJvdmFsUmVzcG9uc2USVQoOQXBwZW5kTWVzc2FnZXMSIC5hZ2VudGQudjEuQXBwZW5kTWVzc2FnZXNSZXF1ZXN0GiEuYWdlbnRkLnYxLkFwcGVuZE1lc3NhZ2VzUmVzcG9uc2USUgoNR2V0VHJhbnNjcmlwdBIfLmFnZW50ZC52MS5HZXRUcmFuc2NyaXB0UmVxdWVzdBogLmFnZW50ZC52MS5HZXRUcmFuc2NyaXB0UmVzcG9uc2USSQoKR2V0Q29udGV4dBIcLmFnZW50ZC52MS5HZXRDb250ZXh0UmVxdWVzdBodLmFnZW50ZC52MS5HZXRDb250ZXh0UmVzcG9uc2USSQoKTGlzdE1vZGVscxIcLmFnZW50ZC52MS5MaXN0TW9kZWxzUmVxdWVzdBodLmFnZW50ZC52MS5MaXN0TW9kZWxzUmVzcG9uc2VCNFoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjFiBnByb3RvMw", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_events, file_agentd_v1_session, file_google_protobuf_struct]);
+  fileDesc("ChdhZ2VudGQvdjEvc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIoACChRVcGRhdGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKBmNvbmZpZxgCIAEoCzIYLmFnZW50ZC52MS5TZXNzaW9uQ29uZmlnEg0KBXRpdGxlGAMgASgJEjsKBmxhYmVscxgEIAMoCzIrLmFnZW50ZC52MS5VcGRhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRIvCgt1cGRhdGVfbWFzaxgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2saLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJfChVVcGRhdGVTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50ZC52MS5TZXNzaW9uEiEKB2VudHJpZXMYAiADKAsyEC5hZ2VudGQudjEuRW50cnkieAoOQ29tcGFjdFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxpbnN0cnVjdGlvbnMYAiABKAkSDwoHc3VtbWFyeRgDIAEoCRIPCgdkcnlfcnVuGAQgASgIEhoKEmtlZXBfcmVjZW50X3Rva2VucxgFIAEoAyJqChRTdWJtaXRDb250ZXh0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSKgoFaXRlbXMYAyADKAsyGy5hZ2VudGQudjEuQ29udGV4dFNlbGVjdGlvbiJaChBDb250ZXh0U2VsZWN0aW9uEhIKCGVudHJ5X2lkGAEgASgJSAASKgoHbWVzc2FnZRgCIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2VIAEIGCgRpdGVtIhcKFVN1Ym1pdENvbnRleHRSZXNwb25zZSK7AQoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSKAoGY29uZmlnGAEgASgLMhguYWdlbnRkLnYxLlNlc3Npb25Db25maWcSDQoFdGl0bGUYAiABKAkSOwoGbGFiZWxzGAMgAygLMisuYWdlbnRkLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0LkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPAoVQ3JlYXRlU2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5hZ2VudGQudjEuU2Vzc2lvbiInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjkKEkdldFNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRkLnYxLlNlc3Npb24itwEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSRQoMbGFiZWxfZmlsdGVyGAMgAygLMi8uYWdlbnRkLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QuTGFiZWxGaWx0ZXJFbnRyeRoyChBMYWJlbEZpbHRlckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVQoUTGlzdFNlc3Npb25zUmVzcG9uc2USJAoIc2Vzc2lvbnMYASADKAsyEi5hZ2VudGQudjEuU2Vzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiOQoURGVsZXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVmb3JjZRgCIAEoCCIXChVEZWxldGVTZXNzaW9uUmVzcG9uc2UicQoNUHJvbXB0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKB2NvbnRlbnQYAiADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEhIKCnJlcXVlc3RfaWQYAyABKAkSDgoGZGV0YWNoGAQgASgIIkkKD0NvbnRpbnVlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSDgoGZGV0YWNoGAMgASgIIkwKDFN0ZWVyUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKB2NvbnRlbnQYAiADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrIh8KDVN0ZWVyUmVzcG9uc2USDgoGcXVldWVkGAEgASgNIk8KD0ZvbGxvd1VwUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKB2NvbnRlbnQYAiADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrIiIKEEZvbGxvd1VwUmVzcG9uc2USDgoGcXVldWVkGAEgASgNIjIKDEFib3J0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCSIfCg1BYm9ydFJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCSJGCg1BdHRhY2hSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnVuX2lkGAIgASgJEhEKCWFmdGVyX3NlcRgDIAEoBCKoAQoXU3VibWl0VG9vbFJlc3VsdFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkSKAoHY29udGVudBgDIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2sSJwoHZGV0YWlscxgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIQCghpc19lcnJvchgFIAEoCCIaChhTdWJtaXRUb29sUmVzdWx0UmVzcG9uc2UilQEKFlJlc29sdmVBcHByb3ZhbFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkSLQoIZGVjaXNpb24YAyABKA4yGy5hZ2VudGQudjEuQXBwcm92YWxEZWNpc2lvbhIOCgZyZWFzb24YBCABKAkSEgoKZGVjaWRlZF9ieRgFIAEoCSIZChdSZXNvbHZlQXBwcm92YWxSZXNwb25zZSJWChVBcHBlbmRNZXNzYWdlc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIpCghtZXNzYWdlcxgCIAMoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2UiOwoWQXBwZW5kTWVzc2FnZXNSZXNwb25zZRIhCgdlbnRyaWVzGAEgAygLMhAuYWdlbnRkLnYxLkVudHJ5IlEKFEdldFRyYW5zY3JpcHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiUwoVR2V0VHJhbnNjcmlwdFJlc3BvbnNlEiEKB2VudHJpZXMYASADKAsyEC5hZ2VudGQudjEuRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIicKEUdldENvbnRleHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkitAEKEkdldENvbnRleHRSZXNwb25zZRIjCgdjb250ZXh0GAEgASgLMhIuYWdlbnRkLnYxLkNvbnRleHQSFgoObWVzc2FnZV90b2tlbnMYAiADKAMSFAoMdG90YWxfdG9rZW5zGAMgASgDEhYKDmNvbnRleHRfd2luZG93GAQgASgDEhwKFGNvbXBhY3Rpb25fdGhyZXNob2xkGAUgASgDEhUKDXdvdWxkX2NvbXBhY3QYBiABKAgiEwoRTGlzdE1vZGVsc1JlcXVlc3QiNgoSTGlzdE1vZGVsc1Jlc3BvbnNlEiAKBm1vZGVscxgBIAMoCzIQLmFnZW50ZC52MS5Nb2RlbDKpCwoMQWdlbnRTZXJ2aWNlElIKDUNyZWF0ZVNlc3Npb24SHy5hZ2VudGQudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudGQudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlEkkKCkdldFNlc3Npb24SHC5hZ2VudGQudjEuR2V0U2Vzc2lvblJlcXVlc3QaHS5hZ2VudGQudjEuR2V0U2Vzc2lvblJlc3BvbnNlEk8KDExpc3RTZXNzaW9ucxIeLmFnZW50ZC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Gh8uYWdlbnRkLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlElIKDURlbGV0ZVNlc3Npb24SHy5hZ2VudGQudjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudGQudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlEjsKBlByb21wdBIYLmFnZW50ZC52MS5Qcm9tcHRSZXF1ZXN0GhUuYWdlbnRkLnYxLkFnZW50RXZlbnQwARI/CghDb250aW51ZRIaLmFnZW50ZC52MS5Db250aW51ZVJlcXVlc3QaFS5hZ2VudGQudjEuQWdlbnRFdmVudDABEjoKBVN0ZWVyEhcuYWdlbnRkLnYxLlN0ZWVyUmVxdWVzdBoYLmFnZW50ZC52MS5TdGVlclJlc3BvbnNlEkMKCEZvbGxvd1VwEhouYWdlbnRkLnYxLkZvbGxvd1VwUmVxdWVzdBobLmFnZW50ZC52MS5Gb2xsb3dVcFJlc3BvbnNlEjoKBUFib3J0EhcuYWdlbnRkLnYxLkFib3J0UmVxdWVzdBoYLmFnZW50ZC52MS5BYm9ydFJlc3BvbnNlEjsKBkF0dGFjaBIYLmFnZW50ZC52MS5BdHRhY2hSZXF1ZXN0GhUuYWdlbnRkLnYxLkFnZW50RXZlbnQwARJbChBTdWJtaXRUb29sUmVzdWx0EiIuYWdlbnRkLnYxLlN1Ym1pdFRvb2xSZXN1bHRSZXF1ZXN0GiMuYWdlbnRkLnYxLlN1Ym1pdFRvb2xSZXN1bHRSZXNwb25zZRJYCg9SZXNvbHZlQXBwcm92YWwSIS5hZ2VudGQudjEuUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBoiLmFnZW50ZC52MS5SZXNvbHZlQXBwcm92YWxSZXNwb25zZRJVCg5BcHBlbmRNZXNzYWdlcxIgLmFnZW50ZC52MS5BcHBlbmRNZXNzYWdlc1JlcXVlc3QaIS5hZ2VudGQudjEuQXBwZW5kTWVzc2FnZXNSZXNwb25zZRJSCg1HZXRUcmFuc2NyaXB0Eh8uYWdlbnRkLnYxLkdldFRyYW5zY3JpcHRSZXF1ZXN0GiAuYWdlbnRkLnYxLkdldFRyYW5zY3JpcHRSZXNwb25zZRJJCgpHZXRDb250ZXh0EhwuYWdlbnRkLnYxLkdldENvbnRleHRSZXF1ZXN0Gh0uYWdlbnRkLnYxLkdldENvbnRleHRSZXNwb25zZRJJCgpMaXN0TW9kZWxzEhwuYWdlbnRkLnYxLkxpc3RNb2RlbHNSZXF1ZXN0Gh0uYWdlbnRkLnYxLkxpc3RNb2RlbHNSZXNwb25zZRJSCg1VcGRhdGVTZXNzaW9uEh8uYWdlbnRkLnYxLlVwZGF0ZVNlc3Npb25SZXF1ZXN0GiAuYWdlbnRkLnYxLlVwZGF0ZVNlc3Npb25SZXNwb25zZRI9CgdDb21wYWN0EhkuYWdlbnRkLnYxLkNvbXBhY3RSZXF1ZXN0GhUuYWdlbnRkLnYxLkFnZW50RXZlbnQwARJSCg1TdWJtaXRDb250ZXh0Eh8uYWdlbnRkLnYxLlN1Ym1pdENvbnRleHRSZXF1ZXN0GiAuYWdlbnRkLnYxLlN1Ym1pdENvbnRleHRSZXNwb25zZUI0WjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MWIGcHJvdG8z", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_events, file_agentd_v1_session, file_google_protobuf_field_mask, file_google_protobuf_struct]);
+
+/**
+ * UpdateSessionRequest is the input of UpdateSession.
+ *
+ * @generated from message agentd.v1.UpdateSessionRequest
+ */
+export type UpdateSessionRequest = Message<"agentd.v1.UpdateSessionRequest"> & {
+  /**
+   * The session's id. Required.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The new values of the fields named in update_mask; other fields are
+   * ignored.
+   *
+   * @generated from field: agentd.v1.SessionConfig config = 2;
+   */
+  config?: SessionConfig | undefined;
+
+  /**
+   * The new title, when update_mask names "title".
+   *
+   * @generated from field: string title = 3;
+   */
+  title: string;
+
+  /**
+   * The new labels (all of them), when update_mask names "labels".
+   *
+   * @generated from field: map<string, string> labels = 4;
+   */
+  labels: { [key: string]: string };
+
+  /**
+   * The fields to change: "title", "labels", or "config.<field>" for a
+   * field of SessionConfig, such as "config.model", "config.thinking_level",
+   * "config.system_prompt", "config.tools", "config.context_policy",
+   * "config.compaction" or "config.context_blocks"; "config" replaces the
+   * whole configuration. Required: at least one path. A named field that is
+   * unset in the request is cleared to its default. The new configuration
+   * is validated as CreateSession validates one.
+   *
+   * @generated from field: google.protobuf.FieldMask update_mask = 5;
+   */
+  updateMask?: FieldMask | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.UpdateSessionRequest.
+ * Use `create(UpdateSessionRequestSchema)` to create a new message.
+ */
+export const UpdateSessionRequestSchema: GenMessage<UpdateSessionRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 0);
+
+/**
+ * UpdateSessionResponse is the output of UpdateSession.
+ *
+ * @generated from message agentd.v1.UpdateSessionResponse
+ */
+export type UpdateSessionResponse = Message<"agentd.v1.UpdateSessionResponse"> & {
+  /**
+   * The session as it is now.
+   *
+   * @generated from field: agentd.v1.Session session = 1;
+   */
+  session?: Session | undefined;
+
+  /**
+   * The entries the change wrote (ModelChange, ThinkingLevelChange); empty
+   * when neither changed.
+   *
+   * @generated from field: repeated agentd.v1.Entry entries = 2;
+   */
+  entries: Entry[];
+};
+
+/**
+ * Describes the message agentd.v1.UpdateSessionResponse.
+ * Use `create(UpdateSessionResponseSchema)` to create a new message.
+ */
+export const UpdateSessionResponseSchema: GenMessage<UpdateSessionResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 1);
+
+/**
+ * CompactRequest is the input of Compact.
+ *
+ * @generated from message agentd.v1.CompactRequest
+ */
+export type CompactRequest = Message<"agentd.v1.CompactRequest"> & {
+  /**
+   * The session's id. Required.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Extra instructions for the summarizer, such as "focus on the API
+   * design"; at most 4096 bytes.
+   *
+   * @generated from field: string instructions = 2;
+   */
+  instructions: string;
+
+  /**
+   * A summary the client wrote itself (with its own model, in any
+   * language); when set no model is called. At most 1 MiB.
+   *
+   * @generated from field: string summary = 3;
+   */
+  summary: string;
+
+  /**
+   * Compute the cut point and token counts without summarizing or storing
+   * anything.
+   *
+   * @generated from field: bool dry_run = 4;
+   */
+  dryRun: boolean;
+
+  /**
+   * About how many tokens of the newest history to keep verbatim; 0 means
+   * the session's CompactionSettings.keep_recent_tokens.
+   *
+   * @generated from field: int64 keep_recent_tokens = 5;
+   */
+  keepRecentTokens: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.CompactRequest.
+ * Use `create(CompactRequestSchema)` to create a new message.
+ */
+export const CompactRequestSchema: GenMessage<CompactRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 2);
+
+/**
+ * SubmitContextRequest is the input of SubmitContext.
+ *
+ * @generated from message agentd.v1.SubmitContextRequest
+ */
+export type SubmitContextRequest = Message<"agentd.v1.SubmitContextRequest"> & {
+  /**
+   * The session's id. Required.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The request_id of the context_requested event answered. Required.
+   *
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+
+  /**
+   * The context in order: entries of the request to keep (by entry id, as
+   * the policies left them) and messages to inject. At least one.
+   *
+   * @generated from field: repeated agentd.v1.ContextSelection items = 3;
+   */
+  items: ContextSelection[];
+};
+
+/**
+ * Describes the message agentd.v1.SubmitContextRequest.
+ * Use `create(SubmitContextRequestSchema)` to create a new message.
+ */
+export const SubmitContextRequestSchema: GenMessage<SubmitContextRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 3);
+
+/**
+ * ContextSelection is one message of a SubmitContext answer.
+ *
+ * @generated from message agentd.v1.ContextSelection
+ */
+export type ContextSelection = Message<"agentd.v1.ContextSelection"> & {
+  /**
+   * Exactly one is set.
+   *
+   * @generated from oneof agentd.v1.ContextSelection.item
+   */
+  item: {
+    /**
+     * Keep this item of the context_requested event. Each at most once.
+     *
+     * @generated from field: string entry_id = 1;
+     */
+    value: string;
+    case: "entryId";
+  } | {
+    /**
+     * Inject this message (for this call only; it is not stored). Validated
+     * as AppendMessages validates messages.
+     *
+     * @generated from field: agentd.v1.AgentMessage message = 2;
+     */
+    value: AgentMessage;
+    case: "message";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message agentd.v1.ContextSelection.
+ * Use `create(ContextSelectionSchema)` to create a new message.
+ */
+export const ContextSelectionSchema: GenMessage<ContextSelection> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 4);
+
+/**
+ * SubmitContextResponse is the output of SubmitContext.
+ *
+ * @generated from message agentd.v1.SubmitContextResponse
+ */
+export type SubmitContextResponse = Message<"agentd.v1.SubmitContextResponse"> & {
+};
+
+/**
+ * Describes the message agentd.v1.SubmitContextResponse.
+ * Use `create(SubmitContextResponseSchema)` to create a new message.
+ */
+export const SubmitContextResponseSchema: GenMessage<SubmitContextResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 5);
 
 /**
  * CreateSessionRequest is the input of CreateSession.
@@ -56,7 +283,7 @@ export type CreateSessionRequest = Message<"agentd.v1.CreateSessionRequest"> & {
  * Use `create(CreateSessionRequestSchema)` to create a new message.
  */
 export const CreateSessionRequestSchema: GenMessage<CreateSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 0);
+  messageDesc(file_agentd_v1_service, 6);
 
 /**
  * CreateSessionResponse is the output of CreateSession.
@@ -77,7 +304,7 @@ export type CreateSessionResponse = Message<"agentd.v1.CreateSessionResponse"> &
  * Use `create(CreateSessionResponseSchema)` to create a new message.
  */
 export const CreateSessionResponseSchema: GenMessage<CreateSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 1);
+  messageDesc(file_agentd_v1_service, 7);
 
 /**
  * GetSessionRequest is the input of GetSession.
@@ -98,7 +325,7 @@ export type GetSessionRequest = Message<"agentd.v1.GetSessionRequest"> & {
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
 export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 2);
+  messageDesc(file_agentd_v1_service, 8);
 
 /**
  * GetSessionResponse is the output of GetSession.
@@ -119,7 +346,7 @@ export type GetSessionResponse = Message<"agentd.v1.GetSessionResponse"> & {
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
 export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 3);
+  messageDesc(file_agentd_v1_service, 9);
 
 /**
  * ListSessionsRequest is the input of ListSessions.
@@ -154,7 +381,7 @@ export type ListSessionsRequest = Message<"agentd.v1.ListSessionsRequest"> & {
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 4);
+  messageDesc(file_agentd_v1_service, 10);
 
 /**
  * ListSessionsResponse is the output of ListSessions.
@@ -182,7 +409,7 @@ export type ListSessionsResponse = Message<"agentd.v1.ListSessionsResponse"> & {
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 5);
+  messageDesc(file_agentd_v1_service, 11);
 
 /**
  * DeleteSessionRequest is the input of DeleteSession.
@@ -210,7 +437,7 @@ export type DeleteSessionRequest = Message<"agentd.v1.DeleteSessionRequest"> & {
  * Use `create(DeleteSessionRequestSchema)` to create a new message.
  */
 export const DeleteSessionRequestSchema: GenMessage<DeleteSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 6);
+  messageDesc(file_agentd_v1_service, 12);
 
 /**
  * DeleteSessionResponse is the output of DeleteSession.
@@ -225,7 +452,7 @@ export type DeleteSessionResponse = Message<"agentd.v1.DeleteSessionResponse"> &
  * Use `create(DeleteSessionResponseSchema)` to create a new message.
  */
 export const DeleteSessionResponseSchema: GenMessage<DeleteSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 7);
+  messageDesc(file_agentd_v1_service, 13);
 
 /**
  * PromptRequest is the input of Prompt.
@@ -271,7 +498,7 @@ export type PromptRequest = Message<"agentd.v1.PromptRequest"> & {
  * Use `create(PromptRequestSchema)` to create a new message.
  */
 export const PromptRequestSchema: GenMessage<PromptRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 8);
+  messageDesc(file_agentd_v1_service, 14);
 
 /**
  * ContinueRequest is the input of Continue.
@@ -306,7 +533,7 @@ export type ContinueRequest = Message<"agentd.v1.ContinueRequest"> & {
  * Use `create(ContinueRequestSchema)` to create a new message.
  */
 export const ContinueRequestSchema: GenMessage<ContinueRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 9);
+  messageDesc(file_agentd_v1_service, 15);
 
 /**
  * SteerRequest is the input of Steer.
@@ -334,7 +561,7 @@ export type SteerRequest = Message<"agentd.v1.SteerRequest"> & {
  * Use `create(SteerRequestSchema)` to create a new message.
  */
 export const SteerRequestSchema: GenMessage<SteerRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 10);
+  messageDesc(file_agentd_v1_service, 16);
 
 /**
  * SteerResponse is the output of Steer.
@@ -355,7 +582,7 @@ export type SteerResponse = Message<"agentd.v1.SteerResponse"> & {
  * Use `create(SteerResponseSchema)` to create a new message.
  */
 export const SteerResponseSchema: GenMessage<SteerResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 11);
+  messageDesc(file_agentd_v1_service, 17);
 
 /**
  * FollowUpRequest is the input of FollowUp.
@@ -383,7 +610,7 @@ export type FollowUpRequest = Message<"agentd.v1.FollowUpRequest"> & {
  * Use `create(FollowUpRequestSchema)` to create a new message.
  */
 export const FollowUpRequestSchema: GenMessage<FollowUpRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 12);
+  messageDesc(file_agentd_v1_service, 18);
 
 /**
  * FollowUpResponse is the output of FollowUp.
@@ -404,7 +631,7 @@ export type FollowUpResponse = Message<"agentd.v1.FollowUpResponse"> & {
  * Use `create(FollowUpResponseSchema)` to create a new message.
  */
 export const FollowUpResponseSchema: GenMessage<FollowUpResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 13);
+  messageDesc(file_agentd_v1_service, 19);
 
 /**
  * AbortRequest is the input of Abort.
@@ -433,7 +660,7 @@ export type AbortRequest = Message<"agentd.v1.AbortRequest"> & {
  * Use `create(AbortRequestSchema)` to create a new message.
  */
 export const AbortRequestSchema: GenMessage<AbortRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 14);
+  messageDesc(file_agentd_v1_service, 20);
 
 /**
  * AbortResponse is the output of Abort.
@@ -454,7 +681,7 @@ export type AbortResponse = Message<"agentd.v1.AbortResponse"> & {
  * Use `create(AbortResponseSchema)` to create a new message.
  */
 export const AbortResponseSchema: GenMessage<AbortResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 15);
+  messageDesc(file_agentd_v1_service, 21);
 
 /**
  * AttachRequest is the input of Attach.
@@ -489,7 +716,7 @@ export type AttachRequest = Message<"agentd.v1.AttachRequest"> & {
  * Use `create(AttachRequestSchema)` to create a new message.
  */
 export const AttachRequestSchema: GenMessage<AttachRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 16);
+  messageDesc(file_agentd_v1_service, 22);
 
 /**
  * SubmitToolResultRequest is the input of SubmitToolResult.
@@ -538,7 +765,7 @@ export type SubmitToolResultRequest = Message<"agentd.v1.SubmitToolResultRequest
  * Use `create(SubmitToolResultRequestSchema)` to create a new message.
  */
 export const SubmitToolResultRequestSchema: GenMessage<SubmitToolResultRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 17);
+  messageDesc(file_agentd_v1_service, 23);
 
 /**
  * SubmitToolResultResponse is the output of SubmitToolResult.
@@ -553,7 +780,7 @@ export type SubmitToolResultResponse = Message<"agentd.v1.SubmitToolResultRespon
  * Use `create(SubmitToolResultResponseSchema)` to create a new message.
  */
 export const SubmitToolResultResponseSchema: GenMessage<SubmitToolResultResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 18);
+  messageDesc(file_agentd_v1_service, 24);
 
 /**
  * ResolveApprovalRequest is the input of ResolveApproval.
@@ -603,7 +830,7 @@ export type ResolveApprovalRequest = Message<"agentd.v1.ResolveApprovalRequest">
  * Use `create(ResolveApprovalRequestSchema)` to create a new message.
  */
 export const ResolveApprovalRequestSchema: GenMessage<ResolveApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 19);
+  messageDesc(file_agentd_v1_service, 25);
 
 /**
  * ResolveApprovalResponse is the output of ResolveApproval.
@@ -618,7 +845,7 @@ export type ResolveApprovalResponse = Message<"agentd.v1.ResolveApprovalResponse
  * Use `create(ResolveApprovalResponseSchema)` to create a new message.
  */
 export const ResolveApprovalResponseSchema: GenMessage<ResolveApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 20);
+  messageDesc(file_agentd_v1_service, 26);
 
 /**
  * AppendMessagesRequest is the input of AppendMessages.
@@ -647,7 +874,7 @@ export type AppendMessagesRequest = Message<"agentd.v1.AppendMessagesRequest"> &
  * Use `create(AppendMessagesRequestSchema)` to create a new message.
  */
 export const AppendMessagesRequestSchema: GenMessage<AppendMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 21);
+  messageDesc(file_agentd_v1_service, 27);
 
 /**
  * AppendMessagesResponse is the output of AppendMessages.
@@ -668,7 +895,7 @@ export type AppendMessagesResponse = Message<"agentd.v1.AppendMessagesResponse">
  * Use `create(AppendMessagesResponseSchema)` to create a new message.
  */
 export const AppendMessagesResponseSchema: GenMessage<AppendMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 22);
+  messageDesc(file_agentd_v1_service, 28);
 
 /**
  * GetTranscriptRequest is the input of GetTranscript.
@@ -703,7 +930,7 @@ export type GetTranscriptRequest = Message<"agentd.v1.GetTranscriptRequest"> & {
  * Use `create(GetTranscriptRequestSchema)` to create a new message.
  */
 export const GetTranscriptRequestSchema: GenMessage<GetTranscriptRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 23);
+  messageDesc(file_agentd_v1_service, 29);
 
 /**
  * GetTranscriptResponse is the output of GetTranscript.
@@ -731,7 +958,7 @@ export type GetTranscriptResponse = Message<"agentd.v1.GetTranscriptResponse"> &
  * Use `create(GetTranscriptResponseSchema)` to create a new message.
  */
 export const GetTranscriptResponseSchema: GenMessage<GetTranscriptResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 24);
+  messageDesc(file_agentd_v1_service, 30);
 
 /**
  * GetContextRequest is the input of GetContext.
@@ -752,7 +979,7 @@ export type GetContextRequest = Message<"agentd.v1.GetContextRequest"> & {
  * Use `create(GetContextRequestSchema)` to create a new message.
  */
 export const GetContextRequestSchema: GenMessage<GetContextRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 25);
+  messageDesc(file_agentd_v1_service, 31);
 
 /**
  * GetContextResponse is the output of GetContext.
@@ -761,11 +988,55 @@ export const GetContextRequestSchema: GenMessage<GetContextRequest> = /*@__PURE_
  */
 export type GetContextResponse = Message<"agentd.v1.GetContextResponse"> & {
   /**
-   * What the next model call would receive.
+   * What the next model call would receive: the compacted transcript after
+   * the context policies and context blocks, converted and replayed for the
+   * session's model. The context hook is not asked. Tool results carry no
+   * details (the model never sees them; GetTranscript has them).
    *
    * @generated from field: agentd.v1.Context context = 1;
    */
   context?: Context | undefined;
+
+  /**
+   * The estimated size of each message of context.messages, in the same
+   * order (about four characters per token, an image as 1200).
+   *
+   * @generated from field: repeated int64 message_tokens = 2;
+   */
+  messageTokens: bigint[];
+
+  /**
+   * The estimated size of the next call's context: the last answer's
+   * reported usage plus an estimate of the messages after it (pi's
+   * estimateContextTokens); the sum of message_tokens when no answer
+   * reported usage.
+   *
+   * @generated from field: int64 total_tokens = 3;
+   */
+  totalTokens: bigint;
+
+  /**
+   * The session model's context window in tokens.
+   *
+   * @generated from field: int64 context_window = 4;
+   */
+  contextWindow: bigint;
+
+  /**
+   * The estimate above which the next call compacts first: context_window
+   * minus the reserve.
+   *
+   * @generated from field: int64 compaction_threshold = 5;
+   */
+  compactionThreshold: bigint;
+
+  /**
+   * Whether the next model call would compact first (total_tokens passes
+   * compaction_threshold and automatic compaction is on).
+   *
+   * @generated from field: bool would_compact = 6;
+   */
+  wouldCompact: boolean;
 };
 
 /**
@@ -773,7 +1044,7 @@ export type GetContextResponse = Message<"agentd.v1.GetContextResponse"> & {
  * Use `create(GetContextResponseSchema)` to create a new message.
  */
 export const GetContextResponseSchema: GenMessage<GetContextResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 26);
+  messageDesc(file_agentd_v1_service, 32);
 
 /**
  * ListModelsRequest is the input of ListModels.
@@ -788,7 +1059,7 @@ export type ListModelsRequest = Message<"agentd.v1.ListModelsRequest"> & {
  * Use `create(ListModelsRequestSchema)` to create a new message.
  */
 export const ListModelsRequestSchema: GenMessage<ListModelsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 27);
+  messageDesc(file_agentd_v1_service, 33);
 
 /**
  * ListModelsResponse is the output of ListModels.
@@ -809,7 +1080,7 @@ export type ListModelsResponse = Message<"agentd.v1.ListModelsResponse"> & {
  * Use `create(ListModelsResponseSchema)` to create a new message.
  */
 export const ListModelsResponseSchema: GenMessage<ListModelsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 28);
+  messageDesc(file_agentd_v1_service, 34);
 
 /**
  * AgentService runs LLM agent loops over durable sessions.
@@ -1002,6 +1273,51 @@ export const AgentService: GenService<{
     methodKind: "unary";
     input: typeof ListModelsRequestSchema;
     output: typeof ListModelsResponseSchema;
+  },
+  /**
+   * UpdateSession changes an idle session's configuration, title or labels:
+   * the fields named in update_mask. A change of model or thinking level is
+   * also written to the transcript (a ModelChange or ThinkingLevelChange
+   * entry), so the transcript says which model answered what. Refused with
+   * FAILED_PRECONDITION while a run is active.
+   *
+   * @generated from rpc agentd.v1.AgentService.UpdateSession
+   */
+  updateSession: {
+    methodKind: "unary";
+    input: typeof UpdateSessionRequestSchema;
+    output: typeof UpdateSessionResponseSchema;
+  },
+  /**
+   * Compact summarizes the older part of an idle session's conversation
+   * into a CompactionSummary entry, which replaces it in every later model
+   * context; the summarized entries stay in the transcript. It streams
+   * compaction_start and compaction_end (seq 1 and 2, run_id empty); a dry
+   * run streams only compaction_end with the cut point and token counts.
+   * FAILED_PRECONDITION while a run is active or when there is nothing to
+   * compact. A failing summarizer ends the stream with compaction_end
+   * carrying error_message, not with an RPC error.
+   *
+   * @generated from rpc agentd.v1.AgentService.Compact
+   */
+  compact: {
+    methodKind: "server_streaming";
+    input: typeof CompactRequestSchema;
+    output: typeof AgentEventSchema;
+  },
+  /**
+   * SubmitContext answers a context_requested event of the session's
+   * active run: the context the model call gets, as entries of the request
+   * to keep, in order, and messages to inject. The answer is validated like
+   * AppendMessages content; a bad answer is refused with INVALID_ARGUMENT
+   * and the call goes ahead with the policies' result.
+   *
+   * @generated from rpc agentd.v1.AgentService.SubmitContext
+   */
+  submitContext: {
+    methodKind: "unary";
+    input: typeof SubmitContextRequestSchema;
+    output: typeof SubmitContextResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentd_v1_service, 0);

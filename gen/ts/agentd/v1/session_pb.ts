@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/session.proto.
  */
 export const file_agentd_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("ChdhZ2VudGQvdjEvc2Vzc2lvbi5wcm90bxIJYWdlbnRkLnYxIsIBCgRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSKwoKcGFyYW1ldGVycxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKQoIZXhlY3V0b3IYBCABKA4yFy5hZ2VudGQudjEuVG9vbEV4ZWN1dG9yEisKCGFwcHJvdmFsGAUgASgOMhkuYWdlbnRkLnYxLkFwcHJvdmFsUG9saWN5EhIKCnNlcXVlbnRpYWwYBiABKAgiZgoHQ29udGV4dBIVCg1zeXN0ZW1fcHJvbXB0GAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHgoFdG9vbHMYAyADKAsyDy5hZ2VudGQudjEuVG9vbCIoCghNb2RlbFJlZhIQCghwcm92aWRlchgBIAEoCRIKCgJpZBgCIAEoCSKWBAoNU2Vzc2lvbkNvbmZpZxIiCgVtb2RlbBgBIAEoCzITLmFnZW50ZC52MS5Nb2RlbFJlZhIVCg1zeXN0ZW1fcHJvbXB0GAIgASgJEh4KBXRvb2xzGAMgAygLMg8uYWdlbnRkLnYxLlRvb2wSNAoOdG9vbF9leGVjdXRpb24YBCABKA4yHC5hZ2VudGQudjEuVG9vbEV4ZWN1dGlvbk1vZGUSKwoNc3RlZXJpbmdfbW9kZRgFIAEoDjIULmFnZW50ZC52MS5RdWV1ZU1vZGUSLAoOZm9sbG93X3VwX21vZGUYBiABKA4yFC5hZ2VudGQudjEuUXVldWVNb2RlEjAKDnRoaW5raW5nX2xldmVsGAcgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwSFgoOd29ya3NwYWNlX3Jvb3QYCCABKAkSEQoJbWF4X3R1cm5zGAkgASgNEjYKE2NsaWVudF90b29sX3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMwoQYXBwcm92YWxfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCiJpbmNsdWRlX2FwcHJvdmFsc19pbl9tb2RlbF9jb250ZXh0GAwgASgIEiMKBGZhdXgYDSABKAsyFS5hZ2VudGQudjEuRmF1eFNjcmlwdCJlCgpGYXV4U2NyaXB0Ei4KCXJlc3BvbnNlcxgBIAMoCzIbLmFnZW50ZC52MS5Bc3Npc3RhbnRNZXNzYWdlEgwKBGVjaG8YAiABKAgSGQoRdG9rZW5zX3Blcl9zZWNvbmQYAyABKA0i5QIKB1Nlc3Npb24SCgoCaWQYASABKAkSDQoFdGl0bGUYAiABKAkSLgoGbGFiZWxzGAMgAygLMh4uYWdlbnRkLnYxLlNlc3Npb24uTGFiZWxzRW50cnkSKAoGY29uZmlnGAQgASgLMhguYWdlbnRkLnYxLlNlc3Npb25Db25maWcSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1sZWFmX2VudHJ5X2lkGAcgASgJEiYKBXN0YXRlGAggASgOMhcuYWdlbnRkLnYxLlNlc3Npb25TdGF0ZRIVCg1hY3RpdmVfcnVuX2lkGAkgASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVAoKTW9kZWxQcmljZRINCgVpbnB1dBgBIAEoARIOCgZvdXRwdXQYAiABKAESEgoKY2FjaGVfcmVhZBgDIAEoARITCgtjYWNoZV93cml0ZRgEIAEoASKeAgoFTW9kZWwSIAoDcmVmGAEgASgLMhMuYWdlbnRkLnYxLk1vZGVsUmVmEgwKBG5hbWUYAiABKAkSCwoDYXBpGAMgASgJEhYKDmNvbnRleHRfd2luZG93GAQgASgDEhkKEW1heF9vdXRwdXRfdG9rZW5zGAUgASgDEi0KEGlucHV0X21vZGFsaXRpZXMYBiADKA4yEy5hZ2VudGQudjEuTW9kYWxpdHkSEQoJcmVhc29uaW5nGAcgASgIEiQKBXByaWNlGAggASgLMhUuYWdlbnRkLnYxLk1vZGVsUHJpY2USEgoKY29uZmlndXJlZBgJIAEoCBIpCghtZXRhZGF0YRgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QqYQoMVG9vbEV4ZWN1dG9yEh0KGVRPT0xfRVhFQ1VUT1JfVU5TUEVDSUZJRUQQABIYChRUT09MX0VYRUNVVE9SX1NFUlZFUhABEhgKFFRPT0xfRVhFQ1VUT1JfQ0xJRU5UEAIqfwoOQXBwcm92YWxQb2xpY3kSHwobQVBQUk9WQUxfUE9MSUNZX1VOU1BFQ0lGSUVEEAASGQoVQVBQUk9WQUxfUE9MSUNZX0FMTE9XEAESFwoTQVBQUk9WQUxfUE9MSUNZX0FTSxACEhgKFEFQUFJPVkFMX1BPTElDWV9ERU5ZEAMqfgoRVG9vbEV4ZWN1dGlvbk1vZGUSIwofVE9PTF9FWEVDVVRJT05fTU9ERV9VTlNQRUNJRklFRBAAEiAKHFRPT0xfRVhFQ1VUSU9OX01PREVfUEFSQUxMRUwQARIiCh5UT09MX0VYRUNVVElPTl9NT0RFX1NFUVVFTlRJQUwQAipZCglRdWV1ZU1vZGUSGgoWUVVFVUVfTU9ERV9VTlNQRUNJRklFRBAAEhwKGFFVRVVFX01PREVfT05FX0FUX0FfVElNRRABEhIKDlFVRVVFX01PREVfQUxMEAIqYAoMU2Vzc2lvblN0YXRlEh0KGVNFU1NJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIWChJTRVNTSU9OX1NUQVRFX0lETEUQARIZChVTRVNTSU9OX1NUQVRFX1JVTk5JTkcQAipLCghNb2RhbGl0eRIYChRNT0RBTElUWV9VTlNQRUNJRklFRBAAEhEKDU1PREFMSVRZX1RFWFQQARISCg5NT0RBTElUWV9JTUFHRRACQjRaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxYgZwcm90bzM", [file_agentd_v1_agent_messages, file_agentd_v1_messages, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChdhZ2VudGQvdjEvc2Vzc2lvbi5wcm90bxIJYWdlbnRkLnYxIsIBCgRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSKwoKcGFyYW1ldGVycxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKQoIZXhlY3V0b3IYBCABKA4yFy5hZ2VudGQudjEuVG9vbEV4ZWN1dG9yEisKCGFwcHJvdmFsGAUgASgOMhkuYWdlbnRkLnYxLkFwcHJvdmFsUG9saWN5EhIKCnNlcXVlbnRpYWwYBiABKAgiZgoHQ29udGV4dBIVCg1zeXN0ZW1fcHJvbXB0GAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHgoFdG9vbHMYAyADKAsyDy5hZ2VudGQudjEuVG9vbCIoCghNb2RlbFJlZhIQCghwcm92aWRlchgBIAEoCRIKCgJpZBgCIAEoCSLaBQoNU2Vzc2lvbkNvbmZpZxIiCgVtb2RlbBgBIAEoCzITLmFnZW50ZC52MS5Nb2RlbFJlZhIVCg1zeXN0ZW1fcHJvbXB0GAIgASgJEh4KBXRvb2xzGAMgAygLMg8uYWdlbnRkLnYxLlRvb2wSNAoOdG9vbF9leGVjdXRpb24YBCABKA4yHC5hZ2VudGQudjEuVG9vbEV4ZWN1dGlvbk1vZGUSKwoNc3RlZXJpbmdfbW9kZRgFIAEoDjIULmFnZW50ZC52MS5RdWV1ZU1vZGUSLAoOZm9sbG93X3VwX21vZGUYBiABKA4yFC5hZ2VudGQudjEuUXVldWVNb2RlEjAKDnRoaW5raW5nX2xldmVsGAcgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwSFgoOd29ya3NwYWNlX3Jvb3QYCCABKAkSEQoJbWF4X3R1cm5zGAkgASgNEjYKE2NsaWVudF90b29sX3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMwoQYXBwcm92YWxfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCiJpbmNsdWRlX2FwcHJvdmFsc19pbl9tb2RlbF9jb250ZXh0GAwgASgIEiMKBGZhdXgYDSABKAsyFS5hZ2VudGQudjEuRmF1eFNjcmlwdBIwCg5jb250ZXh0X3BvbGljeRgOIAEoCzIYLmFnZW50ZC52MS5Db250ZXh0UG9saWN5EiwKDGNvbnRleHRfaG9vaxgPIAEoCzIWLmFnZW50ZC52MS5Db250ZXh0SG9vaxIxCgpjb21wYWN0aW9uGBAgASgLMh0uYWdlbnRkLnYxLkNvbXBhY3Rpb25TZXR0aW5ncxIvCg5jb250ZXh0X2Jsb2NrcxgRIAMoCzIXLmFnZW50ZC52MS5Db250ZXh0QmxvY2siNgoNQ29udGV4dFBvbGljeRIlCgVydWxlcxgBIAMoCzIWLmFnZW50ZC52MS5Db250ZXh0UnVsZSLoAQoLQ29udGV4dFJ1bGUSMgoMdG9rZW5fYnVkZ2V0GAEgASgLMhouYWdlbnRkLnYxLlRva2VuQnVkZ2V0UnVsZUgAEj0KEmVsaWRlX3Rvb2xfcmVzdWx0cxgCIAEoCzIfLmFnZW50ZC52MS5FbGlkZVRvb2xSZXN1bHRzUnVsZUgAEi4KCmRyb3Bfa2luZHMYAyABKAsyGC5hZ2VudGQudjEuRHJvcEtpbmRzUnVsZUgAEi4KCmNhcF9pbWFnZXMYBCABKAsyGC5hZ2VudGQudjEuQ2FwSW1hZ2VzUnVsZUgAQgYKBHJ1bGUiPgoPVG9rZW5CdWRnZXRSdWxlEhIKCm1heF90b2tlbnMYASABKAMSFwoPcGlubmVkX21lc3NhZ2VzGAIgASgNIioKFEVsaWRlVG9vbFJlc3VsdHNSdWxlEhIKCmtlZXBfdHVybnMYASABKA0iNgoNRHJvcEtpbmRzUnVsZRIlCgVraW5kcxgBIAMoDjIWLmFnZW50ZC52MS5NZXNzYWdlS2luZCIjCg1DYXBJbWFnZXNSdWxlEhIKCm1heF9pbWFnZXMYASABKA0iKgoMQ29udGV4dEJsb2NrEgwKBG5hbWUYASABKAkSDAoEdGV4dBgCIAEoCSJTCgtDb250ZXh0SG9vaxIqCgd0aW1lb3V0GAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhgKEGluY2x1ZGVfbWVzc2FnZXMYAiABKAgipQEKEkNvbXBhY3Rpb25TZXR0aW5ncxIUCgxkaXNhYmxlX2F1dG8YASABKAgSFgoOcmVzZXJ2ZV90b2tlbnMYAiABKAMSGgoSa2VlcF9yZWNlbnRfdG9rZW5zGAMgASgDEiIKBW1vZGVsGAQgASgLMhMuYWdlbnRkLnYxLk1vZGVsUmVmEiEKGWRpc2FibGVfb3ZlcmZsb3dfcmVjb3ZlcnkYBSABKAgikAEKCkZhdXhTY3JpcHQSLgoJcmVzcG9uc2VzGAEgAygLMhsuYWdlbnRkLnYxLkFzc2lzdGFudE1lc3NhZ2USDAoEZWNobxgCIAEoCBIZChF0b2tlbnNfcGVyX3NlY29uZBgDIAEoDRIWCg5jb250ZXh0X3dpbmRvdxgEIAEoAxIRCglzdW1tYXJpZXMYBSADKAki5QIKB1Nlc3Npb24SCgoCaWQYASABKAkSDQoFdGl0bGUYAiABKAkSLgoGbGFiZWxzGAMgAygLMh4uYWdlbnRkLnYxLlNlc3Npb24uTGFiZWxzRW50cnkSKAoGY29uZmlnGAQgASgLMhguYWdlbnRkLnYxLlNlc3Npb25Db25maWcSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1sZWFmX2VudHJ5X2lkGAcgASgJEiYKBXN0YXRlGAggASgOMhcuYWdlbnRkLnYxLlNlc3Npb25TdGF0ZRIVCg1hY3RpdmVfcnVuX2lkGAkgASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVAoKTW9kZWxQcmljZRINCgVpbnB1dBgBIAEoARIOCgZvdXRwdXQYAiABKAESEgoKY2FjaGVfcmVhZBgDIAEoARITCgtjYWNoZV93cml0ZRgEIAEoASKeAgoFTW9kZWwSIAoDcmVmGAEgASgLMhMuYWdlbnRkLnYxLk1vZGVsUmVmEgwKBG5hbWUYAiABKAkSCwoDYXBpGAMgASgJEhYKDmNvbnRleHRfd2luZG93GAQgASgDEhkKEW1heF9vdXRwdXRfdG9rZW5zGAUgASgDEi0KEGlucHV0X21vZGFsaXRpZXMYBiADKA4yEy5hZ2VudGQudjEuTW9kYWxpdHkSEQoJcmVhc29uaW5nGAcgASgIEiQKBXByaWNlGAggASgLMhUuYWdlbnRkLnYxLk1vZGVsUHJpY2USEgoKY29uZmlndXJlZBgJIAEoCBIpCghtZXRhZGF0YRgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QqYQoMVG9vbEV4ZWN1dG9yEh0KGVRPT0xfRVhFQ1VUT1JfVU5TUEVDSUZJRUQQABIYChRUT09MX0VYRUNVVE9SX1NFUlZFUhABEhgKFFRPT0xfRVhFQ1VUT1JfQ0xJRU5UEAIqfwoOQXBwcm92YWxQb2xpY3kSHwobQVBQUk9WQUxfUE9MSUNZX1VOU1BFQ0lGSUVEEAASGQoVQVBQUk9WQUxfUE9MSUNZX0FMTE9XEAESFwoTQVBQUk9WQUxfUE9MSUNZX0FTSxACEhgKFEFQUFJPVkFMX1BPTElDWV9ERU5ZEAMqfgoRVG9vbEV4ZWN1dGlvbk1vZGUSIwofVE9PTF9FWEVDVVRJT05fTU9ERV9VTlNQRUNJRklFRBAAEiAKHFRPT0xfRVhFQ1VUSU9OX01PREVfUEFSQUxMRUwQARIiCh5UT09MX0VYRUNVVElPTl9NT0RFX1NFUVVFTlRJQUwQAipZCglRdWV1ZU1vZGUSGgoWUVVFVUVfTU9ERV9VTlNQRUNJRklFRBAAEhwKGFFVRVVFX01PREVfT05FX0FUX0FfVElNRRABEhIKDlFVRVVFX01PREVfQUxMEAIqugIKC01lc3NhZ2VLaW5kEhwKGE1FU1NBR0VfS0lORF9VTlNQRUNJRklFRBAAEhUKEU1FU1NBR0VfS0lORF9VU0VSEAESGgoWTUVTU0FHRV9LSU5EX0FTU0lTVEFOVBACEhwKGE1FU1NBR0VfS0lORF9UT09MX1JFU1VMVBADEiAKHE1FU1NBR0VfS0lORF9BUFBST1ZBTF9OT1RJQ0UQBBIfChtNRVNTQUdFX0tJTkRfQkFTSF9FWEVDVVRJT04QBRIXChNNRVNTQUdFX0tJTkRfQ1VTVE9NEAYSHwobTUVTU0FHRV9LSU5EX0JSQU5DSF9TVU1NQVJZEAcSIwofTUVTU0FHRV9LSU5EX0NPTVBBQ1RJT05fU1VNTUFSWRAIEhoKFk1FU1NBR0VfS0lORF9FWFRFTlNJT04QCSpgCgxTZXNzaW9uU3RhdGUSHQoZU0VTU0lPTl9TVEFURV9VTlNQRUNJRklFRBAAEhYKElNFU1NJT05fU1RBVEVfSURMRRABEhkKFVNFU1NJT05fU1RBVEVfUlVOTklORxACKksKCE1vZGFsaXR5EhgKFE1PREFMSVRZX1VOU1BFQ0lGSUVEEAASEQoNTU9EQUxJVFlfVEVYVBABEhIKDk1PREFMSVRZX0lNQUdFEAJCNFoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjFiBnByb3RvMw", [file_agentd_v1_agent_messages, file_agentd_v1_messages, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Tool declares a tool the model may call.
@@ -244,6 +244,41 @@ export type SessionConfig = Message<"agentd.v1.SessionConfig"> & {
    * @generated from field: agentd.v1.FauxScript faux = 13;
    */
   faux?: FauxScript | undefined;
+
+  /**
+   * How each model call's view of the transcript is shaped: rules applied
+   * in order after compaction and before the context hook. Unset sends the
+   * whole (compacted) transcript.
+   *
+   * @generated from field: agentd.v1.ContextPolicy context_policy = 14;
+   */
+  contextPolicy?: ContextPolicy | undefined;
+
+  /**
+   * A client hook that may reshape each model call's context; unset means
+   * none.
+   *
+   * @generated from field: agentd.v1.ContextHook context_hook = 15;
+   */
+  contextHook?: ContextHook | undefined;
+
+  /**
+   * When and how the transcript is compacted; unset means pi's defaults
+   * (automatic, reserve 16384 tokens, keep about 20000 recent tokens).
+   *
+   * @generated from field: agentd.v1.CompactionSettings compaction = 16;
+   */
+  compaction?: CompactionSettings | undefined;
+
+  /**
+   * Named text blocks injected into every model call, like standing memory
+   * ("user profile", "project facts"). At most 64, names unique, of 1 to 128
+   * bytes; each text at most 1 MiB. Change them between runs with
+   * UpdateSession (update_mask "context_blocks").
+   *
+   * @generated from field: repeated agentd.v1.ContextBlock context_blocks = 17;
+   */
+  contextBlocks: ContextBlock[];
 };
 
 /**
@@ -252,6 +287,312 @@ export type SessionConfig = Message<"agentd.v1.SessionConfig"> & {
  */
 export const SessionConfigSchema: GenMessage<SessionConfig> = /*@__PURE__*/
   messageDesc(file_agentd_v1_session, 3);
+
+/**
+ * ContextPolicy is an ordered list of declarative rules that shape what the
+ * model sees on each call (the transformContext step). Rules never change
+ * the transcript and never fail a run: a rule that cannot apply is skipped
+ * and an error event with stage "transform_context" says why.
+ *
+ * @generated from message agentd.v1.ContextPolicy
+ */
+export type ContextPolicy = Message<"agentd.v1.ContextPolicy"> & {
+  /**
+   * The rules, each applied to the previous one's result. At most 16.
+   *
+   * @generated from field: repeated agentd.v1.ContextRule rules = 1;
+   */
+  rules: ContextRule[];
+};
+
+/**
+ * Describes the message agentd.v1.ContextPolicy.
+ * Use `create(ContextPolicySchema)` to create a new message.
+ */
+export const ContextPolicySchema: GenMessage<ContextPolicy> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 4);
+
+/**
+ * ContextRule is one rule of a ContextPolicy.
+ *
+ * @generated from message agentd.v1.ContextRule
+ */
+export type ContextRule = Message<"agentd.v1.ContextRule"> & {
+  /**
+   * The rule. Exactly one is set.
+   *
+   * @generated from oneof agentd.v1.ContextRule.rule
+   */
+  rule: {
+    /**
+     * Drop the oldest turns until the context fits a token budget.
+     *
+     * @generated from field: agentd.v1.TokenBudgetRule token_budget = 1;
+     */
+    value: TokenBudgetRule;
+    case: "tokenBudget";
+  } | {
+    /**
+     * Replace old tool results with a short placeholder.
+     *
+     * @generated from field: agentd.v1.ElideToolResultsRule elide_tool_results = 2;
+     */
+    value: ElideToolResultsRule;
+    case: "elideToolResults";
+  } | {
+    /**
+     * Drop every message of some kinds.
+     *
+     * @generated from field: agentd.v1.DropKindsRule drop_kinds = 3;
+     */
+    value: DropKindsRule;
+    case: "dropKinds";
+  } | {
+    /**
+     * Keep only the newest images.
+     *
+     * @generated from field: agentd.v1.CapImagesRule cap_images = 4;
+     */
+    value: CapImagesRule;
+    case: "capImages";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message agentd.v1.ContextRule.
+ * Use `create(ContextRuleSchema)` to create a new message.
+ */
+export const ContextRuleSchema: GenMessage<ContextRule> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 5);
+
+/**
+ * TokenBudgetRule drops the oldest turns until the estimated size (about
+ * four characters per token, an image as 1200 tokens) fits max_tokens. A
+ * turn starts at a user message (or another message the user side sends)
+ * and holds the answers and tool results after it, so a tool call is never
+ * separated from its results; the last user message and everything after it
+ * are always kept, even when they alone exceed the budget.
+ *
+ * @generated from message agentd.v1.TokenBudgetRule
+ */
+export type TokenBudgetRule = Message<"agentd.v1.TokenBudgetRule"> & {
+  /**
+   * The budget in estimated tokens. Required, at least 1.
+   *
+   * @generated from field: int64 max_tokens = 1;
+   */
+  maxTokens: bigint;
+
+  /**
+   * The first pinned_messages messages of the view (after compaction, so
+   * the compaction summary is the first) are never dropped. Their turns'
+   * tool results are pinned with them.
+   *
+   * @generated from field: uint32 pinned_messages = 2;
+   */
+  pinnedMessages: number;
+};
+
+/**
+ * Describes the message agentd.v1.TokenBudgetRule.
+ * Use `create(TokenBudgetRuleSchema)` to create a new message.
+ */
+export const TokenBudgetRuleSchema: GenMessage<TokenBudgetRule> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 6);
+
+/**
+ * ElideToolResultsRule replaces the content of tool results older than the
+ * newest keep_turns turns with one line naming the tool and the entry id
+ * (tool-result `details` never reach the model anyway). The model can ask
+ * for the output again by calling the tool.
+ *
+ * @generated from message agentd.v1.ElideToolResultsRule
+ */
+export type ElideToolResultsRule = Message<"agentd.v1.ElideToolResultsRule"> & {
+  /**
+   * How many of the newest turns keep their tool results verbatim; 0 elides
+   * every tool result before the last user message.
+   *
+   * @generated from field: uint32 keep_turns = 1;
+   */
+  keepTurns: number;
+};
+
+/**
+ * Describes the message agentd.v1.ElideToolResultsRule.
+ * Use `create(ElideToolResultsRuleSchema)` to create a new message.
+ */
+export const ElideToolResultsRuleSchema: GenMessage<ElideToolResultsRule> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 7);
+
+/**
+ * DropKindsRule drops every message of the given kinds. User, assistant and
+ * tool-result messages cannot be dropped this way (it would break the
+ * conversation's structure); use a token budget or elision for those.
+ *
+ * @generated from message agentd.v1.DropKindsRule
+ */
+export type DropKindsRule = Message<"agentd.v1.DropKindsRule"> & {
+  /**
+   * The kinds to drop, at least one.
+   *
+   * @generated from field: repeated agentd.v1.MessageKind kinds = 1;
+   */
+  kinds: MessageKind[];
+};
+
+/**
+ * Describes the message agentd.v1.DropKindsRule.
+ * Use `create(DropKindsRuleSchema)` to create a new message.
+ */
+export const DropKindsRuleSchema: GenMessage<DropKindsRule> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 8);
+
+/**
+ * CapImagesRule keeps the newest max_images images of the context and turns
+ * older ones into a text placeholder naming their type and entry id.
+ *
+ * @generated from message agentd.v1.CapImagesRule
+ */
+export type CapImagesRule = Message<"agentd.v1.CapImagesRule"> & {
+  /**
+   * The most images one call carries; 0 sends none.
+   *
+   * @generated from field: uint32 max_images = 1;
+   */
+  maxImages: number;
+};
+
+/**
+ * Describes the message agentd.v1.CapImagesRule.
+ * Use `create(CapImagesRuleSchema)` to create a new message.
+ */
+export const CapImagesRuleSchema: GenMessage<CapImagesRule> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 9);
+
+/**
+ * ContextBlock is a named piece of text the client keeps up to date; every
+ * model call carries the session's blocks as one user message at the start
+ * of the conversation, before the compaction summary, in the order given.
+ *
+ * @generated from message agentd.v1.ContextBlock
+ */
+export type ContextBlock = Message<"agentd.v1.ContextBlock"> & {
+  /**
+   * The block's name, such as "user profile": 1 to 128 bytes, unique in the
+   * session. The model sees it as the block's title.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The block's text; empty blocks are left out.
+   *
+   * @generated from field: string text = 2;
+   */
+  text: string;
+};
+
+/**
+ * Describes the message agentd.v1.ContextBlock.
+ * Use `create(ContextBlockSchema)` to create a new message.
+ */
+export const ContextBlockSchema: GenMessage<ContextBlock> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 10);
+
+/**
+ * ContextHook lets a client reshape each model call's context: before each
+ * call the run emits context_requested with what the policies produced and
+ * waits for SubmitContext. On timeout, a malformed answer or an abort the
+ * call goes ahead with the policies' result and an error event with stage
+ * "context_hook" says why. Answers are never stored in the transcript.
+ *
+ * @generated from message agentd.v1.ContextHook
+ */
+export type ContextHook = Message<"agentd.v1.ContextHook"> & {
+  /**
+   * How long a call waits for SubmitContext; unset means 10 seconds, at
+   * most 10 minutes.
+   *
+   * @generated from field: google.protobuf.Duration timeout = 1;
+   */
+  timeout?: Duration | undefined;
+
+  /**
+   * Whether context_requested carries the messages themselves, not only
+   * their entry ids, kinds and token estimates.
+   *
+   * @generated from field: bool include_messages = 2;
+   */
+  includeMessages: boolean;
+};
+
+/**
+ * Describes the message agentd.v1.ContextHook.
+ * Use `create(ContextHookSchema)` to create a new message.
+ */
+export const ContextHookSchema: GenMessage<ContextHook> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 11);
+
+/**
+ * CompactionSettings say when and how a session's history is compacted:
+ * summarized by a model into a CompactionSummary entry that replaces the
+ * older messages in every later model context (the entries stay in the
+ * transcript).
+ *
+ * @generated from message agentd.v1.CompactionSettings
+ */
+export type CompactionSettings = Message<"agentd.v1.CompactionSettings"> & {
+  /**
+   * Turns automatic compaction off: a call whose context passes the
+   * threshold goes ahead (and may overflow). Compact still works, and a
+   * provider's context-overflow answer still triggers one compaction and
+   * one retry unless disable_overflow_recovery is set too.
+   *
+   * @generated from field: bool disable_auto = 1;
+   */
+  disableAuto: boolean;
+
+  /**
+   * Tokens kept free for the answer: automatic compaction starts when the
+   * context estimate passes the model's context window minus this. 0 means
+   * 16384.
+   *
+   * @generated from field: int64 reserve_tokens = 2;
+   */
+  reserveTokens: bigint;
+
+  /**
+   * About how many tokens of the newest history stay verbatim after a
+   * compaction. 0 means 20000.
+   *
+   * @generated from field: int64 keep_recent_tokens = 3;
+   */
+  keepRecentTokens: bigint;
+
+  /**
+   * The model that writes summaries; unset means the session's model.
+   *
+   * @generated from field: agentd.v1.ModelRef model = 4;
+   */
+  model?: ModelRef | undefined;
+
+  /**
+   * Do not compact and retry when the provider answers that the context
+   * overflowed; the run ends with that error.
+   *
+   * @generated from field: bool disable_overflow_recovery = 5;
+   */
+  disableOverflowRecovery: boolean;
+};
+
+/**
+ * Describes the message agentd.v1.CompactionSettings.
+ * Use `create(CompactionSettingsSchema)` to create a new message.
+ */
+export const CompactionSettingsSchema: GenMessage<CompactionSettings> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 12);
 
 /**
  * FauxScript scripts the faux model, so clients in any language can write
@@ -287,6 +628,25 @@ export type FauxScript = Message<"agentd.v1.FauxScript"> & {
    * @generated from field: uint32 tokens_per_second = 3;
    */
   tokensPerSecond: number;
+
+  /**
+   * The faux model's context window in tokens; 0 means 128000. A call whose
+   * context (about four characters per token) does not fit fails as a real
+   * provider does, with "Context overflow: ...".
+   *
+   * @generated from field: int64 context_window = 4;
+   */
+  contextWindow: bigint;
+
+  /**
+   * The summaries the faux model writes when the session compacts, in
+   * order: the n-th compaction of the transcript path gets summaries[n].
+   * When they are used up the faux model writes a digest of the user
+   * messages it was given.
+   *
+   * @generated from field: repeated string summaries = 5;
+   */
+  summaries: string[];
 };
 
 /**
@@ -294,7 +654,7 @@ export type FauxScript = Message<"agentd.v1.FauxScript"> & {
  * Use `create(FauxScriptSchema)` to create a new message.
  */
 export const FauxScriptSchema: GenMessage<FauxScript> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 4);
+  messageDesc(file_agentd_v1_session, 13);
 
 /**
  * Session is one conversation with its configuration.
@@ -371,7 +731,7 @@ export type Session = Message<"agentd.v1.Session"> & {
  * Use `create(SessionSchema)` to create a new message.
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 5);
+  messageDesc(file_agentd_v1_session, 14);
 
 /**
  * ModelPrice is a model's price in US dollars per million tokens.
@@ -413,7 +773,7 @@ export type ModelPrice = Message<"agentd.v1.ModelPrice"> & {
  * Use `create(ModelPriceSchema)` to create a new message.
  */
 export const ModelPriceSchema: GenMessage<ModelPrice> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 6);
+  messageDesc(file_agentd_v1_session, 15);
 
 /**
  * Model describes a model agentd can call.
@@ -499,7 +859,7 @@ export type Model = Message<"agentd.v1.Model"> & {
  * Use `create(ModelSchema)` to create a new message.
  */
 export const ModelSchema: GenMessage<Model> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 7);
+  messageDesc(file_agentd_v1_session, 16);
 
 /**
  * ToolExecutor says who runs a tool.
@@ -647,6 +1007,90 @@ export const QueueModeSchema: GenEnum<QueueMode> = /*@__PURE__*/
   enumDesc(file_agentd_v1_session, 3);
 
 /**
+ * MessageKind names a kind of AgentMessage; its number is the field number
+ * of that kind in AgentMessage.kind.
+ *
+ * @generated from enum agentd.v1.MessageKind
+ */
+export enum MessageKind {
+  /**
+   * Unknown.
+   *
+   * @generated from enum value: MESSAGE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * UserMessage.
+   *
+   * @generated from enum value: MESSAGE_KIND_USER = 1;
+   */
+  USER = 1,
+
+  /**
+   * AssistantMessage.
+   *
+   * @generated from enum value: MESSAGE_KIND_ASSISTANT = 2;
+   */
+  ASSISTANT = 2,
+
+  /**
+   * ToolResultMessage.
+   *
+   * @generated from enum value: MESSAGE_KIND_TOOL_RESULT = 3;
+   */
+  TOOL_RESULT = 3,
+
+  /**
+   * ApprovalNotice.
+   *
+   * @generated from enum value: MESSAGE_KIND_APPROVAL_NOTICE = 4;
+   */
+  APPROVAL_NOTICE = 4,
+
+  /**
+   * BashExecution.
+   *
+   * @generated from enum value: MESSAGE_KIND_BASH_EXECUTION = 5;
+   */
+  BASH_EXECUTION = 5,
+
+  /**
+   * CustomMessage.
+   *
+   * @generated from enum value: MESSAGE_KIND_CUSTOM = 6;
+   */
+  CUSTOM = 6,
+
+  /**
+   * BranchSummary.
+   *
+   * @generated from enum value: MESSAGE_KIND_BRANCH_SUMMARY = 7;
+   */
+  BRANCH_SUMMARY = 7,
+
+  /**
+   * CompactionSummary.
+   *
+   * @generated from enum value: MESSAGE_KIND_COMPACTION_SUMMARY = 8;
+   */
+  COMPACTION_SUMMARY = 8,
+
+  /**
+   * Extension.
+   *
+   * @generated from enum value: MESSAGE_KIND_EXTENSION = 9;
+   */
+  EXTENSION = 9,
+}
+
+/**
+ * Describes the enum agentd.v1.MessageKind.
+ */
+export const MessageKindSchema: GenEnum<MessageKind> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_session, 4);
+
+/**
  * SessionState says whether a session has an active run.
  *
  * @generated from enum agentd.v1.SessionState
@@ -678,7 +1122,7 @@ export enum SessionState {
  * Describes the enum agentd.v1.SessionState.
  */
 export const SessionStateSchema: GenEnum<SessionState> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_session, 4);
+  enumDesc(file_agentd_v1_session, 5);
 
 /**
  * Modality is a kind of input a model accepts.
@@ -712,5 +1156,5 @@ export enum Modality {
  * Describes the enum agentd.v1.Modality.
  */
 export const ModalitySchema: GenEnum<Modality> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_session, 5);
+  enumDesc(file_agentd_v1_session, 6);
 
