@@ -127,6 +127,9 @@ type runContext struct {
 	// row is reported, not compacted again.
 	overflowRecovered bool
 	hookRequests      int
+	// summaries counts the compaction summaries this run appended to path:
+	// they are in the transcript but not in the loop's messages.
+	summaries int
 }
 
 func (rc *runContext) appendEntry(e *agentdv1.Entry) {
@@ -164,6 +167,7 @@ func (rc *runContext) transform(ctx context.Context, msgs []*agentdv1.AgentMessa
 			n++
 		}
 	}
+	n -= rc.summaries
 	rc.mu.Unlock()
 	if n != len(msgs) {
 		return nil, fmt.Errorf("the run's transcript has %d messages but the loop holds %d", n, len(msgs))
@@ -216,7 +220,12 @@ func (rc *runContext) retry(base agentloop.RetryFunc) agentloop.RetryFunc {
 func (rc *runContext) compact(ctx context.Context, reason agentdv1.CompactionReason, instructions, summary string, keepRecent int64) (*agentdv1.Entry, error) {
 	r := rc.run
 	c := compactor{a: r.a, sessionID: r.sessionID, shaper: rc.shaper, stream: rc.stream,
-		publish: r.publish, appendEntry: rc.appendEntry}
+		publish: r.publish, appendEntry: func(e *agentdv1.Entry) {
+			rc.mu.Lock()
+			rc.path = append(rc.path, e)
+			rc.summaries++
+			rc.mu.Unlock()
+		}}
 	rc.mu.Lock()
 	path := append([]*agentdv1.Entry(nil), rc.path...)
 	rc.mu.Unlock()

@@ -1080,14 +1080,15 @@ func (x *TokenBudgetRule) GetPinnedMessages() uint32 {
 	return 0
 }
 
-// ElideToolResultsRule replaces the content of tool results older than the
-// newest keep_turns turns with one line naming the tool and the entry id
-// (tool-result `details` never reach the model anyway). The model can ask
-// for the output again by calling the tool.
+// ElideToolResultsRule replaces the content of old tool results with one
+// line naming the tool and the entry id (tool-result `details` never reach
+// the model anyway). The current turn (from the last message the user side
+// sent) always keeps its results; so do the keep_turns turns before it. The
+// model can ask for an elided output again by calling the tool.
 type ElideToolResultsRule struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// How many of the newest turns keep their tool results verbatim; 0 elides
-	// every tool result before the last user message.
+	// How many turns before the current one keep their tool results
+	// verbatim; 0 elides every tool result before the current turn.
 	KeepTurns     uint32 `protobuf:"varint,1,opt,name=keep_turns,json=keepTurns,proto3" json:"keep_turns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

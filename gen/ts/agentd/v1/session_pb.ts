@@ -401,17 +401,18 @@ export const TokenBudgetRuleSchema: GenMessage<TokenBudgetRule> = /*@__PURE__*/
   messageDesc(file_agentd_v1_session, 6);
 
 /**
- * ElideToolResultsRule replaces the content of tool results older than the
- * newest keep_turns turns with one line naming the tool and the entry id
- * (tool-result `details` never reach the model anyway). The model can ask
- * for the output again by calling the tool.
+ * ElideToolResultsRule replaces the content of old tool results with one
+ * line naming the tool and the entry id (tool-result `details` never reach
+ * the model anyway). The current turn (from the last message the user side
+ * sent) always keeps its results; so do the keep_turns turns before it. The
+ * model can ask for an elided output again by calling the tool.
  *
  * @generated from message agentd.v1.ElideToolResultsRule
  */
 export type ElideToolResultsRule = Message<"agentd.v1.ElideToolResultsRule"> & {
   /**
-   * How many of the newest turns keep their tool results verbatim; 0 elides
-   * every tool result before the last user message.
+   * How many turns before the current one keep their tool results
+   * verbatim; 0 elides every tool result before the current turn.
    *
    * @generated from field: uint32 keep_turns = 1;
    */
