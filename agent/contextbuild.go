@@ -85,13 +85,31 @@ func (s shaper) blocks() *agentdv1.AgentMessage {
 	}}}
 }
 
-// withBlocks puts the blocks message first.
-func (s shaper) withBlocks(items []contextview.Item) []contextview.Item {
-	m := s.blocks()
-	if m == nil {
-		return items
+// messages returns the messages of a call: the blocks message first, then
+// the items'.
+func (s shaper) messages(items []contextview.Item) []*agentdv1.AgentMessage {
+	b := s.blocks()
+	if b == nil {
+		return contextview.Messages(items)
 	}
-	return append([]contextview.Item{{Message: m}}, items...)
+	out := make([]*agentdv1.AgentMessage, 0, len(items)+1)
+	out = append(out, b)
+	for _, it := range items {
+		out = append(out, it.Message)
+	}
+	return out
+}
+
+// estimate estimates a call over items with the blocks message first: the
+// blocks count only when no answer's usage (which covers them) is used.
+func (s shaper) estimate(items []contextview.Item) contextview.Estimate {
+	est := contextview.EstimateItems(items)
+	if b := s.blocks(); b != nil {
+		if !est.FromUsage {
+			est.Total += contextview.Tokens(b)
+		}
+	}
+	return est
 }
 
 // threshold is the estimate above which a call compacts first.
@@ -175,9 +193,9 @@ func (rc *runContext) transform(ctx context.Context, msgs []*agentdv1.AgentMessa
 	shaped := rc.shaper.policies(rc.view(), r.report)
 	if !r.log.started() {
 		// Continue's check before the run starts: no events, no writes.
-		return contextview.Messages(rc.shaper.withBlocks(shaped)), nil
+		return rc.shaper.messages(shaped), nil
 	}
-	if est := contextview.EstimateItems(rc.shaper.withBlocks(shaped)); rc.shaper.wouldCompact(est) {
+	if est := rc.shaper.estimate(shaped); rc.shaper.wouldCompact(est) {
 		if _, err := rc.compact(ctx, agentdv1.CompactionReason_COMPACTION_REASON_THRESHOLD, "", "", 0); err == nil {
 			shaped = rc.shaper.policies(rc.view(), r.report)
 		}
@@ -185,7 +203,7 @@ func (rc *runContext) transform(ctx context.Context, msgs []*agentdv1.AgentMessa
 	if hook := rc.shaper.cfg.GetContextHook(); hook != nil {
 		shaped = rc.askHook(ctx, hook, shaped)
 	}
-	return contextview.Messages(rc.shaper.withBlocks(shaped)), nil
+	return rc.shaper.messages(shaped), nil
 }
 
 // retry wraps the session's retry decision with overflow recovery: the
@@ -318,7 +336,7 @@ func summaryMessage(plan compaction.Plan, summary string, reason agentdv1.Compac
 // tokensAfter estimates the view of path once entry is appended.
 func (c compactor) tokensAfter(path []*agentdv1.Entry, entry *agentdv1.Entry) int64 {
 	after := append(append([]*agentdv1.Entry(nil), path...), entry)
-	return contextview.EstimateItems(c.shaper.withBlocks(contextview.FromPath(after))).Total
+	return c.shaper.estimate(contextview.FromPath(after)).Total
 }
 
 // summarize asks the summary model (the session's unless the settings name
@@ -391,9 +409,10 @@ func (rc *runContext) askHook(ctx context.Context, hook *agentdv1.ContextHook, i
 	id := fmt.Sprintf("%s-ctx-%d", r.id, rc.hookRequests)
 	rc.mu.Unlock()
 	est := contextview.EstimateItems(items)
+	sizes := contextview.Sizes(items)
 	req := &agentdv1.ContextRequested{RequestId: id, TotalTokens: est.Total, Deadline: timestamppb.New(r.a.opts.Now().Add(timeout))}
 	for i, it := range items {
-		ci := &agentdv1.ContextItem{EntryId: it.EntryID, Kind: contextpolicy.Kind(it.Message), Tokens: est.PerItem[i]}
+		ci := &agentdv1.ContextItem{EntryId: it.EntryID, Kind: contextpolicy.Kind(it.Message), Tokens: sizes[i]}
 		if hook.GetIncludeMessages() {
 			ci.Message = it.Message
 		}
@@ -458,7 +477,7 @@ func (a *Agent) SubmitContext(sessionID, requestID string, sel []ContextSelectio
 	var bad error
 	for i, s := range sel {
 		if s.Message != nil {
-			items = append(items, contextview.Item{Message: s.Message})
+			items = append(items, contextview.NewItem("", s.Message))
 			continue
 		}
 		it, ok := byID[s.EntryID]

@@ -36,8 +36,8 @@ func (a *Agent) Context(ctx context.Context, sessionID string) (*ContextReport, 
 	logFailure := func(stage string, err error) {
 		a.opts.Logger.WarnContext(ctx, "context pipeline fell back", "session", sessionID, "stage", stage, "err", err)
 	}
-	shaped := sh.withBlocks(sh.policies(contextview.FromPath(path), logFailure))
-	state := agentloop.State{SystemPrompt: sess.Config.GetSystemPrompt(), Messages: contextview.Messages(shaped), Tools: kit.set}
+	shaped := sh.policies(contextview.FromPath(path), logFailure)
+	state := agentloop.State{SystemPrompt: sess.Config.GetSystemPrompt(), Messages: sh.messages(shaped), Tools: kit.set}
 	c, failures := agentloop.BuildContext(ctx, state, agentloop.Config{Model: model})
 	for _, f := range failures {
 		logFailure("convert_to_llm", f)
@@ -52,7 +52,7 @@ func (a *Agent) Context(ctx context.Context, sessionID string) (*ContextReport, 
 		}
 		rep.MessageTokens[i] = contextview.MessageTokens(m)
 	}
-	est := contextview.EstimateItems(shaped)
+	est := sh.estimate(shaped)
 	rep.TotalTokens = est.Total
 	rep.WouldCompact = sh.wouldCompact(est)
 	return rep, nil

@@ -102,7 +102,7 @@ func Prepare(items []contextview.Item, keepRecent int64) (p Plan, ok bool) {
 	cut := -1
 	var acc int64
 	for i := len(items) - 1; i >= start; i-- {
-		acc += est.PerItem[i]
+		acc += items[i].Size()
 		if acc >= keepRecent {
 			for j := i; j < len(items); j++ {
 				if canCut(items[j].Message) {
@@ -121,8 +121,8 @@ func Prepare(items []contextview.Item, keepRecent int64) (p Plan, ok bool) {
 	for _, it := range items[start:cut] {
 		p.Summarize = append(p.Summarize, it.Message)
 	}
-	for _, n := range est.PerItem[cut:] {
-		p.KeptTokens += n
+	for _, it := range items[cut:] {
+		p.KeptTokens += it.Size()
 	}
 	return p, true
 }

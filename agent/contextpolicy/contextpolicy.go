@@ -7,6 +7,8 @@ package contextpolicy
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -146,10 +148,9 @@ func TokenBudget(items []contextview.Item, maxTokens int64, pinned int) []contex
 	}
 	keepFrom = max(keepFrom, pinned)
 	var total int64
-	sizes := make([]int64, len(items))
-	for i, it := range items {
-		sizes[i] = contextview.Tokens(it.Message)
-		total += sizes[i]
+	sizes := contextview.Sizes(items)
+	for _, n := range sizes {
+		total += n
 	}
 	drop := pinned // items[pinned:drop] are dropped
 	for drop < keepFrom && total > maxTokens {
@@ -190,29 +191,57 @@ func ElideToolResults(items []contextview.Item, keepTurns int) []contextview.Ite
 	if starts <= keepTurns {
 		return items // fewer turns than kept
 	}
-	var out []contextview.Item
-	for i := 0; i < cut; i++ {
+	n := 0
+	for _, it := range items[:cut] {
+		if it.Message.GetToolResult() != nil {
+			n++
+		}
+	}
+	if n == 0 {
+		return items
+	}
+	out := append([]contextview.Item(nil), items...)
+	// One allocation for all the placeholders: eliding is the common case
+	// in a long session.
+	results := make([]agentdv1.ToolResultMessage, n)
+	msgs := make([]agentdv1.AgentMessage, n)
+	kinds := make([]agentdv1.AgentMessage_ToolResult, n)
+	blocks := make([]agentdv1.ContentBlock, n)
+	texts := make([]agentdv1.ContentBlock_Text, n)
+	contents := make([]agentdv1.TextContent, n)
+	j := 0
+	for i := range items[:cut] {
 		tr := items[i].Message.GetToolResult()
 		if tr == nil {
 			continue
 		}
-		if out == nil {
-			out = append([]contextview.Item(nil), items...)
-		}
-		elided := &agentdv1.ToolResultMessage{
-			ToolCallId: tr.GetToolCallId(),
-			ToolName:   tr.GetToolName(),
-			IsError:    tr.GetIsError(),
-			Timestamp:  tr.GetTimestamp(),
-			Content:    []*agentdv1.ContentBlock{textBlock(fmt.Sprintf(ElidedToolResultText, tr.GetToolName(), items[i].EntryID))},
-		}
-		out[i].Message = &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_ToolResult{ToolResult: elided}}
-	}
-	if out == nil {
-		return items
+		contents[j].Text = ElidedToolResult(tr.GetToolName(), items[i].EntryID)
+		texts[j].Text = &contents[j]
+		blocks[j].Block = &texts[j]
+		r := &results[j]
+		r.ToolCallId, r.ToolName, r.IsError, r.Timestamp = tr.GetToolCallId(), tr.GetToolName(), tr.GetIsError(), tr.GetTimestamp()
+		r.Content = []*agentdv1.ContentBlock{&blocks[j]}
+		kinds[j].ToolResult = r
+		msgs[j].Kind = &kinds[j]
+		out[i] = items[i].Rewritten(&msgs[j], contextview.TextTokens(contents[j].Text))
+		j++
 	}
 	return out
 }
+
+// ElidedToolResult is the line that replaces an elided tool result's
+// content: ElidedToolResultText filled in (without fmt: a long session
+// elides thousands per call).
+func ElidedToolResult(toolName, entryID string) string {
+	return elidedPrefix + strconv.Quote(toolName) + elidedMiddle + entryID + elidedSuffix
+}
+
+// The parts of ElidedToolResultText around its two verbs.
+var elidedPrefix, elidedMiddle, elidedSuffix = func() (string, string, string) {
+	a, rest, _ := strings.Cut(ElidedToolResultText, "%q")
+	b, c, _ := strings.Cut(rest, "%s")
+	return a, b, c
+}()
 
 // DropKinds leaves out every message of the given kinds; structural kinds
 // are never dropped.
@@ -260,7 +289,8 @@ func CapImages(items []contextview.Item, maxImages int) []contextview.Item {
 		if out == nil {
 			out = append([]contextview.Item(nil), items...)
 		}
-		out[i].Message = withImageBlocks(items[i].Message, replaced)
+		m := withImageBlocks(items[i].Message, replaced)
+		out[i] = items[i].Rewritten(m, contextview.Tokens(m))
 	}
 	if out == nil {
 		return items

@@ -46,7 +46,7 @@ func conv(spec string) []contextview.Item {
 		case 'b':
 			m = &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_BashExecution{BashExecution: &agentdv1.BashExecution{Command: "ls", IncludeInModelContext: true}}}
 		}
-		items = append(items, contextview.Item{EntryID: id, Message: m})
+		items = append(items, contextview.NewItem(id, m))
 	}
 	return items
 }

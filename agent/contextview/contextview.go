@@ -9,7 +9,6 @@ package contextview
 
 import (
 	"strconv"
-	"unicode/utf16"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -22,10 +21,43 @@ import (
 type Item struct {
 	EntryID string
 	Message *agentdv1.AgentMessage
+	// tokens caches Tokens(Message) when a rule that rewrote Message knew
+	// it; 0 means not known.
+	tokens int64
 	// BeforeSummary is true for the messages kept verbatim from before the
 	// latest compaction summary: their reported usage describes a context
 	// that no longer exists, so estimates do not trust it.
 	BeforeSummary bool
+}
+
+// NewItem returns the item of a message.
+func NewItem(entryID string, m *agentdv1.AgentMessage) Item {
+	return Item{EntryID: entryID, Message: m}
+}
+
+// Rewritten returns it with its message replaced by m, whose estimate is
+// tokens.
+func (it Item) Rewritten(m *agentdv1.AgentMessage, tokens int64) Item {
+	it.Message, it.tokens = m, tokens
+	return it
+}
+
+// Size is Tokens(it.Message). Sizes are computed when asked for: an
+// estimate needs only the messages after the last answer's usage.
+func (it Item) Size() int64 {
+	if it.tokens > 0 {
+		return it.tokens
+	}
+	return Tokens(it.Message)
+}
+
+// Sizes returns every item's Size.
+func Sizes(items []Item) []int64 {
+	out := make([]int64, len(items))
+	for i, it := range items {
+		out[i] = it.Size()
+	}
+	return out
 }
 
 // FromPath returns the view of a transcript path, root first: without a
@@ -47,7 +79,7 @@ func FromPath(path []*agentdv1.Entry) []Item {
 		items := make([]Item, 0, len(path))
 		for _, e := range path {
 			if m := e.GetMessage(); m != nil {
-				items = append(items, Item{EntryID: e.GetId(), Message: m})
+				items = append(items, NewItem(e.GetId(), m))
 			}
 		}
 		return items
@@ -63,13 +95,15 @@ func FromPath(path []*agentdv1.Entry) []Item {
 		}
 	}
 	items := make([]Item, 0, len(path)-first+1)
-	items = append(items, Item{EntryID: summary.GetId(), Message: summary.GetMessage()})
+	items = append(items, NewItem(summary.GetId(), summary.GetMessage()))
 	for i := first; i < len(path); i++ {
 		m := path[i].GetMessage()
 		if m == nil || i == latest || (i < latest && m.GetCompactionSummary() != nil) {
 			continue
 		}
-		items = append(items, Item{EntryID: path[i].GetId(), Message: m, BeforeSummary: i < latest})
+		it := NewItem(path[i].GetId(), m)
+		it.BeforeSummary = i < latest
+		items = append(items, it)
 	}
 	return items
 }
@@ -180,13 +214,25 @@ func valueLen(v *structpb.Value) int64 {
 	return 4 // null
 }
 
+// utf16Len counts UTF-16 code units, like JavaScript's String.length, from
+// the UTF-8 bytes: one per leading byte, two for a four-byte sequence.
 func utf16Len(s string) int64 {
 	var n int64
-	for _, r := range s {
-		n += int64(utf16.RuneLen(r))
+	for i := 0; i < len(s); i++ {
+		switch b := s[i]; {
+		case b < 0x80:
+			n++
+		case b >= 0xF0:
+			n += 2
+		case b >= 0xC0:
+			n++
+		}
 	}
 	return n
 }
+
+// TextTokens estimates a text block: ceil(chars/4).
+func TextTokens(s string) int64 { return (utf16Len(s) + 3) / 4 }
 
 // Estimate is the size of a context in tokens, as pi's
 // estimateContextTokens computes it: the usage the last trustworthy answer
@@ -195,18 +241,17 @@ func utf16Len(s string) int64 {
 type Estimate struct {
 	// Total is the estimated size.
 	Total int64
-	// PerItem is each item's own estimate (Tokens).
-	PerItem []int64
+	// FromUsage is true when Total starts from an answer's reported usage.
+	FromUsage bool
 }
 
 // EstimateItems estimates a view. An answer that failed or was aborted
 // reports no usable usage, and neither do answers kept from before a
 // compaction summary (their usage measured the longer context).
 func EstimateItems(items []Item) Estimate {
-	est := Estimate{PerItem: make([]int64, len(items))}
+	var est Estimate
 	usageAt := -1
 	for i, it := range items {
-		est.PerItem[i] = Tokens(it.Message)
 		if a := it.Message.GetAssistant(); a != nil && !it.BeforeSummary && usable(a) {
 			usageAt = i
 		}
@@ -215,10 +260,11 @@ func EstimateItems(items []Item) Estimate {
 	if usageAt >= 0 {
 		u := items[usageAt].Message.GetAssistant().GetUsage()
 		est.Total = u.GetInput() + u.GetOutput() + u.GetCacheRead() + u.GetCacheWrite()
+		est.FromUsage = true
 		start = usageAt + 1
 	}
-	for _, n := range est.PerItem[start:] {
-		est.Total += n
+	for _, it := range items[start:] {
+		est.Total += it.Size()
 	}
 	return est
 }
