@@ -298,7 +298,7 @@ func (c compactor) run(ctx context.Context, path []*agentdv1.Entry, reason agent
 	ev(&agentdv1.CompactionStart{Reason: reason, TokensBefore: plan.TokensBefore})
 	if summary == "" {
 		var err error
-		summary, err = c.summarize(ctx, path, plan, instructions)
+		summary, err = c.summarize(ctx, plan, instructions)
 		if err != nil {
 			end.ErrorMessage = "compaction failed: " + err.Error()
 			ev(end)
@@ -341,21 +341,29 @@ func (c compactor) tokensAfter(path []*agentdv1.Entry, entry *agentdv1.Entry) in
 
 // summarize asks the summary model (the session's unless the settings name
 // one) for the summary. The faux model answers from its script.
-func (c compactor) summarize(ctx context.Context, path []*agentdv1.Entry, plan compaction.Plan, instructions string) (string, error) {
+func (c compactor) summarize(ctx context.Context, plan compaction.Plan, instructions string) (string, error) {
 	cfg := c.shaper.cfg
 	ref := cfg.GetCompaction().GetModel()
 	if ref == nil {
 		ref = cfg.GetModel()
 	}
 	if isFaux(ref) {
-		n := 0
-		for _, e := range path {
-			if e.GetMessage().GetCompactionSummary() != nil {
-				n++
+		if s := cfg.GetFaux().GetSummaries(); len(s) > 0 {
+			// The script is indexed by the compactions of the whole path,
+			// not only of the part a context is built from.
+			full, err := c.a.store.Path(ctx, c.sessionID)
+			if err != nil {
+				return "", err
 			}
-		}
-		if s := cfg.GetFaux().GetSummaries(); n < len(s) {
-			return s[n], nil
+			n := 0
+			for _, e := range full {
+				if e.GetMessage().GetCompactionSummary() != nil {
+					n++
+				}
+			}
+			if n < len(s) {
+				return s[n], nil
+			}
 		}
 		return compaction.Digest(plan), nil
 	}

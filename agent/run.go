@@ -222,7 +222,9 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 		// allowed).
 		return refuse(ErrPrecondition, "session %q: its tools cannot be used now: %v", r.sessionID, err)
 	}
-	path, err := a.store.Path(ctx, r.sessionID)
+	// The run needs only what its model calls see: after a compaction,
+	// the summary's kept entries and what follows.
+	path, err := a.store.ContextPath(ctx, r.sessionID)
 	if err != nil {
 		return err
 	}

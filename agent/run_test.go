@@ -17,8 +17,8 @@ import (
 	"github.com/agentd/agentd/provider/faux"
 )
 
-// heldPath is a store whose Path waits for release the first time, so a
-// test can hold a run while it starts.
+// heldPath is a store whose ContextPath (what a starting run reads) waits
+// for release the first time, so a test can hold a run while it starts.
 type heldPath struct {
 	persistence.Store
 	once    sync.Once
@@ -26,12 +26,12 @@ type heldPath struct {
 	release chan struct{}
 }
 
-func (s *heldPath) Path(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
+func (s *heldPath) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
 	s.once.Do(func() {
 		close(s.entered)
 		<-s.release
 	})
-	return s.Store.Path(ctx, sessionID)
+	return s.Store.ContextPath(ctx, sessionID)
 }
 
 // A client that cancels a Prompt with a request id while the run is still

@@ -27,7 +27,7 @@ func (a *Agent) Context(ctx context.Context, sessionID string) (*ContextReport, 
 	if err != nil {
 		return nil, refuse(ErrPrecondition, "session %q: its tools cannot be used now: %v", sessionID, err)
 	}
-	path, err := a.store.Path(ctx, sessionID)
+	path, err := a.store.ContextPath(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}

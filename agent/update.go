@@ -94,7 +94,7 @@ func (a *Agent) Compact(ctx context.Context, sessionID string, opts CompactOptio
 	if err != nil {
 		return err
 	}
-	path, err := a.store.Path(ctx, sessionID)
+	path, err := a.store.ContextPath(ctx, sessionID)
 	if err != nil {
 		return err
 	}

@@ -112,3 +112,25 @@ func CheckEventBatch(runID string, lastSeq uint64, events []Event) error {
 	}
 	return nil
 }
+
+// ContextStart returns where the model context of a path starts: at the
+// latest compaction summary's first_kept_entry_id when that is an earlier
+// entry of the path, otherwise at the latest summary itself; 0 without a
+// summary. The entries before it are replaced by the summary.
+func ContextStart(path []*agentdv1.Entry) int {
+	for i := len(path) - 1; i >= 0; i-- {
+		s := path[i].GetMessage().GetCompactionSummary()
+		if s == nil {
+			continue
+		}
+		if id := s.GetFirstKeptEntryId(); id != "" {
+			for j := i - 1; j >= 0; j-- {
+				if path[j].GetId() == id {
+					return j
+				}
+			}
+		}
+		return i
+	}
+	return 0
+}

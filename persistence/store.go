@@ -43,6 +43,12 @@ type Store interface {
 	// Path returns the entries from the root to the session's leaf; empty for
 	// an empty transcript. This is what the model context is built from.
 	Path(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error)
+	// ContextPath returns the part of the path to the session's leaf that a
+	// model context is built from: the whole path, or, when the path holds
+	// a compaction summary, the entries from ContextStart on. Engines read
+	// (and decode) only those entries, so a long compacted session loads
+	// in time proportional to what the model sees.
+	ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error)
 	// PathTo returns the entries from the root to entryID, which need not be
 	// the leaf (for example to show an abandoned branch).
 	PathTo(ctx context.Context, sessionID, entryID string) ([]*agentdv1.Entry, error)

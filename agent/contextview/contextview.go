@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
 )
 
 // Item is one message of a view with the id of the entry that holds it.
@@ -85,14 +86,9 @@ func FromPath(path []*agentdv1.Entry) []Item {
 		return items
 	}
 	summary := path[latest]
-	first := latest + 1
-	if id := summary.GetMessage().GetCompactionSummary().GetFirstKeptEntryId(); id != "" {
-		for i := latest - 1; i >= 0; i-- {
-			if path[i].GetId() == id {
-				first = i
-				break
-			}
-		}
+	first := persistence.ContextStart(path)
+	if first == latest {
+		first = latest + 1
 	}
 	items := make([]Item, 0, len(path)-first+1)
 	items = append(items, NewItem(summary.GetId(), summary.GetMessage()))

@@ -204,6 +204,15 @@ func (s *Store) UpdateSession(_ context.Context, sessionID string, u persistence
 	return out, err
 }
 
+// ContextPath implements persistence.Store.
+func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
+	path, err := s.Path(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return path[persistence.ContextStart(path):], nil
+}
+
 // ListSessions implements persistence.Store. Page tokens carry the pk of
 // the last session returned, as in the SQLite engine.
 func (s *Store) ListSessions(_ context.Context, req persistence.ListSessionsRequest) (*persistence.SessionPage, error) {

@@ -478,6 +478,59 @@ func benchmarkLoadPath(b *testing.B, compress bool) {
 	b.ReportMetric(float64(rawHeld)/mib, "raw-MiB-held")
 }
 
+// BenchmarkContextPathCompacted loads what a model context is built from,
+// right after a restart, in a session of benchMessages messages compacted
+// to keep the newest 100: ContextPath reads and decodes only those, Path
+// reads everything; x-full is the ratio of the two, measured in the same
+// run.
+func BenchmarkContextPathCompacted(b *testing.B) {
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "compacted.db")
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sess, err := s.CreateSession(ctx, persistence.CreateSessionParams{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	entries := transcriptgen.Transcript(1, benchMessages)
+	if err := s.Append(ctx, sess.ID, entries...); err != nil {
+		b.Fatal(err)
+	}
+	kept := entries[len(entries)-100].GetId()
+	summary := &agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_CompactionSummary{
+		CompactionSummary: &agentdv1.CompactionSummary{Summary: "earlier work", FirstKeptEntryId: kept}}}}}
+	if err := s.Append(ctx, sess.ID, summary); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if s, err = sqlite.Open(ctx, path); err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var full, compacted time.Duration
+	for b.Loop() {
+		start := time.Now()
+		p, err := s.Path(ctx, sess.ID)
+		if err != nil || len(p) != benchMessages+1 {
+			b.Fatalf("Path: %d entries, %v", len(p), err)
+		}
+		mid := time.Now()
+		c, err := s.ContextPath(ctx, sess.ID)
+		if err != nil || len(c) != 101 || c[0].GetId() != kept {
+			b.Fatalf("ContextPath: %d entries, %v", len(c), err)
+		}
+		full += mid.Sub(start)
+		compacted += time.Since(mid)
+	}
+	b.ReportMetric(float64(compacted.Microseconds())/float64(b.N)/1e3, "ms/context-path")
+	b.ReportMetric(float64(full.Microseconds())/float64(b.N)/1e3, "ms/full-path")
+	b.ReportMetric(float64(compacted)/float64(full), "x-full")
+}
+
 // BenchmarkOpen measures start-up (Open, CloseInterruptedRuns, Close) on a
 // database with 10,000 sessions, which must not scan them.
 func BenchmarkOpen(b *testing.B) {

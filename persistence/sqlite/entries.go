@@ -194,21 +194,26 @@ func (s *Store) GetEntry(ctx context.Context, sessionID, entryID string) (*agent
 		if err != nil {
 			return err
 		}
-		rows, err := tx.StmtContext(ctx, s.rEntry).QueryContext(ctx, pk, entryID)
-		if err != nil {
-			return err
-		}
-		list, _, err := decodeRows(sessionID, rows, 1)
-		if err != nil {
-			return err
-		}
-		if len(list) == 0 {
-			return persistence.EntryNotFound(sessionID, entryID)
-		}
-		out = list[0]
-		return nil
+		out, err = s.entryInTx(ctx, tx, sessionID, pk, entryID)
+		return err
 	})
 	return out, opError(err, "get entry %q of session %q", entryID, sessionID)
+}
+
+// entryInTx reads one entry of the session with key pk.
+func (s *Store) entryInTx(ctx context.Context, tx *sql.Tx, sessionID string, pk int64, entryID string) (*agentdv1.Entry, error) {
+	rows, err := tx.StmtContext(ctx, s.rEntry).QueryContext(ctx, pk, entryID)
+	if err != nil {
+		return nil, err
+	}
+	list, _, err := decodeRows(sessionID, rows, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, persistence.EntryNotFound(sessionID, entryID)
+	}
+	return list[0], nil
 }
 
 // Path implements persistence.Store.
@@ -296,7 +301,11 @@ func (s *Store) loadPath(ctx context.Context, tx *sql.Tx, sessionID string, pk i
 		found[i] = all[at]
 	}
 	all = nil
+	return decodePath(sessionID, found)
+}
 
+// decodePath decodes the rows of a path.
+func decodePath(sessionID string, found []storedRow) ([]*agentdv1.Entry, error) {
 	// Decoding dominates loading a long transcript: spread it over the
 	// CPUs.
 	out := make([]*agentdv1.Entry, len(found))
@@ -334,6 +343,114 @@ func (s *Store) loadPath(ctx context.Context, tx *sql.Tx, sessionID string, pk i
 		}
 	}
 	return out, nil
+}
+
+// ContextPath implements persistence.Store: it walks the session's tree
+// without payloads, decodes the latest compaction summary on the path to
+// find its first kept entry, and reads and decodes only the entries from
+// there to the leaf.
+func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
+	var out []*agentdv1.Entry
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		pk, leaf, err := s.lookupSession(ctx, tx, sessionID)
+		if err != nil || leaf == "" {
+			out = []*agentdv1.Entry{}
+			return err
+		}
+		type node struct {
+			seq        int64
+			id, parent string
+			summary    bool
+		}
+		rows, err := tx.StmtContext(ctx, s.rStructure).QueryContext(ctx, pk)
+		if err != nil {
+			return err
+		}
+		var all []node
+		index := map[string]int{}
+		for rows.Next() {
+			var n node
+			var kind string
+			if err := rows.Scan(&n.seq, &n.id, &n.parent, &kind); err != nil {
+				rows.Close()
+				return err
+			}
+			n.summary = kind == "compaction_summary"
+			index[n.id] = len(all)
+			all = append(all, n)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		at, ok := index[leaf]
+		if !ok {
+			return persistence.EntryNotFound(sessionID, leaf)
+		}
+		// Walk leaf to root until the latest summary's first kept entry.
+		var path []int // leaf first
+		summaryAt, firstKept := -1, ""
+		for {
+			path = append(path, at)
+			if all[at].summary && summaryAt < 0 {
+				summaryAt = len(path) - 1
+				e, err := s.entryInTx(ctx, tx, sessionID, pk, all[at].id)
+				if err != nil {
+					return err
+				}
+				firstKept = e.GetMessage().GetCompactionSummary().GetFirstKeptEntryId()
+			}
+			if firstKept != "" && all[at].id == firstKept && len(path)-1 > summaryAt {
+				break
+			}
+			p := all[at].parent
+			if p == "" {
+				if summaryAt >= 0 {
+					// The first kept entry is not on the path: the context
+					// starts at the summary.
+					path = path[:summaryAt+1]
+				}
+				break
+			}
+			next, ok := index[p]
+			if !ok || next >= at {
+				return &persistence.CorruptEntryError{SessionID: sessionID, EntryID: all[at].id, Seq: all[at].seq,
+					Err: fmt.Errorf("parent %q is missing or not older than the entry", p)}
+			}
+			at = next
+		}
+		slices.Reverse(path)
+		want := make(map[int64]int, len(path)) // seq → position
+		for i, at := range path {
+			want[all[at].seq] = i
+		}
+		lo, hi := all[path[0]].seq, all[path[len(path)-1]].seq
+		all = nil
+		rows, err = tx.StmtContext(ctx, s.rRange).QueryContext(ctx, pk, lo, hi)
+		if err != nil {
+			return err
+		}
+		found := make([]storedRow, len(path))
+		var raw sql.RawBytes
+		for rows.Next() {
+			var st storedRow
+			if err := rows.Scan(&st.seq, &st.id, &st.parent, &st.encoding, &raw); err != nil {
+				rows.Close()
+				return err
+			}
+			if i, ok := want[st.seq]; ok {
+				st.payload = bytes.Clone(raw)
+				found[i] = st
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		out, err = decodePath(sessionID, found)
+		return err
+	})
+	return out, opError(err, "load the context path of session %q", sessionID)
 }
 
 // parallelDecodeMin is the fewest entries worth a decoding goroutine.

@@ -42,6 +42,9 @@ type Store struct {
 	// Read statements, prepared lazily per reader connection by database/sql.
 	rSession  *sql.Stmt
 	rTree     *sql.Stmt
+	// rStructure is the tree without payloads; rRange a seq range with
+	// payloads (ContextPath).
+	rStructure, rRange *sql.Stmt
 	rEntry    *sql.Stmt
 	rPage     *sql.Stmt
 	rEvents   *sql.Stmt
@@ -82,6 +85,8 @@ func newStore(ctx context.Context, path string, w *writer, reader, checkpointer 
 		{&s.rSession, sqlSessionByID},
 		{&s.rSessions, `SELECT ` + sessionColumns + sessionFrom + ` WHERE s.id = ?`},
 		{&s.rTree, sqlTree},
+		{&s.rStructure, `SELECT seq, id, coalesce(parent_id, ''), kind FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 ORDER BY key`},
+		{&s.rRange, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key >= ?1 * 4294967296 + ?2 AND key <= ?1 * 4294967296 + ?3 ORDER BY key`},
 		{&s.rEntry, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 AND id = ?2`},
 		{&s.rPage, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key > ?1 * 4294967296 + ?2 AND key < (?1 + 1) * 4294967296 ORDER BY key LIMIT ?3`},
 		{&s.rEvents, `SELECT first_seq, last_seq, encoding, payload FROM run_events WHERE run_id = ?1 AND first_seq <= ?2 + ?3 AND last_seq > ?2 ORDER BY first_seq`},
@@ -142,7 +147,7 @@ func (s *Store) close() error {
 	close(s.checkpointStop)
 	s.checkpointDone.Wait()
 	errs := []error{s.checkpointer.Close()}
-	for _, st := range []*sql.Stmt{s.rSession, s.rSessions, s.rTree, s.rEntry, s.rPage, s.rEvents, s.rRun} {
+	for _, st := range []*sql.Stmt{s.rSession, s.rSessions, s.rTree, s.rStructure, s.rRange, s.rEntry, s.rPage, s.rEvents, s.rRun} {
 		errs = append(errs, st.Close())
 	}
 	errs = append(errs, s.reader.Close())

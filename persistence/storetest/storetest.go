@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,6 +47,7 @@ func Run(t *testing.T, h Harness) {
 		{"AppendAtomicity", testAppendAtomicity},
 		{"CallerIDs", testCallerIDs},
 		{"TreeAndLeaf", testTreeAndLeaf},
+		{"ContextPath", testContextPath},
 		{"EntryPaging", testEntryPaging},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"ConcurrentReadsDuringWrites", testConcurrentReads},
@@ -726,6 +728,54 @@ func testConcurrentReads(t *testing.T, h Harness) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+func summaryEntry(firstKept string) *agentdv1.Entry {
+	return &agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_CompactionSummary{
+		CompactionSummary: &agentdv1.CompactionSummary{Summary: "s", FirstKeptEntryId: firstKept}}}}}
+}
+
+func testContextPath(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	check := func(sessionID, want string) {
+		t.Helper()
+		got, err := s.ContextPath(ctx, sessionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path, err := s.Path(ctx, sessionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, p := strings.Join(ids(got), " "), strings.Join(ids(path[persistence.ContextStart(path):]), " "); g != p || g != want {
+			t.Fatalf("ContextPath = %q, Path from ContextStart = %q, want %q", g, p, want)
+		}
+	}
+	sess := mustCreate(t, s, persistence.CreateSessionParams{})
+	check(sess.ID, "")
+	e := func(id string) *agentdv1.Entry { x := userEntry(id); x.Id = id; return x }
+	mustAppend(t, s, sess.ID, e("a"), e("b"), e("c"))
+	check(sess.ID, "a b c")
+	s1 := summaryEntry("b")
+	s1.Id = "s1"
+	mustAppend(t, s, sess.ID, s1, e("d"))
+	check(sess.ID, "b c s1 d")
+	// A later summary wins; one naming a missing entry starts at itself.
+	s2 := summaryEntry("nope")
+	s2.Id = "s2"
+	mustAppend(t, s, sess.ID, e("e"), s2, e("f"))
+	check(sess.ID, "s2 f")
+	s3 := summaryEntry("d")
+	s3.Id = "s3"
+	mustAppend(t, s, sess.ID, s3)
+	check(sess.ID, "d e s2 f s3")
+	// A summary on another branch does not count.
+	if err := s.SetLeaf(ctx, sess.ID, "c"); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, sess.ID, e("g"))
+	check(sess.ID, "a b c g")
 }
 
 func testUpdateSession(t *testing.T, h Harness) {
