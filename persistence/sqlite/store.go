@@ -40,16 +40,16 @@ type Store struct {
 	eventEncoders sync.Pool
 
 	// Read statements, prepared lazily per reader connection by database/sql.
-	rSession  *sql.Stmt
-	rTree     *sql.Stmt
+	rSession *sql.Stmt
+	rTree    *sql.Stmt
 	// rStructure is the tree without payloads; rRange a seq range with
 	// payloads (ContextPath).
 	rStructure, rRange *sql.Stmt
-	rEntry    *sql.Stmt
-	rPage     *sql.Stmt
-	rEvents   *sql.Stmt
-	rRun      *sql.Stmt
-	rSessions *sql.Stmt
+	rEntry             *sql.Stmt
+	rPage              *sql.Stmt
+	rEvents            *sql.Stmt
+	rRun               *sql.Stmt
+	rSessions          *sql.Stmt
 }
 
 var _ persistence.Store = (*Store)(nil)
