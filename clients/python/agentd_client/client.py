@@ -198,6 +198,48 @@ class AgentdClient:
         res = await self.rpc.GetContext(service_pb2.GetContextRequest(session_id=session_id), metadata=self._metadata)
         return res.context
 
+    async def context_report(self, session_id: str) -> service_pb2.GetContextResponse:
+        """What the next model call would receive, with token estimates, the window and whether it compacts first."""
+        return await self.rpc.GetContext(service_pb2.GetContextRequest(session_id=session_id), metadata=self._metadata)
+
+    async def update_session(self, session_id: str, paths: Sequence[str], *,
+                             config: Optional[session_pb2.SessionConfig] = None, title: str = "",
+                             labels: Optional[dict] = None) -> service_pb2.UpdateSessionResponse:
+        """Changes an idle session: only the fields named in paths ("config.<field>", "title", "labels").
+
+        Model and thinking changes are written to the transcript.
+        """
+        req = service_pb2.UpdateSessionRequest(session_id=session_id, config=config, title=title, labels=labels or {})
+        req.update_mask.paths.extend(paths)
+        return await self.rpc.UpdateSession(req, metadata=self._metadata)
+
+    async def compact(self, session_id: str, *, instructions: str = "", summary: str = "", dry_run: bool = False,
+                      keep_recent_tokens: int = 0) -> events_pb2.CompactionEnd:
+        """Compacts an idle session and returns compaction_end.
+
+        Pass summary to bring your own (no model is called), dry_run to see the cut point and token counts only.
+        """
+        end = None
+        call = self.rpc.Compact(service_pb2.CompactRequest(
+            session_id=session_id, instructions=instructions, summary=summary, dry_run=dry_run,
+            keep_recent_tokens=keep_recent_tokens), metadata=self._metadata)
+        async for event in self._stream(call):
+            if event.WhichOneof("event") == "compaction_end":
+                end = event.compaction_end
+        if end is None:
+            raise RuntimeError("agentd: Compact ended without compaction_end")
+        return end
+
+    async def submit_context(self, session_id: str, request_id: str, items: Sequence[Any]) -> None:
+        """Answers a context_requested event: entry ids (str) to keep, in order, and AgentMessages to inject."""
+        req = service_pb2.SubmitContextRequest(session_id=session_id, request_id=request_id)
+        for it in items:
+            if isinstance(it, str):
+                req.items.add(entry_id=it)
+            else:
+                req.items.add(message=it)
+        await self.rpc.SubmitContext(req, metadata=self._metadata)
+
     @staticmethod
     async def _stream(call: Any) -> AsyncIterator[events_pb2.AgentEvent]:
         try:

@@ -64,7 +64,30 @@ class ApprovalItem:
     kind: str = "approval"
 
 
-ChatItem = Union[UserItem, AssistantItem, ToolItem, ApprovalItem]
+@dataclass(frozen=True)
+class CompactionItem:
+    """The older conversation was summarized; the model sees the summary from here on.
+
+    state is running, done or failed; reason is manual, threshold, overflow or unknown.
+    """
+    id: str
+    entry_id: str
+    state: str
+    reason: str
+    tokens_before: int = 0
+    tokens_after: int = 0
+    summary: str = ""
+    error: str = ""
+    kind: str = "compaction"
+
+
+ChatItem = Union[UserItem, AssistantItem, ToolItem, ApprovalItem, CompactionItem]
+
+_REASONS = {
+    agent_messages_pb2.COMPACTION_REASON_MANUAL: "manual",
+    agent_messages_pb2.COMPACTION_REASON_THRESHOLD: "threshold",
+    agent_messages_pb2.COMPACTION_REASON_OVERFLOW: "overflow",
+}
 
 
 @dataclass(frozen=True)
@@ -190,7 +213,34 @@ def reduce_chat(state: ChatState, event: events_pb2.AgentEvent) -> ChatState:
             return _finish_tool(state, msg.tool_result, end.entry_id, key)
         if kind == "approval_notice":
             return _resolve_approval(state, msg.approval_notice, key)
+        if kind == "compaction_summary":
+            # A stored summary (a transcript being replayed, or AppendMessages).
+            if any(isinstance(it, CompactionItem) and it.entry_id == end.entry_id for it in state.items):
+                return state
+            c = msg.compaction_summary
+            card = CompactionItem(id=key, entry_id=end.entry_id, state="done", reason=_REASONS.get(c.reason, "unknown"),
+                                  tokens_before=c.tokens_before, tokens_after=c.tokens_after, summary=c.summary)
+            return replace(state, items=state.items + (card,))
         return state
+    if which == "compaction_start":
+        start = event.compaction_start
+        card = CompactionItem(id=key, entry_id="", state="running", reason=_REASONS.get(start.reason, "unknown"),
+                              tokens_before=start.tokens_before)
+        return replace(state, items=state.items + (card,))
+    if which == "compaction_end":
+        end = event.compaction_end
+        if end.dry_run:
+            return state
+
+        def done(it: CompactionItem) -> CompactionItem:
+            return replace(it, entry_id=end.entry_id, state="failed" if end.error_message else "done",
+                           tokens_after=end.tokens_after, summary=end.summary.summary, error=end.error_message)
+        running = [it for it in state.items if isinstance(it, CompactionItem) and it.state == "running"]
+        if running:
+            return _update(state, running[-1].id, done)
+        card = CompactionItem(id=key, entry_id="", state="running", reason=_REASONS.get(end.reason, "unknown"),
+                              tokens_before=end.tokens_before)
+        return replace(state, items=state.items + (done(card),))
     if which == "tool_execution_start":
         start = event.tool_execution_start
         label = _label(start.tool_name, start.arguments)

@@ -113,6 +113,48 @@ class AgentdE2E(unittest.IsolatedAsyncioTestCase):
             self.assertEqual(en.message, end.message, "the stored protobuf entry equals its message_end")
         self.assertEqual(view(items_from_transcript(entries)), view(state.items))
 
+    async def test_compaction_update_and_context_hook_helpers(self) -> None:
+        from agentd.v1 import agent_messages_pb2
+        from google.protobuf import duration_pb2
+        from agentd_client import CompactionItem
+        cfg = session_pb2.SessionConfig(
+            faux=session_pb2.FauxScript(echo=True, context_window=4000),
+            compaction=session_pb2.CompactionSettings(reserve_tokens=1000, keep_recent_tokens=400),
+            context_hook=session_pb2.ContextHook(timeout=duration_pb2.Duration(seconds=5)))
+        session = await self.client.create_session(cfg)
+        note = agent_messages_pb2.AgentMessage(user=messages_pb2.UserMessage(
+            content=[content_pb2.ContentBlock(text=content_pb2.TextContent(text="note"))]))
+        events = []
+        for i in range(14):
+            async for e in self.client.prompt(session.id, f"{i} " + "lorem ipsum " * 100):
+                events.append(e)
+                if e.WhichOneof("event") == "context_requested":
+                    req = e.context_requested
+                    await self.client.submit_context(session.id, req.request_id,
+                                                     [it.entry_id for it in req.items] + [note])
+        answers = [e.message_end.message.assistant for e in events
+                   if e.WhichOneof("event") == "message_end" and e.message_end.message.WhichOneof("kind") == "assistant"]
+        self.assertTrue(answers and all(a.content[0].text.text == "note" for a in answers))
+        cards = [it for it in reduce_all(events).items if isinstance(it, CompactionItem)]
+        self.assertTrue(cards, "automatic compaction happened")
+        for c in cards:
+            self.assertEqual((c.state, c.reason), ("done", "threshold"))
+            self.assertLess(c.tokens_after, c.tokens_before)
+        report = await self.client.context_report(session.id)
+        self.assertEqual(report.context_window, 4000)
+        self.assertLessEqual(report.total_tokens, 4000)
+        dry = await self.client.compact(session.id, dry_run=True, keep_recent_tokens=100)
+        self.assertTrue(dry.dry_run and dry.first_kept_entry_id)
+        end = await self.client.compact(session.id, summary="my summary", keep_recent_tokens=100)
+        self.assertEqual(end.summary.summary, "my summary")
+        items = items_from_transcript(await self.client.transcript(session.id))
+        self.assertTrue(any(isinstance(it, CompactionItem) and it.summary == "my summary" for it in items))
+        updated = await self.client.update_session(
+            session.id, ["config.thinking_level", "config.system_prompt"],
+            config=session_pb2.SessionConfig(thinking_level=agent_messages_pb2.THINKING_LEVEL_HIGH, system_prompt="be brief"))
+        self.assertEqual([e.WhichOneof("payload") for e in updated.entries], ["thinking_level_change"])
+        self.assertEqual((await self.client.context(session.id)).system_prompt, "be brief")
+
     async def test_tool_card_running_then_error_for_undeclared_tool(self) -> None:
         session = await self.client.create_session(faux(call("call_1", "lookup", {"key": "port"}), text("没有这个工具。")))
         events = await collect(self.client.prompt(session.id, "查一下端口"))

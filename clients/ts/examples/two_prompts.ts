@@ -91,6 +91,8 @@ export function describe(item: ChatItem): string {
       return `tool ${item.label} [${item.state}]`;
     case "approval":
       return `approval ${item.label} [${item.decision}${item.decidedBy ? ` by ${item.decidedBy}` : ""}]`;
+    case "compaction":
+      return `earlier conversation summarized (${item.reason}) [${item.state}${item.error ? `: ${item.error}` : ""}]`;
   }
 }
 

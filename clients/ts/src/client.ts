@@ -17,11 +17,11 @@ import {
 } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 
-import { ApprovalDecision, type Entry } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
+import { ApprovalDecision, type AgentMessageSchema, type Entry } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
 import type { ContentBlock } from "../../../gen/ts/agentd/v1/content_pb.js";
 import { ContentBlockSchema } from "../../../gen/ts/agentd/v1/content_pb.js";
-import type { AgentEvent, ApprovalRequested, ToolCallRequested } from "../../../gen/ts/agentd/v1/events_pb.js";
-import { AgentService } from "../../../gen/ts/agentd/v1/service_pb.js";
+import type { AgentEvent, ApprovalRequested, CompactionEnd, ToolCallRequested } from "../../../gen/ts/agentd/v1/events_pb.js";
+import { AgentService, type GetContextResponse, type UpdateSessionResponse } from "../../../gen/ts/agentd/v1/service_pb.js";
 import type { Context, Session, SessionConfigSchema } from "../../../gen/ts/agentd/v1/session_pb.js";
 
 /** How to reach agentd. */
@@ -270,6 +270,63 @@ export class AgentdClient {
     const res = await this.rpc.getContext({ sessionId });
     if (!res.context) throw new Error("agentd: GetContext returned no context");
     return res.context;
+  }
+
+  /** Returns what the next model call would receive with its token accounting (estimates, window, whether it compacts first). */
+  async contextReport(sessionId: string): Promise<GetContextResponse> {
+    return await this.rpc.getContext({ sessionId });
+  }
+
+  /**
+   * Changes an idle session: only the fields named, as "config.<field>",
+   * "title" or "labels" (snake_case, as in the proto). Model and thinking
+   * changes are written to the transcript.
+   */
+  async updateSession(
+    sessionId: string,
+    change: { config?: MessageInitShape<typeof SessionConfigSchema>; title?: string; labels?: Record<string, string> },
+    paths: string[],
+  ): Promise<UpdateSessionResponse> {
+    return await this.rpc.updateSession({ sessionId, config: change.config, title: change.title ?? "", labels: change.labels ?? {}, updateMask: { paths } });
+  }
+
+  /**
+   * Compacts an idle session and returns compaction_end. Pass `summary` to
+   * bring your own (no model is called), `dryRun` to see the cut point and
+   * token counts only.
+   */
+  async compact(
+    sessionId: string,
+    options: { instructions?: string; summary?: string; dryRun?: boolean; keepRecentTokens?: number } = {},
+  ): Promise<CompactionEnd> {
+    let end: CompactionEnd | undefined;
+    for await (const ev of this.rpc.compact({
+      sessionId,
+      instructions: options.instructions ?? "",
+      summary: options.summary ?? "",
+      dryRun: options.dryRun ?? false,
+      keepRecentTokens: BigInt(options.keepRecentTokens ?? 0),
+    })) {
+      if (ev.event.case === "compactionEnd") end = ev.event.value;
+    }
+    if (!end) throw new Error("agentd: Compact ended without compaction_end");
+    return end;
+  }
+
+  /**
+   * Answers a context_requested event: the entries to keep, in order (entry
+   * ids as strings), and messages to inject (AgentMessage init objects).
+   */
+  async submitContext(
+    sessionId: string,
+    requestId: string,
+    items: (string | MessageInitShape<typeof AgentMessageSchema>)[],
+  ): Promise<void> {
+    await this.rpc.submitContext({
+      sessionId,
+      requestId,
+      items: items.map((it) => (typeof it === "string" ? { item: { case: "entryId" as const, value: it } } : { item: { case: "message" as const, value: it } })),
+    });
   }
 }
 

@@ -10,7 +10,7 @@
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 
-import { ApprovalDecision, type AgentMessage, type ApprovalNotice, type Entry } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
+import { ApprovalDecision, CompactionReason, type AgentMessage, type ApprovalNotice, type Entry } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
 import type { ContentBlock } from "../../../gen/ts/agentd/v1/content_pb.js";
 import { StopReason } from "../../../gen/ts/agentd/v1/content_pb.js";
 import { AgentEventSchema, type AgentEvent } from "../../../gen/ts/agentd/v1/events_pb.js";
@@ -47,6 +47,19 @@ export type ChatItem =
       decision: "pending" | "allowed" | "denied" | "timed_out";
       decidedBy: string;
       reason: string;
+    }
+  | {
+      /** The older conversation was summarized: the model sees the summary from here on. */
+      kind: "compaction";
+      id: string;
+      /** The CompactionSummary entry; empty while running or when it failed. */
+      entryId: string;
+      state: "running" | "done" | "failed";
+      reason: "manual" | "threshold" | "overflow" | "unknown";
+      tokensBefore: number;
+      tokensAfter: number;
+      summary: string;
+      error: string;
     };
 
 /** The reducer's state: the items and which card is being streamed. */
@@ -117,9 +130,41 @@ export function reduceChat(state: ChatState, event: AgentEvent): ChatState {
           return finishTool(state, msg.value, entryId, key);
         case "approvalNotice":
           return resolveApproval(state, msg.value, key);
+        case "compactionSummary": {
+          // A stored summary (a transcript being replayed, or AppendMessages).
+          if (state.items.some((it) => it.kind === "compaction" && it.entryId === entryId)) return state;
+          const c = msg.value;
+          return {
+            ...state,
+            items: [
+              ...state.items,
+              { kind: "compaction", id: key, entryId, state: "done", reason: reasonOf(c.reason), tokensBefore: Number(c.tokensBefore), tokensAfter: Number(c.tokensAfter), summary: c.summary, error: "" },
+            ],
+          };
+        }
         default:
           return state;
       }
+    }
+    case "compactionStart":
+      return {
+        ...state,
+        items: [
+          ...state.items,
+          { kind: "compaction", id: key, entryId: "", state: "running", reason: reasonOf(e.value.reason), tokensBefore: Number(e.value.tokensBefore), tokensAfter: 0, summary: "", error: "" },
+        ],
+      };
+    case "compactionEnd": {
+      const v = e.value;
+      const done = (it: ChatItem): ChatItem =>
+        it.kind === "compaction"
+          ? { ...it, entryId: v.entryId, state: v.errorMessage ? "failed" : "done", tokensAfter: Number(v.tokensAfter), summary: v.summary?.summary ?? "", error: v.errorMessage }
+          : it;
+      if (v.dryRun) return state;
+      const running = [...state.items].reverse().find((it) => it.kind === "compaction" && it.state === "running");
+      if (running) return updateItem(state, running.id, done);
+      const card: ChatItem = { kind: "compaction", id: key, entryId: "", state: "running", reason: reasonOf(v.reason), tokensBefore: Number(v.tokensBefore), tokensAfter: 0, summary: "", error: "" };
+      return { ...state, items: [...state.items, done(card)] };
     }
     case "toolExecutionStart": {
       const { toolCallId, toolName, arguments: args } = e.value;
@@ -176,6 +221,19 @@ export function itemsFromTranscript(entries: readonly Entry[]): ChatItem[] {
     }
   }
   return [...state.items];
+}
+
+function reasonOf(r: CompactionReason): "manual" | "threshold" | "overflow" | "unknown" {
+  switch (r) {
+    case CompactionReason.MANUAL:
+      return "manual";
+    case CompactionReason.THRESHOLD:
+      return "threshold";
+    case CompactionReason.OVERFLOW:
+      return "overflow";
+    default:
+      return "unknown";
+  }
 }
 
 /** Screen-only state: never part of the chat items or the transcript. */

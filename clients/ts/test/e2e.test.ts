@@ -111,6 +111,50 @@ describe("agentd TypeScript client", () => {
     assert.deepEqual(view(itemsFromTranscript(entries)), view(state.items), "a reopened transcript shows the same items");
   });
 
+  test("compaction, a session update and the context hook through the client helpers; the compaction shows as one card", async () => {
+    const session = await client.createSession({
+      faux: { echo: true, contextWindow: 4000n },
+      compaction: { reserveTokens: 1000n, keepRecentTokens: 400n },
+      contextHook: { timeout: { seconds: 5n }, includeMessages: false },
+    });
+    const long = "lorem ipsum ".repeat(100);
+    // Each prompt's context waits for the hook: keep what the policies offered and add a note.
+    const run = async (text: string) => {
+      const events: AgentEvent[] = [];
+      for await (const e of client.prompt(session.id, text)) {
+        events.push(e);
+        if (e.event.case === "contextRequested") {
+          const ids = e.event.value.items.map((it) => it.entryId);
+          await client.submitContext(session.id, e.event.value.requestId, [...ids, { kind: { case: "user", value: { content: [{ block: { case: "text", value: { text: "note" } } }] } } }]);
+        }
+      }
+      return events;
+    };
+    const events: AgentEvent[] = [];
+    for (let i = 0; i < 14; i++) events.push(...(await run(`${i} ${long}`)));
+    assert.ok(events.some((e) => e.event.case === "contextRequested"), "the hook was asked");
+    const answers = events.flatMap((e) => (e.event.case === "messageEnd" && e.event.value.message?.kind.case === "assistant" ? [e.event.value.message.kind.value] : []));
+    assert.ok(answers.every((a) => a.content[0]?.block.case === "text" && a.content[0].block.value.text === "note"), "the model saw the injected note last");
+    const cards = events.reduce(reduceChat, emptyChat).items.filter((it) => it.kind === "compaction");
+    assert.ok(cards.length >= 1, "automatic compaction happened");
+    assert.ok(cards.every((c) => c.kind === "compaction" && c.state === "done" && c.reason === "threshold" && c.entryId !== "" && c.tokensAfter < c.tokensBefore));
+
+    const report = await client.contextReport(session.id);
+    assert.equal(report.contextWindow, 4000n);
+    assert.ok(report.totalTokens <= 4000n);
+    const dry = await client.compact(session.id, { dryRun: true, keepRecentTokens: 100 });
+    assert.ok(dry.dryRun && dry.firstKeptEntryId !== "");
+    const end = await client.compact(session.id, { summary: "my summary", keepRecentTokens: 100 });
+    assert.ok(end.entryId !== "" && end.summary?.summary === "my summary");
+    const entries = await client.transcript(session.id);
+    assert.ok(itemsFromTranscript(entries).some((it) => it.kind === "compaction" && it.summary === "my summary"), "a reopened transcript shows the compaction card");
+
+    const updated = await client.updateSession(session.id, { config: { thinkingLevel: 5, systemPrompt: "be brief" } }, ["config.thinking_level", "config.system_prompt"]);
+    assert.equal(updated.entries.length, 1);
+    assert.equal(updated.entries[0]!.payload.case, "thinkingLevelChange");
+    assert.equal((await client.context(session.id)).systemPrompt, "be brief");
+  });
+
   test("tool cards move running → error for a tool the session does not declare, and the run goes on", async () => {
     const session = await client.createSession({ faux: { responses: [call("call_1", "lookup", { key: "port" }), text("没有这个工具。")] } });
     const events = await collect(client.prompt(session.id, "查一下端口"));

@@ -40,6 +40,8 @@ test("the two-prompt example: client read_file, approved edit_file, final ChatIt
         return [it.kind, it.toolCallId, it.state];
       case "approval":
         return [it.kind, it.toolCallId, it.decision, it.decidedBy];
+      case "compaction":
+        return [it.kind, it.state];
     }
   });
   // The approval item and the edit's tool card may come in either order.
