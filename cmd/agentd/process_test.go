@@ -424,3 +424,71 @@ func TestHeapAfterManyLongRuns(t *testing.T) {
 		t.Fatalf("heap in use grew from %.1f to %.1f MiB over %d finished runs", before/(1<<20), after/(1<<20), runs)
 	}
 }
+
+// A kill -9 after a compaction is stored and before the next message is
+// leaves a consistent session: after the restart the context starts with
+// the summary, ends with the prompt the interrupted run was answering, and
+// Continue answers it.
+func TestKillBetweenCompactionAndNextMessage(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "agentd.db")
+	p := startProc(t, db)
+	c := p.client()
+	id := createSession(t, c, &agentdv1.SessionConfig{
+		Compaction: &agentdv1.CompactionSettings{ReserveTokens: 1000, KeepRecentTokens: 400},
+		Faux:       &agentdv1.FauxScript{Echo: true, ContextWindow: 3000, TokensPerSecond: 2000},
+	})
+	long := strings.Repeat("lorem ipsum ", 100) // 300 tokens
+	var compacted *agentdv1.CompactionEnd
+	var prompt string
+	for i := 0; compacted == nil; i++ {
+		if i == 10 {
+			t.Fatal("no compaction in 10 prompts")
+		}
+		prompt = fmt.Sprintf("%d %s", i, long)
+		stream, err := c.Prompt(testCtx(t), &agentdv1.PromptRequest{SessionId: id, Content: texts(prompt), Detach: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			ev, err := stream.Recv()
+			if err != nil {
+				break
+			}
+			if e := ev.GetCompactionEnd(); e != nil {
+				compacted = e
+			}
+			if compacted != nil && ev.GetMessageUpdate().GetTextDelta() != nil {
+				p.kill()
+				break
+			}
+		}
+	}
+	if compacted.GetEntryId() == "" {
+		t.Fatalf("compaction_end %v", compacted)
+	}
+
+	p = startProc(t, db)
+	c = p.client()
+	entries := transcript(t, c, id)
+	last := entries[len(entries)-1]
+	if last.GetId() != compacted.GetEntryId() || entries[len(entries)-2].GetMessage().GetUser() == nil {
+		t.Fatalf("the transcript does not end with the prompt and the summary: %v", last)
+	}
+	ctx, err := c.GetContext(testCtx(t), &agentdv1.GetContextRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := ctx.GetContext().GetMessages()
+	if !strings.HasPrefix(msgs[0].GetUser().GetContent()[0].GetText().GetText(), "The conversation history before this point was compacted") ||
+		msgs[len(msgs)-1].GetUser().GetContent()[0].GetText().GetText() != prompt {
+		t.Fatalf("context after the restart: first %v, last %v", msgs[0], msgs[len(msgs)-1])
+	}
+	evs, err := drain(c.Continue(testCtx(t), &agentdv1.ContinueRequest{SessionId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := evs[len(evs)-1].GetAgentEnd()
+	if end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
+		t.Fatalf("Continue after the restart: %v %s", end.GetOutcome(), end.GetErrorMessage())
+	}
+}
