@@ -52,6 +52,13 @@ func TestLongConversationCompactsAndNeverOverflows(t *testing.T) {
 	compactions := 0
 	h.prompt(id, "读取 src/config.ts，告诉我默认端口。")
 	first := h.transcript(id)
+	// While the budget allows, "把它改成 8080" reaches the model with the
+	// first turn's tool call and its result verbatim.
+	h.prompt(id, "把它改成 8080。")
+	firstResult := first[2].GetMessage().GetToolResult()
+	if !contextHasToolResult(h.context(id), firstResult.GetToolCallId(), "port: 3000") {
+		t.Fatal("the first turn's tool result is not in the context of the second prompt")
+	}
 	for turn := range 300 {
 		evs := h.prompt(id, "再读一次 src/config.ts。")
 		for _, ev := range evs {
@@ -119,6 +126,12 @@ func TestLongConversationCompactsAndNeverOverflows(t *testing.T) {
 		}
 		if got.GetToolResult().GetDetails() != nil {
 			t.Fatal("GetContext returned tool-result details")
+		}
+	}
+	// Later the first turn reaches the model only through the summary.
+	for _, m := range c.GetMessages() {
+		if m.GetUser().GetContent()[0].GetText().GetText() == "读取 src/config.ts，告诉我默认端口。" {
+			t.Fatal("the first turn is still verbatim after the compactions")
 		}
 	}
 	// After a restart the session goes on from the same context.
@@ -247,6 +260,17 @@ func TestContextHook(t *testing.T) {
 	if lastAnswer(evs) != "fourth" {
 		t.Fatalf("garbage answer: %s", kinds(evs))
 	}
+}
+
+// contextHasToolResult reports whether c holds the first tool result
+// answering callID with text in it.
+func contextHasToolResult(c *agentdv1.Context, callID, text string) bool {
+	for _, m := range c.GetMessages() {
+		if tr := m.GetToolResult(); tr != nil && tr.GetToolCallId() == callID {
+			return strings.Contains(tr.GetContent()[0].GetText().GetText(), text)
+		}
+	}
+	return false
 }
 
 func hasError(evs []*agentdv1.AgentEvent, stage, text string) bool {

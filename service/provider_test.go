@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/agentd/agentd/agent"
@@ -156,5 +158,98 @@ func TestOverloadMidAnswerIsRetriedThroughAgentd(t *testing.T) {
 	}
 	if len(wire.bodies) != 2 || strings.Contains(wire.bodies[1], "Hel\"") {
 		t.Fatalf("%d calls; the retry must not send the failed answer:\n%s", len(wire.bodies), wire.bodies[len(wire.bodies)-1])
+	}
+}
+
+// UpdateSession switches a faux session to Anthropic mid-conversation: the
+// change is a ModelChange entry, GetContext shows the replayed history
+// (the faux model's thinking as plain text, since the model changed), and
+// the Anthropic request body carries exactly that history and the prompt.
+func TestUpdateSessionSwitchesFauxToAnthropic(t *testing.T) {
+	wire := &anthropicWire{streams: []string{"../provider/anthropic/testdata/text.sse"}}
+	srv := httptest.NewServer(wire)
+	defer srv.Close()
+	cfg := catalog.Builtin()
+	anth := cfg.Providers["anthropic"]
+	anth.BaseURL, anth.APIKey, anth.APIKeyEnv = srv.URL, "test-key", ""
+	cfg.Providers["anthropic"] = anth
+	reg, err := catalog.NewRegistry(cfg, catalog.Options{Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, agent.Options{Models: reg}, service.ServerOptions{})
+	thought := &agentdv1.AssistantMessage{Content: []*agentdv1.ContentBlock{
+		{Block: &agentdv1.ContentBlock_Thinking{Thinking: &agentdv1.ThinkingContent{Thinking: "the port is in config.ts", ThinkingSignature: "faux-sig"}}},
+		{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: "The default port is 3000."}}},
+	}}
+	id := h.createSession(&agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{thought}}})
+	h.prompt(id, "What is the default port?")
+
+	resp, err := h.client.UpdateSession(h.ctx(), &agentdv1.UpdateSessionRequest{SessionId: id,
+		Config:     &agentdv1.SessionConfig{Model: &agentdv1.ModelRef{Provider: "anthropic", Id: "claude-sonnet-4-5"}},
+		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"config.model"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetEntries()) != 1 || resp.GetEntries()[0].GetModelChange().GetModelId() != "claude-sonnet-4-5" {
+		t.Fatalf("UpdateSession entries: %v", resp.GetEntries())
+	}
+	before, err := h.client.GetContext(h.ctx(), &agentdv1.GetContextRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.GetContextWindow() == 0 {
+		t.Fatal("GetContext reports no context window for the Anthropic model")
+	}
+	evs := h.prompt(id, "Change it to 8080.")
+	if end := evs[len(evs)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
+		t.Fatalf("agent_end %v", end)
+	}
+	var body struct {
+		Messages []struct {
+			Role    string `json:"role"`
+			Content []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal([]byte(wire.bodies[0]), &body); err != nil {
+		t.Fatal(err)
+	}
+	want := append(before.GetContext().GetMessages(), &agentdv1.Message{Role: &agentdv1.Message_User{User: &agentdv1.UserMessage{Content: texts("Change it to 8080.")}}})
+	if len(body.Messages) != len(want) {
+		t.Fatalf("the request has %d messages, GetContext %d and the prompt", len(body.Messages), len(want)-1)
+	}
+	for i, m := range want {
+		var role string
+		var blocks []string
+		switch r := m.GetRole().(type) {
+		case *agentdv1.Message_User:
+			role = "user"
+			for _, b := range r.User.GetContent() {
+				blocks = append(blocks, b.GetText().GetText())
+			}
+		case *agentdv1.Message_Assistant:
+			role = "assistant"
+			for _, b := range r.Assistant.GetContent() {
+				if b.GetThinking() != nil {
+					t.Fatalf("GetContext kept a thinking block across a model change: %v", b)
+				}
+				blocks = append(blocks, b.GetText().GetText())
+			}
+		}
+		got := body.Messages[i]
+		if got.Role != role || len(got.Content) != len(blocks) {
+			t.Fatalf("message %d: request %+v, GetContext %v", i, got, m)
+		}
+		for j, text := range blocks {
+			if got.Content[j].Type != "text" || got.Content[j].Text != text {
+				t.Fatalf("message %d block %d: request %+v, GetContext %q", i, j, got.Content[j], text)
+			}
+		}
+	}
+	if !strings.Contains(wire.bodies[0], "the port is in config.ts") || strings.Contains(wire.bodies[0], "faux-sig") {
+		t.Fatalf("the faux thinking must reach Anthropic as text, without its signature:\n%s", wire.bodies[0])
 	}
 }
