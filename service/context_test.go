@@ -130,7 +130,7 @@ func TestLongConversationCompactsAndNeverOverflows(t *testing.T) {
 	}
 	// Later the first turn reaches the model only through the summary.
 	for _, m := range c.GetMessages() {
-		if m.GetUser().GetContent()[0].GetText().GetText() == "读取 src/config.ts，告诉我默认端口。" {
+		if u := m.GetUser(); u != nil && u.GetContent()[0].GetText().GetText() == "读取 src/config.ts，告诉我默认端口。" {
 			t.Fatal("the first turn is still verbatim after the compactions")
 		}
 	}
