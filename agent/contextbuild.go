@@ -46,8 +46,8 @@ func newShaper(cfg *agentdv1.SessionConfig, model provider.Model) shaper {
 
 // policies applies the context policy; on a failure it reports it and
 // returns the view unchanged.
-func (s shaper) policies(view []contextview.Item, report func(stage string, err error)) []contextview.Item {
-	out, err := safePolicies(s.cfg.GetContextPolicy(), view)
+func (s shaper) policies(view []contextview.Item, memo *contextpolicy.Memo, report func(stage string, err error)) []contextview.Item {
+	out, err := safePolicies(s.cfg.GetContextPolicy(), view, memo)
 	if err != nil {
 		report("transform_context", fmt.Errorf("context_policy was not applied: %w", err))
 		return view
@@ -55,13 +55,13 @@ func (s shaper) policies(view []contextview.Item, report func(stage string, err 
 	return out
 }
 
-func safePolicies(p *agentdv1.ContextPolicy, view []contextview.Item) (out []contextview.Item, err error) {
+func safePolicies(p *agentdv1.ContextPolicy, view []contextview.Item, memo *contextpolicy.Memo) (out []contextview.Item, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = nil, fmt.Errorf("a rule panicked: %v", r)
 		}
 	}()
-	return contextpolicy.Apply(p, view)
+	return contextpolicy.Apply(p, view, memo)
 }
 
 // blocks returns the message carrying the session's context blocks, or
@@ -138,8 +138,11 @@ type runContext struct {
 	shaper shaper
 	stream provider.StreamFunc
 
-	mu   sync.Mutex
-	path []*agentdv1.Entry
+	mu sync.Mutex
+	// view is the run's transcript path and its view, extended as the run
+	// appends; memo keeps the policies' placeholders between calls.
+	view *contextview.Builder
+	memo *contextpolicy.Memo
 	// overflowRecovered is set when a context overflow was compacted away
 	// and cleared by the next successful answer: a second overflow in a
 	// row is reported, not compacted again.
@@ -152,17 +155,17 @@ type runContext struct {
 
 func (rc *runContext) appendEntry(e *agentdv1.Entry) {
 	rc.mu.Lock()
-	rc.path = append(rc.path, e)
+	rc.view.Append(e)
 	if a := e.GetMessage().GetAssistant(); a != nil && !provider.IsFailedAnswer(a) {
 		rc.overflowRecovered = false
 	}
 	rc.mu.Unlock()
 }
 
-func (rc *runContext) view() []contextview.Item {
+func (rc *runContext) currentView() []contextview.Item {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	return contextview.FromPath(rc.path)
+	return rc.view.View()
 }
 
 // report publishes a non-fatal error event of the run.
@@ -180,7 +183,7 @@ func (rc *runContext) transform(ctx context.Context, msgs []*agentdv1.AgentMessa
 	r := rc.run
 	rc.mu.Lock()
 	n := 0
-	for _, e := range rc.path {
+	for _, e := range rc.view.Path() {
 		if e.GetMessage() != nil {
 			n++
 		}
@@ -190,14 +193,14 @@ func (rc *runContext) transform(ctx context.Context, msgs []*agentdv1.AgentMessa
 	if n != len(msgs) {
 		return nil, fmt.Errorf("the run's transcript has %d messages but the loop holds %d", n, len(msgs))
 	}
-	shaped := rc.shaper.policies(rc.view(), r.report)
+	shaped := rc.shaper.policies(rc.currentView(), rc.memo, r.report)
 	if !r.log.started() {
 		// Continue's check before the run starts: no events, no writes.
 		return rc.shaper.messages(shaped), nil
 	}
 	if est := rc.shaper.estimate(shaped); rc.shaper.wouldCompact(est) {
 		if _, err := rc.compact(ctx, agentdv1.CompactionReason_COMPACTION_REASON_THRESHOLD, "", "", 0); err == nil {
-			shaped = rc.shaper.policies(rc.view(), r.report)
+			shaped = rc.shaper.policies(rc.currentView(), rc.memo, r.report)
 		}
 	}
 	if hook := rc.shaper.cfg.GetContextHook(); hook != nil {
@@ -240,12 +243,12 @@ func (rc *runContext) compact(ctx context.Context, reason agentdv1.CompactionRea
 	c := compactor{a: r.a, sessionID: r.sessionID, shaper: rc.shaper, stream: rc.stream,
 		publish: r.publish, appendEntry: func(e *agentdv1.Entry) {
 			rc.mu.Lock()
-			rc.path = append(rc.path, e)
+			rc.view.Append(e)
 			rc.summaries++
 			rc.mu.Unlock()
 		}}
 	rc.mu.Lock()
-	path := append([]*agentdv1.Entry(nil), rc.path...)
+	path := rc.view.Path()
 	rc.mu.Unlock()
 	return c.run(ctx, path, reason, instructions, summary, keepRecent, false)
 }

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/agentd/agentd/agent/contextpolicy"
+	"github.com/agentd/agentd/agent/contextview"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
@@ -248,7 +250,7 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 		},
 		Now: a.opts.Now,
 	}
-	rc := &runContext{run: r, shaper: newShaper(cfg, model), stream: stream, path: path}
+	rc := &runContext{run: r, shaper: newShaper(cfg, model), stream: stream, view: contextview.NewBuilder(path), memo: contextpolicy.NewMemo()}
 	loopCfg.TransformContext = rc.transform
 	loopCfg.Retry = rc.retry(retry)
 	r.context = rc

@@ -36,7 +36,7 @@ func (a *Agent) Context(ctx context.Context, sessionID string) (*ContextReport, 
 	logFailure := func(stage string, err error) {
 		a.opts.Logger.WarnContext(ctx, "context pipeline fell back", "session", sessionID, "stage", stage, "err", err)
 	}
-	shaped := sh.policies(contextview.FromPath(path), logFailure)
+	shaped := sh.policies(contextview.FromPath(path), nil, logFailure)
 	state := agentloop.State{SystemPrompt: sess.Config.GetSystemPrompt(), Messages: sh.messages(shaped), Tools: kit.set}
 	c, failures := agentloop.BuildContext(ctx, state, agentloop.Config{Model: model})
 	for _, f := range failures {

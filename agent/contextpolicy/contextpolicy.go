@@ -86,16 +86,37 @@ func Check(prefix string, p *agentdv1.ContextPolicy) (field string, err error) {
 	return "", nil
 }
 
+// Memo remembers the placeholders rules wrote for stored messages, which
+// never change, so a run's later calls reuse them instead of writing them
+// again. A nil *Memo remembers nothing. Not safe for concurrent use.
+type Memo struct {
+	elided map[*agentdv1.AgentMessage]contextview.Item
+}
+
+// NewMemo returns an empty memo.
+func NewMemo() *Memo {
+	return &Memo{elided: map[*agentdv1.AgentMessage]contextview.Item{}}
+}
+
+// lookup returns the placeholder item remembered for a message.
+func (m *Memo) lookup(orig *agentdv1.AgentMessage) (contextview.Item, bool) {
+	if m == nil {
+		return contextview.Item{}, false
+	}
+	it, ok := m.elided[orig]
+	return it, ok
+}
+
 // Apply applies the policy's rules in order. It never changes items or
-// their messages.
-func Apply(p *agentdv1.ContextPolicy, items []contextview.Item) ([]contextview.Item, error) {
+// their messages; memo may be nil.
+func Apply(p *agentdv1.ContextPolicy, items []contextview.Item, memo *Memo) ([]contextview.Item, error) {
 	out := items
 	for i, r := range p.GetRules() {
 		switch x := r.GetRule().(type) {
 		case *agentdv1.ContextRule_TokenBudget:
 			out = TokenBudget(out, x.TokenBudget.GetMaxTokens(), int(x.TokenBudget.GetPinnedMessages()))
 		case *agentdv1.ContextRule_ElideToolResults:
-			out = ElideToolResults(out, int(x.ElideToolResults.GetKeepTurns()))
+			out = ElideToolResults(out, int(x.ElideToolResults.GetKeepTurns()), memo)
 		case *agentdv1.ContextRule_DropKinds:
 			out = DropKinds(out, x.DropKinds.GetKinds())
 		case *agentdv1.ContextRule_CapImages:
@@ -148,9 +169,8 @@ func TokenBudget(items []contextview.Item, maxTokens int64, pinned int) []contex
 	}
 	keepFrom = max(keepFrom, pinned)
 	var total int64
-	sizes := contextview.Sizes(items)
-	for _, n := range sizes {
-		total += n
+	for _, it := range items {
+		total += it.Size()
 	}
 	drop := pinned // items[pinned:drop] are dropped
 	for drop < keepFrom && total > maxTokens {
@@ -159,8 +179,8 @@ func TokenBudget(items []contextview.Item, maxTokens int64, pinned int) []contex
 		for end < keepFrom && !startsTurn(items[end].Message) {
 			end++
 		}
-		for _, n := range sizes[drop:end] {
-			total -= n
+		for _, it := range items[drop:end] {
+			total -= it.Size()
 		}
 		drop = end
 	}
@@ -173,8 +193,9 @@ func TokenBudget(items []contextview.Item, maxTokens int64, pinned int) []contex
 }
 
 // ElideToolResults replaces the content of tool results in turns before
-// the current one and the keepTurns turns before it with one line.
-func ElideToolResults(items []contextview.Item, keepTurns int) []contextview.Item {
+// the current one and the keepTurns turns before it with one line; memo
+// may be nil.
+func ElideToolResults(items []contextview.Item, keepTurns int, memo *Memo) []contextview.Item {
 	// Find where the kept turns start: walk back over keepTurns+1 turn
 	// starts.
 	cut := len(items)
@@ -191,28 +212,36 @@ func ElideToolResults(items []contextview.Item, keepTurns int) []contextview.Ite
 	if starts <= keepTurns {
 		return items // fewer turns than kept
 	}
-	n := 0
+	n, fresh := 0, 0
 	for _, it := range items[:cut] {
 		if it.Message.GetToolResult() != nil {
 			n++
+			if _, ok := memo.lookup(it.Message); !ok {
+				fresh++
+			}
 		}
 	}
 	if n == 0 {
 		return items
 	}
 	out := append([]contextview.Item(nil), items...)
-	// One allocation for all the placeholders: eliding is the common case
-	// in a long session.
-	results := make([]agentdv1.ToolResultMessage, n)
-	msgs := make([]agentdv1.AgentMessage, n)
-	kinds := make([]agentdv1.AgentMessage_ToolResult, n)
-	blocks := make([]agentdv1.ContentBlock, n)
-	texts := make([]agentdv1.ContentBlock_Text, n)
-	contents := make([]agentdv1.TextContent, n)
+	// One allocation for all the new placeholders: eliding is the common
+	// case in a long session.
+	results := make([]agentdv1.ToolResultMessage, fresh)
+	msgs := make([]agentdv1.AgentMessage, fresh)
+	kinds := make([]agentdv1.AgentMessage_ToolResult, fresh)
+	blocks := make([]agentdv1.ContentBlock, fresh)
+	texts := make([]agentdv1.ContentBlock_Text, fresh)
+	contents := make([]agentdv1.TextContent, fresh)
 	j := 0
 	for i := range items[:cut] {
-		tr := items[i].Message.GetToolResult()
+		orig := items[i].Message
+		tr := orig.GetToolResult()
 		if tr == nil {
+			continue
+		}
+		if done, ok := memo.lookup(orig); ok {
+			out[i] = done
 			continue
 		}
 		contents[j].Text = ElidedToolResult(tr.GetToolName(), items[i].EntryID)
@@ -224,6 +253,9 @@ func ElideToolResults(items []contextview.Item, keepTurns int) []contextview.Ite
 		kinds[j].ToolResult = r
 		msgs[j].Kind = &kinds[j]
 		out[i] = items[i].Rewritten(&msgs[j], contextview.TextTokens(contents[j].Text))
+		if memo != nil {
+			memo.elided[orig] = out[i]
+		}
 		j++
 	}
 	return out

@@ -109,7 +109,7 @@ func TestPolicies(t *testing.T) {
 			for i, it := range in {
 				before[i] = proto.CloneOf(it.Message)
 			}
-			out, err := contextpolicy.Apply(&agentdv1.ContextPolicy{Rules: tc.rules}, in)
+			out, err := contextpolicy.Apply(&agentdv1.ContextPolicy{Rules: tc.rules}, in, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -127,7 +127,7 @@ func TestPolicies(t *testing.T) {
 
 func TestElidedAndOmittedTexts(t *testing.T) {
 	in := conv("uatsuisu")
-	out := contextpolicy.ElideToolResults(in, 0)
+	out := contextpolicy.ElideToolResults(in, 0, nil)
 	got := out[2].Message.GetToolResult()
 	want := fmt.Sprintf(contextpolicy.ElidedToolResultText, "read_file", "e3")
 	if len(got.GetContent()) != 1 || got.GetContent()[0].GetText().GetText() != want || got.GetToolCallId() != "ce3" {
@@ -163,5 +163,21 @@ func TestKindIsTheOneofFieldNumber(t *testing.T) {
 	m := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_CompactionSummary{CompactionSummary: &agentdv1.CompactionSummary{}}}
 	if k := contextpolicy.Kind(m); k != agentdv1.MessageKind_MESSAGE_KIND_COMPACTION_SUMMARY {
 		t.Fatalf("Kind = %v", k)
+	}
+}
+
+// A memo gives a run's later calls the same placeholders without writing
+// them again.
+func TestMemoReusesPlaceholders(t *testing.T) {
+	in := conv("uatsuatsu")
+	memo := contextpolicy.NewMemo()
+	first := contextpolicy.ElideToolResults(in, 0, memo)
+	second := contextpolicy.ElideToolResults(append(in, conv("a")...), 0, memo)
+	if first[2].Message != second[2].Message || first[6].Message != second[6].Message {
+		t.Fatal("the second call wrote new placeholders")
+	}
+	fresh := contextpolicy.ElideToolResults(in, 0, nil)
+	if !proto.Equal(first[2].Message, fresh[2].Message) || first[2].Size() != fresh[2].Size() {
+		t.Fatal("a remembered placeholder differs from a fresh one")
 	}
 }

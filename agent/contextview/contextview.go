@@ -22,8 +22,8 @@ import (
 type Item struct {
 	EntryID string
 	Message *agentdv1.AgentMessage
-	// tokens caches Tokens(Message) when a rule that rewrote Message knew
-	// it; 0 means not known.
+	// tokens caches Tokens(Message) when it is known: 0 means not known,
+	// -1 known to be 0.
 	tokens int64
 	// BeforeSummary is true for the messages kept verbatim from before the
 	// latest compaction summary: their reported usage describes a context
@@ -40,14 +40,20 @@ func NewItem(entryID string, m *agentdv1.AgentMessage) Item {
 // tokens.
 func (it Item) Rewritten(m *agentdv1.AgentMessage, tokens int64) Item {
 	it.Message, it.tokens = m, tokens
+	if tokens == 0 {
+		it.tokens = -1
+	}
 	return it
 }
 
 // Size is Tokens(it.Message). Sizes are computed when asked for: an
 // estimate needs only the messages after the last answer's usage.
 func (it Item) Size() int64 {
-	if it.tokens > 0 {
+	switch {
+	case it.tokens > 0:
 		return it.tokens
+	case it.tokens < 0:
+		return 0
 	}
 	return Tokens(it.Message)
 }
@@ -272,4 +278,61 @@ func usable(a *agentdv1.AssistantMessage) bool {
 	}
 	u := a.GetUsage()
 	return u.GetInput()+u.GetOutput()+u.GetCacheRead()+u.GetCacheWrite() > 0
+}
+
+// Builder keeps the view of a growing path for a run, whose model calls
+// each need the view of a slightly longer path: appending a message costs
+// O(1) and estimates its size once; appending a compaction summary
+// rebuilds the view, reusing the sizes already known.
+type Builder struct {
+	path  []*agentdv1.Entry
+	items []Item
+	sizes map[*agentdv1.AgentMessage]int64
+}
+
+// NewBuilder returns a builder over path.
+func NewBuilder(path []*agentdv1.Entry) *Builder {
+	b := &Builder{sizes: map[*agentdv1.AgentMessage]int64{}}
+	b.path = append(b.path, path...)
+	b.rebuild()
+	return b
+}
+
+// Append adds an entry at the end of the path.
+func (b *Builder) Append(e *agentdv1.Entry) {
+	b.path = append(b.path, e)
+	m := e.GetMessage()
+	switch {
+	case m == nil:
+	case m.GetCompactionSummary() != nil:
+		b.rebuild()
+	default:
+		b.items = append(b.items, b.sized(NewItem(e.GetId(), m)))
+	}
+}
+
+// Path returns the entries appended so far; read-only.
+func (b *Builder) Path() []*agentdv1.Entry { return b.path[:len(b.path):len(b.path)] }
+
+// View returns the view of the path; read-only (appending to it copies).
+func (b *Builder) View() []Item { return b.items[:len(b.items):len(b.items)] }
+
+func (b *Builder) rebuild() {
+	b.items = FromPath(b.path)
+	for i := range b.items {
+		b.items[i] = b.sized(b.items[i])
+	}
+}
+
+func (b *Builder) sized(it Item) Item {
+	n, ok := b.sizes[it.Message]
+	if !ok {
+		n = Tokens(it.Message)
+		b.sizes[it.Message] = n
+	}
+	it.tokens = n
+	if n == 0 {
+		it.tokens = -1 // known to be 0
+	}
+	return it
 }
