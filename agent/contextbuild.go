@@ -466,6 +466,17 @@ type ContextSelection struct {
 	Message *agentdv1.AgentMessage
 }
 
+// RefuseContext tells a waiting context request that its answer was
+// refused before it reached SubmitContext (a message that failed
+// validation), so the call goes ahead with the policies' context at once
+// instead of waiting for the timeout. It does nothing when no such request
+// waits.
+func (a *Agent) RefuseContext(sessionID, requestID string, why error) {
+	if r := a.active(sessionID); r != nil {
+		_ = r.pending.deliver(sessionID, requestID, waitContext, contextAnswer{err: why})
+	}
+}
+
 // SubmitContext answers a context_requested event of the session's active
 // run. An answer naming an entry the request did not offer, or one twice,
 // is refused with a *FieldError; the waiting call then goes ahead with the

@@ -167,7 +167,7 @@ func (a *Agent) register(sessionID, runID string, cfg *agentdv1.SessionConfig) (
 			"session %q is already running run %q: use Steer or FollowUp to queue messages, Attach to follow the run, or wait for agent_end", sessionID, r.id)
 	}
 	if a.appending[sessionID] {
-		return nil, nil, refuse(ErrConflict, "session %q is being appended to by AppendMessages; retry", sessionID)
+		return nil, nil, refuse(ErrConflict, "session %q is being changed by AppendMessages, UpdateSession or Compact; retry when it returns", sessionID)
 	}
 	if len(a.bySession) >= a.opts.MaxConcurrentRuns {
 		return nil, nil, refuse(ErrLimit,

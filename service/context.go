@@ -114,10 +114,9 @@ func (s *Service) SubmitContext(ctx context.Context, req *agentdv1.SubmitContext
 	}
 	items := req.GetItems()
 	if len(items) == 0 {
-		return nil, invalid("items", "at least one item is required")
-	}
-	if len(items) > s.limits.MaxMessagesPerAppend*100 {
-		return nil, invalid("items", "%d items exceed the limit of %d", len(items), s.limits.MaxMessagesPerAppend*100)
+		err := invalid("items", "at least one item is required")
+		s.agent.RefuseContext(req.GetSessionId(), req.GetRequestId(), err)
+		return nil, err
 	}
 	sel := make([]agent.ContextSelection, len(items))
 	for i, it := range items {
@@ -127,13 +126,16 @@ func (s *Service) SubmitContext(ctx context.Context, req *agentdv1.SubmitContext
 		case *agentdv1.ContextSelection_Message:
 			field := fmt.Sprintf("items[%d].message", i)
 			if err := s.limits.checkAgentMessage(field, x.Message); err != nil {
+				s.agent.RefuseContext(req.GetSessionId(), req.GetRequestId(), err)
 				return nil, err
 			}
 			m := proto.CloneOf(x.Message)
 			stampMessage(m, s.now)
 			sel[i].Message = m
 		default:
-			return nil, invalid(fmt.Sprintf("items[%d]", i), "set entry_id or message")
+			err := invalid(fmt.Sprintf("items[%d]", i), "set entry_id or message")
+			s.agent.RefuseContext(req.GetSessionId(), req.GetRequestId(), err)
+			return nil, err
 		}
 	}
 	if err := s.agent.SubmitContext(req.GetSessionId(), req.GetRequestId(), sel); err != nil {

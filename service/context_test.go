@@ -257,8 +257,20 @@ func TestContextHook(t *testing.T) {
 		_, err := h.client.SubmitContext(h.ctx(), &agentdv1.SubmitContextRequest{SessionId: id, RequestId: req.GetRequestId(), Items: []*agentdv1.ContextSelection{{}}})
 		wantCode(t, err, codes.InvalidArgument, "items[0]")
 	})
-	if lastAnswer(evs) != "fourth" {
-		t.Fatalf("garbage answer: %s", kinds(evs))
+	if !hasError(evs, "context_hook", "refused") || lastAnswer(evs) != "fourth" {
+		t.Fatalf("garbage answer: %s, answer %q", kinds(evs), lastAnswer(evs))
+	}
+	// An injected message that fails validation is refused the same way.
+	evs = run("fifth", func(req *agentdv1.ContextRequested) {
+		_, err := h.client.SubmitContext(h.ctx(), &agentdv1.SubmitContextRequest{SessionId: id, RequestId: req.GetRequestId(), Items: []*agentdv1.ContextSelection{
+			{Item: &agentdv1.ContextSelection_Message{Message: &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{}}}}}}})
+		wantCode(t, err, codes.InvalidArgument, "items[0].message")
+	})
+	if !hasError(evs, "context_hook", "refused") || lastAnswer(evs) != "fifth" {
+		t.Fatalf("invalid injected message: %s, answer %q", kinds(evs), lastAnswer(evs))
+	}
+	if got := messageKinds(h.transcript(id)); got != strings.TrimSpace(strings.Repeat("user assistant ", 5)) {
+		t.Fatalf("transcript %s: hook answers must never be stored", got)
 	}
 }
 
@@ -312,9 +324,30 @@ func TestUpdateSessionAndCompact(t *testing.T) {
 	if c.GetSystemPrompt() != "be brief" || !strings.Contains(c.GetMessages()[0].GetUser().GetContent()[0].GetText().GetText(), "prefers Go") {
 		t.Fatalf("context after the update: %v", c.GetMessages()[0])
 	}
+	// While a run is active the session cannot be updated or compacted.
+	slow := h.createSession(&agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Echo: true, TokensPerSecond: 50}})
+	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: slow, Content: texts(strings.Repeat("slow ", 200))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recvUntil(t, stream, func(ev *agentdv1.AgentEvent) bool { return ev.GetMessageUpdate() != nil })
+	_, err = h.client.UpdateSession(h.ctx(), &agentdv1.UpdateSessionRequest{SessionId: slow, Title: "x", UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"title"}}})
+	wantCode(t, err, codes.FailedPrecondition, "needs an idle session")
+	cs, err := h.client.Compact(h.ctx(), &agentdv1.CompactRequest{SessionId: slow, Summary: "s"})
+	if err == nil {
+		_, err = drain(cs)
+	}
+	wantCode(t, err, codes.FailedPrecondition, "needs an idle session")
+	if _, err := h.client.Abort(h.ctx(), &agentdv1.AbortRequest{SessionId: slow}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drain(stream); err != nil {
+		t.Fatal(err)
+	}
+
 	// Dry run: the cut point and counts, nothing stored.
 	before := len(h.transcript(id))
-	stream, err := h.client.Compact(h.ctx(), &agentdv1.CompactRequest{SessionId: id, DryRun: true, KeepRecentTokens: 100})
+	stream, err = h.client.Compact(h.ctx(), &agentdv1.CompactRequest{SessionId: id, DryRun: true, KeepRecentTokens: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,8 +116,10 @@ type AgentServiceClient interface {
 	// compaction_start and compaction_end (seq 1 and 2, run_id empty); a dry
 	// run streams only compaction_end with the cut point and token counts.
 	// FAILED_PRECONDITION while a run is active or when there is nothing to
-	// compact. A failing summarizer ends the stream with compaction_end
-	// carrying error_message, not with an RPC error.
+	// compact; while it runs, calls that would change the session (Prompt,
+	// AppendMessages, UpdateSession) are refused with ABORTED, to be retried.
+	// A failing summarizer ends the stream with compaction_end carrying
+	// error_message, not with an RPC error.
 	Compact(ctx context.Context, in *CompactRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AgentEvent], error)
 	// SubmitContext answers a context_requested event of the session's
 	// active run: the context the model call gets, as entries of the request
@@ -437,8 +439,10 @@ type AgentServiceServer interface {
 	// compaction_start and compaction_end (seq 1 and 2, run_id empty); a dry
 	// run streams only compaction_end with the cut point and token counts.
 	// FAILED_PRECONDITION while a run is active or when there is nothing to
-	// compact. A failing summarizer ends the stream with compaction_end
-	// carrying error_message, not with an RPC error.
+	// compact; while it runs, calls that would change the session (Prompt,
+	// AppendMessages, UpdateSession) are refused with ABORTED, to be retried.
+	// A failing summarizer ends the stream with compaction_end carrying
+	// error_message, not with an RPC error.
 	Compact(*CompactRequest, grpc.ServerStreamingServer[AgentEvent]) error
 	// SubmitContext answers a context_requested event of the session's
 	// active run: the context the model call gets, as entries of the request

@@ -1295,8 +1295,10 @@ export const AgentService: GenService<{
    * compaction_start and compaction_end (seq 1 and 2, run_id empty); a dry
    * run streams only compaction_end with the cut point and token counts.
    * FAILED_PRECONDITION while a run is active or when there is nothing to
-   * compact. A failing summarizer ends the stream with compaction_end
-   * carrying error_message, not with an RPC error.
+   * compact; while it runs, calls that would change the session (Prompt,
+   * AppendMessages, UpdateSession) are refused with ABORTED, to be retried.
+   * A failing summarizer ends the stream with compaction_end carrying
+   * error_message, not with an RPC error.
    *
    * @generated from rpc agentd.v1.AgentService.Compact
    */
