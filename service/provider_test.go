@@ -47,14 +47,12 @@ func (w *anthropicWire) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	rw.Write(data)
 }
 
-// TestRealProviderStreamsThroughAgentd runs a session on the Anthropic
-// adapter (official SDK, recorded wire stream over httptest) exactly like a
-// faux session: thinking with its signature, a tool call, the tool, and a
-// second model call that sends the signature back byte for byte.
-func TestRealProviderStreamsThroughAgentd(t *testing.T) {
-	wire := &anthropicWire{streams: []string{"../provider/anthropic/testdata/thinking_tool.sse", "../provider/anthropic/testdata/text.sse"}}
+// anthropicRegistry is the built-in model catalog with the Anthropic
+// provider pointed at wire, served over httptest for the test's life.
+func anthropicRegistry(t *testing.T, wire *anthropicWire) *catalog.Registry {
+	t.Helper()
 	srv := httptest.NewServer(wire)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	cfg := catalog.Builtin()
 	anth := cfg.Providers["anthropic"]
 	anth.BaseURL, anth.APIKey, anth.APIKeyEnv = srv.URL, "test-key", ""
@@ -63,6 +61,16 @@ func TestRealProviderStreamsThroughAgentd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return reg
+}
+
+// TestRealProviderStreamsThroughAgentd runs a session on the Anthropic
+// adapter (official SDK, recorded wire stream over httptest) exactly like a
+// faux session: thinking with its signature, a tool call, the tool, and a
+// second model call that sends the signature back byte for byte.
+func TestRealProviderStreamsThroughAgentd(t *testing.T) {
+	wire := &anthropicWire{streams: []string{"../provider/anthropic/testdata/thinking_tool.sse", "../provider/anthropic/testdata/text.sse"}}
+	reg := anthropicRegistry(t, wire)
 	params, _ := structpb.NewStruct(map[string]any{"type": "object", "properties": map[string]any{
 		"location": map[string]any{"type": "string"}, "unit": map[string]any{"type": "string"}}})
 	weather := readOnlyTool{agentloop.FuncTool{
@@ -123,16 +131,7 @@ func TestOverloadMidAnswerIsRetriedThroughAgentd(t *testing.T) {
 		t.Fatal(err)
 	}
 	wire := &anthropicWire{streams: []string{partial, "../provider/anthropic/testdata/text.sse"}}
-	srv := httptest.NewServer(wire)
-	defer srv.Close()
-	cfg := catalog.Builtin()
-	anth := cfg.Providers["anthropic"]
-	anth.BaseURL, anth.APIKey, anth.APIKeyEnv = srv.URL, "test-key", ""
-	cfg.Providers["anthropic"] = anth
-	reg, err := catalog.NewRegistry(cfg, catalog.Options{Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := anthropicRegistry(t, wire)
 	h := newHarness(t, agent.Options{Models: reg, Retry: provider.RetryPolicy{BaseDelay: time.Millisecond}}, service.ServerOptions{})
 	id := h.createSession(&agentdv1.SessionConfig{Model: &agentdv1.ModelRef{Provider: "anthropic", Id: "claude-sonnet-4-5"}})
 	evs := h.prompt(id, "hi")
@@ -167,16 +166,7 @@ func TestOverloadMidAnswerIsRetriedThroughAgentd(t *testing.T) {
 // the Anthropic request body carries exactly that history and the prompt.
 func TestUpdateSessionSwitchesFauxToAnthropic(t *testing.T) {
 	wire := &anthropicWire{streams: []string{"../provider/anthropic/testdata/text.sse"}}
-	srv := httptest.NewServer(wire)
-	defer srv.Close()
-	cfg := catalog.Builtin()
-	anth := cfg.Providers["anthropic"]
-	anth.BaseURL, anth.APIKey, anth.APIKeyEnv = srv.URL, "test-key", ""
-	cfg.Providers["anthropic"] = anth
-	reg, err := catalog.NewRegistry(cfg, catalog.Options{Getenv: func(string) string { return "" }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := anthropicRegistry(t, wire)
 	h := newHarness(t, agent.Options{Models: reg}, service.ServerOptions{})
 	thought := &agentdv1.AssistantMessage{Content: []*agentdv1.ContentBlock{
 		{Block: &agentdv1.ContentBlock_Thinking{Thinking: &agentdv1.ThinkingContent{Thinking: "the port is in config.ts", ThinkingSignature: "faux-sig"}}},

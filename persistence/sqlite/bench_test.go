@@ -371,6 +371,20 @@ func BenchmarkAppend(b *testing.B) {
 // BenchmarkLoadPath loads and rebuilds the root→leaf path of a 10,000
 // message session (issue targets: ≤ 55 ms per load, ≤ 28 MiB held), with
 // the tool results stored compressed (the default) and plain.
+// openWithSession opens a new database at path with one empty session.
+func openWithSession(b *testing.B, path string, opts ...sqlite.Option) (*sqlite.Store, *persistence.Session) {
+	b.Helper()
+	s, err := sqlite.Open(context.Background(), path, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sess, err := s.CreateSession(context.Background(), persistence.CreateSessionParams{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, sess
+}
+
 func BenchmarkLoadPath(b *testing.B) {
 	for _, compress := range []bool{true, false} {
 		b.Run(fmt.Sprintf("compress=%v", compress), func(b *testing.B) { benchmarkLoadPath(b, compress) })
@@ -380,14 +394,7 @@ func BenchmarkLoadPath(b *testing.B) {
 func benchmarkLoadPath(b *testing.B, compress bool) {
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "load.db")
-	s, err := sqlite.Open(ctx, path, sqlite.WithPayloadCompression(compress))
-	if err != nil {
-		b.Fatal(err)
-	}
-	sess, err := s.CreateSession(ctx, persistence.CreateSessionParams{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, sess := openWithSession(b, path, sqlite.WithPayloadCompression(compress))
 	entries := transcriptgen.Transcript(1, benchMessages)
 	for _, e := range entries {
 		if err := s.Append(ctx, sess.ID, e); err != nil {
@@ -398,7 +405,8 @@ func benchmarkLoadPath(b *testing.B, compress bool) {
 		b.Fatal(err)
 	}
 	entries = nil
-	if s, err = sqlite.Open(ctx, path); err != nil {
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
@@ -486,14 +494,7 @@ func benchmarkLoadPath(b *testing.B, compress bool) {
 func BenchmarkContextPathCompacted(b *testing.B) {
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "compacted.db")
-	s, err := sqlite.Open(ctx, path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	sess, err := s.CreateSession(ctx, persistence.CreateSessionParams{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s, sess := openWithSession(b, path)
 	entries := transcriptgen.Transcript(1, benchMessages)
 	if err := s.Append(ctx, sess.ID, entries...); err != nil {
 		b.Fatal(err)
@@ -507,7 +508,8 @@ func BenchmarkContextPathCompacted(b *testing.B) {
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
 	}
-	if s, err = sqlite.Open(ctx, path); err != nil {
+	s, err := sqlite.Open(ctx, path)
+	if err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
