@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentd/agentd/agent/contextview"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/provider"
@@ -135,4 +136,23 @@ func (a *Agent) Models() []*agentdv1.Model {
 		models = append(models, a.opts.Models.List()...)
 	}
 	return models
+}
+
+// fauxWindowStream makes the faux model refuse a context larger than the
+// session's faux context window, as a real provider does.
+func fauxWindowStream(window int64, next provider.StreamFunc) provider.StreamFunc {
+	if window <= 0 {
+		return next
+	}
+	return func(ctx context.Context, model provider.Model, c *agentdv1.Context, o provider.Options) provider.Stream {
+		var n int64 = provider.EstimateTokens(c.GetSystemPrompt())
+		for _, m := range c.GetMessages() {
+			n += contextview.MessageTokens(m)
+		}
+		if n > window {
+			msg := fmt.Sprintf("%sprompt is too long: %d tokens > %d maximum", provider.ContextOverflowPrefix, n, window)
+			return faux.New(faux.Options{}, faux.Fail(msg)).Stream(ctx, model, c, o)
+		}
+		return next(ctx, model, c, o)
+	}
 }
