@@ -182,7 +182,7 @@ func argumentsLen(tc *agentdv1.ToolCall) int64 {
 func structLen(s *structpb.Struct) int64 {
 	n := int64(2) // {}
 	for k, v := range s.GetFields() {
-		n += utf16Len(k) + 3 + valueLen(v) // "k": and a comma
+		n += utf16Len(k) + 4 + valueLen(v) // "k": and a comma
 	}
 	if len(s.GetFields()) > 0 {
 		n-- // no comma after the last field
