@@ -13,6 +13,15 @@
 // start-up the runs a stopped agentd left active are closed and their logs
 // ended.
 //
+// Before every model call a run shapes what the model sees (DESIGN.md §10):
+// the transcript path as the latest compaction left it (package
+// contextview), the session's context policy (package contextpolicy), the
+// client's context hook (SubmitContext), the context blocks. It compacts
+// (package compaction) when the estimate passes the model's window minus
+// the reserve, and once when the provider answers that the context
+// overflowed; Compact does it on request, and UpdateSession changes a
+// session between runs, writing model and thinking changes as entries.
+//
 // The package knows nothing of gRPC or of a database driver: it works on
 // persistence.Store, agentloop and provider, and reports refusals as *Error
 // (with a kind such as ErrBusy) and *FieldError, which the gRPC layer maps
