@@ -99,8 +99,10 @@ type AgentServiceClient interface {
 	// first, a page at a time.
 	GetTranscript(ctx context.Context, in *GetTranscriptRequest, opts ...grpc.CallOption) (*GetTranscriptResponse, error)
 	// GetContext returns exactly what the next model call would receive: the
-	// system prompt, the messages after transformContext and convertToLlm, and
-	// the tools. It does not call the model.
+	// system prompt, the messages after compaction, the context policies and
+	// blocks (transformContext) and convertToLlm, and the tools, with token
+	// estimates and whether the call would compact first. It does not call
+	// the model or the context hook.
 	GetContext(ctx context.Context, in *GetContextRequest, opts ...grpc.CallOption) (*GetContextResponse, error)
 	// ListModels lists the models agentd knows and whether each is usable.
 	ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error)
@@ -422,8 +424,10 @@ type AgentServiceServer interface {
 	// first, a page at a time.
 	GetTranscript(context.Context, *GetTranscriptRequest) (*GetTranscriptResponse, error)
 	// GetContext returns exactly what the next model call would receive: the
-	// system prompt, the messages after transformContext and convertToLlm, and
-	// the tools. It does not call the model.
+	// system prompt, the messages after compaction, the context policies and
+	// blocks (transformContext) and convertToLlm, and the tools, with token
+	// estimates and whether the call would compact first. It does not call
+	// the model or the context hook.
 	GetContext(context.Context, *GetContextRequest) (*GetContextResponse, error)
 	// ListModels lists the models agentd knows and whether each is usable.
 	ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error)

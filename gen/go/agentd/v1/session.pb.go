@@ -646,7 +646,8 @@ func (x *ModelRef) GetId() string {
 	return ""
 }
 
-// SessionConfig is how a session's runs behave. Set at CreateSession.
+// SessionConfig is how a session's runs behave. Set at CreateSession and
+// changed between runs with UpdateSession.
 type SessionConfig struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The model to call. Unset selects the faux model (no network).

@@ -252,8 +252,10 @@ class AgentServiceServicer(object):
 
     def GetContext(self, request, context):
         """GetContext returns exactly what the next model call would receive: the
-        system prompt, the messages after transformContext and convertToLlm, and
-        the tools. It does not call the model.
+        system prompt, the messages after compaction, the context policies and
+        blocks (transformContext) and convertToLlm, and the tools, with token
+        estimates and whether the call would compact first. It does not call
+        the model or the context hook.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

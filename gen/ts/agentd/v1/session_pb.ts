@@ -144,7 +144,8 @@ export const ModelRefSchema: GenMessage<ModelRef> = /*@__PURE__*/
   messageDesc(file_agentd_v1_session, 2);
 
 /**
- * SessionConfig is how a session's runs behave. Set at CreateSession.
+ * SessionConfig is how a session's runs behave. Set at CreateSession and
+ * changed between runs with UpdateSession.
  *
  * @generated from message agentd.v1.SessionConfig
  */
