@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
@@ -70,6 +71,7 @@ func TestLongConversationCompactsAndNeverOverflows(t *testing.T) {
 					t.Fatalf("turn %d: compaction did not shrink the context: %v", turn, e)
 				}
 				compactions++
+				verbatimTail(t, h, id)
 			}
 			if a := ev.GetMessageEnd().GetMessage().GetAssistant(); a.GetStopReason() == agentdv1.StopReason_STOP_REASON_ERROR {
 				t.Fatalf("turn %d: the model call failed: %s", turn, a.GetErrorMessage())
@@ -91,43 +93,7 @@ func TestLongConversationCompactsAndNeverOverflows(t *testing.T) {
 	if len(all) < 300*4 || all[0].GetId() != first[0].GetId() {
 		t.Fatalf("transcript has %d entries", len(all))
 	}
-	// The context is the latest summary, then the kept tail verbatim.
-	var latest *agentdv1.Entry
-	at := -1
-	for i, e := range all {
-		if e.GetMessage().GetCompactionSummary() != nil {
-			latest, at = e, i
-		}
-	}
-	sum := latest.GetMessage().GetCompactionSummary()
-	c := h.context(id)
-	head := c.GetMessages()[0].GetUser().GetContent()[0].GetText().GetText()
-	if !strings.HasPrefix(head, agentloop.CompactionSummaryPrefix) || !strings.Contains(head, "port: 3000") {
-		t.Fatalf("the context does not start with the summary: %.200q", head)
-	}
-	var tail []*agentdv1.AgentMessage
-	keep := false
-	for i, e := range all {
-		keep = keep || e.GetId() == sum.GetFirstKeptEntryId()
-		if keep && i != at && e.GetMessage() != nil {
-			tail = append(tail, e.GetMessage())
-		}
-	}
-	if len(tail) == 0 || len(c.GetMessages()) != 1+len(tail) {
-		t.Fatalf("context has %d messages; the summary and %d kept", len(c.GetMessages()), len(tail))
-	}
-	for i, m := range tail {
-		got := c.GetMessages()[1+i]
-		if m.GetUser() != nil && got.GetUser().GetContent()[0].GetText().GetText() != m.GetUser().GetContent()[0].GetText().GetText() {
-			t.Fatalf("kept message %d differs from the transcript", i)
-		}
-		if m.GetToolResult() != nil && got.GetToolResult().GetToolCallId() != m.GetToolResult().GetToolCallId() {
-			t.Fatalf("kept tool result %d differs from the transcript", i)
-		}
-		if got.GetToolResult().GetDetails() != nil {
-			t.Fatal("GetContext returned tool-result details")
-		}
-	}
+	c := verbatimTail(t, h, id)
 	// Later the first turn reaches the model only through the summary.
 	for _, m := range c.GetMessages() {
 		if u := m.GetUser(); u != nil && u.GetContent()[0].GetText().GetText() == "读取 src/config.ts，告诉我默认端口。" {
@@ -272,6 +238,56 @@ func TestContextHook(t *testing.T) {
 	if got := messageKinds(h.transcript(id)); got != strings.TrimSpace(strings.Repeat("user assistant ", 5)) {
 		t.Fatalf("transcript %s: hook answers must never be stored", got)
 	}
+}
+
+// verbatimTail checks that the session's context is its latest compaction
+// summary followed by the transcript from the summary's first kept entry
+// on, verbatim (tool results without details), and returns the context.
+func verbatimTail(t *testing.T, h *harness, id string) *agentdv1.Context {
+	t.Helper()
+	// The store directly: paging GetTranscript after every compaction of
+	// a 1,200-entry transcript would dominate the test.
+	all, err := h.store.Path(h.ctx(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum *agentdv1.CompactionSummary
+	at := -1
+	for i, e := range all {
+		if s := e.GetMessage().GetCompactionSummary(); s != nil {
+			sum, at = s, i
+		}
+	}
+	if sum == nil {
+		t.Fatal("no compaction summary in the transcript")
+	}
+	c := h.context(id)
+	head := c.GetMessages()[0].GetUser().GetContent()[0].GetText().GetText()
+	if !strings.HasPrefix(head, agentloop.CompactionSummaryPrefix) || !strings.Contains(head, "port: 3000") {
+		t.Fatalf("the context does not start with the summary: %.200q", head)
+	}
+	var tail []*agentdv1.Message
+	keep := false
+	for i, e := range all {
+		keep = keep || e.GetId() == sum.GetFirstKeptEntryId()
+		if keep && i != at && e.GetMessage() != nil {
+			tail = append(tail, agentloop.DefaultConvertToLLM([]*agentdv1.AgentMessage{e.GetMessage()})...)
+		}
+	}
+	if len(tail) == 0 || len(c.GetMessages()) != 1+len(tail) {
+		t.Fatalf("context has %d messages; want the summary and %d kept", len(c.GetMessages()), len(tail))
+	}
+	for i, m := range tail {
+		if tr := m.GetToolResult(); tr != nil {
+			tr = proto.CloneOf(tr)
+			tr.Details = nil
+			m = &agentdv1.Message{Role: &agentdv1.Message_ToolResult{ToolResult: tr}}
+		}
+		if !proto.Equal(c.GetMessages()[1+i], m) {
+			t.Fatalf("kept message %d differs from the transcript:\n%v\n%v", i, c.GetMessages()[1+i], m)
+		}
+	}
+	return c
 }
 
 // contextHasToolResult reports whether c holds the first tool result
