@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -133,4 +134,102 @@ func ContextStart(path []*agentdv1.Entry) int {
 		return i
 	}
 	return 0
+}
+
+// MaxPreviewRunes bounds a tree node's preview.
+const MaxPreviewRunes = 120
+
+// Preview is the short text GetTree shows for an entry: the start of what
+// it says, on one line, at most MaxPreviewRunes characters. Engines store
+// it beside the payload so a tree is listed without decoding payloads.
+func Preview(e *agentdv1.Entry) string {
+	var s string
+	switch p := e.GetPayload().(type) {
+	case *agentdv1.Entry_Message:
+		s = messagePreview(p.Message)
+	case *agentdv1.Entry_ModelChange:
+		s = p.ModelChange.GetProvider() + "/" + p.ModelChange.GetModelId()
+	case *agentdv1.Entry_ThinkingLevelChange:
+		s = p.ThinkingLevelChange.GetThinkingLevel().String()
+	case *agentdv1.Entry_Label:
+		s = p.Label.GetLabel()
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > MaxPreviewRunes {
+		s = string(r[:MaxPreviewRunes-1]) + "…"
+	}
+	return s
+}
+
+func messagePreview(m *agentdv1.AgentMessage) string {
+	switch k := m.GetKind().(type) {
+	case *agentdv1.AgentMessage_User:
+		return blocksPreview(k.User.GetContent())
+	case *agentdv1.AgentMessage_Assistant:
+		a := k.Assistant
+		if t := blocksPreview(a.GetContent()); t != "" {
+			return t
+		}
+		return a.GetErrorMessage()
+	case *agentdv1.AgentMessage_ToolResult:
+		return k.ToolResult.GetToolName() + ": " + blocksPreview(k.ToolResult.GetContent())
+	case *agentdv1.AgentMessage_ApprovalNotice:
+		n := k.ApprovalNotice
+		return n.GetToolName() + ": " + n.GetDecision().String()
+	case *agentdv1.AgentMessage_BashExecution:
+		return "$ " + k.BashExecution.GetCommand()
+	case *agentdv1.AgentMessage_Custom:
+		return k.Custom.GetCustomType() + ": " + blocksPreview(k.Custom.GetContent())
+	case *agentdv1.AgentMessage_BranchSummary:
+		return k.BranchSummary.GetSummary()
+	case *agentdv1.AgentMessage_CompactionSummary:
+		return k.CompactionSummary.GetSummary()
+	case *agentdv1.AgentMessage_Extension:
+		return k.Extension.GetPayload().GetTypeUrl()
+	}
+	return ""
+}
+
+// blocksPreview is the text of blocks, with tool calls as name(...) and
+// images as [image].
+func blocksPreview(blocks []*agentdv1.ContentBlock) string {
+	var parts []string
+	n := 0
+	for _, b := range blocks {
+		var t string
+		switch x := b.GetBlock().(type) {
+		case *agentdv1.ContentBlock_Text:
+			t = x.Text.GetText()
+		case *agentdv1.ContentBlock_ToolCall:
+			t = x.ToolCall.GetName() + "(…)"
+		case *agentdv1.ContentBlock_Image:
+			t = "[image]"
+		}
+		if t == "" {
+			continue
+		}
+		parts = append(parts, t)
+		if n += len(t); n > 4*MaxPreviewRunes {
+			break
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// Labels folds Label entries, in append order, into the current label of
+// each target: the latest wins, and an empty label removes it.
+func Labels(labelEntries []*agentdv1.Entry) map[string]string {
+	out := map[string]string{}
+	for _, e := range labelEntries {
+		l := e.GetLabel()
+		if l == nil {
+			continue
+		}
+		if l.GetLabel() == "" {
+			delete(out, l.GetTargetEntryId())
+		} else {
+			out[l.GetTargetEntryId()] = l.GetLabel()
+		}
+	}
+	return out
 }

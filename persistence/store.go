@@ -56,6 +56,13 @@ type Store interface {
 	// append order, a page at a time.
 	Entries(ctx context.Context, sessionID string, req EntriesRequest) (*EntryPage, error)
 
+	// Tree returns every entry of the session as a tree node (no payload),
+	// in append order, a page at a time, with the same paging as Entries.
+	Tree(ctx context.Context, sessionID string, req EntriesRequest) (*TreePage, error)
+	// Labels returns the current label of each labelled entry of the
+	// session (see persistence.Labels), by entry id.
+	Labels(ctx context.Context, sessionID string) (map[string]string, error)
+
 	// StartRun records that a run of the session started, so a crash before
 	// EndRun is detectable later. A run id that was used before fails with
 	// ErrConflict.
@@ -211,6 +218,25 @@ type EntriesRequest struct {
 type EntryPage struct {
 	// Entries are in append order.
 	Entries []*agentdv1.Entry
+	// NextPageToken continues the listing; empty on the last page.
+	NextPageToken string
+}
+
+// TreeNode is an entry without its payload.
+type TreeNode struct {
+	ID, ParentID string
+	// Kind is persistence.EntryKind of the entry.
+	Kind string
+	// Preview is persistence.Preview of the entry.
+	Preview string
+	// Time is when the entry was written.
+	Time time.Time
+}
+
+// TreePage is one page of Tree.
+type TreePage struct {
+	// Nodes are in append order.
+	Nodes []TreeNode
 	// NextPageToken continues the listing; empty on the last page.
 	NextPageToken string
 }

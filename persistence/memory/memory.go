@@ -483,6 +483,49 @@ func (s *Store) Entries(_ context.Context, sessionID string, req persistence.Ent
 	return page, nil
 }
 
+// Tree implements persistence.Store.
+func (s *Store) Tree(ctx context.Context, sessionID string, req persistence.EntriesRequest) (*persistence.TreePage, error) {
+	page, err := s.Entries(ctx, sessionID, req)
+	if err != nil {
+		return nil, err
+	}
+	out := &persistence.TreePage{NextPageToken: page.NextPageToken}
+	for _, e := range page.Entries {
+		kind, err := persistence.EntryKind(e)
+		if err != nil {
+			return nil, err
+		}
+		out.Nodes = append(out.Nodes, persistence.TreeNode{ID: e.GetId(), ParentID: e.GetParentId(), Kind: kind,
+			Preview: persistence.Preview(e), Time: e.GetTime().AsTime()})
+	}
+	return out, nil
+}
+
+// Labels implements persistence.Store.
+func (s *Store) Labels(_ context.Context, sessionID string) (map[string]string, error) {
+	var labels []*agentdv1.Entry
+	err := s.read(func(d *data) error {
+		sess, err := d.session(sessionID)
+		if err != nil {
+			return err
+		}
+		for _, st := range sess.entries {
+			e, err := sess.decode(st)
+			if err != nil {
+				return err
+			}
+			if e.GetLabel() != nil {
+				labels = append(labels, e)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return persistence.Labels(labels), nil
+}
+
 // --- runs ---
 
 // StartRun implements persistence.Store.

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -22,7 +23,7 @@ const (
 	// no index by id (see migrations/0003_event_log_and_implied_leaf.sql).
 	sqlEntryExists = `SELECT 1 FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 AND id = ?2 LIMIT 1`
 	sqlEntryIDs    = `SELECT id FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296`
-	sqlInsertEntry = `INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload, encoding, append_time) VALUES (?1 * 4294967296 + ?2, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)`
+	sqlInsertEntry = `INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload, encoding, append_time, preview) VALUES (?1 * 4294967296 + ?2, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)`
 )
 
 // Append implements persistence.Store. An append writes only the entry
@@ -114,7 +115,7 @@ func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentd
 			if e.ParentId != "" {
 				parentCol = e.ParentId
 			}
-			if _, err := t.exec(sqlInsertEntry, sess.pk, sess.lastSeq+int64(i)+1, e.Id, parentCol, kinds[i], e.Time.AsTime().UnixNano(), payload, encoding, now.UnixNano()); err != nil {
+			if _, err := t.exec(sqlInsertEntry, sess.pk, sess.lastSeq+int64(i)+1, e.Id, parentCol, kinds[i], e.Time.AsTime().UnixNano(), payload, encoding, now.UnixNano(), persistence.Preview(e)); err != nil {
 				return err
 			}
 		}
@@ -488,6 +489,85 @@ func (s *Store) Entries(ctx context.Context, sessionID string, req persistence.E
 		return nil, opError(err, "list the entries of session %q", sessionID)
 	}
 	return page, nil
+}
+
+// Tree implements persistence.Store: the rows' columns, with payloads
+// read and decoded only for rows written before previews were stored.
+func (s *Store) Tree(ctx context.Context, sessionID string, req persistence.EntriesRequest) (*persistence.TreePage, error) {
+	size, after, err := req.Cursor(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	page := &persistence.TreePage{}
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		pk, _, err := s.lookupSession(ctx, tx, sessionID)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.StmtContext(ctx, s.rTreePage).QueryContext(ctx, pk, after, size+1)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		page.Nodes = make([]persistence.TreeNode, 0, min(size+1, 1024))
+		var lastSeq int64
+		for rows.Next() {
+			var n persistence.TreeNode
+			var created int64
+			var preview sql.NullString
+			var r storedRow
+			var raw sql.RawBytes
+			if err := rows.Scan(&r.seq, &n.ID, &n.ParentID, &n.Kind, &created, &preview, &r.encoding, &raw); err != nil {
+				return err
+			}
+			n.Time = time.Unix(0, created)
+			n.Preview = preview.String
+			if !preview.Valid {
+				r.id, r.parent, r.payload = n.ID, n.ParentID, raw
+				e, err := r.decode(sessionID)
+				if err != nil {
+					return err
+				}
+				n.Preview = persistence.Preview(e)
+			}
+			if len(page.Nodes) == size {
+				page.NextPageToken = req.NextPageToken(sessionID, lastSeq)
+				break
+			}
+			page.Nodes = append(page.Nodes, n)
+			lastSeq = r.seq
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, opError(err, "list the tree of session %q", sessionID)
+	}
+	return page, nil
+}
+
+// Labels implements persistence.Store.
+func (s *Store) Labels(ctx context.Context, sessionID string) (map[string]string, error) {
+	var out map[string]string
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		pk, _, err := s.lookupSession(ctx, tx, sessionID)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.StmtContext(ctx, s.rLabels).QueryContext(ctx, pk)
+		if err != nil {
+			return err
+		}
+		list, _, err := decodeRows(sessionID, rows, 0)
+		if err != nil {
+			return err
+		}
+		out = persistence.Labels(list)
+		return nil
+	})
+	if err != nil {
+		return nil, opError(err, "read the labels of session %q", sessionID)
+	}
+	return out, nil
 }
 
 // storedRow is an entry row as read, before decoding.

@@ -251,6 +251,17 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if err := s.Append(ctx, "old", more...); err != nil {
 		t.Fatal(err)
 	}
+	// Rows from before previews were stored get theirs from the payload;
+	// new rows from the column. Both equal persistence.Preview.
+	tree, err := s.Tree(ctx, "old", persistence.EntriesRequest{})
+	if err != nil || len(tree.Nodes) != len(old)+len(more) {
+		t.Fatalf("tree after the migration: %+v, %v", tree, err)
+	}
+	for i, e := range append(append([]*agentdv1.Entry(nil), old...), more...) {
+		if n := tree.Nodes[i]; n.ID != e.GetId() || n.Preview != persistence.Preview(e) || n.Preview == "" {
+			t.Fatalf("node %d: %+v; want id %s, preview %q", i, n, e.GetId(), persistence.Preview(e))
+		}
+	}
 	path2, err := s.Path(ctx, "old")
 	if err != nil {
 		t.Fatal(err)

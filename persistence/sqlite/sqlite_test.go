@@ -256,7 +256,7 @@ func TestSchemaVersionError(t *testing.T) {
 	}
 	_, err := sqlite.Open(context.Background(), path)
 	var sv *sqlite.SchemaVersionError
-	if !errors.As(err, &sv) || sv.Found != 7 || sv.Supported != sqlite.SchemaVersion() || sv.Supported != 4 {
+	if !errors.As(err, &sv) || sv.Found != 7 || sv.Supported != sqlite.SchemaVersion() || sv.Supported != 5 {
 		t.Fatalf("Open: %v, want *SchemaVersionError{Found: 7, Supported: 3}", err)
 	}
 }

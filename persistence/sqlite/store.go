@@ -45,6 +45,9 @@ type Store struct {
 	// rStructure is the tree without payloads; rRange a seq range with
 	// payloads (ContextPath).
 	rStructure, rRange *sql.Stmt
+	// rTreePage is a page of tree nodes: payloads only where no preview
+	// was stored; rLabels the Label entries.
+	rTreePage, rLabels *sql.Stmt
 	rEntry             *sql.Stmt
 	rPage              *sql.Stmt
 	rEvents            *sql.Stmt
@@ -86,6 +89,8 @@ func newStore(ctx context.Context, path string, w *writer, reader, checkpointer 
 		{&s.rSessions, `SELECT ` + sessionColumns + sessionFrom + ` WHERE s.id = ?`},
 		{&s.rTree, sqlTree},
 		{&s.rStructure, `SELECT seq, id, coalesce(parent_id, ''), kind FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 ORDER BY key`},
+		{&s.rTreePage, `SELECT seq, id, coalesce(parent_id, ''), kind, create_time, preview, encoding, CASE WHEN preview IS NULL THEN payload END FROM entries WHERE key > ?1 * 4294967296 + ?2 AND key < (?1 + 1) * 4294967296 ORDER BY key LIMIT ?3`},
+		{&s.rLabels, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 AND kind = 'label' ORDER BY key`},
 		{&s.rRange, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key >= ?1 * 4294967296 + ?2 AND key <= ?1 * 4294967296 + ?3 ORDER BY key`},
 		{&s.rEntry, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 AND id = ?2`},
 		{&s.rPage, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key > ?1 * 4294967296 + ?2 AND key < (?1 + 1) * 4294967296 ORDER BY key LIMIT ?3`},
@@ -147,7 +152,7 @@ func (s *Store) close() error {
 	close(s.checkpointStop)
 	s.checkpointDone.Wait()
 	errs := []error{s.checkpointer.Close()}
-	for _, st := range []*sql.Stmt{s.rSession, s.rSessions, s.rTree, s.rStructure, s.rRange, s.rEntry, s.rPage, s.rEvents, s.rRun} {
+	for _, st := range []*sql.Stmt{s.rSession, s.rSessions, s.rTree, s.rStructure, s.rRange, s.rTreePage, s.rLabels, s.rEntry, s.rPage, s.rEvents, s.rRun} {
 		errs = append(errs, st.Close())
 	}
 	errs = append(errs, s.reader.Close())

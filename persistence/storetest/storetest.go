@@ -48,6 +48,7 @@ func Run(t *testing.T, h Harness) {
 		{"CallerIDs", testCallerIDs},
 		{"TreeAndLeaf", testTreeAndLeaf},
 		{"ContextPath", testContextPath},
+		{"TreeAndLabels", testTreeAndLabels},
 		{"EntryPaging", testEntryPaging},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"ConcurrentReadsDuringWrites", testConcurrentReads},
@@ -776,6 +777,56 @@ func testContextPath(t *testing.T, h Harness) {
 	}
 	mustAppend(t, s, sess.ID, e("g"))
 	check(sess.ID, "a b c g")
+}
+
+func testTreeAndLabels(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	sess := mustCreate(t, s, persistence.CreateSessionParams{})
+	entries := transcriptgen.Transcript(9, 5)
+	mustAppend(t, s, sess.ID, entries...)
+	// A branch from the second entry, and labels: set, replaced, cleared.
+	branch := userEntry("another try")
+	branch.ParentId = entries[1].GetId()
+	mustAppend(t, s, sess.ID, branch)
+	label := func(target, text string) *agentdv1.Entry {
+		return &agentdv1.Entry{Payload: &agentdv1.Entry_Label{Label: &agentdv1.Label{TargetEntryId: target, Label: text}}}
+	}
+	mustAppend(t, s, sess.ID, label(entries[0].GetId(), "start"), label(entries[2].GetId(), "first"), label(entries[2].GetId(), "second"),
+		label(branch.GetId(), "gone"), label(branch.GetId(), ""))
+	all := allEntries(t, s, sess.ID)
+	var nodes []persistence.TreeNode
+	token := ""
+	for {
+		page, err := s.Tree(ctx, sess.ID, persistence.EntriesRequest{PageSize: 4, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, page.Nodes...)
+		if token = page.NextPageToken; token == "" {
+			break
+		}
+	}
+	if len(nodes) != len(all) {
+		t.Fatalf("tree has %d nodes, the session %d entries", len(nodes), len(all))
+	}
+	for i, e := range all {
+		kind, _ := persistence.EntryKind(e)
+		n := nodes[i]
+		if n.ID != e.GetId() || n.ParentID != e.GetParentId() || n.Kind != kind || n.Preview != persistence.Preview(e) || !n.Time.Equal(e.GetTime().AsTime()) {
+			t.Fatalf("node %d = %+v; want the entry %v", i, n, e)
+		}
+	}
+	labels, err := s.Labels(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(labels) != 2 || labels[entries[0].GetId()] != "start" || labels[entries[2].GetId()] != "second" {
+		t.Fatalf("labels %v", labels)
+	}
+	if _, err := s.Tree(ctx, "missing", persistence.EntriesRequest{}); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("Tree of a missing session: %v", err)
+	}
 }
 
 func testUpdateSession(t *testing.T, h Harness) {

@@ -11,6 +11,7 @@ import (
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -22,6 +23,489 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// GetTreeRequest is the input of GetTree.
+type GetTreeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The most nodes to return, 1 to 1000; 0 means 100.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of a previous response; empty for the first page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTreeRequest) Reset() {
+	*x = GetTreeRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTreeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTreeRequest) ProtoMessage() {}
+
+func (x *GetTreeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTreeRequest.ProtoReflect.Descriptor instead.
+func (*GetTreeRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GetTreeRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *GetTreeRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetTreeRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// TreeNode is one entry of a session's tree, without its payload.
+type TreeNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entry's id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The id of its parent; empty for a root.
+	ParentId string `protobuf:"bytes,2,opt,name=parent_id,json=parentId,proto3" json:"parent_id,omitempty"`
+	// What the entry holds: an AgentMessage kind ("user", "assistant",
+	// "tool_result", "approval_notice", "bash_execution", "custom",
+	// "branch_summary", "compaction_summary", "extension") or "model_change",
+	// "thinking_level_change", "label".
+	Kind string `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The start of the entry's text, at most 120 characters on one line: a
+	// message's text, a tool result's tool name and output, a summary, a
+	// label, a model change's model.
+	Preview string `protobuf:"bytes,4,opt,name=preview,proto3" json:"preview,omitempty"`
+	// The entry's label (see SetLabel); empty when none.
+	Label string `protobuf:"bytes,5,opt,name=label,proto3" json:"label,omitempty"`
+	// When the entry was written.
+	Time *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
+	// Whether the entry is the session's leaf.
+	IsLeaf        bool `protobuf:"varint,7,opt,name=is_leaf,json=isLeaf,proto3" json:"is_leaf,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TreeNode) Reset() {
+	*x = TreeNode{}
+	mi := &file_agentd_v1_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TreeNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TreeNode) ProtoMessage() {}
+
+func (x *TreeNode) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TreeNode.ProtoReflect.Descriptor instead.
+func (*TreeNode) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TreeNode) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TreeNode) GetParentId() string {
+	if x != nil {
+		return x.ParentId
+	}
+	return ""
+}
+
+func (x *TreeNode) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *TreeNode) GetPreview() string {
+	if x != nil {
+		return x.Preview
+	}
+	return ""
+}
+
+func (x *TreeNode) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *TreeNode) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *TreeNode) GetIsLeaf() bool {
+	if x != nil {
+		return x.IsLeaf
+	}
+	return false
+}
+
+// GetTreeResponse is the output of GetTree.
+type GetTreeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The nodes in append order: a parent always comes before its children.
+	Nodes []*TreeNode `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Pass to the next request for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// The session's leaf entry id; empty for an empty transcript.
+	LeafEntryId   string `protobuf:"bytes,3,opt,name=leaf_entry_id,json=leafEntryId,proto3" json:"leaf_entry_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTreeResponse) Reset() {
+	*x = GetTreeResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTreeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTreeResponse) ProtoMessage() {}
+
+func (x *GetTreeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTreeResponse.ProtoReflect.Descriptor instead.
+func (*GetTreeResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GetTreeResponse) GetNodes() []*TreeNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *GetTreeResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *GetTreeResponse) GetLeafEntryId() string {
+	if x != nil {
+		return x.LeafEntryId
+	}
+	return ""
+}
+
+// SetLabelRequest is the input of SetLabel.
+type SetLabelRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The entry to name. Required.
+	EntryId string `protobuf:"bytes,2,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
+	// The label, at most 128 bytes; empty clears the entry's label.
+	Label         string `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetLabelRequest) Reset() {
+	*x = SetLabelRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLabelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLabelRequest) ProtoMessage() {}
+
+func (x *SetLabelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLabelRequest.ProtoReflect.Descriptor instead.
+func (*SetLabelRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SetLabelRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SetLabelRequest) GetEntryId() string {
+	if x != nil {
+		return x.EntryId
+	}
+	return ""
+}
+
+func (x *SetLabelRequest) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+// SetLabelResponse is the output of SetLabel.
+type SetLabelResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The Label entry written.
+	Entry         *Entry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetLabelResponse) Reset() {
+	*x = SetLabelResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetLabelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetLabelResponse) ProtoMessage() {}
+
+func (x *SetLabelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetLabelResponse.ProtoReflect.Descriptor instead.
+func (*SetLabelResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SetLabelResponse) GetEntry() *Entry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+// NavigateRequest is the input of Navigate.
+type NavigateRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The entry that becomes the leaf. Required.
+	EntryId string `protobuf:"bytes,2,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
+	// A summary of the path left (from the common ancestor to the old leaf)
+	// the client wrote; stored as a BranchSummary at the new position. At
+	// most 1 MiB.
+	Summary string `protobuf:"bytes,3,opt,name=summary,proto3" json:"summary,omitempty"`
+	// Have the session's model write that summary instead (ignored when
+	// summary is set).
+	Summarize bool `protobuf:"varint,4,opt,name=summarize,proto3" json:"summarize,omitempty"`
+	// Extra instructions for the model's summary; at most 4096 bytes.
+	Instructions  string `protobuf:"bytes,5,opt,name=instructions,proto3" json:"instructions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NavigateRequest) Reset() {
+	*x = NavigateRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NavigateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NavigateRequest) ProtoMessage() {}
+
+func (x *NavigateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NavigateRequest.ProtoReflect.Descriptor instead.
+func (*NavigateRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *NavigateRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *NavigateRequest) GetEntryId() string {
+	if x != nil {
+		return x.EntryId
+	}
+	return ""
+}
+
+func (x *NavigateRequest) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *NavigateRequest) GetSummarize() bool {
+	if x != nil {
+		return x.Summarize
+	}
+	return false
+}
+
+func (x *NavigateRequest) GetInstructions() string {
+	if x != nil {
+		return x.Instructions
+	}
+	return ""
+}
+
+// NavigateResponse is the output of Navigate.
+type NavigateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session with its new leaf.
+	Session *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	// The BranchSummary entry written; unset without a summary.
+	BranchSummary *Entry `protobuf:"bytes,2,opt,name=branch_summary,json=branchSummary,proto3" json:"branch_summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NavigateResponse) Reset() {
+	*x = NavigateResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NavigateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NavigateResponse) ProtoMessage() {}
+
+func (x *NavigateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NavigateResponse.ProtoReflect.Descriptor instead.
+func (*NavigateResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *NavigateResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *NavigateResponse) GetBranchSummary() *Entry {
+	if x != nil {
+		return x.BranchSummary
+	}
+	return nil
+}
 
 // UpdateSessionRequest is the input of UpdateSession.
 type UpdateSessionRequest struct {
@@ -49,7 +533,7 @@ type UpdateSessionRequest struct {
 
 func (x *UpdateSessionRequest) Reset() {
 	*x = UpdateSessionRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[0]
+	mi := &file_agentd_v1_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -61,7 +545,7 @@ func (x *UpdateSessionRequest) String() string {
 func (*UpdateSessionRequest) ProtoMessage() {}
 
 func (x *UpdateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[0]
+	mi := &file_agentd_v1_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -74,7 +558,7 @@ func (x *UpdateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSessionRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{0}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UpdateSessionRequest) GetSessionId() string {
@@ -126,7 +610,7 @@ type UpdateSessionResponse struct {
 
 func (x *UpdateSessionResponse) Reset() {
 	*x = UpdateSessionResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[1]
+	mi := &file_agentd_v1_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -138,7 +622,7 @@ func (x *UpdateSessionResponse) String() string {
 func (*UpdateSessionResponse) ProtoMessage() {}
 
 func (x *UpdateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[1]
+	mi := &file_agentd_v1_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -151,7 +635,7 @@ func (x *UpdateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSessionResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UpdateSessionResponse) GetSession() *Session {
@@ -191,7 +675,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[2]
+	mi := &file_agentd_v1_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -203,7 +687,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[2]
+	mi := &file_agentd_v1_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -216,7 +700,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CompactRequest) GetSessionId() string {
@@ -270,7 +754,7 @@ type SubmitContextRequest struct {
 
 func (x *SubmitContextRequest) Reset() {
 	*x = SubmitContextRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[3]
+	mi := &file_agentd_v1_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +766,7 @@ func (x *SubmitContextRequest) String() string {
 func (*SubmitContextRequest) ProtoMessage() {}
 
 func (x *SubmitContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[3]
+	mi := &file_agentd_v1_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +779,7 @@ func (x *SubmitContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitContextRequest.ProtoReflect.Descriptor instead.
 func (*SubmitContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SubmitContextRequest) GetSessionId() string {
@@ -335,7 +819,7 @@ type ContextSelection struct {
 
 func (x *ContextSelection) Reset() {
 	*x = ContextSelection{}
-	mi := &file_agentd_v1_service_proto_msgTypes[4]
+	mi := &file_agentd_v1_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -347,7 +831,7 @@ func (x *ContextSelection) String() string {
 func (*ContextSelection) ProtoMessage() {}
 
 func (x *ContextSelection) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[4]
+	mi := &file_agentd_v1_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -360,7 +844,7 @@ func (x *ContextSelection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextSelection.ProtoReflect.Descriptor instead.
 func (*ContextSelection) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ContextSelection) GetItem() isContextSelection_Item {
@@ -416,7 +900,7 @@ type SubmitContextResponse struct {
 
 func (x *SubmitContextResponse) Reset() {
 	*x = SubmitContextResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[5]
+	mi := &file_agentd_v1_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -428,7 +912,7 @@ func (x *SubmitContextResponse) String() string {
 func (*SubmitContextResponse) ProtoMessage() {}
 
 func (x *SubmitContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[5]
+	mi := &file_agentd_v1_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -441,7 +925,7 @@ func (x *SubmitContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitContextResponse.ProtoReflect.Descriptor instead.
 func (*SubmitContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{12}
 }
 
 // CreateSessionRequest is the input of CreateSession.
@@ -460,7 +944,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[6]
+	mi := &file_agentd_v1_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -472,7 +956,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[6]
+	mi := &file_agentd_v1_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -485,7 +969,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateSessionRequest) GetConfig() *SessionConfig {
@@ -520,7 +1004,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[7]
+	mi := &file_agentd_v1_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +1016,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[7]
+	mi := &file_agentd_v1_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +1029,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -566,7 +1050,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[8]
+	mi := &file_agentd_v1_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +1062,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[8]
+	mi := &file_agentd_v1_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +1075,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -612,7 +1096,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[9]
+	mi := &file_agentd_v1_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +1108,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[9]
+	mi := &file_agentd_v1_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +1121,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -662,7 +1146,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[10]
+	mi := &file_agentd_v1_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +1158,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[10]
+	mi := &file_agentd_v1_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +1171,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListSessionsRequest) GetPageSize() int32 {
@@ -724,7 +1208,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[11]
+	mi := &file_agentd_v1_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -736,7 +1220,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[11]
+	mi := &file_agentd_v1_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -749,7 +1233,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -779,7 +1263,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +1275,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +1288,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -830,7 +1314,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +1326,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +1339,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{20}
 }
 
 // PromptRequest is the input of Prompt.
@@ -872,14 +1356,18 @@ type PromptRequest struct {
 	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Keep the run going when this stream ends early; re-join with Attach. By
 	// default a dropped stream aborts the run.
-	Detach        bool `protobuf:"varint,4,opt,name=detach,proto3" json:"detach,omitempty"`
+	Detach bool `protobuf:"varint,4,opt,name=detach,proto3" json:"detach,omitempty"`
+	// Edit and resend: append the prompt under this entry instead of the
+	// leaf, starting a new branch (the old one stays in the tree) and moving
+	// the leaf, atomically with starting the run. Optional.
+	ParentEntryId string `protobuf:"bytes,5,opt,name=parent_entry_id,json=parentEntryId,proto3" json:"parent_entry_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PromptRequest) Reset() {
 	*x = PromptRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1379,7 @@ func (x *PromptRequest) String() string {
 func (*PromptRequest) ProtoMessage() {}
 
 func (x *PromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1392,7 @@ func (x *PromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptRequest.ProtoReflect.Descriptor instead.
 func (*PromptRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PromptRequest) GetSessionId() string {
@@ -935,6 +1423,13 @@ func (x *PromptRequest) GetDetach() bool {
 	return false
 }
 
+func (x *PromptRequest) GetParentEntryId() string {
+	if x != nil {
+		return x.ParentEntryId
+	}
+	return ""
+}
+
 // ContinueRequest is the input of Continue.
 type ContinueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -943,14 +1438,18 @@ type ContinueRequest struct {
 	// As in PromptRequest.
 	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// As in PromptRequest.
-	Detach        bool `protobuf:"varint,3,opt,name=detach,proto3" json:"detach,omitempty"`
+	Detach bool `protobuf:"varint,3,opt,name=detach,proto3" json:"detach,omitempty"`
+	// Continue from this entry instead of the leaf: the leaf moves there
+	// first (the rest of the tree stays), and the run's messages hang below
+	// it. Optional.
+	ParentEntryId string `protobuf:"bytes,4,opt,name=parent_entry_id,json=parentEntryId,proto3" json:"parent_entry_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ContinueRequest) Reset() {
 	*x = ContinueRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1461,7 @@ func (x *ContinueRequest) String() string {
 func (*ContinueRequest) ProtoMessage() {}
 
 func (x *ContinueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1474,7 @@ func (x *ContinueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContinueRequest.ProtoReflect.Descriptor instead.
 func (*ContinueRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ContinueRequest) GetSessionId() string {
@@ -999,6 +1498,13 @@ func (x *ContinueRequest) GetDetach() bool {
 	return false
 }
 
+func (x *ContinueRequest) GetParentEntryId() string {
+	if x != nil {
+		return x.ParentEntryId
+	}
+	return ""
+}
+
 // SteerRequest is the input of Steer.
 type SteerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1012,7 +1518,7 @@ type SteerRequest struct {
 
 func (x *SteerRequest) Reset() {
 	*x = SteerRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1530,7 @@ func (x *SteerRequest) String() string {
 func (*SteerRequest) ProtoMessage() {}
 
 func (x *SteerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1543,7 @@ func (x *SteerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerRequest.ProtoReflect.Descriptor instead.
 func (*SteerRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SteerRequest) GetSessionId() string {
@@ -1065,7 +1571,7 @@ type SteerResponse struct {
 
 func (x *SteerResponse) Reset() {
 	*x = SteerResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1583,7 @@ func (x *SteerResponse) String() string {
 func (*SteerResponse) ProtoMessage() {}
 
 func (x *SteerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1596,7 @@ func (x *SteerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerResponse.ProtoReflect.Descriptor instead.
 func (*SteerResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SteerResponse) GetQueued() uint32 {
@@ -1113,7 +1619,7 @@ type FollowUpRequest struct {
 
 func (x *FollowUpRequest) Reset() {
 	*x = FollowUpRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1631,7 @@ func (x *FollowUpRequest) String() string {
 func (*FollowUpRequest) ProtoMessage() {}
 
 func (x *FollowUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1644,7 @@ func (x *FollowUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowUpRequest.ProtoReflect.Descriptor instead.
 func (*FollowUpRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FollowUpRequest) GetSessionId() string {
@@ -1166,7 +1672,7 @@ type FollowUpResponse struct {
 
 func (x *FollowUpResponse) Reset() {
 	*x = FollowUpResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1684,7 @@ func (x *FollowUpResponse) String() string {
 func (*FollowUpResponse) ProtoMessage() {}
 
 func (x *FollowUpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1697,7 @@ func (x *FollowUpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowUpResponse.ProtoReflect.Descriptor instead.
 func (*FollowUpResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FollowUpResponse) GetQueued() uint32 {
@@ -1215,7 +1721,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1733,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1746,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AbortRequest) GetSessionId() string {
@@ -1268,7 +1774,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1786,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1799,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AbortResponse) GetRunId() string {
@@ -1318,7 +1824,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1836,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1849,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{22}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AttachRequest) GetSessionId() string {
@@ -1386,7 +1892,7 @@ type SubmitToolResultRequest struct {
 
 func (x *SubmitToolResultRequest) Reset() {
 	*x = SubmitToolResultRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +1904,7 @@ func (x *SubmitToolResultRequest) String() string {
 func (*SubmitToolResultRequest) ProtoMessage() {}
 
 func (x *SubmitToolResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +1917,7 @@ func (x *SubmitToolResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitToolResultRequest.ProtoReflect.Descriptor instead.
 func (*SubmitToolResultRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{23}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SubmitToolResultRequest) GetSessionId() string {
@@ -1458,7 +1964,7 @@ type SubmitToolResultResponse struct {
 
 func (x *SubmitToolResultResponse) Reset() {
 	*x = SubmitToolResultResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1976,7 @@ func (x *SubmitToolResultResponse) String() string {
 func (*SubmitToolResultResponse) ProtoMessage() {}
 
 func (x *SubmitToolResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1989,7 @@ func (x *SubmitToolResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitToolResultResponse.ProtoReflect.Descriptor instead.
 func (*SubmitToolResultResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{24}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{31}
 }
 
 // ResolveApprovalRequest is the input of ResolveApproval.
@@ -1506,7 +2012,7 @@ type ResolveApprovalRequest struct {
 
 func (x *ResolveApprovalRequest) Reset() {
 	*x = ResolveApprovalRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +2024,7 @@ func (x *ResolveApprovalRequest) String() string {
 func (*ResolveApprovalRequest) ProtoMessage() {}
 
 func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +2037,7 @@ func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{25}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResolveApprovalRequest) GetSessionId() string {
@@ -1578,7 +2084,7 @@ type ResolveApprovalResponse struct {
 
 func (x *ResolveApprovalResponse) Reset() {
 	*x = ResolveApprovalResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +2096,7 @@ func (x *ResolveApprovalResponse) String() string {
 func (*ResolveApprovalResponse) ProtoMessage() {}
 
 func (x *ResolveApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +2109,7 @@ func (x *ResolveApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalResponse.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{26}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 // AppendMessagesRequest is the input of AppendMessages.
@@ -1620,7 +2126,7 @@ type AppendMessagesRequest struct {
 
 func (x *AppendMessagesRequest) Reset() {
 	*x = AppendMessagesRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +2138,7 @@ func (x *AppendMessagesRequest) String() string {
 func (*AppendMessagesRequest) ProtoMessage() {}
 
 func (x *AppendMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +2151,7 @@ func (x *AppendMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{27}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AppendMessagesRequest) GetSessionId() string {
@@ -1673,7 +2179,7 @@ type AppendMessagesResponse struct {
 
 func (x *AppendMessagesResponse) Reset() {
 	*x = AppendMessagesResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +2191,7 @@ func (x *AppendMessagesResponse) String() string {
 func (*AppendMessagesResponse) ProtoMessage() {}
 
 func (x *AppendMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +2204,7 @@ func (x *AppendMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AppendMessagesResponse) GetEntries() []*Entry {
@@ -1716,14 +2222,17 @@ type GetTranscriptRequest struct {
 	// The most entries to return, 1 to 1000; 0 means 100.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// The next_page_token of a previous response; empty for the first page.
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Read the path to this entry instead of the session's leaf, without
+	// moving the leaf. Optional.
+	LeafEntryId   string `protobuf:"bytes,4,opt,name=leaf_entry_id,json=leafEntryId,proto3" json:"leaf_entry_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetTranscriptRequest) Reset() {
 	*x = GetTranscriptRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +2244,7 @@ func (x *GetTranscriptRequest) String() string {
 func (*GetTranscriptRequest) ProtoMessage() {}
 
 func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +2257,7 @@ func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptRequest.ProtoReflect.Descriptor instead.
 func (*GetTranscriptRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{29}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetTranscriptRequest) GetSessionId() string {
@@ -1772,6 +2281,13 @@ func (x *GetTranscriptRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *GetTranscriptRequest) GetLeafEntryId() string {
+	if x != nil {
+		return x.LeafEntryId
+	}
+	return ""
+}
+
 // GetTranscriptResponse is the output of GetTranscript.
 type GetTranscriptResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1779,13 +2295,16 @@ type GetTranscriptResponse struct {
 	Entries []*Entry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
 	// Pass to the next request for the next page; empty on the last page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// The labels of this page's entries that have one (see SetLabel), by
+	// entry id.
+	Labels        map[string]string `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetTranscriptResponse) Reset() {
 	*x = GetTranscriptResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +2316,7 @@ func (x *GetTranscriptResponse) String() string {
 func (*GetTranscriptResponse) ProtoMessage() {}
 
 func (x *GetTranscriptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +2329,7 @@ func (x *GetTranscriptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptResponse.ProtoReflect.Descriptor instead.
 func (*GetTranscriptResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetTranscriptResponse) GetEntries() []*Entry {
@@ -1827,18 +2346,28 @@ func (x *GetTranscriptResponse) GetNextPageToken() string {
 	return ""
 }
 
+func (x *GetTranscriptResponse) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
 // GetContextRequest is the input of GetContext.
 type GetContextRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The session's id. Required.
-	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Build the context of the path to this entry instead of the session's
+	// leaf, without moving the leaf. Optional.
+	LeafEntryId   string `protobuf:"bytes,2,opt,name=leaf_entry_id,json=leafEntryId,proto3" json:"leaf_entry_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetContextRequest) Reset() {
 	*x = GetContextRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +2379,7 @@ func (x *GetContextRequest) String() string {
 func (*GetContextRequest) ProtoMessage() {}
 
 func (x *GetContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,12 +2392,19 @@ func (x *GetContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextRequest.ProtoReflect.Descriptor instead.
 func (*GetContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetContextRequest) GetSessionId() string {
 	if x != nil {
 		return x.SessionId
+	}
+	return ""
+}
+
+func (x *GetContextRequest) GetLeafEntryId() string {
+	if x != nil {
+		return x.LeafEntryId
 	}
 	return ""
 }
@@ -1903,7 +2439,7 @@ type GetContextResponse struct {
 
 func (x *GetContextResponse) Reset() {
 	*x = GetContextResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1915,7 +2451,7 @@ func (x *GetContextResponse) String() string {
 func (*GetContextResponse) ProtoMessage() {}
 
 func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1928,7 +2464,7 @@ func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextResponse.ProtoReflect.Descriptor instead.
 func (*GetContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetContextResponse) GetContext() *Context {
@@ -1982,7 +2518,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2530,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2543,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 // ListModelsResponse is the output of ListModels.
@@ -2021,7 +2557,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2569,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2582,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -2060,7 +2596,42 @@ var File_agentd_v1_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x17agentd/v1/service.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x16agentd/v1/events.proto\x1a\x17agentd/v1/session.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xba\x02\n" +
+	"\x17agentd/v1/service.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x16agentd/v1/events.proto\x1a\x17agentd/v1/session.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"k\n" +
+	"\x0eGetTreeRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xc4\x01\n" +
+	"\bTreeNode\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tparent_id\x18\x02 \x01(\tR\bparentId\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x12\x18\n" +
+	"\apreview\x18\x04 \x01(\tR\apreview\x12\x14\n" +
+	"\x05label\x18\x05 \x01(\tR\x05label\x12.\n" +
+	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x17\n" +
+	"\ais_leaf\x18\a \x01(\bR\x06isLeaf\"\x88\x01\n" +
+	"\x0fGetTreeResponse\x12)\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x13.agentd.v1.TreeNodeR\x05nodes\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\"\n" +
+	"\rleaf_entry_id\x18\x03 \x01(\tR\vleafEntryId\"a\n" +
+	"\x0fSetLabelRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
+	"\bentry_id\x18\x02 \x01(\tR\aentryId\x12\x14\n" +
+	"\x05label\x18\x03 \x01(\tR\x05label\":\n" +
+	"\x10SetLabelResponse\x12&\n" +
+	"\x05entry\x18\x01 \x01(\v2\x10.agentd.v1.EntryR\x05entry\"\xa7\x01\n" +
+	"\x0fNavigateRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
+	"\bentry_id\x18\x02 \x01(\tR\aentryId\x12\x18\n" +
+	"\asummary\x18\x03 \x01(\tR\asummary\x12\x1c\n" +
+	"\tsummarize\x18\x04 \x01(\bR\tsummarize\x12\"\n" +
+	"\finstructions\x18\x05 \x01(\tR\finstructions\"y\n" +
+	"\x10NavigateResponse\x12,\n" +
+	"\asession\x18\x01 \x01(\v2\x12.agentd.v1.SessionR\asession\x127\n" +
+	"\x0ebranch_summary\x18\x02 \x01(\v2\x10.agentd.v1.EntryR\rbranchSummary\"\xba\x02\n" +
 	"\x14UpdateSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x120\n" +
@@ -2122,20 +2693,22 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"\x17\n" +
-	"\x15DeleteSessionResponse\"\x98\x01\n" +
+	"\x15DeleteSessionResponse\"\xc0\x01\n" +
 	"\rPromptRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x121\n" +
 	"\acontent\x18\x02 \x03(\v2\x17.agentd.v1.ContentBlockR\acontent\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\x12\x16\n" +
-	"\x06detach\x18\x04 \x01(\bR\x06detach\"g\n" +
+	"\x06detach\x18\x04 \x01(\bR\x06detach\x12&\n" +
+	"\x0fparent_entry_id\x18\x05 \x01(\tR\rparentEntryId\"\x8f\x01\n" +
 	"\x0fContinueRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12\x16\n" +
-	"\x06detach\x18\x03 \x01(\bR\x06detach\"`\n" +
+	"\x06detach\x18\x03 \x01(\bR\x06detach\x12&\n" +
+	"\x0fparent_entry_id\x18\x04 \x01(\tR\rparentEntryId\"`\n" +
 	"\fSteerRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x121\n" +
@@ -2183,19 +2756,25 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x123\n" +
 	"\bmessages\x18\x02 \x03(\v2\x17.agentd.v1.AgentMessageR\bmessages\"D\n" +
 	"\x16AppendMessagesResponse\x12*\n" +
-	"\aentries\x18\x01 \x03(\v2\x10.agentd.v1.EntryR\aentries\"q\n" +
+	"\aentries\x18\x01 \x03(\v2\x10.agentd.v1.EntryR\aentries\"\x95\x01\n" +
 	"\x14GetTranscriptRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"k\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\"\n" +
+	"\rleaf_entry_id\x18\x04 \x01(\tR\vleafEntryId\"\xec\x01\n" +
 	"\x15GetTranscriptResponse\x12*\n" +
 	"\aentries\x18\x01 \x03(\v2\x10.agentd.v1.EntryR\aentries\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"2\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12D\n" +
+	"\x06labels\x18\x03 \x03(\v2,.agentd.v1.GetTranscriptResponse.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"V\n" +
 	"\x11GetContextRequest\x12\x1d\n" +
 	"\n" +
-	"session_id\x18\x01 \x01(\tR\tsessionId\"\x8b\x02\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\"\n" +
+	"\rleaf_entry_id\x18\x02 \x01(\tR\vleafEntryId\"\x8b\x02\n" +
 	"\x12GetContextResponse\x12,\n" +
 	"\acontext\x18\x01 \x01(\v2\x12.agentd.v1.ContextR\acontext\x12%\n" +
 	"\x0emessage_tokens\x18\x02 \x03(\x03R\rmessageTokens\x12!\n" +
@@ -2205,7 +2784,7 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\rwould_compact\x18\x06 \x01(\bR\fwouldCompact\"\x13\n" +
 	"\x11ListModelsRequest\">\n" +
 	"\x12ListModelsResponse\x12(\n" +
-	"\x06models\x18\x01 \x03(\v2\x10.agentd.v1.ModelR\x06models2\xa9\v\n" +
+	"\x06models\x18\x01 \x03(\v2\x10.agentd.v1.ModelR\x06models2\xf5\f\n" +
 	"\fAgentService\x12R\n" +
 	"\rCreateSession\x12\x1f.agentd.v1.CreateSessionRequest\x1a .agentd.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -2228,7 +2807,10 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"ListModels\x12\x1c.agentd.v1.ListModelsRequest\x1a\x1d.agentd.v1.ListModelsResponse\x12R\n" +
 	"\rUpdateSession\x12\x1f.agentd.v1.UpdateSessionRequest\x1a .agentd.v1.UpdateSessionResponse\x12=\n" +
 	"\aCompact\x12\x19.agentd.v1.CompactRequest\x1a\x15.agentd.v1.AgentEvent0\x01\x12R\n" +
-	"\rSubmitContext\x12\x1f.agentd.v1.SubmitContextRequest\x1a .agentd.v1.SubmitContextResponseB4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
+	"\rSubmitContext\x12\x1f.agentd.v1.SubmitContextRequest\x1a .agentd.v1.SubmitContextResponse\x12@\n" +
+	"\aGetTree\x12\x19.agentd.v1.GetTreeRequest\x1a\x1a.agentd.v1.GetTreeResponse\x12C\n" +
+	"\bSetLabel\x12\x1a.agentd.v1.SetLabelRequest\x1a\x1b.agentd.v1.SetLabelResponse\x12C\n" +
+	"\bNavigate\x12\x1a.agentd.v1.NavigateRequest\x1a\x1b.agentd.v1.NavigateResponseB4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
 
 var (
 	file_agentd_v1_service_proto_rawDescOnce sync.Once
@@ -2242,126 +2824,147 @@ func file_agentd_v1_service_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_service_proto_rawDescData
 }
 
-var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_agentd_v1_service_proto_goTypes = []any{
-	(*UpdateSessionRequest)(nil),     // 0: agentd.v1.UpdateSessionRequest
-	(*UpdateSessionResponse)(nil),    // 1: agentd.v1.UpdateSessionResponse
-	(*CompactRequest)(nil),           // 2: agentd.v1.CompactRequest
-	(*SubmitContextRequest)(nil),     // 3: agentd.v1.SubmitContextRequest
-	(*ContextSelection)(nil),         // 4: agentd.v1.ContextSelection
-	(*SubmitContextResponse)(nil),    // 5: agentd.v1.SubmitContextResponse
-	(*CreateSessionRequest)(nil),     // 6: agentd.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),    // 7: agentd.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),        // 8: agentd.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),       // 9: agentd.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),      // 10: agentd.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 11: agentd.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),     // 12: agentd.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),    // 13: agentd.v1.DeleteSessionResponse
-	(*PromptRequest)(nil),            // 14: agentd.v1.PromptRequest
-	(*ContinueRequest)(nil),          // 15: agentd.v1.ContinueRequest
-	(*SteerRequest)(nil),             // 16: agentd.v1.SteerRequest
-	(*SteerResponse)(nil),            // 17: agentd.v1.SteerResponse
-	(*FollowUpRequest)(nil),          // 18: agentd.v1.FollowUpRequest
-	(*FollowUpResponse)(nil),         // 19: agentd.v1.FollowUpResponse
-	(*AbortRequest)(nil),             // 20: agentd.v1.AbortRequest
-	(*AbortResponse)(nil),            // 21: agentd.v1.AbortResponse
-	(*AttachRequest)(nil),            // 22: agentd.v1.AttachRequest
-	(*SubmitToolResultRequest)(nil),  // 23: agentd.v1.SubmitToolResultRequest
-	(*SubmitToolResultResponse)(nil), // 24: agentd.v1.SubmitToolResultResponse
-	(*ResolveApprovalRequest)(nil),   // 25: agentd.v1.ResolveApprovalRequest
-	(*ResolveApprovalResponse)(nil),  // 26: agentd.v1.ResolveApprovalResponse
-	(*AppendMessagesRequest)(nil),    // 27: agentd.v1.AppendMessagesRequest
-	(*AppendMessagesResponse)(nil),   // 28: agentd.v1.AppendMessagesResponse
-	(*GetTranscriptRequest)(nil),     // 29: agentd.v1.GetTranscriptRequest
-	(*GetTranscriptResponse)(nil),    // 30: agentd.v1.GetTranscriptResponse
-	(*GetContextRequest)(nil),        // 31: agentd.v1.GetContextRequest
-	(*GetContextResponse)(nil),       // 32: agentd.v1.GetContextResponse
-	(*ListModelsRequest)(nil),        // 33: agentd.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),       // 34: agentd.v1.ListModelsResponse
-	nil,                              // 35: agentd.v1.UpdateSessionRequest.LabelsEntry
-	nil,                              // 36: agentd.v1.CreateSessionRequest.LabelsEntry
-	nil,                              // 37: agentd.v1.ListSessionsRequest.LabelFilterEntry
-	(*SessionConfig)(nil),            // 38: agentd.v1.SessionConfig
-	(*fieldmaskpb.FieldMask)(nil),    // 39: google.protobuf.FieldMask
-	(*Session)(nil),                  // 40: agentd.v1.Session
-	(*Entry)(nil),                    // 41: agentd.v1.Entry
-	(*AgentMessage)(nil),             // 42: agentd.v1.AgentMessage
-	(*ContentBlock)(nil),             // 43: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),           // 44: google.protobuf.Value
-	(ApprovalDecision)(0),            // 45: agentd.v1.ApprovalDecision
-	(*Context)(nil),                  // 46: agentd.v1.Context
-	(*Model)(nil),                    // 47: agentd.v1.Model
-	(*AgentEvent)(nil),               // 48: agentd.v1.AgentEvent
+	(*GetTreeRequest)(nil),           // 0: agentd.v1.GetTreeRequest
+	(*TreeNode)(nil),                 // 1: agentd.v1.TreeNode
+	(*GetTreeResponse)(nil),          // 2: agentd.v1.GetTreeResponse
+	(*SetLabelRequest)(nil),          // 3: agentd.v1.SetLabelRequest
+	(*SetLabelResponse)(nil),         // 4: agentd.v1.SetLabelResponse
+	(*NavigateRequest)(nil),          // 5: agentd.v1.NavigateRequest
+	(*NavigateResponse)(nil),         // 6: agentd.v1.NavigateResponse
+	(*UpdateSessionRequest)(nil),     // 7: agentd.v1.UpdateSessionRequest
+	(*UpdateSessionResponse)(nil),    // 8: agentd.v1.UpdateSessionResponse
+	(*CompactRequest)(nil),           // 9: agentd.v1.CompactRequest
+	(*SubmitContextRequest)(nil),     // 10: agentd.v1.SubmitContextRequest
+	(*ContextSelection)(nil),         // 11: agentd.v1.ContextSelection
+	(*SubmitContextResponse)(nil),    // 12: agentd.v1.SubmitContextResponse
+	(*CreateSessionRequest)(nil),     // 13: agentd.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),    // 14: agentd.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),        // 15: agentd.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),       // 16: agentd.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),      // 17: agentd.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 18: agentd.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),     // 19: agentd.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),    // 20: agentd.v1.DeleteSessionResponse
+	(*PromptRequest)(nil),            // 21: agentd.v1.PromptRequest
+	(*ContinueRequest)(nil),          // 22: agentd.v1.ContinueRequest
+	(*SteerRequest)(nil),             // 23: agentd.v1.SteerRequest
+	(*SteerResponse)(nil),            // 24: agentd.v1.SteerResponse
+	(*FollowUpRequest)(nil),          // 25: agentd.v1.FollowUpRequest
+	(*FollowUpResponse)(nil),         // 26: agentd.v1.FollowUpResponse
+	(*AbortRequest)(nil),             // 27: agentd.v1.AbortRequest
+	(*AbortResponse)(nil),            // 28: agentd.v1.AbortResponse
+	(*AttachRequest)(nil),            // 29: agentd.v1.AttachRequest
+	(*SubmitToolResultRequest)(nil),  // 30: agentd.v1.SubmitToolResultRequest
+	(*SubmitToolResultResponse)(nil), // 31: agentd.v1.SubmitToolResultResponse
+	(*ResolveApprovalRequest)(nil),   // 32: agentd.v1.ResolveApprovalRequest
+	(*ResolveApprovalResponse)(nil),  // 33: agentd.v1.ResolveApprovalResponse
+	(*AppendMessagesRequest)(nil),    // 34: agentd.v1.AppendMessagesRequest
+	(*AppendMessagesResponse)(nil),   // 35: agentd.v1.AppendMessagesResponse
+	(*GetTranscriptRequest)(nil),     // 36: agentd.v1.GetTranscriptRequest
+	(*GetTranscriptResponse)(nil),    // 37: agentd.v1.GetTranscriptResponse
+	(*GetContextRequest)(nil),        // 38: agentd.v1.GetContextRequest
+	(*GetContextResponse)(nil),       // 39: agentd.v1.GetContextResponse
+	(*ListModelsRequest)(nil),        // 40: agentd.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),       // 41: agentd.v1.ListModelsResponse
+	nil,                              // 42: agentd.v1.UpdateSessionRequest.LabelsEntry
+	nil,                              // 43: agentd.v1.CreateSessionRequest.LabelsEntry
+	nil,                              // 44: agentd.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                              // 45: agentd.v1.GetTranscriptResponse.LabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 46: google.protobuf.Timestamp
+	(*Entry)(nil),                    // 47: agentd.v1.Entry
+	(*Session)(nil),                  // 48: agentd.v1.Session
+	(*SessionConfig)(nil),            // 49: agentd.v1.SessionConfig
+	(*fieldmaskpb.FieldMask)(nil),    // 50: google.protobuf.FieldMask
+	(*AgentMessage)(nil),             // 51: agentd.v1.AgentMessage
+	(*ContentBlock)(nil),             // 52: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),           // 53: google.protobuf.Value
+	(ApprovalDecision)(0),            // 54: agentd.v1.ApprovalDecision
+	(*Context)(nil),                  // 55: agentd.v1.Context
+	(*Model)(nil),                    // 56: agentd.v1.Model
+	(*AgentEvent)(nil),               // 57: agentd.v1.AgentEvent
 }
 var file_agentd_v1_service_proto_depIdxs = []int32{
-	38, // 0: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	35, // 1: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
-	39, // 2: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
-	40, // 3: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
-	41, // 4: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
-	4,  // 5: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
-	42, // 6: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
-	38, // 7: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	36, // 8: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
-	40, // 9: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
-	40, // 10: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
-	37, // 11: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
-	40, // 12: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
-	43, // 13: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
-	43, // 14: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
-	43, // 15: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
-	43, // 16: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
-	44, // 17: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
-	45, // 18: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
-	42, // 19: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
-	41, // 20: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
-	41, // 21: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
-	46, // 22: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
-	47, // 23: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
-	6,  // 24: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
-	8,  // 25: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
-	10, // 26: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
-	12, // 27: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
-	14, // 28: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
-	15, // 29: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
-	16, // 30: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
-	18, // 31: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
-	20, // 32: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
-	22, // 33: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
-	23, // 34: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
-	25, // 35: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
-	27, // 36: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
-	29, // 37: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
-	31, // 38: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
-	33, // 39: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
-	0,  // 40: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
-	2,  // 41: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
-	3,  // 42: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
-	7,  // 43: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
-	9,  // 44: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
-	11, // 45: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
-	13, // 46: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
-	48, // 47: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
-	48, // 48: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
-	17, // 49: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
-	19, // 50: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
-	21, // 51: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
-	48, // 52: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
-	24, // 53: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
-	26, // 54: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
-	28, // 55: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
-	30, // 56: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
-	32, // 57: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
-	34, // 58: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
-	1,  // 59: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
-	48, // 60: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
-	5,  // 61: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
-	43, // [43:62] is the sub-list for method output_type
-	24, // [24:43] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	46, // 0: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
+	1,  // 1: agentd.v1.GetTreeResponse.nodes:type_name -> agentd.v1.TreeNode
+	47, // 2: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
+	48, // 3: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
+	47, // 4: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
+	49, // 5: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	42, // 6: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
+	50, // 7: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
+	48, // 8: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
+	47, // 9: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
+	11, // 10: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
+	51, // 11: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
+	49, // 12: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	43, // 13: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
+	48, // 14: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
+	48, // 15: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
+	44, // 16: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
+	48, // 17: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
+	52, // 18: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
+	52, // 19: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
+	52, // 20: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
+	52, // 21: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
+	53, // 22: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
+	54, // 23: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
+	51, // 24: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
+	47, // 25: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
+	47, // 26: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
+	45, // 27: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
+	55, // 28: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
+	56, // 29: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
+	13, // 30: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
+	15, // 31: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
+	17, // 32: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
+	19, // 33: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
+	21, // 34: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
+	22, // 35: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
+	23, // 36: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
+	25, // 37: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
+	27, // 38: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
+	29, // 39: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
+	30, // 40: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
+	32, // 41: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
+	34, // 42: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
+	36, // 43: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
+	38, // 44: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
+	40, // 45: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
+	7,  // 46: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
+	9,  // 47: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
+	10, // 48: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
+	0,  // 49: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
+	3,  // 50: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
+	5,  // 51: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
+	14, // 52: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
+	16, // 53: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
+	18, // 54: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
+	20, // 55: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
+	57, // 56: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
+	57, // 57: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
+	24, // 58: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
+	26, // 59: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
+	28, // 60: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
+	57, // 61: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
+	31, // 62: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
+	33, // 63: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
+	35, // 64: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
+	37, // 65: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
+	39, // 66: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
+	41, // 67: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
+	8,  // 68: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
+	57, // 69: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
+	12, // 70: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
+	2,  // 71: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
+	4,  // 72: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
+	6,  // 73: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
+	52, // [52:74] is the sub-list for method output_type
+	30, // [30:52] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_service_proto_init() }
@@ -2373,7 +2976,7 @@ func file_agentd_v1_service_proto_init() {
 	file_agentd_v1_content_proto_init()
 	file_agentd_v1_events_proto_init()
 	file_agentd_v1_session_proto_init()
-	file_agentd_v1_service_proto_msgTypes[4].OneofWrappers = []any{
+	file_agentd_v1_service_proto_msgTypes[11].OneofWrappers = []any{
 		(*ContextSelection_EntryId)(nil),
 		(*ContextSelection_Message)(nil),
 	}
@@ -2383,7 +2986,7 @@ func file_agentd_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_service_proto_rawDesc), len(file_agentd_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   38,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

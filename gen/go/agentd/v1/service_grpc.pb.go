@@ -38,6 +38,9 @@ const (
 	AgentService_UpdateSession_FullMethodName    = "/agentd.v1.AgentService/UpdateSession"
 	AgentService_Compact_FullMethodName          = "/agentd.v1.AgentService/Compact"
 	AgentService_SubmitContext_FullMethodName    = "/agentd.v1.AgentService/SubmitContext"
+	AgentService_GetTree_FullMethodName          = "/agentd.v1.AgentService/GetTree"
+	AgentService_SetLabel_FullMethodName         = "/agentd.v1.AgentService/SetLabel"
+	AgentService_Navigate_FullMethodName         = "/agentd.v1.AgentService/Navigate"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -95,8 +98,9 @@ type AgentServiceClient interface {
 	// AppendMessages appends messages to an idle session's transcript without
 	// running the agent.
 	AppendMessages(ctx context.Context, in *AppendMessagesRequest, opts ...grpc.CallOption) (*AppendMessagesResponse, error)
-	// GetTranscript returns the entries on the session's current path, root
-	// first, a page at a time.
+	// GetTranscript returns the entries on the session's current path (or the
+	// path to leaf_entry_id), root first, a page at a time, with the labels of
+	// those entries (see SetLabel).
 	GetTranscript(ctx context.Context, in *GetTranscriptRequest, opts ...grpc.CallOption) (*GetTranscriptResponse, error)
 	// GetContext returns exactly what the next model call would receive: the
 	// system prompt, the messages after compaction, the context policies and
@@ -129,6 +133,21 @@ type AgentServiceClient interface {
 	// AppendMessages content; a bad answer is refused with INVALID_ARGUMENT
 	// and the call goes ahead with the policies' result.
 	SubmitContext(ctx context.Context, in *SubmitContextRequest, opts ...grpc.CallOption) (*SubmitContextResponse, error)
+	// GetTree returns every entry of the session, branches included, as tree
+	// nodes (id, parent, kind, preview, label, time) in append order, a page
+	// at a time, without the payloads.
+	GetTree(ctx context.Context, in *GetTreeRequest, opts ...grpc.CallOption) (*GetTreeResponse, error)
+	// SetLabel names an entry, like a bookmark, or clears its name. Labels
+	// are Label entries (the latest for a target wins) appended at the leaf;
+	// they never reach the model. Distinct from the session's labels, which
+	// ListSessions filters on.
+	SetLabel(ctx context.Context, in *SetLabelRequest, opts ...grpc.CallOption) (*SetLabelResponse, error)
+	// Navigate moves an idle session's leaf to any of its entries, so the
+	// next Prompt continues from there; the branch left stays in the tree.
+	// With a summary (written by the client, or by the session's model when
+	// summarize is set) a BranchSummary entry of the path left is appended at
+	// the new position, as pi does, and becomes the leaf.
+	Navigate(ctx context.Context, in *NavigateRequest, opts ...grpc.CallOption) (*NavigateResponse, error)
 }
 
 type agentServiceClient struct {
@@ -365,6 +384,36 @@ func (c *agentServiceClient) SubmitContext(ctx context.Context, in *SubmitContex
 	return out, nil
 }
 
+func (c *agentServiceClient) GetTree(ctx context.Context, in *GetTreeRequest, opts ...grpc.CallOption) (*GetTreeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTreeResponse)
+	err := c.cc.Invoke(ctx, AgentService_GetTree_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) SetLabel(ctx context.Context, in *SetLabelRequest, opts ...grpc.CallOption) (*SetLabelResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetLabelResponse)
+	err := c.cc.Invoke(ctx, AgentService_SetLabel_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) Navigate(ctx context.Context, in *NavigateRequest, opts ...grpc.CallOption) (*NavigateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NavigateResponse)
+	err := c.cc.Invoke(ctx, AgentService_Navigate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -420,8 +469,9 @@ type AgentServiceServer interface {
 	// AppendMessages appends messages to an idle session's transcript without
 	// running the agent.
 	AppendMessages(context.Context, *AppendMessagesRequest) (*AppendMessagesResponse, error)
-	// GetTranscript returns the entries on the session's current path, root
-	// first, a page at a time.
+	// GetTranscript returns the entries on the session's current path (or the
+	// path to leaf_entry_id), root first, a page at a time, with the labels of
+	// those entries (see SetLabel).
 	GetTranscript(context.Context, *GetTranscriptRequest) (*GetTranscriptResponse, error)
 	// GetContext returns exactly what the next model call would receive: the
 	// system prompt, the messages after compaction, the context policies and
@@ -454,6 +504,21 @@ type AgentServiceServer interface {
 	// AppendMessages content; a bad answer is refused with INVALID_ARGUMENT
 	// and the call goes ahead with the policies' result.
 	SubmitContext(context.Context, *SubmitContextRequest) (*SubmitContextResponse, error)
+	// GetTree returns every entry of the session, branches included, as tree
+	// nodes (id, parent, kind, preview, label, time) in append order, a page
+	// at a time, without the payloads.
+	GetTree(context.Context, *GetTreeRequest) (*GetTreeResponse, error)
+	// SetLabel names an entry, like a bookmark, or clears its name. Labels
+	// are Label entries (the latest for a target wins) appended at the leaf;
+	// they never reach the model. Distinct from the session's labels, which
+	// ListSessions filters on.
+	SetLabel(context.Context, *SetLabelRequest) (*SetLabelResponse, error)
+	// Navigate moves an idle session's leaf to any of its entries, so the
+	// next Prompt continues from there; the branch left stays in the tree.
+	// With a summary (written by the client, or by the session's model when
+	// summarize is set) a BranchSummary entry of the path left is appended at
+	// the new position, as pi does, and becomes the leaf.
+	Navigate(context.Context, *NavigateRequest) (*NavigateResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -520,6 +585,15 @@ func (UnimplementedAgentServiceServer) Compact(*CompactRequest, grpc.ServerStrea
 }
 func (UnimplementedAgentServiceServer) SubmitContext(context.Context, *SubmitContextRequest) (*SubmitContextResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SubmitContext not implemented")
+}
+func (UnimplementedAgentServiceServer) GetTree(context.Context, *GetTreeRequest) (*GetTreeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTree not implemented")
+}
+func (UnimplementedAgentServiceServer) SetLabel(context.Context, *SetLabelRequest) (*SetLabelResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetLabel not implemented")
+}
+func (UnimplementedAgentServiceServer) Navigate(context.Context, *NavigateRequest) (*NavigateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Navigate not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -856,6 +930,60 @@ func _AgentService_SubmitContext_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_GetTree_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTreeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).GetTree(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_GetTree_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).GetTree(ctx, req.(*GetTreeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_SetLabel_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetLabelRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).SetLabel(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_SetLabel_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).SetLabel(ctx, req.(*SetLabelRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_Navigate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NavigateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).Navigate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_Navigate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).Navigate(ctx, req.(*NavigateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -922,6 +1050,18 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SubmitContext",
 			Handler:    _AgentService_SubmitContext_Handler,
+		},
+		{
+			MethodName: "GetTree",
+			Handler:    _AgentService_GetTree_Handler,
+		},
+		{
+			MethodName: "SetLabel",
+			Handler:    _AgentService_SetLabel_Handler,
+		},
+		{
+			MethodName: "Navigate",
+			Handler:    _AgentService_Navigate_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

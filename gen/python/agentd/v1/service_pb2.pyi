@@ -4,6 +4,7 @@ from agentd.v1 import events_pb2 as _events_pb2
 from agentd.v1 import session_pb2 as _session_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -72,14 +73,16 @@ class ContextSelection(_message.Message):
     def __init__(self, entry_id: _Optional[str] = ..., message: _Optional[_Union[_agent_messages_pb2.AgentMessage, _Mapping]] = ...) -> None: ...
 
 class ContinueRequest(_message.Message):
-    __slots__ = ["detach", "request_id", "session_id"]
+    __slots__ = ["detach", "parent_entry_id", "request_id", "session_id"]
     DETACH_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     detach: bool
+    parent_entry_id: str
     request_id: str
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., detach: bool = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., detach: bool = ..., parent_entry_id: _Optional[str] = ...) -> None: ...
 
 class CreateSessionRequest(_message.Message):
     __slots__ = ["config", "labels", "title"]
@@ -131,10 +134,12 @@ class FollowUpResponse(_message.Message):
     def __init__(self, queued: _Optional[int] = ...) -> None: ...
 
 class GetContextRequest(_message.Message):
-    __slots__ = ["session_id"]
+    __slots__ = ["leaf_entry_id", "session_id"]
+    LEAF_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    leaf_entry_id: str
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., leaf_entry_id: _Optional[str] = ...) -> None: ...
 
 class GetContextResponse(_message.Message):
     __slots__ = ["compaction_threshold", "context", "context_window", "message_tokens", "total_tokens", "would_compact"]
@@ -165,6 +170,35 @@ class GetSessionResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ...) -> None: ...
 
 class GetTranscriptRequest(_message.Message):
+    __slots__ = ["leaf_entry_id", "page_size", "page_token", "session_id"]
+    LEAF_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    leaf_entry_id: str
+    page_size: int
+    page_token: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., leaf_entry_id: _Optional[str] = ...) -> None: ...
+
+class GetTranscriptResponse(_message.Message):
+    __slots__ = ["entries", "labels", "next_page_token"]
+    class LabelsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.Entry]
+    labels: _containers.ScalarMap[str, str]
+    next_page_token: str
+    def __init__(self, entries: _Optional[_Iterable[_Union[_agent_messages_pb2.Entry, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class GetTreeRequest(_message.Message):
     __slots__ = ["page_size", "page_token", "session_id"]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
@@ -174,13 +208,15 @@ class GetTranscriptRequest(_message.Message):
     session_id: str
     def __init__(self, session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
-class GetTranscriptResponse(_message.Message):
-    __slots__ = ["entries", "next_page_token"]
-    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+class GetTreeResponse(_message.Message):
+    __slots__ = ["leaf_entry_id", "next_page_token", "nodes"]
+    LEAF_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
-    entries: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.Entry]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    leaf_entry_id: str
     next_page_token: str
-    def __init__(self, entries: _Optional[_Iterable[_Union[_agent_messages_pb2.Entry, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+    nodes: _containers.RepeatedCompositeFieldContainer[TreeNode]
+    def __init__(self, nodes: _Optional[_Iterable[_Union[TreeNode, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., leaf_entry_id: _Optional[str] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = []
@@ -217,17 +253,41 @@ class ListSessionsResponse(_message.Message):
     sessions: _containers.RepeatedCompositeFieldContainer[_session_pb2.Session]
     def __init__(self, sessions: _Optional[_Iterable[_Union[_session_pb2.Session, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class NavigateRequest(_message.Message):
+    __slots__ = ["entry_id", "instructions", "session_id", "summarize", "summary"]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SUMMARIZE_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    entry_id: str
+    instructions: str
+    session_id: str
+    summarize: bool
+    summary: str
+    def __init__(self, session_id: _Optional[str] = ..., entry_id: _Optional[str] = ..., summary: _Optional[str] = ..., summarize: bool = ..., instructions: _Optional[str] = ...) -> None: ...
+
+class NavigateResponse(_message.Message):
+    __slots__ = ["branch_summary", "session"]
+    BRANCH_SUMMARY_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    branch_summary: _agent_messages_pb2.Entry
+    session: _session_pb2.Session
+    def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ..., branch_summary: _Optional[_Union[_agent_messages_pb2.Entry, _Mapping]] = ...) -> None: ...
+
 class PromptRequest(_message.Message):
-    __slots__ = ["content", "detach", "request_id", "session_id"]
+    __slots__ = ["content", "detach", "parent_entry_id", "request_id", "session_id"]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     DETACH_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     content: _containers.RepeatedCompositeFieldContainer[_content_pb2.ContentBlock]
     detach: bool
+    parent_entry_id: str
     request_id: str
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ..., content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., request_id: _Optional[str] = ..., detach: bool = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., request_id: _Optional[str] = ..., detach: bool = ..., parent_entry_id: _Optional[str] = ...) -> None: ...
 
 class ResolveApprovalRequest(_message.Message):
     __slots__ = ["decided_by", "decision", "reason", "session_id", "tool_call_id"]
@@ -246,6 +306,22 @@ class ResolveApprovalRequest(_message.Message):
 class ResolveApprovalResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
+
+class SetLabelRequest(_message.Message):
+    __slots__ = ["entry_id", "label", "session_id"]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    entry_id: str
+    label: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., entry_id: _Optional[str] = ..., label: _Optional[str] = ...) -> None: ...
+
+class SetLabelResponse(_message.Message):
+    __slots__ = ["entry"]
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    entry: _agent_messages_pb2.Entry
+    def __init__(self, entry: _Optional[_Union[_agent_messages_pb2.Entry, _Mapping]] = ...) -> None: ...
 
 class SteerRequest(_message.Message):
     __slots__ = ["content", "session_id"]
@@ -292,6 +368,24 @@ class SubmitToolResultRequest(_message.Message):
 class SubmitToolResultResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
+
+class TreeNode(_message.Message):
+    __slots__ = ["id", "is_leaf", "kind", "label", "parent_id", "preview", "time"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    IS_LEAF_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    PREVIEW_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    is_leaf: bool
+    kind: str
+    label: str
+    parent_id: str
+    preview: str
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., kind: _Optional[str] = ..., preview: _Optional[str] = ..., label: _Optional[str] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., is_leaf: bool = ...) -> None: ...
 
 class UpdateSessionRequest(_message.Message):
     __slots__ = ["config", "labels", "session_id", "title", "update_mask"]

@@ -122,6 +122,21 @@ class AgentServiceStub(object):
                 request_serializer=agentd_dot_v1_dot_service__pb2.SubmitContextRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_service__pb2.SubmitContextResponse.FromString,
                 )
+        self.GetTree = channel.unary_unary(
+                '/agentd.v1.AgentService/GetTree',
+                request_serializer=agentd_dot_v1_dot_service__pb2.GetTreeRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.GetTreeResponse.FromString,
+                )
+        self.SetLabel = channel.unary_unary(
+                '/agentd.v1.AgentService/SetLabel',
+                request_serializer=agentd_dot_v1_dot_service__pb2.SetLabelRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.SetLabelResponse.FromString,
+                )
+        self.Navigate = channel.unary_unary(
+                '/agentd.v1.AgentService/Navigate',
+                request_serializer=agentd_dot_v1_dot_service__pb2.NavigateRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.NavigateResponse.FromString,
+                )
 
 
 class AgentServiceServicer(object):
@@ -243,8 +258,9 @@ class AgentServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def GetTranscript(self, request, context):
-        """GetTranscript returns the entries on the session's current path, root
-        first, a page at a time.
+        """GetTranscript returns the entries on the session's current path (or the
+        path to leaf_entry_id), root first, a page at a time, with the labels of
+        those entries (see SetLabel).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -301,6 +317,36 @@ class AgentServiceServicer(object):
         to keep, in order, and messages to inject. The answer is validated like
         AppendMessages content; a bad answer is refused with INVALID_ARGUMENT
         and the call goes ahead with the policies' result.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTree(self, request, context):
+        """GetTree returns every entry of the session, branches included, as tree
+        nodes (id, parent, kind, preview, label, time) in append order, a page
+        at a time, without the payloads.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetLabel(self, request, context):
+        """SetLabel names an entry, like a bookmark, or clears its name. Labels
+        are Label entries (the latest for a target wins) appended at the leaf;
+        they never reach the model. Distinct from the session's labels, which
+        ListSessions filters on.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Navigate(self, request, context):
+        """Navigate moves an idle session's leaf to any of its entries, so the
+        next Prompt continues from there; the branch left stays in the tree.
+        With a summary (written by the client, or by the session's model when
+        summarize is set) a BranchSummary entry of the path left is appended at
+        the new position, as pi does, and becomes the leaf.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -403,6 +449,21 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.SubmitContext,
                     request_deserializer=agentd_dot_v1_dot_service__pb2.SubmitContextRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_service__pb2.SubmitContextResponse.SerializeToString,
+            ),
+            'GetTree': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTree,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.GetTreeRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.GetTreeResponse.SerializeToString,
+            ),
+            'SetLabel': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetLabel,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.SetLabelRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.SetLabelResponse.SerializeToString,
+            ),
+            'Navigate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Navigate,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.NavigateRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.NavigateResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -746,5 +807,56 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/SubmitContext',
             agentd_dot_v1_dot_service__pb2.SubmitContextRequest.SerializeToString,
             agentd_dot_v1_dot_service__pb2.SubmitContextResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetTree(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/GetTree',
+            agentd_dot_v1_dot_service__pb2.GetTreeRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.GetTreeResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SetLabel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/SetLabel',
+            agentd_dot_v1_dot_service__pb2.SetLabelRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.SetLabelResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Navigate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/Navigate',
+            agentd_dot_v1_dot_service__pb2.NavigateRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.NavigateResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -12,15 +12,289 @@ import type { AgentEventSchema } from "./events_pb.js";
 import { file_agentd_v1_events } from "./events_pb.js";
 import type { Context, Model, Session, SessionConfig } from "./session_pb.js";
 import { file_agentd_v1_session } from "./session_pb.js";
-import type { FieldMask, Value } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_field_mask, file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { FieldMask, Timestamp, Value } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file agentd/v1/service.proto.
  */
 export const file_agentd_v1_service: GenFile = /*@__PURE__*/
-  fileDesc("ChdhZ2VudGQvdjEvc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIoACChRVcGRhdGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKBmNvbmZpZxgCIAEoCzIYLmFnZW50ZC52MS5TZXNzaW9uQ29uZmlnEg0KBXRpdGxlGAMgASgJEjsKBmxhYmVscxgEIAMoCzIrLmFnZW50ZC52MS5VcGRhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRIvCgt1cGRhdGVfbWFzaxgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5GaWVsZE1hc2saLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJfChVVcGRhdGVTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50ZC52MS5TZXNzaW9uEiEKB2VudHJpZXMYAiADKAsyEC5hZ2VudGQudjEuRW50cnkieAoOQ29tcGFjdFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxpbnN0cnVjdGlvbnMYAiABKAkSDwoHc3VtbWFyeRgDIAEoCRIPCgdkcnlfcnVuGAQgASgIEhoKEmtlZXBfcmVjZW50X3Rva2VucxgFIAEoAyJqChRTdWJtaXRDb250ZXh0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSKgoFaXRlbXMYAyADKAsyGy5hZ2VudGQudjEuQ29udGV4dFNlbGVjdGlvbiJaChBDb250ZXh0U2VsZWN0aW9uEhIKCGVudHJ5X2lkGAEgASgJSAASKgoHbWVzc2FnZRgCIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2VIAEIGCgRpdGVtIhcKFVN1Ym1pdENvbnRleHRSZXNwb25zZSK7AQoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSKAoGY29uZmlnGAEgASgLMhguYWdlbnRkLnYxLlNlc3Npb25Db25maWcSDQoFdGl0bGUYAiABKAkSOwoGbGFiZWxzGAMgAygLMisuYWdlbnRkLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0LkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPAoVQ3JlYXRlU2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5hZ2VudGQudjEuU2Vzc2lvbiInChFHZXRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIjkKEkdldFNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRkLnYxLlNlc3Npb24itwEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkSRQoMbGFiZWxfZmlsdGVyGAMgAygLMi8uYWdlbnRkLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QuTGFiZWxGaWx0ZXJFbnRyeRoyChBMYWJlbEZpbHRlckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiVQoUTGlzdFNlc3Npb25zUmVzcG9uc2USJAoIc2Vzc2lvbnMYASADKAsyEi5hZ2VudGQudjEuU2Vzc2lvbhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiOQoURGVsZXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVmb3JjZRgCIAEoCCIXChVEZWxldGVTZXNzaW9uUmVzcG9uc2UicQoNUHJvbXB0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKB2NvbnRlbnQYAiADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEhIKCnJlcXVlc3RfaWQYAyABKAkSDgoGZGV0YWNoGAQgASgIIkkKD0NvbnRpbnVlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSDgoGZGV0YWNoGAMgASgIIkwKDFN0ZWVyUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKB2NvbnRlbnQYAiADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrIh8KDVN0ZWVyUmVzcG9uc2USDgoGcXVldWVkGAEgASgNIk8KD0ZvbGxvd1VwUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKB2NvbnRlbnQYAiADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrIiIKEEZvbGxvd1VwUmVzcG9uc2USDgoGcXVldWVkGAEgASgNIjIKDEFib3J0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCSIfCg1BYm9ydFJlc3BvbnNlEg4KBnJ1bl9pZBgBIAEoCSJGCg1BdHRhY2hSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnVuX2lkGAIgASgJEhEKCWFmdGVyX3NlcRgDIAEoBCKoAQoXU3VibWl0VG9vbFJlc3VsdFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkSKAoHY29udGVudBgDIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2sSJwoHZGV0YWlscxgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIQCghpc19lcnJvchgFIAEoCCIaChhTdWJtaXRUb29sUmVzdWx0UmVzcG9uc2UilQEKFlJlc29sdmVBcHByb3ZhbFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgx0b29sX2NhbGxfaWQYAiABKAkSLQoIZGVjaXNpb24YAyABKA4yGy5hZ2VudGQudjEuQXBwcm92YWxEZWNpc2lvbhIOCgZyZWFzb24YBCABKAkSEgoKZGVjaWRlZF9ieRgFIAEoCSIZChdSZXNvbHZlQXBwcm92YWxSZXNwb25zZSJWChVBcHBlbmRNZXNzYWdlc1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIpCghtZXNzYWdlcxgCIAMoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2UiOwoWQXBwZW5kTWVzc2FnZXNSZXNwb25zZRIhCgdlbnRyaWVzGAEgAygLMhAuYWdlbnRkLnYxLkVudHJ5IlEKFEdldFRyYW5zY3JpcHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiUwoVR2V0VHJhbnNjcmlwdFJlc3BvbnNlEiEKB2VudHJpZXMYASADKAsyEC5hZ2VudGQudjEuRW50cnkSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIicKEUdldENvbnRleHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkitAEKEkdldENvbnRleHRSZXNwb25zZRIjCgdjb250ZXh0GAEgASgLMhIuYWdlbnRkLnYxLkNvbnRleHQSFgoObWVzc2FnZV90b2tlbnMYAiADKAMSFAoMdG90YWxfdG9rZW5zGAMgASgDEhYKDmNvbnRleHRfd2luZG93GAQgASgDEhwKFGNvbXBhY3Rpb25fdGhyZXNob2xkGAUgASgDEhUKDXdvdWxkX2NvbXBhY3QYBiABKAgiEwoRTGlzdE1vZGVsc1JlcXVlc3QiNgoSTGlzdE1vZGVsc1Jlc3BvbnNlEiAKBm1vZGVscxgBIAMoCzIQLmFnZW50ZC52MS5Nb2RlbDKpCwoMQWdlbnRTZXJ2aWNlElIKDUNyZWF0ZVNlc3Npb24SHy5hZ2VudGQudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudGQudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlEkkKCkdldFNlc3Npb24SHC5hZ2VudGQudjEuR2V0U2Vzc2lvblJlcXVlc3QaHS5hZ2VudGQudjEuR2V0U2Vzc2lvblJlc3BvbnNlEk8KDExpc3RTZXNzaW9ucxIeLmFnZW50ZC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0Gh8uYWdlbnRkLnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlElIKDURlbGV0ZVNlc3Npb24SHy5hZ2VudGQudjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudGQudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlEjsKBlByb21wdBIYLmFnZW50ZC52MS5Qcm9tcHRSZXF1ZXN0GhUuYWdlbnRkLnYxLkFnZW50RXZlbnQwARI/CghDb250aW51ZRIaLmFnZW50ZC52MS5Db250aW51ZVJlcXVlc3QaFS5hZ2VudGQudjEuQWdlbnRFdmVudDABEjoKBVN0ZWVyEhcuYWdlbnRkLnYxLlN0ZWVyUmVxdWVzdBoYLmFnZW50ZC52MS5TdGVlclJlc3BvbnNlEkMKCEZvbGxvd1VwEhouYWdlbnRkLnYxLkZvbGxvd1VwUmVxdWVzdBobLmFnZW50ZC52MS5Gb2xsb3dVcFJlc3BvbnNlEjoKBUFib3J0EhcuYWdlbnRkLnYxLkFib3J0UmVxdWVzdBoYLmFnZW50ZC52MS5BYm9ydFJlc3BvbnNlEjsKBkF0dGFjaBIYLmFnZW50ZC52MS5BdHRhY2hSZXF1ZXN0GhUuYWdlbnRkLnYxLkFnZW50RXZlbnQwARJbChBTdWJtaXRUb29sUmVzdWx0EiIuYWdlbnRkLnYxLlN1Ym1pdFRvb2xSZXN1bHRSZXF1ZXN0GiMuYWdlbnRkLnYxLlN1Ym1pdFRvb2xSZXN1bHRSZXNwb25zZRJYCg9SZXNvbHZlQXBwcm92YWwSIS5hZ2VudGQudjEuUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBoiLmFnZW50ZC52MS5SZXNvbHZlQXBwcm92YWxSZXNwb25zZRJVCg5BcHBlbmRNZXNzYWdlcxIgLmFnZW50ZC52MS5BcHBlbmRNZXNzYWdlc1JlcXVlc3QaIS5hZ2VudGQudjEuQXBwZW5kTWVzc2FnZXNSZXNwb25zZRJSCg1HZXRUcmFuc2NyaXB0Eh8uYWdlbnRkLnYxLkdldFRyYW5zY3JpcHRSZXF1ZXN0GiAuYWdlbnRkLnYxLkdldFRyYW5zY3JpcHRSZXNwb25zZRJJCgpHZXRDb250ZXh0EhwuYWdlbnRkLnYxLkdldENvbnRleHRSZXF1ZXN0Gh0uYWdlbnRkLnYxLkdldENvbnRleHRSZXNwb25zZRJJCgpMaXN0TW9kZWxzEhwuYWdlbnRkLnYxLkxpc3RNb2RlbHNSZXF1ZXN0Gh0uYWdlbnRkLnYxLkxpc3RNb2RlbHNSZXNwb25zZRJSCg1VcGRhdGVTZXNzaW9uEh8uYWdlbnRkLnYxLlVwZGF0ZVNlc3Npb25SZXF1ZXN0GiAuYWdlbnRkLnYxLlVwZGF0ZVNlc3Npb25SZXNwb25zZRI9CgdDb21wYWN0EhkuYWdlbnRkLnYxLkNvbXBhY3RSZXF1ZXN0GhUuYWdlbnRkLnYxLkFnZW50RXZlbnQwARJSCg1TdWJtaXRDb250ZXh0Eh8uYWdlbnRkLnYxLlN1Ym1pdENvbnRleHRSZXF1ZXN0GiAuYWdlbnRkLnYxLlN1Ym1pdENvbnRleHRSZXNwb25zZUI0WjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MWIGcHJvdG8z", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_events, file_agentd_v1_session, file_google_protobuf_field_mask, file_google_protobuf_struct]);
+  fileDesc("ChdhZ2VudGQvdjEvc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIksKDkdldFRyZWVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkikgEKCFRyZWVOb2RlEgoKAmlkGAEgASgJEhEKCXBhcmVudF9pZBgCIAEoCRIMCgRraW5kGAMgASgJEg8KB3ByZXZpZXcYBCABKAkSDQoFbGFiZWwYBSABKAkSKAoEdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHaXNfbGVhZhgHIAEoCCJlCg9HZXRUcmVlUmVzcG9uc2USIgoFbm9kZXMYASADKAsyEy5hZ2VudGQudjEuVHJlZU5vZGUSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJEhUKDWxlYWZfZW50cnlfaWQYAyABKAkiRgoPU2V0TGFiZWxSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEAoIZW50cnlfaWQYAiABKAkSDQoFbGFiZWwYAyABKAkiMwoQU2V0TGFiZWxSZXNwb25zZRIfCgVlbnRyeRgBIAEoCzIQLmFnZW50ZC52MS5FbnRyeSJxCg9OYXZpZ2F0ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghlbnRyeV9pZBgCIAEoCRIPCgdzdW1tYXJ5GAMgASgJEhEKCXN1bW1hcml6ZRgEIAEoCBIUCgxpbnN0cnVjdGlvbnMYBSABKAkiYQoQTmF2aWdhdGVSZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRkLnYxLlNlc3Npb24SKAoOYnJhbmNoX3N1bW1hcnkYAiABKAsyEC5hZ2VudGQudjEuRW50cnkigAIKFFVwZGF0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoGY29uZmlnGAIgASgLMhguYWdlbnRkLnYxLlNlc3Npb25Db25maWcSDQoFdGl0bGUYAyABKAkSOwoGbGFiZWxzGAQgAygLMisuYWdlbnRkLnYxLlVwZGF0ZVNlc3Npb25SZXF1ZXN0LkxhYmVsc0VudHJ5Ei8KC3VwZGF0ZV9tYXNrGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzaxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIl8KFVVwZGF0ZVNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRkLnYxLlNlc3Npb24SIQoHZW50cmllcxgCIAMoCzIQLmFnZW50ZC52MS5FbnRyeSJ4Cg5Db21wYWN0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDGluc3RydWN0aW9ucxgCIAEoCRIPCgdzdW1tYXJ5GAMgASgJEg8KB2RyeV9ydW4YBCABKAgSGgoSa2VlcF9yZWNlbnRfdG9rZW5zGAUgASgDImoKFFN1Ym1pdENvbnRleHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIqCgVpdGVtcxgDIAMoCzIbLmFnZW50ZC52MS5Db250ZXh0U2VsZWN0aW9uIloKEENvbnRleHRTZWxlY3Rpb24SEgoIZW50cnlfaWQYASABKAlIABIqCgdtZXNzYWdlGAIgASgLMhcuYWdlbnRkLnYxLkFnZW50TWVzc2FnZUgAQgYKBGl0ZW0iFwoVU3VibWl0Q29udGV4dFJlc3BvbnNlIrsBChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIoCgZjb25maWcYASABKAsyGC5hZ2VudGQudjEuU2Vzc2lvbkNvbmZpZxINCgV0aXRsZRgCIAEoCRI7CgZsYWJlbHMYAyADKAsyKy5hZ2VudGQudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI8ChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50ZC52MS5TZXNzaW9uIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiOQoSR2V0U2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5hZ2VudGQudjEuU2Vzc2lvbiK3AQoTTGlzdFNlc3Npb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCRJFCgxsYWJlbF9maWx0ZXIYAyADKAsyLy5hZ2VudGQudjEuTGlzdFNlc3Npb25zUmVxdWVzdC5MYWJlbEZpbHRlckVudHJ5GjIKEExhYmVsRmlsdGVyRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJVChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIkCghzZXNzaW9ucxgBIAMoCzISLmFnZW50ZC52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI5ChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg0KBWZvcmNlGAIgASgIIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSKKAQoNUHJvbXB0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKB2NvbnRlbnQYAiADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEhIKCnJlcXVlc3RfaWQYAyABKAkSDgoGZGV0YWNoGAQgASgIEhcKD3BhcmVudF9lbnRyeV9pZBgFIAEoCSJiCg9Db250aW51ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg4KBmRldGFjaBgDIAEoCBIXCg9wYXJlbnRfZW50cnlfaWQYBCABKAkiTAoMU3RlZXJSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2siHwoNU3RlZXJSZXNwb25zZRIOCgZxdWV1ZWQYASABKA0iTwoPRm9sbG93VXBSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2siIgoQRm9sbG93VXBSZXNwb25zZRIOCgZxdWV1ZWQYASABKA0iMgoMQWJvcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnVuX2lkGAIgASgJIh8KDUFib3J0UmVzcG9uc2USDgoGcnVuX2lkGAEgASgJIkYKDUF0dGFjaFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEQoJYWZ0ZXJfc2VxGAMgASgEIqgBChdTdWJtaXRUb29sUmVzdWx0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIoCgdjb250ZW50GAMgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAQgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhAKCGlzX2Vycm9yGAUgASgIIhoKGFN1Ym1pdFRvb2xSZXN1bHRSZXNwb25zZSKVAQoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRItCghkZWNpc2lvbhgDIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgEIAEoCRISCgpkZWNpZGVkX2J5GAUgASgJIhkKF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlIlYKFUFwcGVuZE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEikKCG1lc3NhZ2VzGAIgAygLMhcuYWdlbnRkLnYxLkFnZW50TWVzc2FnZSI7ChZBcHBlbmRNZXNzYWdlc1Jlc3BvbnNlEiEKB2VudHJpZXMYASADKAsyEC5hZ2VudGQudjEuRW50cnkiaAoUR2V0VHJhbnNjcmlwdFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIVCg1sZWFmX2VudHJ5X2lkGAQgASgJIsABChVHZXRUcmFuc2NyaXB0UmVzcG9uc2USIQoHZW50cmllcxgBIAMoCzIQLmFnZW50ZC52MS5FbnRyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSPAoGbGFiZWxzGAMgAygLMiwuYWdlbnRkLnYxLkdldFRyYW5zY3JpcHRSZXNwb25zZS5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIj4KEUdldENvbnRleHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoNbGVhZl9lbnRyeV9pZBgCIAEoCSK0AQoSR2V0Q29udGV4dFJlc3BvbnNlEiMKB2NvbnRleHQYASABKAsyEi5hZ2VudGQudjEuQ29udGV4dBIWCg5tZXNzYWdlX3Rva2VucxgCIAMoAxIUCgx0b3RhbF90b2tlbnMYAyABKAMSFgoOY29udGV4dF93aW5kb3cYBCABKAMSHAoUY29tcGFjdGlvbl90aHJlc2hvbGQYBSABKAMSFQoNd291bGRfY29tcGFjdBgGIAEoCCITChFMaXN0TW9kZWxzUmVxdWVzdCI2ChJMaXN0TW9kZWxzUmVzcG9uc2USIAoGbW9kZWxzGAEgAygLMhAuYWdlbnRkLnYxLk1vZGVsMvUMCgxBZ2VudFNlcnZpY2USUgoNQ3JlYXRlU2Vzc2lvbhIfLmFnZW50ZC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBogLmFnZW50ZC52MS5DcmVhdGVTZXNzaW9uUmVzcG9uc2USSQoKR2V0U2Vzc2lvbhIcLmFnZW50ZC52MS5HZXRTZXNzaW9uUmVxdWVzdBodLmFnZW50ZC52MS5HZXRTZXNzaW9uUmVzcG9uc2USTwoMTGlzdFNlc3Npb25zEh4uYWdlbnRkLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaHy5hZ2VudGQudjEuTGlzdFNlc3Npb25zUmVzcG9uc2USUgoNRGVsZXRlU2Vzc2lvbhIfLmFnZW50ZC52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBogLmFnZW50ZC52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2USOwoGUHJvbXB0EhguYWdlbnRkLnYxLlByb21wdFJlcXVlc3QaFS5hZ2VudGQudjEuQWdlbnRFdmVudDABEj8KCENvbnRpbnVlEhouYWdlbnRkLnYxLkNvbnRpbnVlUmVxdWVzdBoVLmFnZW50ZC52MS5BZ2VudEV2ZW50MAESOgoFU3RlZXISFy5hZ2VudGQudjEuU3RlZXJSZXF1ZXN0GhguYWdlbnRkLnYxLlN0ZWVyUmVzcG9uc2USQwoIRm9sbG93VXASGi5hZ2VudGQudjEuRm9sbG93VXBSZXF1ZXN0GhsuYWdlbnRkLnYxLkZvbGxvd1VwUmVzcG9uc2USOgoFQWJvcnQSFy5hZ2VudGQudjEuQWJvcnRSZXF1ZXN0GhguYWdlbnRkLnYxLkFib3J0UmVzcG9uc2USOwoGQXR0YWNoEhguYWdlbnRkLnYxLkF0dGFjaFJlcXVlc3QaFS5hZ2VudGQudjEuQWdlbnRFdmVudDABElsKEFN1Ym1pdFRvb2xSZXN1bHQSIi5hZ2VudGQudjEuU3VibWl0VG9vbFJlc3VsdFJlcXVlc3QaIy5hZ2VudGQudjEuU3VibWl0VG9vbFJlc3VsdFJlc3BvbnNlElgKD1Jlc29sdmVBcHByb3ZhbBIhLmFnZW50ZC52MS5SZXNvbHZlQXBwcm92YWxSZXF1ZXN0GiIuYWdlbnRkLnYxLlJlc29sdmVBcHByb3ZhbFJlc3BvbnNlElUKDkFwcGVuZE1lc3NhZ2VzEiAuYWdlbnRkLnYxLkFwcGVuZE1lc3NhZ2VzUmVxdWVzdBohLmFnZW50ZC52MS5BcHBlbmRNZXNzYWdlc1Jlc3BvbnNlElIKDUdldFRyYW5zY3JpcHQSHy5hZ2VudGQudjEuR2V0VHJhbnNjcmlwdFJlcXVlc3QaIC5hZ2VudGQudjEuR2V0VHJhbnNjcmlwdFJlc3BvbnNlEkkKCkdldENvbnRleHQSHC5hZ2VudGQudjEuR2V0Q29udGV4dFJlcXVlc3QaHS5hZ2VudGQudjEuR2V0Q29udGV4dFJlc3BvbnNlEkkKCkxpc3RNb2RlbHMSHC5hZ2VudGQudjEuTGlzdE1vZGVsc1JlcXVlc3QaHS5hZ2VudGQudjEuTGlzdE1vZGVsc1Jlc3BvbnNlElIKDVVwZGF0ZVNlc3Npb24SHy5hZ2VudGQudjEuVXBkYXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudGQudjEuVXBkYXRlU2Vzc2lvblJlc3BvbnNlEj0KB0NvbXBhY3QSGS5hZ2VudGQudjEuQ29tcGFjdFJlcXVlc3QaFS5hZ2VudGQudjEuQWdlbnRFdmVudDABElIKDVN1Ym1pdENvbnRleHQSHy5hZ2VudGQudjEuU3VibWl0Q29udGV4dFJlcXVlc3QaIC5hZ2VudGQudjEuU3VibWl0Q29udGV4dFJlc3BvbnNlEkAKB0dldFRyZWUSGS5hZ2VudGQudjEuR2V0VHJlZVJlcXVlc3QaGi5hZ2VudGQudjEuR2V0VHJlZVJlc3BvbnNlEkMKCFNldExhYmVsEhouYWdlbnRkLnYxLlNldExhYmVsUmVxdWVzdBobLmFnZW50ZC52MS5TZXRMYWJlbFJlc3BvbnNlEkMKCE5hdmlnYXRlEhouYWdlbnRkLnYxLk5hdmlnYXRlUmVxdWVzdBobLmFnZW50ZC52MS5OYXZpZ2F0ZVJlc3BvbnNlQjRaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxYgZwcm90bzM", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_events, file_agentd_v1_session, file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+
+/**
+ * GetTreeRequest is the input of GetTree.
+ *
+ * @generated from message agentd.v1.GetTreeRequest
+ */
+export type GetTreeRequest = Message<"agentd.v1.GetTreeRequest"> & {
+  /**
+   * The session's id. Required.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The most nodes to return, 1 to 1000; 0 means 100.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * The next_page_token of a previous response; empty for the first page.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message agentd.v1.GetTreeRequest.
+ * Use `create(GetTreeRequestSchema)` to create a new message.
+ */
+export const GetTreeRequestSchema: GenMessage<GetTreeRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 0);
+
+/**
+ * TreeNode is one entry of a session's tree, without its payload.
+ *
+ * @generated from message agentd.v1.TreeNode
+ */
+export type TreeNode = Message<"agentd.v1.TreeNode"> & {
+  /**
+   * The entry's id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The id of its parent; empty for a root.
+   *
+   * @generated from field: string parent_id = 2;
+   */
+  parentId: string;
+
+  /**
+   * What the entry holds: an AgentMessage kind ("user", "assistant",
+   * "tool_result", "approval_notice", "bash_execution", "custom",
+   * "branch_summary", "compaction_summary", "extension") or "model_change",
+   * "thinking_level_change", "label".
+   *
+   * @generated from field: string kind = 3;
+   */
+  kind: string;
+
+  /**
+   * The start of the entry's text, at most 120 characters on one line: a
+   * message's text, a tool result's tool name and output, a summary, a
+   * label, a model change's model.
+   *
+   * @generated from field: string preview = 4;
+   */
+  preview: string;
+
+  /**
+   * The entry's label (see SetLabel); empty when none.
+   *
+   * @generated from field: string label = 5;
+   */
+  label: string;
+
+  /**
+   * When the entry was written.
+   *
+   * @generated from field: google.protobuf.Timestamp time = 6;
+   */
+  time?: Timestamp | undefined;
+
+  /**
+   * Whether the entry is the session's leaf.
+   *
+   * @generated from field: bool is_leaf = 7;
+   */
+  isLeaf: boolean;
+};
+
+/**
+ * Describes the message agentd.v1.TreeNode.
+ * Use `create(TreeNodeSchema)` to create a new message.
+ */
+export const TreeNodeSchema: GenMessage<TreeNode> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 1);
+
+/**
+ * GetTreeResponse is the output of GetTree.
+ *
+ * @generated from message agentd.v1.GetTreeResponse
+ */
+export type GetTreeResponse = Message<"agentd.v1.GetTreeResponse"> & {
+  /**
+   * The nodes in append order: a parent always comes before its children.
+   *
+   * @generated from field: repeated agentd.v1.TreeNode nodes = 1;
+   */
+  nodes: TreeNode[];
+
+  /**
+   * Pass to the next request for the next page; empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+
+  /**
+   * The session's leaf entry id; empty for an empty transcript.
+   *
+   * @generated from field: string leaf_entry_id = 3;
+   */
+  leafEntryId: string;
+};
+
+/**
+ * Describes the message agentd.v1.GetTreeResponse.
+ * Use `create(GetTreeResponseSchema)` to create a new message.
+ */
+export const GetTreeResponseSchema: GenMessage<GetTreeResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 2);
+
+/**
+ * SetLabelRequest is the input of SetLabel.
+ *
+ * @generated from message agentd.v1.SetLabelRequest
+ */
+export type SetLabelRequest = Message<"agentd.v1.SetLabelRequest"> & {
+  /**
+   * The session's id. Required.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The entry to name. Required.
+   *
+   * @generated from field: string entry_id = 2;
+   */
+  entryId: string;
+
+  /**
+   * The label, at most 128 bytes; empty clears the entry's label.
+   *
+   * @generated from field: string label = 3;
+   */
+  label: string;
+};
+
+/**
+ * Describes the message agentd.v1.SetLabelRequest.
+ * Use `create(SetLabelRequestSchema)` to create a new message.
+ */
+export const SetLabelRequestSchema: GenMessage<SetLabelRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 3);
+
+/**
+ * SetLabelResponse is the output of SetLabel.
+ *
+ * @generated from message agentd.v1.SetLabelResponse
+ */
+export type SetLabelResponse = Message<"agentd.v1.SetLabelResponse"> & {
+  /**
+   * The Label entry written.
+   *
+   * @generated from field: agentd.v1.Entry entry = 1;
+   */
+  entry?: Entry | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.SetLabelResponse.
+ * Use `create(SetLabelResponseSchema)` to create a new message.
+ */
+export const SetLabelResponseSchema: GenMessage<SetLabelResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 4);
+
+/**
+ * NavigateRequest is the input of Navigate.
+ *
+ * @generated from message agentd.v1.NavigateRequest
+ */
+export type NavigateRequest = Message<"agentd.v1.NavigateRequest"> & {
+  /**
+   * The session's id. Required.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The entry that becomes the leaf. Required.
+   *
+   * @generated from field: string entry_id = 2;
+   */
+  entryId: string;
+
+  /**
+   * A summary of the path left (from the common ancestor to the old leaf)
+   * the client wrote; stored as a BranchSummary at the new position. At
+   * most 1 MiB.
+   *
+   * @generated from field: string summary = 3;
+   */
+  summary: string;
+
+  /**
+   * Have the session's model write that summary instead (ignored when
+   * summary is set).
+   *
+   * @generated from field: bool summarize = 4;
+   */
+  summarize: boolean;
+
+  /**
+   * Extra instructions for the model's summary; at most 4096 bytes.
+   *
+   * @generated from field: string instructions = 5;
+   */
+  instructions: string;
+};
+
+/**
+ * Describes the message agentd.v1.NavigateRequest.
+ * Use `create(NavigateRequestSchema)` to create a new message.
+ */
+export const NavigateRequestSchema: GenMessage<NavigateRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 5);
+
+/**
+ * NavigateResponse is the output of Navigate.
+ *
+ * @generated from message agentd.v1.NavigateResponse
+ */
+export type NavigateResponse = Message<"agentd.v1.NavigateResponse"> & {
+  /**
+   * The session with its new leaf.
+   *
+   * @generated from field: agentd.v1.Session session = 1;
+   */
+  session?: Session | undefined;
+
+  /**
+   * The BranchSummary entry written; unset without a summary.
+   *
+   * @generated from field: agentd.v1.Entry branch_summary = 2;
+   */
+  branchSummary?: Entry | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.NavigateResponse.
+ * Use `create(NavigateResponseSchema)` to create a new message.
+ */
+export const NavigateResponseSchema: GenMessage<NavigateResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 6);
 
 /**
  * UpdateSessionRequest is the input of UpdateSession.
@@ -76,7 +350,7 @@ export type UpdateSessionRequest = Message<"agentd.v1.UpdateSessionRequest"> & {
  * Use `create(UpdateSessionRequestSchema)` to create a new message.
  */
 export const UpdateSessionRequestSchema: GenMessage<UpdateSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 0);
+  messageDesc(file_agentd_v1_service, 7);
 
 /**
  * UpdateSessionResponse is the output of UpdateSession.
@@ -105,7 +379,7 @@ export type UpdateSessionResponse = Message<"agentd.v1.UpdateSessionResponse"> &
  * Use `create(UpdateSessionResponseSchema)` to create a new message.
  */
 export const UpdateSessionResponseSchema: GenMessage<UpdateSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 1);
+  messageDesc(file_agentd_v1_service, 8);
 
 /**
  * CompactRequest is the input of Compact.
@@ -158,7 +432,7 @@ export type CompactRequest = Message<"agentd.v1.CompactRequest"> & {
  * Use `create(CompactRequestSchema)` to create a new message.
  */
 export const CompactRequestSchema: GenMessage<CompactRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 2);
+  messageDesc(file_agentd_v1_service, 9);
 
 /**
  * SubmitContextRequest is the input of SubmitContext.
@@ -194,7 +468,7 @@ export type SubmitContextRequest = Message<"agentd.v1.SubmitContextRequest"> & {
  * Use `create(SubmitContextRequestSchema)` to create a new message.
  */
 export const SubmitContextRequestSchema: GenMessage<SubmitContextRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 3);
+  messageDesc(file_agentd_v1_service, 10);
 
 /**
  * ContextSelection is one message of a SubmitContext answer.
@@ -232,7 +506,7 @@ export type ContextSelection = Message<"agentd.v1.ContextSelection"> & {
  * Use `create(ContextSelectionSchema)` to create a new message.
  */
 export const ContextSelectionSchema: GenMessage<ContextSelection> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 4);
+  messageDesc(file_agentd_v1_service, 11);
 
 /**
  * SubmitContextResponse is the output of SubmitContext.
@@ -247,7 +521,7 @@ export type SubmitContextResponse = Message<"agentd.v1.SubmitContextResponse"> &
  * Use `create(SubmitContextResponseSchema)` to create a new message.
  */
 export const SubmitContextResponseSchema: GenMessage<SubmitContextResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 5);
+  messageDesc(file_agentd_v1_service, 12);
 
 /**
  * CreateSessionRequest is the input of CreateSession.
@@ -283,7 +557,7 @@ export type CreateSessionRequest = Message<"agentd.v1.CreateSessionRequest"> & {
  * Use `create(CreateSessionRequestSchema)` to create a new message.
  */
 export const CreateSessionRequestSchema: GenMessage<CreateSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 6);
+  messageDesc(file_agentd_v1_service, 13);
 
 /**
  * CreateSessionResponse is the output of CreateSession.
@@ -304,7 +578,7 @@ export type CreateSessionResponse = Message<"agentd.v1.CreateSessionResponse"> &
  * Use `create(CreateSessionResponseSchema)` to create a new message.
  */
 export const CreateSessionResponseSchema: GenMessage<CreateSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 7);
+  messageDesc(file_agentd_v1_service, 14);
 
 /**
  * GetSessionRequest is the input of GetSession.
@@ -325,7 +599,7 @@ export type GetSessionRequest = Message<"agentd.v1.GetSessionRequest"> & {
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
 export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 8);
+  messageDesc(file_agentd_v1_service, 15);
 
 /**
  * GetSessionResponse is the output of GetSession.
@@ -346,7 +620,7 @@ export type GetSessionResponse = Message<"agentd.v1.GetSessionResponse"> & {
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
 export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 9);
+  messageDesc(file_agentd_v1_service, 16);
 
 /**
  * ListSessionsRequest is the input of ListSessions.
@@ -381,7 +655,7 @@ export type ListSessionsRequest = Message<"agentd.v1.ListSessionsRequest"> & {
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 10);
+  messageDesc(file_agentd_v1_service, 17);
 
 /**
  * ListSessionsResponse is the output of ListSessions.
@@ -409,7 +683,7 @@ export type ListSessionsResponse = Message<"agentd.v1.ListSessionsResponse"> & {
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 11);
+  messageDesc(file_agentd_v1_service, 18);
 
 /**
  * DeleteSessionRequest is the input of DeleteSession.
@@ -437,7 +711,7 @@ export type DeleteSessionRequest = Message<"agentd.v1.DeleteSessionRequest"> & {
  * Use `create(DeleteSessionRequestSchema)` to create a new message.
  */
 export const DeleteSessionRequestSchema: GenMessage<DeleteSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 12);
+  messageDesc(file_agentd_v1_service, 19);
 
 /**
  * DeleteSessionResponse is the output of DeleteSession.
@@ -452,7 +726,7 @@ export type DeleteSessionResponse = Message<"agentd.v1.DeleteSessionResponse"> &
  * Use `create(DeleteSessionResponseSchema)` to create a new message.
  */
 export const DeleteSessionResponseSchema: GenMessage<DeleteSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 13);
+  messageDesc(file_agentd_v1_service, 20);
 
 /**
  * PromptRequest is the input of Prompt.
@@ -491,6 +765,15 @@ export type PromptRequest = Message<"agentd.v1.PromptRequest"> & {
    * @generated from field: bool detach = 4;
    */
   detach: boolean;
+
+  /**
+   * Edit and resend: append the prompt under this entry instead of the
+   * leaf, starting a new branch (the old one stays in the tree) and moving
+   * the leaf, atomically with starting the run. Optional.
+   *
+   * @generated from field: string parent_entry_id = 5;
+   */
+  parentEntryId: string;
 };
 
 /**
@@ -498,7 +781,7 @@ export type PromptRequest = Message<"agentd.v1.PromptRequest"> & {
  * Use `create(PromptRequestSchema)` to create a new message.
  */
 export const PromptRequestSchema: GenMessage<PromptRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 14);
+  messageDesc(file_agentd_v1_service, 21);
 
 /**
  * ContinueRequest is the input of Continue.
@@ -526,6 +809,15 @@ export type ContinueRequest = Message<"agentd.v1.ContinueRequest"> & {
    * @generated from field: bool detach = 3;
    */
   detach: boolean;
+
+  /**
+   * Continue from this entry instead of the leaf: the leaf moves there
+   * first (the rest of the tree stays), and the run's messages hang below
+   * it. Optional.
+   *
+   * @generated from field: string parent_entry_id = 4;
+   */
+  parentEntryId: string;
 };
 
 /**
@@ -533,7 +825,7 @@ export type ContinueRequest = Message<"agentd.v1.ContinueRequest"> & {
  * Use `create(ContinueRequestSchema)` to create a new message.
  */
 export const ContinueRequestSchema: GenMessage<ContinueRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 15);
+  messageDesc(file_agentd_v1_service, 22);
 
 /**
  * SteerRequest is the input of Steer.
@@ -561,7 +853,7 @@ export type SteerRequest = Message<"agentd.v1.SteerRequest"> & {
  * Use `create(SteerRequestSchema)` to create a new message.
  */
 export const SteerRequestSchema: GenMessage<SteerRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 16);
+  messageDesc(file_agentd_v1_service, 23);
 
 /**
  * SteerResponse is the output of Steer.
@@ -582,7 +874,7 @@ export type SteerResponse = Message<"agentd.v1.SteerResponse"> & {
  * Use `create(SteerResponseSchema)` to create a new message.
  */
 export const SteerResponseSchema: GenMessage<SteerResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 17);
+  messageDesc(file_agentd_v1_service, 24);
 
 /**
  * FollowUpRequest is the input of FollowUp.
@@ -610,7 +902,7 @@ export type FollowUpRequest = Message<"agentd.v1.FollowUpRequest"> & {
  * Use `create(FollowUpRequestSchema)` to create a new message.
  */
 export const FollowUpRequestSchema: GenMessage<FollowUpRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 18);
+  messageDesc(file_agentd_v1_service, 25);
 
 /**
  * FollowUpResponse is the output of FollowUp.
@@ -631,7 +923,7 @@ export type FollowUpResponse = Message<"agentd.v1.FollowUpResponse"> & {
  * Use `create(FollowUpResponseSchema)` to create a new message.
  */
 export const FollowUpResponseSchema: GenMessage<FollowUpResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 19);
+  messageDesc(file_agentd_v1_service, 26);
 
 /**
  * AbortRequest is the input of Abort.
@@ -660,7 +952,7 @@ export type AbortRequest = Message<"agentd.v1.AbortRequest"> & {
  * Use `create(AbortRequestSchema)` to create a new message.
  */
 export const AbortRequestSchema: GenMessage<AbortRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 20);
+  messageDesc(file_agentd_v1_service, 27);
 
 /**
  * AbortResponse is the output of Abort.
@@ -681,7 +973,7 @@ export type AbortResponse = Message<"agentd.v1.AbortResponse"> & {
  * Use `create(AbortResponseSchema)` to create a new message.
  */
 export const AbortResponseSchema: GenMessage<AbortResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 21);
+  messageDesc(file_agentd_v1_service, 28);
 
 /**
  * AttachRequest is the input of Attach.
@@ -716,7 +1008,7 @@ export type AttachRequest = Message<"agentd.v1.AttachRequest"> & {
  * Use `create(AttachRequestSchema)` to create a new message.
  */
 export const AttachRequestSchema: GenMessage<AttachRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 22);
+  messageDesc(file_agentd_v1_service, 29);
 
 /**
  * SubmitToolResultRequest is the input of SubmitToolResult.
@@ -765,7 +1057,7 @@ export type SubmitToolResultRequest = Message<"agentd.v1.SubmitToolResultRequest
  * Use `create(SubmitToolResultRequestSchema)` to create a new message.
  */
 export const SubmitToolResultRequestSchema: GenMessage<SubmitToolResultRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 23);
+  messageDesc(file_agentd_v1_service, 30);
 
 /**
  * SubmitToolResultResponse is the output of SubmitToolResult.
@@ -780,7 +1072,7 @@ export type SubmitToolResultResponse = Message<"agentd.v1.SubmitToolResultRespon
  * Use `create(SubmitToolResultResponseSchema)` to create a new message.
  */
 export const SubmitToolResultResponseSchema: GenMessage<SubmitToolResultResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 24);
+  messageDesc(file_agentd_v1_service, 31);
 
 /**
  * ResolveApprovalRequest is the input of ResolveApproval.
@@ -830,7 +1122,7 @@ export type ResolveApprovalRequest = Message<"agentd.v1.ResolveApprovalRequest">
  * Use `create(ResolveApprovalRequestSchema)` to create a new message.
  */
 export const ResolveApprovalRequestSchema: GenMessage<ResolveApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 25);
+  messageDesc(file_agentd_v1_service, 32);
 
 /**
  * ResolveApprovalResponse is the output of ResolveApproval.
@@ -845,7 +1137,7 @@ export type ResolveApprovalResponse = Message<"agentd.v1.ResolveApprovalResponse
  * Use `create(ResolveApprovalResponseSchema)` to create a new message.
  */
 export const ResolveApprovalResponseSchema: GenMessage<ResolveApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 26);
+  messageDesc(file_agentd_v1_service, 33);
 
 /**
  * AppendMessagesRequest is the input of AppendMessages.
@@ -874,7 +1166,7 @@ export type AppendMessagesRequest = Message<"agentd.v1.AppendMessagesRequest"> &
  * Use `create(AppendMessagesRequestSchema)` to create a new message.
  */
 export const AppendMessagesRequestSchema: GenMessage<AppendMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 27);
+  messageDesc(file_agentd_v1_service, 34);
 
 /**
  * AppendMessagesResponse is the output of AppendMessages.
@@ -895,7 +1187,7 @@ export type AppendMessagesResponse = Message<"agentd.v1.AppendMessagesResponse">
  * Use `create(AppendMessagesResponseSchema)` to create a new message.
  */
 export const AppendMessagesResponseSchema: GenMessage<AppendMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 28);
+  messageDesc(file_agentd_v1_service, 35);
 
 /**
  * GetTranscriptRequest is the input of GetTranscript.
@@ -923,6 +1215,14 @@ export type GetTranscriptRequest = Message<"agentd.v1.GetTranscriptRequest"> & {
    * @generated from field: string page_token = 3;
    */
   pageToken: string;
+
+  /**
+   * Read the path to this entry instead of the session's leaf, without
+   * moving the leaf. Optional.
+   *
+   * @generated from field: string leaf_entry_id = 4;
+   */
+  leafEntryId: string;
 };
 
 /**
@@ -930,7 +1230,7 @@ export type GetTranscriptRequest = Message<"agentd.v1.GetTranscriptRequest"> & {
  * Use `create(GetTranscriptRequestSchema)` to create a new message.
  */
 export const GetTranscriptRequestSchema: GenMessage<GetTranscriptRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 29);
+  messageDesc(file_agentd_v1_service, 36);
 
 /**
  * GetTranscriptResponse is the output of GetTranscript.
@@ -951,6 +1251,14 @@ export type GetTranscriptResponse = Message<"agentd.v1.GetTranscriptResponse"> &
    * @generated from field: string next_page_token = 2;
    */
   nextPageToken: string;
+
+  /**
+   * The labels of this page's entries that have one (see SetLabel), by
+   * entry id.
+   *
+   * @generated from field: map<string, string> labels = 3;
+   */
+  labels: { [key: string]: string };
 };
 
 /**
@@ -958,7 +1266,7 @@ export type GetTranscriptResponse = Message<"agentd.v1.GetTranscriptResponse"> &
  * Use `create(GetTranscriptResponseSchema)` to create a new message.
  */
 export const GetTranscriptResponseSchema: GenMessage<GetTranscriptResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 30);
+  messageDesc(file_agentd_v1_service, 37);
 
 /**
  * GetContextRequest is the input of GetContext.
@@ -972,6 +1280,14 @@ export type GetContextRequest = Message<"agentd.v1.GetContextRequest"> & {
    * @generated from field: string session_id = 1;
    */
   sessionId: string;
+
+  /**
+   * Build the context of the path to this entry instead of the session's
+   * leaf, without moving the leaf. Optional.
+   *
+   * @generated from field: string leaf_entry_id = 2;
+   */
+  leafEntryId: string;
 };
 
 /**
@@ -979,7 +1295,7 @@ export type GetContextRequest = Message<"agentd.v1.GetContextRequest"> & {
  * Use `create(GetContextRequestSchema)` to create a new message.
  */
 export const GetContextRequestSchema: GenMessage<GetContextRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 31);
+  messageDesc(file_agentd_v1_service, 38);
 
 /**
  * GetContextResponse is the output of GetContext.
@@ -1044,7 +1360,7 @@ export type GetContextResponse = Message<"agentd.v1.GetContextResponse"> & {
  * Use `create(GetContextResponseSchema)` to create a new message.
  */
 export const GetContextResponseSchema: GenMessage<GetContextResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 32);
+  messageDesc(file_agentd_v1_service, 39);
 
 /**
  * ListModelsRequest is the input of ListModels.
@@ -1059,7 +1375,7 @@ export type ListModelsRequest = Message<"agentd.v1.ListModelsRequest"> & {
  * Use `create(ListModelsRequestSchema)` to create a new message.
  */
 export const ListModelsRequestSchema: GenMessage<ListModelsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 33);
+  messageDesc(file_agentd_v1_service, 40);
 
 /**
  * ListModelsResponse is the output of ListModels.
@@ -1080,7 +1396,7 @@ export type ListModelsResponse = Message<"agentd.v1.ListModelsResponse"> & {
  * Use `create(ListModelsResponseSchema)` to create a new message.
  */
 export const ListModelsResponseSchema: GenMessage<ListModelsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 34);
+  messageDesc(file_agentd_v1_service, 41);
 
 /**
  * AgentService runs LLM agent loops over durable sessions.
@@ -1242,8 +1558,9 @@ export const AgentService: GenService<{
     output: typeof AppendMessagesResponseSchema;
   },
   /**
-   * GetTranscript returns the entries on the session's current path, root
-   * first, a page at a time.
+   * GetTranscript returns the entries on the session's current path (or the
+   * path to leaf_entry_id), root first, a page at a time, with the labels of
+   * those entries (see SetLabel).
    *
    * @generated from rpc agentd.v1.AgentService.GetTranscript
    */
@@ -1322,6 +1639,45 @@ export const AgentService: GenService<{
     methodKind: "unary";
     input: typeof SubmitContextRequestSchema;
     output: typeof SubmitContextResponseSchema;
+  },
+  /**
+   * GetTree returns every entry of the session, branches included, as tree
+   * nodes (id, parent, kind, preview, label, time) in append order, a page
+   * at a time, without the payloads.
+   *
+   * @generated from rpc agentd.v1.AgentService.GetTree
+   */
+  getTree: {
+    methodKind: "unary";
+    input: typeof GetTreeRequestSchema;
+    output: typeof GetTreeResponseSchema;
+  },
+  /**
+   * SetLabel names an entry, like a bookmark, or clears its name. Labels
+   * are Label entries (the latest for a target wins) appended at the leaf;
+   * they never reach the model. Distinct from the session's labels, which
+   * ListSessions filters on.
+   *
+   * @generated from rpc agentd.v1.AgentService.SetLabel
+   */
+  setLabel: {
+    methodKind: "unary";
+    input: typeof SetLabelRequestSchema;
+    output: typeof SetLabelResponseSchema;
+  },
+  /**
+   * Navigate moves an idle session's leaf to any of its entries, so the
+   * next Prompt continues from there; the branch left stays in the tree.
+   * With a summary (written by the client, or by the session's model when
+   * summarize is set) a BranchSummary entry of the path left is appended at
+   * the new position, as pi does, and becomes the leaf.
+   *
+   * @generated from rpc agentd.v1.AgentService.Navigate
+   */
+  navigate: {
+    methodKind: "unary";
+    input: typeof NavigateRequestSchema;
+    output: typeof NavigateResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentd_v1_service, 0);
