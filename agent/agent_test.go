@@ -104,7 +104,7 @@ func (h *harness) follow(sessionID, runID string, after uint64) ([]agent.Event, 
 // prompt runs a prompt to agent_end and returns the run id and its events.
 func (h *harness) prompt(sessionID, text string) (string, []agent.Event) {
 	h.t.Helper()
-	id, err := h.a.Start(context.Background(), sessionID, "", user(text))
+	id, err := h.a.Start(context.Background(), agent.StartRequest{SessionID: sessionID, Prompt: user(text)})
 	if err != nil {
 		h.t.Fatalf("Start: %v", err)
 	}
@@ -331,7 +331,7 @@ func TestRepairEndsTheInterruptedRunsLog(t *testing.T) {
 		t.Fatalf("repair result %v, event names entry %q", result, got[3].GetMessageEnd().GetEntryId())
 	}
 	// The session can go on.
-	if _, err := h.a.Start(ctx, id, "", user("again")); err != nil {
+	if _, err := h.a.Start(ctx, agent.StartRequest{SessionID: id, Prompt: user("again")}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -363,7 +363,7 @@ func TestContinueAfterAFailedRun(t *testing.T) {
 	if end := got[len(got)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_ERROR {
 		t.Fatalf("first run: %v", end)
 	}
-	runID, err := h.a.Start(context.Background(), id, "", nil)
+	runID, err := h.a.Start(context.Background(), agent.StartRequest{SessionID: id})
 	if err != nil {
 		t.Fatalf("Continue after an ERROR run: %v", err)
 	}
@@ -376,7 +376,7 @@ func TestContinueAfterAFailedRun(t *testing.T) {
 		t.Fatalf("Continue run: %s %v", kinds(got), end)
 	}
 	// With the answer in place, Continue is refused as before.
-	_, err = h.a.Start(context.Background(), id, "", nil)
+	_, err = h.a.Start(context.Background(), agent.StartRequest{SessionID: id})
 	wantKind(t, err, agent.ErrPrecondition, agentloop.ErrTextFromAssistant)
 }
 

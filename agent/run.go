@@ -89,9 +89,24 @@ func runID(sessionID, requestID string) string {
 	return "run-" + hex.EncodeToString(sum[:10])
 }
 
-// Start starts a run of the session, with prompt appended first (Prompt),
-// or from the transcript as it is when prompt is nil (Continue), and
-// returns its id; Follow streams its events. The run goes on in the
+// StartRequest says which run Start starts.
+type StartRequest struct {
+	// SessionID names the session.
+	SessionID string
+	// RequestID, when set, makes the call idempotent.
+	RequestID string
+	// Prompt is appended first (Prompt); nil continues from the transcript
+	// as it is (Continue).
+	Prompt *agentdv1.AgentMessage
+	// ParentEntryID, when set, is where the run hangs its messages instead
+	// of the leaf (edit and resend): the run's context is the path to it,
+	// and the leaf moves to it when the run starts.
+	ParentEntryID string
+}
+
+// Start starts a run of the session, with the request's prompt appended
+// first (Prompt), or from the transcript as it is when the prompt is nil
+// (Continue), and returns its id; Follow streams its events. The run goes on in the
 // background until it ends or is aborted, whatever happens to ctx after
 // Start returns, or while it starts: once a run is registered it starts,
 // or fails for a reason of its own.
@@ -101,7 +116,8 @@ func runID(sessionID, requestID string) string {
 // for as long as its events are retained), and never appends the prompt
 // again; a retry that arrives while the first call is still starting the
 // run waits for that, and gets its outcome.
-func (a *Agent) Start(ctx context.Context, sessionID, requestID string, prompt *agentdv1.AgentMessage) (string, error) {
+func (a *Agent) Start(ctx context.Context, req StartRequest) (string, error) {
+	sessionID, requestID := req.SessionID, req.RequestID
 	sess, err := a.store.GetSession(ctx, sessionID)
 	if err != nil {
 		return "", err
@@ -129,7 +145,7 @@ func (a *Agent) Start(ctx context.Context, sessionID, requestID string, prompt *
 	}
 	// From here on the client's cancellation no longer matters: a retry
 	// with the same request id may already be waiting for this launch.
-	err = a.launch(context.WithoutCancel(ctx), r, sess, model, stream, retry, requestID, prompt)
+	err = a.launch(context.WithoutCancel(ctx), r, sess, model, stream, retry, req)
 	if errors.Is(err, errStoredRun) {
 		// The request started this run earlier, and it is no longer in
 		// memory: its events are in the store.
@@ -215,7 +231,8 @@ func (a *Agent) unregister(r *Run, launchErr error) {
 // launch prepares the run (tools, transcript, the run record) and starts
 // its loop in the background.
 func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, model provider.Model, stream provider.StreamFunc,
-	retry agentloop.RetryFunc, requestID string, prompt *agentdv1.AgentMessage) error {
+	retry agentloop.RetryFunc, req StartRequest) error {
+	requestID, prompt := req.RequestID, req.Prompt
 	cfg := sess.Config
 	kit, err := a.toolKit(cfg, r)
 	if err != nil {
@@ -226,8 +243,14 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 	}
 	// The run needs only what its model calls see: after a compaction,
 	// the summary's kept entries and what follows.
-	path, err := a.store.ContextPath(ctx, r.sessionID)
-	if err != nil {
+	var path []*agentdv1.Entry
+	if req.ParentEntryID != "" {
+		full, err := a.store.PathTo(ctx, r.sessionID, req.ParentEntryID)
+		if err != nil {
+			return err
+		}
+		path = full[persistence.ContextStart(full):]
+	} else if path, err = a.store.ContextPath(ctx, r.sessionID); err != nil {
 		return err
 	}
 	maxTurns := cfg.GetMaxTurns()
@@ -272,6 +295,16 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 			return refuse(ErrExists, "request_id %q was already accepted as run %q, whose events are no longer retained; GetTranscript shows what it stored", requestID, r.id)
 		}
 		return errStoredRun
+	}
+	if req.ParentEntryID != "" {
+		// After StartRun, so an idempotent retry of a run that went on
+		// from here never moves the leaf back.
+		if err := a.store.SetLeaf(ctx, r.sessionID, req.ParentEntryID); err != nil {
+			if eerr := a.store.EndRun(ctx, r.id, agentdv1.RunOutcome_RUN_OUTCOME_ERROR, "could not move the leaf: "+err.Error()); eerr != nil {
+				a.opts.Logger.ErrorContext(ctx, "could not record the end of a run that never started", "session", r.sessionID, "run", r.id, "err", eerr)
+			}
+			return err
+		}
 	}
 	go a.execute(r, state, loopCfg, prompt)
 	return nil

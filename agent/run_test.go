@@ -52,7 +52,7 @@ func TestRetryWhileTheFirstAttemptStarts(t *testing.T) {
 	first, cancelFirst := context.WithCancel(context.Background())
 	firstDone := make(chan error, 1)
 	go func() {
-		_, err := a.Start(first, id, "req-1", user("once"))
+		_, err := a.Start(first, agent.StartRequest{SessionID: id, RequestID: "req-1", Prompt: user("once")})
 		firstDone <- err
 	}()
 	<-held.entered
@@ -61,7 +61,7 @@ func TestRetryWhileTheFirstAttemptStarts(t *testing.T) {
 	retried := make(chan string, 1)
 	retryErr := make(chan error, 1)
 	go func() {
-		runID, err := a.Start(context.Background(), id, "req-1", user("once"))
+		runID, err := a.Start(context.Background(), agent.StartRequest{SessionID: id, RequestID: "req-1", Prompt: user("once")})
 		retried <- runID
 		retryErr <- err
 	}()
@@ -90,7 +90,7 @@ func TestRetryWhileTheFirstAttemptStarts(t *testing.T) {
 	}
 	// Once ended, the same request id replays the run, and still adds
 	// nothing.
-	again, err := a.Start(context.Background(), id, "req-1", user("once"))
+	again, err := a.Start(context.Background(), agent.StartRequest{SessionID: id, RequestID: "req-1", Prompt: user("once")})
 	if err != nil || again != runID {
 		t.Fatalf("retry after the end: %q, %v", again, err)
 	}
@@ -103,9 +103,9 @@ func TestRetryWhileTheFirstAttemptStarts(t *testing.T) {
 func TestRetryOfARefusedStartFailsAtOnce(t *testing.T) {
 	h := newHarness(t, agent.Options{})
 	id := h.session(script(text("ok")))
-	_, err := h.a.Start(context.Background(), id, "req-c", nil) // Continue on an empty transcript
+	_, err := h.a.Start(context.Background(), agent.StartRequest{SessionID: id, RequestID: "req-c"}) // Continue on an empty transcript
 	wantKind(t, err, agent.ErrPrecondition, agentloop.ErrTextNoMessages)
-	_, err = h.a.Start(context.Background(), id, "req-c", nil)
+	_, err = h.a.Start(context.Background(), agent.StartRequest{SessionID: id, RequestID: "req-c"})
 	wantKind(t, err, agent.ErrPrecondition, agentloop.ErrTextNoMessages)
 }
 
@@ -150,12 +150,12 @@ func TestOneRunPerSessionAndQueues(t *testing.T) {
 	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{g.tool()}})
 	id := h.session(waitConfig(t, text("after steer"), text("after follow-up")))
 	ctx := context.Background()
-	runID, err := h.a.Start(ctx, id, "", user("go"))
+	runID, err := h.a.Start(ctx, agent.StartRequest{SessionID: id, Prompt: user("go")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-g.entered
-	_, err = h.a.Start(ctx, id, "", user("again"))
+	_, err = h.a.Start(ctx, agent.StartRequest{SessionID: id, Prompt: user("again")})
 	wantKind(t, err, agent.ErrBusy, "use Steer or FollowUp")
 	_, err = h.a.AppendMessages(ctx, id, []*agentdv1.AgentMessage{user("note")})
 	wantKind(t, err, agent.ErrBusy, "AppendMessages needs an idle session")
@@ -194,7 +194,7 @@ func TestAbortAndDroppedFollowers(t *testing.T) {
 			defer g.open()
 			h := newHarness(t, agent.Options{Tools: []agentloop.Tool{g.tool()}})
 			id := h.session(waitConfig(t, text("done")))
-			runID, err := h.a.Start(context.Background(), id, "", user("go"))
+			runID, err := h.a.Start(context.Background(), agent.StartRequest{SessionID: id, Prompt: user("go")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -249,7 +249,7 @@ func TestClientToolsAndApprovals(t *testing.T) {
 		{Name: "take_note", Description: "notes", Parameters: schema, Executor: agentdv1.ToolExecutor_TOOL_EXECUTOR_CLIENT, Approval: agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK},
 	}
 	id := h.session(cfg)
-	runID, err := h.a.Start(context.Background(), id, "", user("go"))
+	runID, err := h.a.Start(context.Background(), agent.StartRequest{SessionID: id, Prompt: user("go")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,16 +9,18 @@ import (
 	"github.com/agentd/agentd/agent/contextview"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/provider"
 )
 
 // Context returns exactly what the session's next model call would
-// receive, with its token accounting: the compacted transcript path after
+// receive (from leafEntryID instead of the leaf when it is set), with its
+// token accounting: the compacted transcript path after
 // the context policies and blocks, convertToLlm and the replay rules for
 // the session's model, the system prompt and the tools. The context hook
 // is not asked, and tool results carry no details (the model never sees
 // them). It does not call the model.
-func (a *Agent) Context(ctx context.Context, sessionID string) (*ContextReport, error) {
+func (a *Agent) Context(ctx context.Context, sessionID, leafEntryID string) (*ContextReport, error) {
 	sess, err := a.store.GetSession(ctx, sessionID)
 	if err != nil {
 		return nil, err
@@ -27,8 +29,14 @@ func (a *Agent) Context(ctx context.Context, sessionID string) (*ContextReport, 
 	if err != nil {
 		return nil, refuse(ErrPrecondition, "session %q: its tools cannot be used now: %v", sessionID, err)
 	}
-	path, err := a.store.ContextPath(ctx, sessionID)
-	if err != nil {
+	var path []*agentdv1.Entry
+	if leafEntryID != "" {
+		full, err := a.store.PathTo(ctx, sessionID, leafEntryID)
+		if err != nil {
+			return nil, err
+		}
+		path = full[persistence.ContextStart(full):]
+	} else if path, err = a.store.ContextPath(ctx, sessionID); err != nil {
 		return nil, err
 	}
 	model, _, _, _ := a.modelFor(sess.Config) // a model no longer usable still names itself

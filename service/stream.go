@@ -24,7 +24,8 @@ func (s *Service) Prompt(req *agentdv1.PromptRequest, stream grpc.ServerStreamin
 	prompt := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{
 		Content: req.GetContent(), Timestamp: timestamp(s.now()),
 	}}}
-	return s.run(ctx, req.GetSessionId(), req.GetRequestId(), prompt, req.GetDetach(), stream)
+	return s.run(ctx, agent.StartRequest{SessionID: req.GetSessionId(), RequestID: req.GetRequestId(), Prompt: prompt, ParentEntryID: req.GetParentEntryId()},
+		req.GetDetach(), stream)
 }
 
 // Continue implements agentdv1.AgentServiceServer.
@@ -36,17 +37,21 @@ func (s *Service) Continue(req *agentdv1.ContinueRequest, stream grpc.ServerStre
 	if err := checkRequestID(req.GetRequestId()); err != nil {
 		return err
 	}
-	return s.run(ctx, req.GetSessionId(), req.GetRequestId(), nil, req.GetDetach(), stream)
+	return s.run(ctx, agent.StartRequest{SessionID: req.GetSessionId(), RequestID: req.GetRequestId(), ParentEntryID: req.GetParentEntryId()},
+		req.GetDetach(), stream)
 }
 
 // run starts a run (or finds the one a retried request started) and
 // streams its events.
-func (s *Service) run(ctx context.Context, sessionID, requestID string, prompt *agentdv1.AgentMessage, detach bool, stream grpc.ServerStream) error {
-	runID, err := s.agent.Start(ctx, sessionID, requestID, prompt)
+func (s *Service) run(ctx context.Context, req agent.StartRequest, detach bool, stream grpc.ServerStream) error {
+	if err := checkOptionalID("parent_entry_id", req.ParentEntryID); err != nil {
+		return err
+	}
+	runID, err := s.agent.Start(ctx, req)
 	if err != nil {
 		return s.status(ctx, "start a run", err)
 	}
-	return s.follow(ctx, sessionID, runID, 0, agent.FollowOptions{AbortOnDrop: !detach}, stream)
+	return s.follow(ctx, req.SessionID, runID, 0, agent.FollowOptions{AbortOnDrop: !detach}, stream)
 }
 
 func checkRequestID(id string) error {

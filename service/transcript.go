@@ -54,14 +54,25 @@ func (s *Service) GetTranscript(ctx context.Context, req *agentdv1.GetTranscript
 	if size == 0 {
 		size = persistence.DefaultPageSize
 	}
+	if err := checkOptionalID("leaf_entry_id", req.GetLeafEntryId()); err != nil {
+		return nil, err
+	}
+	// A token is bound to the session and the branch it pages through.
+	scope := req.GetSessionId() + "\x00" + req.GetLeafEntryId()
 	var offset int64
 	if req.GetPageToken() != "" {
 		var err error
-		if offset, err = persistence.DecodePageToken(listingTranscript, req.GetSessionId(), req.GetPageToken()); err != nil {
-			return nil, invalid("page_token", "not a token this server issued for session %q; start again with an empty page_token", req.GetSessionId())
+		if offset, err = persistence.DecodePageToken(listingTranscript, scope, req.GetPageToken()); err != nil {
+			return nil, invalid("page_token", "not a token this server issued for session %q and this leaf_entry_id; start again with an empty page_token", req.GetSessionId())
 		}
 	}
-	path, err := s.store.Path(ctx, req.GetSessionId())
+	var path []*agentdv1.Entry
+	var err error
+	if leaf := req.GetLeafEntryId(); leaf != "" {
+		path, err = s.store.PathTo(ctx, req.GetSessionId(), leaf)
+	} else {
+		path, err = s.store.Path(ctx, req.GetSessionId())
+	}
 	if err != nil {
 		return nil, s.status(ctx, "load transcript", err)
 	}
@@ -71,7 +82,19 @@ func (s *Service) GetTranscript(ctx context.Context, req *agentdv1.GetTranscript
 	end := min(int(offset)+size, len(path))
 	resp := &agentdv1.GetTranscriptResponse{Entries: path[offset:end]}
 	if end < len(path) {
-		resp.NextPageToken = persistence.EncodePageToken(listingTranscript, req.GetSessionId(), int64(end))
+		resp.NextPageToken = persistence.EncodePageToken(listingTranscript, scope, int64(end))
+	}
+	labels, err := s.store.Labels(ctx, req.GetSessionId())
+	if err != nil {
+		return nil, s.status(ctx, "load labels", err)
+	}
+	for _, e := range resp.Entries {
+		if l, ok := labels[e.GetId()]; ok {
+			if resp.Labels == nil {
+				resp.Labels = map[string]string{}
+			}
+			resp.Labels[e.GetId()] = l
+		}
 	}
 	return resp, nil
 }
@@ -81,7 +104,10 @@ func (s *Service) GetContext(ctx context.Context, req *agentdv1.GetContextReques
 	if _, err := s.session(ctx, req.GetSessionId()); err != nil {
 		return nil, err
 	}
-	rep, err := s.agent.Context(ctx, req.GetSessionId())
+	if err := checkOptionalID("leaf_entry_id", req.GetLeafEntryId()); err != nil {
+		return nil, err
+	}
+	rep, err := s.agent.Context(ctx, req.GetSessionId(), req.GetLeafEntryId())
 	if err != nil {
 		return nil, s.status(ctx, "build the context", err)
 	}
