@@ -533,6 +533,44 @@ func BenchmarkContextPathCompacted(b *testing.B) {
 	b.ReportMetric(float64(compacted)/float64(full), "x-full")
 }
 
+// BenchmarkTree lists the tree of a session of benchMessages entries
+// (GetTree: every page of 1,000 nodes, previews from their column) and, in
+// the same iteration, loads its path (what GetTranscript reads); x-path is
+// the ratio.
+func BenchmarkTree(b *testing.B) {
+	ctx := context.Background()
+	s, sess := openWithSession(b, filepath.Join(b.TempDir(), "tree.db"))
+	defer s.Close()
+	if err := s.Append(ctx, sess.ID, transcriptgen.Transcript(1, benchMessages)...); err != nil {
+		b.Fatal(err)
+	}
+	var tree, path time.Duration
+	for b.Loop() {
+		start := time.Now()
+		n, token := 0, ""
+		for {
+			page, err := s.Tree(ctx, sess.ID, persistence.EntriesRequest{PageSize: persistence.MaxPageSize, PageToken: token})
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += len(page.Nodes)
+			if token = page.NextPageToken; token == "" {
+				break
+			}
+		}
+		mid := time.Now()
+		p, err := s.Path(ctx, sess.ID)
+		if err != nil || n != benchMessages || len(p) != benchMessages {
+			b.Fatalf("tree %d nodes, path %d entries, %v", n, len(p), err)
+		}
+		tree += mid.Sub(start)
+		path += time.Since(mid)
+	}
+	b.ReportMetric(float64(tree.Microseconds())/float64(b.N)/1e3, "ms/tree")
+	b.ReportMetric(float64(path.Microseconds())/float64(b.N)/1e3, "ms/path")
+	b.ReportMetric(float64(tree)/float64(path), "x-path")
+}
+
 // BenchmarkOpen measures start-up (Open, CloseInterruptedRuns, Close) on a
 // database with 10,000 sessions, which must not scan them.
 func BenchmarkOpen(b *testing.B) {
