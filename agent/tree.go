@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/agentd/agentd/agent/compaction"
@@ -118,4 +119,52 @@ func (a *Agent) summarizeBranch(ctx context.Context, sess *persistence.Session, 
 		return compaction.Digest(plan), nil
 	}
 	return c.summarize(ctx, plan, instructions)
+}
+
+// ForkSession creates a session whose transcript is the path to entryID
+// of another session (its leaf when entryID is empty), with the same entry
+// ids, and returns it. params gives the new session's title and labels,
+// and its configuration (nil copies the forked session's); its Origin is
+// set here.
+func (a *Agent) ForkSession(ctx context.Context, sessionID, entryID string, params persistence.CreateSessionParams) (*persistence.Session, error) {
+	src, err := a.store.GetSession(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	if entryID == "" {
+		entryID = src.LeafEntryID
+	}
+	var path []*agentdv1.Entry
+	if entryID != "" {
+		if path, err = a.store.PathTo(ctx, sessionID, entryID); err != nil {
+			return nil, err
+		}
+	}
+	if params.Config == nil {
+		params.Config = src.Config
+	}
+	params.ID = ""
+	params.Origin = persistence.Origin{SessionID: sessionID, EntryID: entryID}
+	fork, err := a.store.CreateSession(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	if len(path) > 0 {
+		copies := make([]*agentdv1.Entry, len(path))
+		for i, e := range path {
+			c := proto.CloneOf(e)
+			if i == 0 {
+				c.ParentId = ""
+			}
+			copies[i] = c
+		}
+		if err := a.appendEntries(ctx, fork.ID, copies...); err != nil {
+			// Leave no half-made fork behind.
+			if derr := a.store.DeleteSession(context.WithoutCancel(ctx), fork.ID); derr != nil {
+				a.opts.Logger.ErrorContext(ctx, "could not delete a fork that failed", "session", fork.ID, "err", derr)
+			}
+			return nil, fmt.Errorf("copy the path of session %q: %w", sessionID, err)
+		}
+	}
+	return a.store.GetSession(ctx, fork.ID)
 }

@@ -42,6 +42,11 @@ func DecodePageToken(listing, scope, token string) (int64, error) {
 	return n, nil
 }
 
+// scope binds a page token to the listing's filters.
+func (r ListSessionsRequest) scope() string {
+	return LabelFilterScope(r.LabelFilter) + "origin=" + strconv.Quote(r.OriginSessionID)
+}
+
 // LabelFilterScope is the page token scope of a session listing with this
 // label filter: the same filter in any key order gives the same scope.
 func LabelFilterScope(filter map[string]string) string {
@@ -79,7 +84,7 @@ func (r ListSessionsRequest) Cursor() (size int, before int64, err error) {
 	if r.PageToken == "" {
 		return size, 1<<63 - 1, nil
 	}
-	before, err = DecodePageToken(ListingSessions, LabelFilterScope(r.LabelFilter), r.PageToken)
+	before, err = DecodePageToken(ListingSessions, r.scope(), r.PageToken)
 	return size, before, err
 }
 
@@ -100,7 +105,7 @@ func (r EntriesRequest) Cursor(sessionID string) (size int, after int64, err err
 // NextPageToken is the token of the page after one that ended with the
 // session whose pk is lastPK.
 func (r ListSessionsRequest) NextPageToken(lastPK int64) string {
-	return EncodePageToken(ListingSessions, LabelFilterScope(r.LabelFilter), lastPK)
+	return EncodePageToken(ListingSessions, r.scope(), lastPK)
 }
 
 // NextPageToken is the token of the page of the session's entries after

@@ -118,6 +118,13 @@ type Session struct {
 	UpdateTime time.Time
 	// LeafEntryID is the current leaf; empty for an empty transcript.
 	LeafEntryID string
+	// Origin is where the session was forked from; zero when it was not.
+	Origin Origin
+}
+
+// Origin names the session and entry a session was forked from.
+type Origin struct {
+	SessionID, EntryID string
 }
 
 // CreateSessionParams are the caller-chosen fields of a new session.
@@ -130,6 +137,8 @@ type CreateSessionParams struct {
 	Labels map[string]string
 	// Config is stored as given; nil stores an empty configuration.
 	Config *agentdv1.SessionConfig
+	// Origin is where a forked session comes from; optional.
+	Origin Origin
 }
 
 // Prepare checks the params and returns the session's id (a fresh one when
@@ -193,6 +202,8 @@ type ListSessionsRequest struct {
 	// LabelFilter keeps only sessions that carry every one of these labels
 	// with exactly these values.
 	LabelFilter map[string]string
+	// OriginSessionID, when set, keeps only sessions forked from it.
+	OriginSessionID string
 }
 
 // SessionPage is one page of ListSessions.

@@ -173,6 +173,7 @@ func TestEveryRPCIsImplemented(t *testing.T) {
 		"GetTree":         func() error { _, err := c.GetTree(ctx, &agentdv1.GetTreeRequest{}); return err },
 		"SetLabel":        func() error { _, err := c.SetLabel(ctx, &agentdv1.SetLabelRequest{}); return err },
 		"Navigate":        func() error { _, err := c.Navigate(ctx, &agentdv1.NavigateRequest{}); return err },
+		"ForkSession":     func() error { _, err := c.ForkSession(ctx, &agentdv1.ForkSessionRequest{}); return err },
 	}
 	methods := agentdv1.File_agentd_v1_service_proto.Services().ByName("AgentService").Methods()
 	if methods.Len() != len(calls) {

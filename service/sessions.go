@@ -57,14 +57,18 @@ func (s *Service) ListSessions(ctx context.Context, req *agentdv1.ListSessionsRe
 	if err := checkLabels("label_filter", req.GetLabelFilter()); err != nil {
 		return nil, err
 	}
+	if err := checkOptionalID("origin_session_id", req.GetOriginSessionId()); err != nil {
+		return nil, err
+	}
 	page, err := s.store.ListSessions(ctx, persistence.ListSessionsRequest{
-		PageSize:    int(req.GetPageSize()),
-		PageToken:   req.GetPageToken(),
-		LabelFilter: req.GetLabelFilter(),
+		PageSize:        int(req.GetPageSize()),
+		PageToken:       req.GetPageToken(),
+		LabelFilter:     req.GetLabelFilter(),
+		OriginSessionID: req.GetOriginSessionId(),
 	})
 	if err != nil {
 		if st := s.status(ctx, "list sessions", err); status.Code(st) == codes.InvalidArgument {
-			return nil, invalid("page_token", "not a token this server issued for this label_filter; start again with an empty page_token")
+			return nil, invalid("page_token", "not a token this server issued for this label_filter and origin_session_id; start again with an empty page_token")
 		}
 		return nil, s.status(ctx, "list sessions", err)
 	}
@@ -73,6 +77,36 @@ func (s *Service) ListSessions(ctx context.Context, req *agentdv1.ListSessionsRe
 		resp.Sessions = append(resp.Sessions, s.wireSession(rec))
 	}
 	return resp, nil
+}
+
+// ForkSession implements agentdv1.AgentServiceServer.
+func (s *Service) ForkSession(ctx context.Context, req *agentdv1.ForkSessionRequest) (*agentdv1.ForkSessionResponse, error) {
+	if _, err := s.session(ctx, req.GetSessionId()); err != nil {
+		return nil, err
+	}
+	if err := checkOptionalID("entry_id", req.GetEntryId()); err != nil {
+		return nil, err
+	}
+	if req.GetConfig() != nil {
+		if err := s.checkConfig(req.GetConfig()); err != nil {
+			return nil, err
+		}
+	}
+	if len(req.GetTitle()) > 1024 {
+		return nil, invalid("title", "%d bytes exceed the limit of 1024", len(req.GetTitle()))
+	}
+	if err := checkLabels("labels", req.GetLabels()); err != nil {
+		return nil, err
+	}
+	params := persistence.CreateSessionParams{Title: req.GetTitle(), Labels: req.GetLabels()}
+	if req.GetConfig() != nil {
+		params.Config = proto.CloneOf(req.GetConfig())
+	}
+	rec, err := s.agent.ForkSession(ctx, req.GetSessionId(), req.GetEntryId(), params)
+	if err != nil {
+		return nil, s.status(ctx, "fork session", err)
+	}
+	return &agentdv1.ForkSessionResponse{Session: s.wireSession(rec)}, nil
 }
 
 // DeleteSession implements agentdv1.AgentServiceServer.
@@ -109,6 +143,9 @@ func (s *Service) wireSession(rec *persistence.Session) *agentdv1.Session {
 		UpdateTime:  timestamppb.New(rec.UpdateTime),
 		LeafEntryId: rec.LeafEntryID,
 		State:       agentdv1.SessionState_SESSION_STATE_IDLE,
+	}
+	if rec.Origin.SessionID != "" {
+		out.Origin = &agentdv1.SessionOrigin{SessionId: rec.Origin.SessionID, EntryId: rec.Origin.EntryID}
 	}
 	if id := s.agent.ActiveRun(rec.ID); id != "" {
 		out.State = agentdv1.SessionState_SESSION_STATE_RUNNING

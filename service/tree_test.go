@@ -195,3 +195,50 @@ func TestBranchesOverGRPC(t *testing.T) {
 		t.Fatalf("refused calls changed the tree: %d nodes, before %d", after, before)
 	}
 }
+
+// TestForkSessionFromTheMiddle forks a session at its first answer: the
+// fork holds that path with the same entry ids and records its origin,
+// ListSessions finds it by origin, and the two sessions then diverge.
+func TestForkSessionFromTheMiddle(t *testing.T) {
+	h := newHarness(t, agent.Options{}, service.ServerOptions{})
+	id := h.createSession(&agentdv1.SessionConfig{SystemPrompt: "original", Faux: &agentdv1.FauxScript{Echo: true}})
+	h.prompt(id, "one")
+	h.prompt(id, "two")
+	src := h.transcript(id)
+	resp, err := h.client.ForkSession(h.ctx(), &agentdv1.ForkSessionRequest{SessionId: id, EntryId: src[1].GetId(), Title: "fork",
+		Config: &agentdv1.SessionConfig{SystemPrompt: "forked", Faux: &agentdv1.FauxScript{Echo: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := resp.GetSession()
+	if fork.GetOrigin().GetSessionId() != id || fork.GetOrigin().GetEntryId() != src[1].GetId() || fork.GetLeafEntryId() != src[1].GetId() ||
+		fork.GetConfig().GetSystemPrompt() != "forked" || fork.GetTitle() != "fork" {
+		t.Fatalf("fork: %v", fork)
+	}
+	copied := h.transcript(fork.GetId())
+	if len(copied) != 2 || copied[0].GetId() != src[0].GetId() || copied[1].GetParentId() != src[0].GetId() {
+		t.Fatalf("fork transcript: %v", copied)
+	}
+	h.prompt(fork.GetId(), "fork only")
+	h.prompt(id, "original only")
+	if got := contextTexts(h.context(fork.GetId())); got != "user:one | assistant:one | user:fork only | assistant:fork only" {
+		t.Fatalf("fork context: %s", got)
+	}
+	if got := contextTexts(h.context(id)); !strings.HasSuffix(got, "user:two | assistant:two | user:original only | assistant:original only") {
+		t.Fatalf("original context: %s", got)
+	}
+	list, err := h.client.ListSessions(h.ctx(), &agentdv1.ListSessionsRequest{OriginSessionId: id})
+	if err != nil || len(list.GetSessions()) != 1 || list.GetSessions()[0].GetId() != fork.GetId() {
+		t.Fatalf("ListSessions by origin: %v %v", list, err)
+	}
+	// The whole session by default, with its configuration.
+	whole, err := h.client.ForkSession(h.ctx(), &agentdv1.ForkSessionRequest{SessionId: id})
+	if err != nil || whole.GetSession().GetConfig().GetSystemPrompt() != "original" || len(h.transcript(whole.GetSession().GetId())) != 6 {
+		t.Fatalf("fork of the leaf: %v %v", whole, err)
+	}
+	_, err = h.client.ForkSession(h.ctx(), &agentdv1.ForkSessionRequest{SessionId: id, EntryId: "nope"})
+	wantCode(t, err, codes.NotFound, "nope")
+	if list, _ := h.client.ListSessions(h.ctx(), &agentdv1.ListSessionsRequest{OriginSessionId: id}); len(list.GetSessions()) != 2 {
+		t.Fatalf("a refused fork left a session behind: %d forks", len(list.GetSessions()))
+	}
+}

@@ -24,8 +24,12 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 	}
 	now := s.now()
 	err = s.write(ctx, func(t *writeTx) error {
-		res, err := t.exec(`INSERT INTO sessions (id, create_time, update_time, title, config) VALUES (?, ?, ?, ?, ?)`,
-			id, now.UnixNano(), now.UnixNano(), p.Title, cfgBytes)
+		var originSession, originEntry any
+		if p.Origin.SessionID != "" {
+			originSession, originEntry = p.Origin.SessionID, p.Origin.EntryID
+		}
+		res, err := t.exec(`INSERT INTO sessions (id, create_time, update_time, title, config, origin_session_id, origin_entry_id) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			id, now.UnixNano(), now.UnixNano(), p.Title, cfgBytes, originSession, originEntry)
 		if isUnique(err) {
 			return &persistence.Error{Kind: persistence.ErrConflict, SessionID: id, Detail: "a session with this id exists"}
 		} else if err != nil {
@@ -54,7 +58,7 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 	if p.Config != nil {
 		cfg = proto.CloneOf(p.Config)
 	}
-	return &persistence.Session{ID: id, Title: p.Title, Labels: labels, Config: cfg,
+	return &persistence.Session{ID: id, Title: p.Title, Labels: labels, Config: cfg, Origin: p.Origin,
 		CreateTime: time.Unix(0, now.UnixNano()), UpdateTime: time.Unix(0, now.UnixNano())}, nil
 }
 
@@ -133,6 +137,10 @@ func (s *Store) ListSessions(ctx context.Context, req persistence.ListSessionsRe
 	q := strings.Builder{}
 	q.WriteString(`SELECT ` + sessionColumns + sessionFrom + ` WHERE s.pk < ?`)
 	args := []any{before}
+	if req.OriginSessionID != "" {
+		q.WriteString(` AND s.origin_session_id = ?`)
+		args = append(args, req.OriginSessionID)
+	}
 	for _, k := range slices.Sorted(maps.Keys(req.LabelFilter)) {
 		q.WriteString(` AND EXISTS (SELECT 1 FROM session_labels l WHERE l.session_pk = s.pk AND l.key = ? AND l.value = ?)`)
 		args = append(args, k, req.LabelFilter[k])
@@ -174,10 +182,12 @@ func scanSessions(rows *sql.Rows) ([]*persistence.Session, []int64, error) {
 			sess                          persistence.Session
 			cfg                           []byte
 		)
-		if err := rows.Scan(&pk, &sess.LeafEntryID, &lastSeq, &sess.ID, &created, &updated, &sess.Title, &cfg); err != nil {
+		var originSession, originEntry sql.NullString
+		if err := rows.Scan(&pk, &sess.LeafEntryID, &lastSeq, &sess.ID, &created, &updated, &sess.Title, &cfg, &originSession, &originEntry); err != nil {
 			return nil, nil, err
 		}
 		sess.CreateTime, sess.UpdateTime = time.Unix(0, created), time.Unix(0, updated)
+		sess.Origin = persistence.Origin{SessionID: originSession.String, EntryID: originEntry.String}
 		sess.Config = &agentdv1.SessionConfig{}
 		if err := proto.Unmarshal(cfg, sess.Config); err != nil {
 			return nil, nil, &persistence.Error{Kind: persistence.ErrCorrupt, SessionID: sess.ID, Detail: fmt.Sprintf("config: %v", err)}

@@ -49,6 +49,7 @@ func Run(t *testing.T, h Harness) {
 		{"TreeAndLeaf", testTreeAndLeaf},
 		{"ContextPath", testContextPath},
 		{"TreeAndLabels", testTreeAndLabels},
+		{"Origin", testOrigin},
 		{"EntryPaging", testEntryPaging},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"ConcurrentReadsDuringWrites", testConcurrentReads},
@@ -827,6 +828,33 @@ func testTreeAndLabels(t *testing.T, h Harness) {
 	if _, err := s.Tree(ctx, "missing", persistence.EntriesRequest{}); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("Tree of a missing session: %v", err)
 	}
+}
+
+func testOrigin(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	parent := mustCreate(t, s, persistence.CreateSessionParams{})
+	origin := persistence.Origin{SessionID: parent.ID, EntryID: "e7"}
+	fork := mustCreate(t, s, persistence.CreateSessionParams{Origin: origin, Labels: map[string]string{"k": "v"}})
+	mustCreate(t, s, persistence.CreateSessionParams{Labels: map[string]string{"k": "v"}})
+	if got, err := s.GetSession(ctx, fork.ID); err != nil || got.Origin != origin || fork.Origin != origin {
+		t.Fatalf("origin = %+v (created %+v), %v; want %+v", got.Origin, fork.Origin, err, origin)
+	}
+	if got, err := s.GetSession(ctx, parent.ID); err != nil || got.Origin != (persistence.Origin{}) {
+		t.Fatalf("a created session has origin %+v, %v", got.Origin, err)
+	}
+	page, err := s.ListSessions(ctx, persistence.ListSessionsRequest{OriginSessionID: parent.ID, LabelFilter: map[string]string{"k": "v"}})
+	if err != nil || len(page.Sessions) != 1 || page.Sessions[0].ID != fork.ID {
+		t.Fatalf("ListSessions by origin: %+v, %v", page, err)
+	}
+	// A page token of the unfiltered listing is refused by the origin
+	// listing: tokens are bound to their filters.
+	page, err = s.ListSessions(ctx, persistence.ListSessionsRequest{PageSize: 1})
+	if err != nil || page.NextPageToken == "" {
+		t.Fatalf("first page: %+v, %v", page, err)
+	}
+	_, err = s.ListSessions(ctx, persistence.ListSessionsRequest{OriginSessionID: parent.ID, PageToken: page.NextPageToken})
+	wantErr(t, "a token of another listing", err, persistence.ErrInvalid, "", "")
 }
 
 func testUpdateSession(t *testing.T, h Harness) {

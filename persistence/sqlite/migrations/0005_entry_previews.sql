@@ -1,5 +1,5 @@
--- agentd transcript store, schema version 5: entry previews, and payload
--- last again.
+-- agentd transcript store, schema version 5: entry previews, payload last
+-- again, and the origin of forked sessions.
 --
 -- entries.preview is a short one-line text of the entry (the start of a
 -- message's text, a tool's name and output, a summary, a label; at most
@@ -31,3 +31,11 @@ INSERT INTO entries_v5 (key, session_pk, seq, id, parent_id, kind, create_time, 
     SELECT key, session_pk, seq, id, parent_id, kind, create_time, append_time, encoding, NULL, payload FROM entries;
 DROP TABLE entries;
 ALTER TABLE entries_v5 RENAME TO entries;
+
+-- sessions.origin_session_id and origin_entry_id say where a session was
+-- forked from (ForkSession): the session and the entry whose path it
+-- copied; NULL for a session that was created, not forked. ListSessions
+-- filters by origin.
+ALTER TABLE sessions ADD COLUMN origin_session_id TEXT;
+ALTER TABLE sessions ADD COLUMN origin_entry_id TEXT;
+CREATE INDEX sessions_by_origin ON sessions (origin_session_id) WHERE origin_session_id IS NOT NULL;

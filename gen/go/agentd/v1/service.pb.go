@@ -24,6 +24,136 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ForkSessionRequest is the input of ForkSession.
+type ForkSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session to fork. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The entry whose path (root to it) the new session gets; empty means
+	// the leaf.
+	EntryId string `protobuf:"bytes,2,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
+	// The new session's configuration; unset copies the forked session's.
+	// Validated as in CreateSession.
+	Config *SessionConfig `protobuf:"bytes,3,opt,name=config,proto3" json:"config,omitempty"`
+	// The new session's title; optional.
+	Title string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
+	// The new session's labels; optional, bounded as in CreateSession.
+	Labels        map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSessionRequest) Reset() {
+	*x = ForkSessionRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSessionRequest) ProtoMessage() {}
+
+func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
+func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ForkSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetEntryId() string {
+	if x != nil {
+		return x.EntryId
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetConfig() *SessionConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *ForkSessionRequest) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ForkSessionRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+// ForkSessionResponse is the output of ForkSession.
+type ForkSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new session.
+	Session       *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSessionResponse) Reset() {
+	*x = ForkSessionResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSessionResponse) ProtoMessage() {}
+
+func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
+func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ForkSessionResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 // GetTreeRequest is the input of GetTree.
 type GetTreeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -39,7 +169,7 @@ type GetTreeRequest struct {
 
 func (x *GetTreeRequest) Reset() {
 	*x = GetTreeRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[0]
+	mi := &file_agentd_v1_service_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -51,7 +181,7 @@ func (x *GetTreeRequest) String() string {
 func (*GetTreeRequest) ProtoMessage() {}
 
 func (x *GetTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[0]
+	mi := &file_agentd_v1_service_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -64,7 +194,7 @@ func (x *GetTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTreeRequest.ProtoReflect.Descriptor instead.
 func (*GetTreeRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{0}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GetTreeRequest) GetSessionId() string {
@@ -116,7 +246,7 @@ type TreeNode struct {
 
 func (x *TreeNode) Reset() {
 	*x = TreeNode{}
-	mi := &file_agentd_v1_service_proto_msgTypes[1]
+	mi := &file_agentd_v1_service_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -128,7 +258,7 @@ func (x *TreeNode) String() string {
 func (*TreeNode) ProtoMessage() {}
 
 func (x *TreeNode) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[1]
+	mi := &file_agentd_v1_service_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -141,7 +271,7 @@ func (x *TreeNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeNode.ProtoReflect.Descriptor instead.
 func (*TreeNode) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TreeNode) GetId() string {
@@ -208,7 +338,7 @@ type GetTreeResponse struct {
 
 func (x *GetTreeResponse) Reset() {
 	*x = GetTreeResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[2]
+	mi := &file_agentd_v1_service_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -220,7 +350,7 @@ func (x *GetTreeResponse) String() string {
 func (*GetTreeResponse) ProtoMessage() {}
 
 func (x *GetTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[2]
+	mi := &file_agentd_v1_service_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -233,7 +363,7 @@ func (x *GetTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTreeResponse.ProtoReflect.Descriptor instead.
 func (*GetTreeResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetTreeResponse) GetNodes() []*TreeNode {
@@ -272,7 +402,7 @@ type SetLabelRequest struct {
 
 func (x *SetLabelRequest) Reset() {
 	*x = SetLabelRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[3]
+	mi := &file_agentd_v1_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -284,7 +414,7 @@ func (x *SetLabelRequest) String() string {
 func (*SetLabelRequest) ProtoMessage() {}
 
 func (x *SetLabelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[3]
+	mi := &file_agentd_v1_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -297,7 +427,7 @@ func (x *SetLabelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLabelRequest.ProtoReflect.Descriptor instead.
 func (*SetLabelRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SetLabelRequest) GetSessionId() string {
@@ -332,7 +462,7 @@ type SetLabelResponse struct {
 
 func (x *SetLabelResponse) Reset() {
 	*x = SetLabelResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[4]
+	mi := &file_agentd_v1_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -344,7 +474,7 @@ func (x *SetLabelResponse) String() string {
 func (*SetLabelResponse) ProtoMessage() {}
 
 func (x *SetLabelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[4]
+	mi := &file_agentd_v1_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -357,7 +487,7 @@ func (x *SetLabelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLabelResponse.ProtoReflect.Descriptor instead.
 func (*SetLabelResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SetLabelResponse) GetEntry() *Entry {
@@ -389,7 +519,7 @@ type NavigateRequest struct {
 
 func (x *NavigateRequest) Reset() {
 	*x = NavigateRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[5]
+	mi := &file_agentd_v1_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -401,7 +531,7 @@ func (x *NavigateRequest) String() string {
 func (*NavigateRequest) ProtoMessage() {}
 
 func (x *NavigateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[5]
+	mi := &file_agentd_v1_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -414,7 +544,7 @@ func (x *NavigateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NavigateRequest.ProtoReflect.Descriptor instead.
 func (*NavigateRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *NavigateRequest) GetSessionId() string {
@@ -465,7 +595,7 @@ type NavigateResponse struct {
 
 func (x *NavigateResponse) Reset() {
 	*x = NavigateResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[6]
+	mi := &file_agentd_v1_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +607,7 @@ func (x *NavigateResponse) String() string {
 func (*NavigateResponse) ProtoMessage() {}
 
 func (x *NavigateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[6]
+	mi := &file_agentd_v1_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +620,7 @@ func (x *NavigateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NavigateResponse.ProtoReflect.Descriptor instead.
 func (*NavigateResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *NavigateResponse) GetSession() *Session {
@@ -533,7 +663,7 @@ type UpdateSessionRequest struct {
 
 func (x *UpdateSessionRequest) Reset() {
 	*x = UpdateSessionRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[7]
+	mi := &file_agentd_v1_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +675,7 @@ func (x *UpdateSessionRequest) String() string {
 func (*UpdateSessionRequest) ProtoMessage() {}
 
 func (x *UpdateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[7]
+	mi := &file_agentd_v1_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +688,7 @@ func (x *UpdateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSessionRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UpdateSessionRequest) GetSessionId() string {
@@ -610,7 +740,7 @@ type UpdateSessionResponse struct {
 
 func (x *UpdateSessionResponse) Reset() {
 	*x = UpdateSessionResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[8]
+	mi := &file_agentd_v1_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +752,7 @@ func (x *UpdateSessionResponse) String() string {
 func (*UpdateSessionResponse) ProtoMessage() {}
 
 func (x *UpdateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[8]
+	mi := &file_agentd_v1_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +765,7 @@ func (x *UpdateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSessionResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpdateSessionResponse) GetSession() *Session {
@@ -675,7 +805,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[9]
+	mi := &file_agentd_v1_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +817,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[9]
+	mi := &file_agentd_v1_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +830,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CompactRequest) GetSessionId() string {
@@ -754,7 +884,7 @@ type SubmitContextRequest struct {
 
 func (x *SubmitContextRequest) Reset() {
 	*x = SubmitContextRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[10]
+	mi := &file_agentd_v1_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +896,7 @@ func (x *SubmitContextRequest) String() string {
 func (*SubmitContextRequest) ProtoMessage() {}
 
 func (x *SubmitContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[10]
+	mi := &file_agentd_v1_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +909,7 @@ func (x *SubmitContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitContextRequest.ProtoReflect.Descriptor instead.
 func (*SubmitContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubmitContextRequest) GetSessionId() string {
@@ -819,7 +949,7 @@ type ContextSelection struct {
 
 func (x *ContextSelection) Reset() {
 	*x = ContextSelection{}
-	mi := &file_agentd_v1_service_proto_msgTypes[11]
+	mi := &file_agentd_v1_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -831,7 +961,7 @@ func (x *ContextSelection) String() string {
 func (*ContextSelection) ProtoMessage() {}
 
 func (x *ContextSelection) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[11]
+	mi := &file_agentd_v1_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -844,7 +974,7 @@ func (x *ContextSelection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextSelection.ProtoReflect.Descriptor instead.
 func (*ContextSelection) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ContextSelection) GetItem() isContextSelection_Item {
@@ -900,7 +1030,7 @@ type SubmitContextResponse struct {
 
 func (x *SubmitContextResponse) Reset() {
 	*x = SubmitContextResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +1042,7 @@ func (x *SubmitContextResponse) String() string {
 func (*SubmitContextResponse) ProtoMessage() {}
 
 func (x *SubmitContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +1055,7 @@ func (x *SubmitContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitContextResponse.ProtoReflect.Descriptor instead.
 func (*SubmitContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{14}
 }
 
 // CreateSessionRequest is the input of CreateSession.
@@ -944,7 +1074,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -956,7 +1086,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -969,7 +1099,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateSessionRequest) GetConfig() *SessionConfig {
@@ -1004,7 +1134,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1146,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1159,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -1050,7 +1180,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1192,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1205,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1096,7 +1226,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1108,7 +1238,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1121,7 +1251,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1139,14 +1269,18 @@ type ListSessionsRequest struct {
 	// The next_page_token of a previous response; empty for the first page.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only sessions that carry every one of these labels with these values.
-	LabelFilter   map[string]string `protobuf:"bytes,3,rep,name=label_filter,json=labelFilter,proto3" json:"label_filter,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// These are the session's labels (CreateSession, UpdateSession), not the
+	// entry labels of SetLabel.
+	LabelFilter map[string]string `protobuf:"bytes,3,rep,name=label_filter,json=labelFilter,proto3" json:"label_filter,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Only sessions forked (ForkSession) from this session.
+	OriginSessionId string `protobuf:"bytes,4,opt,name=origin_session_id,json=originSessionId,proto3" json:"origin_session_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1292,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1305,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListSessionsRequest) GetPageSize() int32 {
@@ -1195,6 +1329,13 @@ func (x *ListSessionsRequest) GetLabelFilter() map[string]string {
 	return nil
 }
 
+func (x *ListSessionsRequest) GetOriginSessionId() string {
+	if x != nil {
+		return x.OriginSessionId
+	}
+	return ""
+}
+
 // ListSessionsResponse is the output of ListSessions.
 type ListSessionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1208,7 +1349,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1361,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1374,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1263,7 +1404,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1416,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1429,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -1314,7 +1455,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1326,7 +1467,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1339,7 +1480,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{22}
 }
 
 // PromptRequest is the input of Prompt.
@@ -1367,7 +1508,7 @@ type PromptRequest struct {
 
 func (x *PromptRequest) Reset() {
 	*x = PromptRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1379,7 +1520,7 @@ func (x *PromptRequest) String() string {
 func (*PromptRequest) ProtoMessage() {}
 
 func (x *PromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1392,7 +1533,7 @@ func (x *PromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptRequest.ProtoReflect.Descriptor instead.
 func (*PromptRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PromptRequest) GetSessionId() string {
@@ -1449,7 +1590,7 @@ type ContinueRequest struct {
 
 func (x *ContinueRequest) Reset() {
 	*x = ContinueRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1602,7 @@ func (x *ContinueRequest) String() string {
 func (*ContinueRequest) ProtoMessage() {}
 
 func (x *ContinueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1615,7 @@ func (x *ContinueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContinueRequest.ProtoReflect.Descriptor instead.
 func (*ContinueRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{22}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ContinueRequest) GetSessionId() string {
@@ -1518,7 +1659,7 @@ type SteerRequest struct {
 
 func (x *SteerRequest) Reset() {
 	*x = SteerRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1530,7 +1671,7 @@ func (x *SteerRequest) String() string {
 func (*SteerRequest) ProtoMessage() {}
 
 func (x *SteerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1543,7 +1684,7 @@ func (x *SteerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerRequest.ProtoReflect.Descriptor instead.
 func (*SteerRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{23}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SteerRequest) GetSessionId() string {
@@ -1571,7 +1712,7 @@ type SteerResponse struct {
 
 func (x *SteerResponse) Reset() {
 	*x = SteerResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1583,7 +1724,7 @@ func (x *SteerResponse) String() string {
 func (*SteerResponse) ProtoMessage() {}
 
 func (x *SteerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1596,7 +1737,7 @@ func (x *SteerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerResponse.ProtoReflect.Descriptor instead.
 func (*SteerResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{24}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SteerResponse) GetQueued() uint32 {
@@ -1619,7 +1760,7 @@ type FollowUpRequest struct {
 
 func (x *FollowUpRequest) Reset() {
 	*x = FollowUpRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +1772,7 @@ func (x *FollowUpRequest) String() string {
 func (*FollowUpRequest) ProtoMessage() {}
 
 func (x *FollowUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +1785,7 @@ func (x *FollowUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowUpRequest.ProtoReflect.Descriptor instead.
 func (*FollowUpRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{25}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FollowUpRequest) GetSessionId() string {
@@ -1672,7 +1813,7 @@ type FollowUpResponse struct {
 
 func (x *FollowUpResponse) Reset() {
 	*x = FollowUpResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1825,7 @@ func (x *FollowUpResponse) String() string {
 func (*FollowUpResponse) ProtoMessage() {}
 
 func (x *FollowUpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1838,7 @@ func (x *FollowUpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowUpResponse.ProtoReflect.Descriptor instead.
 func (*FollowUpResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{26}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FollowUpResponse) GetQueued() uint32 {
@@ -1721,7 +1862,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +1874,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +1887,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{27}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AbortRequest) GetSessionId() string {
@@ -1774,7 +1915,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +1927,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +1940,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AbortResponse) GetRunId() string {
@@ -1824,7 +1965,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +1977,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +1990,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{29}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AttachRequest) GetSessionId() string {
@@ -1892,7 +2033,7 @@ type SubmitToolResultRequest struct {
 
 func (x *SubmitToolResultRequest) Reset() {
 	*x = SubmitToolResultRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1904,7 +2045,7 @@ func (x *SubmitToolResultRequest) String() string {
 func (*SubmitToolResultRequest) ProtoMessage() {}
 
 func (x *SubmitToolResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1917,7 +2058,7 @@ func (x *SubmitToolResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitToolResultRequest.ProtoReflect.Descriptor instead.
 func (*SubmitToolResultRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SubmitToolResultRequest) GetSessionId() string {
@@ -1964,7 +2105,7 @@ type SubmitToolResultResponse struct {
 
 func (x *SubmitToolResultResponse) Reset() {
 	*x = SubmitToolResultResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2117,7 @@ func (x *SubmitToolResultResponse) String() string {
 func (*SubmitToolResultResponse) ProtoMessage() {}
 
 func (x *SubmitToolResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2130,7 @@ func (x *SubmitToolResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitToolResultResponse.ProtoReflect.Descriptor instead.
 func (*SubmitToolResultResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 // ResolveApprovalRequest is the input of ResolveApproval.
@@ -2012,7 +2153,7 @@ type ResolveApprovalRequest struct {
 
 func (x *ResolveApprovalRequest) Reset() {
 	*x = ResolveApprovalRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2165,7 @@ func (x *ResolveApprovalRequest) String() string {
 func (*ResolveApprovalRequest) ProtoMessage() {}
 
 func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2178,7 @@ func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ResolveApprovalRequest) GetSessionId() string {
@@ -2084,7 +2225,7 @@ type ResolveApprovalResponse struct {
 
 func (x *ResolveApprovalResponse) Reset() {
 	*x = ResolveApprovalResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2096,7 +2237,7 @@ func (x *ResolveApprovalResponse) String() string {
 func (*ResolveApprovalResponse) ProtoMessage() {}
 
 func (x *ResolveApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,7 +2250,7 @@ func (x *ResolveApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalResponse.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 // AppendMessagesRequest is the input of AppendMessages.
@@ -2126,7 +2267,7 @@ type AppendMessagesRequest struct {
 
 func (x *AppendMessagesRequest) Reset() {
 	*x = AppendMessagesRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2279,7 @@ func (x *AppendMessagesRequest) String() string {
 func (*AppendMessagesRequest) ProtoMessage() {}
 
 func (x *AppendMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2292,7 @@ func (x *AppendMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AppendMessagesRequest) GetSessionId() string {
@@ -2179,7 +2320,7 @@ type AppendMessagesResponse struct {
 
 func (x *AppendMessagesResponse) Reset() {
 	*x = AppendMessagesResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[35]
+	mi := &file_agentd_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2332,7 @@ func (x *AppendMessagesResponse) String() string {
 func (*AppendMessagesResponse) ProtoMessage() {}
 
 func (x *AppendMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[35]
+	mi := &file_agentd_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2345,7 @@ func (x *AppendMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AppendMessagesResponse) GetEntries() []*Entry {
@@ -2232,7 +2373,7 @@ type GetTranscriptRequest struct {
 
 func (x *GetTranscriptRequest) Reset() {
 	*x = GetTranscriptRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[36]
+	mi := &file_agentd_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2385,7 @@ func (x *GetTranscriptRequest) String() string {
 func (*GetTranscriptRequest) ProtoMessage() {}
 
 func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[36]
+	mi := &file_agentd_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,7 +2398,7 @@ func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptRequest.ProtoReflect.Descriptor instead.
 func (*GetTranscriptRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetTranscriptRequest) GetSessionId() string {
@@ -2304,7 +2445,7 @@ type GetTranscriptResponse struct {
 
 func (x *GetTranscriptResponse) Reset() {
 	*x = GetTranscriptResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2316,7 +2457,7 @@ func (x *GetTranscriptResponse) String() string {
 func (*GetTranscriptResponse) ProtoMessage() {}
 
 func (x *GetTranscriptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2329,7 +2470,7 @@ func (x *GetTranscriptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptResponse.ProtoReflect.Descriptor instead.
 func (*GetTranscriptResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetTranscriptResponse) GetEntries() []*Entry {
@@ -2367,7 +2508,7 @@ type GetContextRequest struct {
 
 func (x *GetContextRequest) Reset() {
 	*x = GetContextRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2520,7 @@ func (x *GetContextRequest) String() string {
 func (*GetContextRequest) ProtoMessage() {}
 
 func (x *GetContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2533,7 @@ func (x *GetContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextRequest.ProtoReflect.Descriptor instead.
 func (*GetContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetContextRequest) GetSessionId() string {
@@ -2439,7 +2580,7 @@ type GetContextResponse struct {
 
 func (x *GetContextResponse) Reset() {
 	*x = GetContextResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2451,7 +2592,7 @@ func (x *GetContextResponse) String() string {
 func (*GetContextResponse) ProtoMessage() {}
 
 func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2464,7 +2605,7 @@ func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextResponse.ProtoReflect.Descriptor instead.
 func (*GetContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetContextResponse) GetContext() *Context {
@@ -2518,7 +2659,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2530,7 +2671,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2543,7 +2684,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 // ListModelsResponse is the output of ListModels.
@@ -2557,7 +2698,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +2710,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +2723,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -2596,7 +2737,19 @@ var File_agentd_v1_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x17agentd/v1/service.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x16agentd/v1/events.proto\x1a\x17agentd/v1/session.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"k\n" +
+	"\x17agentd/v1/service.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x16agentd/v1/events.proto\x1a\x17agentd/v1/session.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\x02\n" +
+	"\x12ForkSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
+	"\bentry_id\x18\x02 \x01(\tR\aentryId\x120\n" +
+	"\x06config\x18\x03 \x01(\v2\x18.agentd.v1.SessionConfigR\x06config\x12\x14\n" +
+	"\x05title\x18\x04 \x01(\tR\x05title\x12A\n" +
+	"\x06labels\x18\x05 \x03(\v2).agentd.v1.ForkSessionRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"C\n" +
+	"\x13ForkSessionResponse\x12,\n" +
+	"\asession\x18\x01 \x01(\v2\x12.agentd.v1.SessionR\asession\"k\n" +
 	"\x0eGetTreeRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
@@ -2677,12 +2830,13 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"B\n" +
 	"\x12GetSessionResponse\x12,\n" +
-	"\asession\x18\x01 \x01(\v2\x12.agentd.v1.SessionR\asession\"\xe5\x01\n" +
+	"\asession\x18\x01 \x01(\v2\x12.agentd.v1.SessionR\asession\"\x91\x02\n" +
 	"\x13ListSessionsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12R\n" +
-	"\flabel_filter\x18\x03 \x03(\v2/.agentd.v1.ListSessionsRequest.LabelFilterEntryR\vlabelFilter\x1a>\n" +
+	"\flabel_filter\x18\x03 \x03(\v2/.agentd.v1.ListSessionsRequest.LabelFilterEntryR\vlabelFilter\x12*\n" +
+	"\x11origin_session_id\x18\x04 \x01(\tR\x0foriginSessionId\x1a>\n" +
 	"\x10LabelFilterEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"n\n" +
@@ -2784,7 +2938,7 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\rwould_compact\x18\x06 \x01(\bR\fwouldCompact\"\x13\n" +
 	"\x11ListModelsRequest\">\n" +
 	"\x12ListModelsResponse\x12(\n" +
-	"\x06models\x18\x01 \x03(\v2\x10.agentd.v1.ModelR\x06models2\xf5\f\n" +
+	"\x06models\x18\x01 \x03(\v2\x10.agentd.v1.ModelR\x06models2\xc3\r\n" +
 	"\fAgentService\x12R\n" +
 	"\rCreateSession\x12\x1f.agentd.v1.CreateSessionRequest\x1a .agentd.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -2810,7 +2964,8 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\rSubmitContext\x12\x1f.agentd.v1.SubmitContextRequest\x1a .agentd.v1.SubmitContextResponse\x12@\n" +
 	"\aGetTree\x12\x19.agentd.v1.GetTreeRequest\x1a\x1a.agentd.v1.GetTreeResponse\x12C\n" +
 	"\bSetLabel\x12\x1a.agentd.v1.SetLabelRequest\x1a\x1b.agentd.v1.SetLabelResponse\x12C\n" +
-	"\bNavigate\x12\x1a.agentd.v1.NavigateRequest\x1a\x1b.agentd.v1.NavigateResponseB4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
+	"\bNavigate\x12\x1a.agentd.v1.NavigateRequest\x1a\x1b.agentd.v1.NavigateResponse\x12L\n" +
+	"\vForkSession\x12\x1d.agentd.v1.ForkSessionRequest\x1a\x1e.agentd.v1.ForkSessionResponseB4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
 
 var (
 	file_agentd_v1_service_proto_rawDescOnce sync.Once
@@ -2824,147 +2979,155 @@ func file_agentd_v1_service_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_service_proto_rawDescData
 }
 
-var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_agentd_v1_service_proto_goTypes = []any{
-	(*GetTreeRequest)(nil),           // 0: agentd.v1.GetTreeRequest
-	(*TreeNode)(nil),                 // 1: agentd.v1.TreeNode
-	(*GetTreeResponse)(nil),          // 2: agentd.v1.GetTreeResponse
-	(*SetLabelRequest)(nil),          // 3: agentd.v1.SetLabelRequest
-	(*SetLabelResponse)(nil),         // 4: agentd.v1.SetLabelResponse
-	(*NavigateRequest)(nil),          // 5: agentd.v1.NavigateRequest
-	(*NavigateResponse)(nil),         // 6: agentd.v1.NavigateResponse
-	(*UpdateSessionRequest)(nil),     // 7: agentd.v1.UpdateSessionRequest
-	(*UpdateSessionResponse)(nil),    // 8: agentd.v1.UpdateSessionResponse
-	(*CompactRequest)(nil),           // 9: agentd.v1.CompactRequest
-	(*SubmitContextRequest)(nil),     // 10: agentd.v1.SubmitContextRequest
-	(*ContextSelection)(nil),         // 11: agentd.v1.ContextSelection
-	(*SubmitContextResponse)(nil),    // 12: agentd.v1.SubmitContextResponse
-	(*CreateSessionRequest)(nil),     // 13: agentd.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),    // 14: agentd.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),        // 15: agentd.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),       // 16: agentd.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),      // 17: agentd.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 18: agentd.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),     // 19: agentd.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),    // 20: agentd.v1.DeleteSessionResponse
-	(*PromptRequest)(nil),            // 21: agentd.v1.PromptRequest
-	(*ContinueRequest)(nil),          // 22: agentd.v1.ContinueRequest
-	(*SteerRequest)(nil),             // 23: agentd.v1.SteerRequest
-	(*SteerResponse)(nil),            // 24: agentd.v1.SteerResponse
-	(*FollowUpRequest)(nil),          // 25: agentd.v1.FollowUpRequest
-	(*FollowUpResponse)(nil),         // 26: agentd.v1.FollowUpResponse
-	(*AbortRequest)(nil),             // 27: agentd.v1.AbortRequest
-	(*AbortResponse)(nil),            // 28: agentd.v1.AbortResponse
-	(*AttachRequest)(nil),            // 29: agentd.v1.AttachRequest
-	(*SubmitToolResultRequest)(nil),  // 30: agentd.v1.SubmitToolResultRequest
-	(*SubmitToolResultResponse)(nil), // 31: agentd.v1.SubmitToolResultResponse
-	(*ResolveApprovalRequest)(nil),   // 32: agentd.v1.ResolveApprovalRequest
-	(*ResolveApprovalResponse)(nil),  // 33: agentd.v1.ResolveApprovalResponse
-	(*AppendMessagesRequest)(nil),    // 34: agentd.v1.AppendMessagesRequest
-	(*AppendMessagesResponse)(nil),   // 35: agentd.v1.AppendMessagesResponse
-	(*GetTranscriptRequest)(nil),     // 36: agentd.v1.GetTranscriptRequest
-	(*GetTranscriptResponse)(nil),    // 37: agentd.v1.GetTranscriptResponse
-	(*GetContextRequest)(nil),        // 38: agentd.v1.GetContextRequest
-	(*GetContextResponse)(nil),       // 39: agentd.v1.GetContextResponse
-	(*ListModelsRequest)(nil),        // 40: agentd.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),       // 41: agentd.v1.ListModelsResponse
-	nil,                              // 42: agentd.v1.UpdateSessionRequest.LabelsEntry
-	nil,                              // 43: agentd.v1.CreateSessionRequest.LabelsEntry
-	nil,                              // 44: agentd.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                              // 45: agentd.v1.GetTranscriptResponse.LabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 46: google.protobuf.Timestamp
-	(*Entry)(nil),                    // 47: agentd.v1.Entry
-	(*Session)(nil),                  // 48: agentd.v1.Session
+	(*ForkSessionRequest)(nil),       // 0: agentd.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),      // 1: agentd.v1.ForkSessionResponse
+	(*GetTreeRequest)(nil),           // 2: agentd.v1.GetTreeRequest
+	(*TreeNode)(nil),                 // 3: agentd.v1.TreeNode
+	(*GetTreeResponse)(nil),          // 4: agentd.v1.GetTreeResponse
+	(*SetLabelRequest)(nil),          // 5: agentd.v1.SetLabelRequest
+	(*SetLabelResponse)(nil),         // 6: agentd.v1.SetLabelResponse
+	(*NavigateRequest)(nil),          // 7: agentd.v1.NavigateRequest
+	(*NavigateResponse)(nil),         // 8: agentd.v1.NavigateResponse
+	(*UpdateSessionRequest)(nil),     // 9: agentd.v1.UpdateSessionRequest
+	(*UpdateSessionResponse)(nil),    // 10: agentd.v1.UpdateSessionResponse
+	(*CompactRequest)(nil),           // 11: agentd.v1.CompactRequest
+	(*SubmitContextRequest)(nil),     // 12: agentd.v1.SubmitContextRequest
+	(*ContextSelection)(nil),         // 13: agentd.v1.ContextSelection
+	(*SubmitContextResponse)(nil),    // 14: agentd.v1.SubmitContextResponse
+	(*CreateSessionRequest)(nil),     // 15: agentd.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),    // 16: agentd.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),        // 17: agentd.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),       // 18: agentd.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),      // 19: agentd.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 20: agentd.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),     // 21: agentd.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),    // 22: agentd.v1.DeleteSessionResponse
+	(*PromptRequest)(nil),            // 23: agentd.v1.PromptRequest
+	(*ContinueRequest)(nil),          // 24: agentd.v1.ContinueRequest
+	(*SteerRequest)(nil),             // 25: agentd.v1.SteerRequest
+	(*SteerResponse)(nil),            // 26: agentd.v1.SteerResponse
+	(*FollowUpRequest)(nil),          // 27: agentd.v1.FollowUpRequest
+	(*FollowUpResponse)(nil),         // 28: agentd.v1.FollowUpResponse
+	(*AbortRequest)(nil),             // 29: agentd.v1.AbortRequest
+	(*AbortResponse)(nil),            // 30: agentd.v1.AbortResponse
+	(*AttachRequest)(nil),            // 31: agentd.v1.AttachRequest
+	(*SubmitToolResultRequest)(nil),  // 32: agentd.v1.SubmitToolResultRequest
+	(*SubmitToolResultResponse)(nil), // 33: agentd.v1.SubmitToolResultResponse
+	(*ResolveApprovalRequest)(nil),   // 34: agentd.v1.ResolveApprovalRequest
+	(*ResolveApprovalResponse)(nil),  // 35: agentd.v1.ResolveApprovalResponse
+	(*AppendMessagesRequest)(nil),    // 36: agentd.v1.AppendMessagesRequest
+	(*AppendMessagesResponse)(nil),   // 37: agentd.v1.AppendMessagesResponse
+	(*GetTranscriptRequest)(nil),     // 38: agentd.v1.GetTranscriptRequest
+	(*GetTranscriptResponse)(nil),    // 39: agentd.v1.GetTranscriptResponse
+	(*GetContextRequest)(nil),        // 40: agentd.v1.GetContextRequest
+	(*GetContextResponse)(nil),       // 41: agentd.v1.GetContextResponse
+	(*ListModelsRequest)(nil),        // 42: agentd.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),       // 43: agentd.v1.ListModelsResponse
+	nil,                              // 44: agentd.v1.ForkSessionRequest.LabelsEntry
+	nil,                              // 45: agentd.v1.UpdateSessionRequest.LabelsEntry
+	nil,                              // 46: agentd.v1.CreateSessionRequest.LabelsEntry
+	nil,                              // 47: agentd.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                              // 48: agentd.v1.GetTranscriptResponse.LabelsEntry
 	(*SessionConfig)(nil),            // 49: agentd.v1.SessionConfig
-	(*fieldmaskpb.FieldMask)(nil),    // 50: google.protobuf.FieldMask
-	(*AgentMessage)(nil),             // 51: agentd.v1.AgentMessage
-	(*ContentBlock)(nil),             // 52: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),           // 53: google.protobuf.Value
-	(ApprovalDecision)(0),            // 54: agentd.v1.ApprovalDecision
-	(*Context)(nil),                  // 55: agentd.v1.Context
-	(*Model)(nil),                    // 56: agentd.v1.Model
-	(*AgentEvent)(nil),               // 57: agentd.v1.AgentEvent
+	(*Session)(nil),                  // 50: agentd.v1.Session
+	(*timestamppb.Timestamp)(nil),    // 51: google.protobuf.Timestamp
+	(*Entry)(nil),                    // 52: agentd.v1.Entry
+	(*fieldmaskpb.FieldMask)(nil),    // 53: google.protobuf.FieldMask
+	(*AgentMessage)(nil),             // 54: agentd.v1.AgentMessage
+	(*ContentBlock)(nil),             // 55: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),           // 56: google.protobuf.Value
+	(ApprovalDecision)(0),            // 57: agentd.v1.ApprovalDecision
+	(*Context)(nil),                  // 58: agentd.v1.Context
+	(*Model)(nil),                    // 59: agentd.v1.Model
+	(*AgentEvent)(nil),               // 60: agentd.v1.AgentEvent
 }
 var file_agentd_v1_service_proto_depIdxs = []int32{
-	46, // 0: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
-	1,  // 1: agentd.v1.GetTreeResponse.nodes:type_name -> agentd.v1.TreeNode
-	47, // 2: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
-	48, // 3: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
-	47, // 4: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
-	49, // 5: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	42, // 6: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
-	50, // 7: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
-	48, // 8: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
-	47, // 9: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
-	11, // 10: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
-	51, // 11: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
-	49, // 12: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	43, // 13: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
-	48, // 14: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
-	48, // 15: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
-	44, // 16: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
-	48, // 17: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
-	52, // 18: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
-	52, // 19: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
-	52, // 20: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
-	52, // 21: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
-	53, // 22: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
-	54, // 23: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
-	51, // 24: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
-	47, // 25: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
-	47, // 26: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
-	45, // 27: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
-	55, // 28: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
-	56, // 29: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
-	13, // 30: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
-	15, // 31: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
-	17, // 32: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
-	19, // 33: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
-	21, // 34: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
-	22, // 35: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
-	23, // 36: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
-	25, // 37: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
-	27, // 38: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
-	29, // 39: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
-	30, // 40: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
-	32, // 41: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
-	34, // 42: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
-	36, // 43: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
-	38, // 44: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
-	40, // 45: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
-	7,  // 46: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
-	9,  // 47: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
-	10, // 48: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
-	0,  // 49: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
-	3,  // 50: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
-	5,  // 51: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
-	14, // 52: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
-	16, // 53: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
-	18, // 54: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
-	20, // 55: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
-	57, // 56: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
-	57, // 57: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
-	24, // 58: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
-	26, // 59: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
-	28, // 60: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
-	57, // 61: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
-	31, // 62: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
-	33, // 63: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
-	35, // 64: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
-	37, // 65: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
-	39, // 66: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
-	41, // 67: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
-	8,  // 68: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
-	57, // 69: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
-	12, // 70: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
-	2,  // 71: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
-	4,  // 72: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
-	6,  // 73: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
-	52, // [52:74] is the sub-list for method output_type
-	30, // [30:52] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	49, // 0: agentd.v1.ForkSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	44, // 1: agentd.v1.ForkSessionRequest.labels:type_name -> agentd.v1.ForkSessionRequest.LabelsEntry
+	50, // 2: agentd.v1.ForkSessionResponse.session:type_name -> agentd.v1.Session
+	51, // 3: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
+	3,  // 4: agentd.v1.GetTreeResponse.nodes:type_name -> agentd.v1.TreeNode
+	52, // 5: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
+	50, // 6: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
+	52, // 7: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
+	49, // 8: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	45, // 9: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
+	53, // 10: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
+	50, // 11: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
+	52, // 12: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
+	13, // 13: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
+	54, // 14: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
+	49, // 15: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	46, // 16: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
+	50, // 17: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
+	50, // 18: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
+	47, // 19: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
+	50, // 20: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
+	55, // 21: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
+	55, // 22: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
+	55, // 23: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
+	55, // 24: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
+	56, // 25: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
+	57, // 26: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
+	54, // 27: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
+	52, // 28: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
+	52, // 29: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
+	48, // 30: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
+	58, // 31: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
+	59, // 32: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
+	15, // 33: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
+	17, // 34: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
+	19, // 35: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
+	21, // 36: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
+	23, // 37: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
+	24, // 38: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
+	25, // 39: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
+	27, // 40: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
+	29, // 41: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
+	31, // 42: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
+	32, // 43: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
+	34, // 44: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
+	36, // 45: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
+	38, // 46: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
+	40, // 47: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
+	42, // 48: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
+	9,  // 49: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
+	11, // 50: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
+	12, // 51: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
+	2,  // 52: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
+	5,  // 53: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
+	7,  // 54: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
+	0,  // 55: agentd.v1.AgentService.ForkSession:input_type -> agentd.v1.ForkSessionRequest
+	16, // 56: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
+	18, // 57: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
+	20, // 58: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
+	22, // 59: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
+	60, // 60: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
+	60, // 61: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
+	26, // 62: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
+	28, // 63: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
+	30, // 64: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
+	60, // 65: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
+	33, // 66: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
+	35, // 67: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
+	37, // 68: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
+	39, // 69: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
+	41, // 70: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
+	43, // 71: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
+	10, // 72: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
+	60, // 73: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
+	14, // 74: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
+	4,  // 75: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
+	6,  // 76: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
+	8,  // 77: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
+	1,  // 78: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
+	56, // [56:79] is the sub-list for method output_type
+	33, // [33:56] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_service_proto_init() }
@@ -2976,7 +3139,7 @@ func file_agentd_v1_service_proto_init() {
 	file_agentd_v1_content_proto_init()
 	file_agentd_v1_events_proto_init()
 	file_agentd_v1_session_proto_init()
-	file_agentd_v1_service_proto_msgTypes[11].OneofWrappers = []any{
+	file_agentd_v1_service_proto_msgTypes[13].OneofWrappers = []any{
 		(*ContextSelection_EntryId)(nil),
 		(*ContextSelection_Message)(nil),
 	}
@@ -2986,7 +3149,7 @@ func file_agentd_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_service_proto_rawDesc), len(file_agentd_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,7 @@ const (
 	AgentService_GetTree_FullMethodName          = "/agentd.v1.AgentService/GetTree"
 	AgentService_SetLabel_FullMethodName         = "/agentd.v1.AgentService/SetLabel"
 	AgentService_Navigate_FullMethodName         = "/agentd.v1.AgentService/Navigate"
+	AgentService_ForkSession_FullMethodName      = "/agentd.v1.AgentService/ForkSession"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -148,6 +149,11 @@ type AgentServiceClient interface {
 	// summarize is set) a BranchSummary entry of the path left is appended at
 	// the new position, as pi does, and becomes the leaf.
 	Navigate(ctx context.Context, in *NavigateRequest, opts ...grpc.CallOption) (*NavigateResponse, error)
+	// ForkSession creates a new session whose transcript is the path to an
+	// entry of another session (default its leaf), with the same entry ids
+	// and the same configuration unless one is given. The new session
+	// records its origin; ListSessions filters by it.
+	ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error)
 }
 
 type agentServiceClient struct {
@@ -414,6 +420,16 @@ func (c *agentServiceClient) Navigate(ctx context.Context, in *NavigateRequest, 
 	return out, nil
 }
 
+func (c *agentServiceClient) ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForkSessionResponse)
+	err := c.cc.Invoke(ctx, AgentService_ForkSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -519,6 +535,11 @@ type AgentServiceServer interface {
 	// summarize is set) a BranchSummary entry of the path left is appended at
 	// the new position, as pi does, and becomes the leaf.
 	Navigate(context.Context, *NavigateRequest) (*NavigateResponse, error)
+	// ForkSession creates a new session whose transcript is the path to an
+	// entry of another session (default its leaf), with the same entry ids
+	// and the same configuration unless one is given. The new session
+	// records its origin; ListSessions filters by it.
+	ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -594,6 +615,9 @@ func (UnimplementedAgentServiceServer) SetLabel(context.Context, *SetLabelReques
 }
 func (UnimplementedAgentServiceServer) Navigate(context.Context, *NavigateRequest) (*NavigateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Navigate not implemented")
+}
+func (UnimplementedAgentServiceServer) ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForkSession not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -984,6 +1008,24 @@ func _AgentService_Navigate_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_ForkSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForkSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ForkSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ForkSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ForkSession(ctx, req.(*ForkSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1062,6 +1104,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Navigate",
 			Handler:    _AgentService_Navigate_Handler,
+		},
+		{
+			MethodName: "ForkSession",
+			Handler:    _AgentService_ForkSession_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1553,7 +1553,10 @@ type Session struct {
 	// Whether a run is active.
 	State SessionState `protobuf:"varint,8,opt,name=state,proto3,enum=agentd.v1.SessionState" json:"state,omitempty"`
 	// The id of the active run; empty when idle.
-	ActiveRunId   string `protobuf:"bytes,9,opt,name=active_run_id,json=activeRunId,proto3" json:"active_run_id,omitempty"`
+	ActiveRunId string `protobuf:"bytes,9,opt,name=active_run_id,json=activeRunId,proto3" json:"active_run_id,omitempty"`
+	// Where the session was forked from (ForkSession); unset for a session
+	// created with CreateSession.
+	Origin        *SessionOrigin `protobuf:"bytes,10,opt,name=origin,proto3" json:"origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1651,6 +1654,68 @@ func (x *Session) GetActiveRunId() string {
 	return ""
 }
 
+func (x *Session) GetOrigin() *SessionOrigin {
+	if x != nil {
+		return x.Origin
+	}
+	return nil
+}
+
+// SessionOrigin names the session and entry a session was forked from.
+type SessionOrigin struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session forked.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The entry whose path the fork copied.
+	EntryId       string `protobuf:"bytes,2,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionOrigin) Reset() {
+	*x = SessionOrigin{}
+	mi := &file_agentd_v1_session_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionOrigin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionOrigin) ProtoMessage() {}
+
+func (x *SessionOrigin) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionOrigin.ProtoReflect.Descriptor instead.
+func (*SessionOrigin) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SessionOrigin) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SessionOrigin) GetEntryId() string {
+	if x != nil {
+		return x.EntryId
+	}
+	return ""
+}
+
 // ModelPrice is a model's price in US dollars per million tokens.
 type ModelPrice struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1668,7 +1733,7 @@ type ModelPrice struct {
 
 func (x *ModelPrice) Reset() {
 	*x = ModelPrice{}
-	mi := &file_agentd_v1_session_proto_msgTypes[15]
+	mi := &file_agentd_v1_session_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1745,7 @@ func (x *ModelPrice) String() string {
 func (*ModelPrice) ProtoMessage() {}
 
 func (x *ModelPrice) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[15]
+	mi := &file_agentd_v1_session_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1758,7 @@ func (x *ModelPrice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
 func (*ModelPrice) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ModelPrice) GetInput() float64 {
@@ -1755,7 +1820,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_agentd_v1_session_proto_msgTypes[16]
+	mi := &file_agentd_v1_session_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +1832,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[16]
+	mi := &file_agentd_v1_session_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +1845,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Model) GetRef() *ModelRef {
@@ -1937,7 +2002,7 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\x04echo\x18\x02 \x01(\bR\x04echo\x12*\n" +
 	"\x11tokens_per_second\x18\x03 \x01(\rR\x0ftokensPerSecond\x12%\n" +
 	"\x0econtext_window\x18\x04 \x01(\x03R\rcontextWindow\x12\x1c\n" +
-	"\tsummaries\x18\x05 \x03(\tR\tsummaries\"\xc5\x03\n" +
+	"\tsummaries\x18\x05 \x03(\tR\tsummaries\"\xf7\x03\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x126\n" +
@@ -1949,10 +2014,16 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"updateTime\x12\"\n" +
 	"\rleaf_entry_id\x18\a \x01(\tR\vleafEntryId\x12-\n" +
 	"\x05state\x18\b \x01(\x0e2\x17.agentd.v1.SessionStateR\x05state\x12\"\n" +
-	"\ractive_run_id\x18\t \x01(\tR\vactiveRunId\x1a9\n" +
+	"\ractive_run_id\x18\t \x01(\tR\vactiveRunId\x120\n" +
+	"\x06origin\x18\n" +
+	" \x01(\v2\x18.agentd.v1.SessionOriginR\x06origin\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"z\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +
+	"\rSessionOrigin\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
+	"\bentry_id\x18\x02 \x01(\tR\aentryId\"z\n" +
 	"\n" +
 	"ModelPrice\x12\x14\n" +
 	"\x05input\x18\x01 \x01(\x01R\x05input\x12\x16\n" +
@@ -2025,7 +2096,7 @@ func file_agentd_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_agentd_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_agentd_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_agentd_v1_session_proto_goTypes = []any{
 	(ToolExecutor)(0),             // 0: agentd.v1.ToolExecutor
 	(ApprovalPolicy)(0),           // 1: agentd.v1.ApprovalPolicy
@@ -2049,30 +2120,31 @@ var file_agentd_v1_session_proto_goTypes = []any{
 	(*CompactionSettings)(nil),    // 19: agentd.v1.CompactionSettings
 	(*FauxScript)(nil),            // 20: agentd.v1.FauxScript
 	(*Session)(nil),               // 21: agentd.v1.Session
-	(*ModelPrice)(nil),            // 22: agentd.v1.ModelPrice
-	(*Model)(nil),                 // 23: agentd.v1.Model
-	nil,                           // 24: agentd.v1.Session.LabelsEntry
-	(*structpb.Struct)(nil),       // 25: google.protobuf.Struct
-	(*Message)(nil),               // 26: agentd.v1.Message
-	(ThinkingLevel)(0),            // 27: agentd.v1.ThinkingLevel
-	(*durationpb.Duration)(nil),   // 28: google.protobuf.Duration
-	(*AssistantMessage)(nil),      // 29: agentd.v1.AssistantMessage
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(*SessionOrigin)(nil),         // 22: agentd.v1.SessionOrigin
+	(*ModelPrice)(nil),            // 23: agentd.v1.ModelPrice
+	(*Model)(nil),                 // 24: agentd.v1.Model
+	nil,                           // 25: agentd.v1.Session.LabelsEntry
+	(*structpb.Struct)(nil),       // 26: google.protobuf.Struct
+	(*Message)(nil),               // 27: agentd.v1.Message
+	(ThinkingLevel)(0),            // 28: agentd.v1.ThinkingLevel
+	(*durationpb.Duration)(nil),   // 29: google.protobuf.Duration
+	(*AssistantMessage)(nil),      // 30: agentd.v1.AssistantMessage
+	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
 }
 var file_agentd_v1_session_proto_depIdxs = []int32{
-	25, // 0: agentd.v1.Tool.parameters:type_name -> google.protobuf.Struct
+	26, // 0: agentd.v1.Tool.parameters:type_name -> google.protobuf.Struct
 	0,  // 1: agentd.v1.Tool.executor:type_name -> agentd.v1.ToolExecutor
 	1,  // 2: agentd.v1.Tool.approval:type_name -> agentd.v1.ApprovalPolicy
-	26, // 3: agentd.v1.Context.messages:type_name -> agentd.v1.Message
+	27, // 3: agentd.v1.Context.messages:type_name -> agentd.v1.Message
 	7,  // 4: agentd.v1.Context.tools:type_name -> agentd.v1.Tool
 	9,  // 5: agentd.v1.SessionConfig.model:type_name -> agentd.v1.ModelRef
 	7,  // 6: agentd.v1.SessionConfig.tools:type_name -> agentd.v1.Tool
 	2,  // 7: agentd.v1.SessionConfig.tool_execution:type_name -> agentd.v1.ToolExecutionMode
 	3,  // 8: agentd.v1.SessionConfig.steering_mode:type_name -> agentd.v1.QueueMode
 	3,  // 9: agentd.v1.SessionConfig.follow_up_mode:type_name -> agentd.v1.QueueMode
-	27, // 10: agentd.v1.SessionConfig.thinking_level:type_name -> agentd.v1.ThinkingLevel
-	28, // 11: agentd.v1.SessionConfig.client_tool_timeout:type_name -> google.protobuf.Duration
-	28, // 12: agentd.v1.SessionConfig.approval_timeout:type_name -> google.protobuf.Duration
+	28, // 10: agentd.v1.SessionConfig.thinking_level:type_name -> agentd.v1.ThinkingLevel
+	29, // 11: agentd.v1.SessionConfig.client_tool_timeout:type_name -> google.protobuf.Duration
+	29, // 12: agentd.v1.SessionConfig.approval_timeout:type_name -> google.protobuf.Duration
 	20, // 13: agentd.v1.SessionConfig.faux:type_name -> agentd.v1.FauxScript
 	11, // 14: agentd.v1.SessionConfig.context_policy:type_name -> agentd.v1.ContextPolicy
 	18, // 15: agentd.v1.SessionConfig.context_hook:type_name -> agentd.v1.ContextHook
@@ -2084,23 +2156,24 @@ var file_agentd_v1_session_proto_depIdxs = []int32{
 	15, // 21: agentd.v1.ContextRule.drop_kinds:type_name -> agentd.v1.DropKindsRule
 	16, // 22: agentd.v1.ContextRule.cap_images:type_name -> agentd.v1.CapImagesRule
 	4,  // 23: agentd.v1.DropKindsRule.kinds:type_name -> agentd.v1.MessageKind
-	28, // 24: agentd.v1.ContextHook.timeout:type_name -> google.protobuf.Duration
+	29, // 24: agentd.v1.ContextHook.timeout:type_name -> google.protobuf.Duration
 	9,  // 25: agentd.v1.CompactionSettings.model:type_name -> agentd.v1.ModelRef
-	29, // 26: agentd.v1.FauxScript.responses:type_name -> agentd.v1.AssistantMessage
-	24, // 27: agentd.v1.Session.labels:type_name -> agentd.v1.Session.LabelsEntry
+	30, // 26: agentd.v1.FauxScript.responses:type_name -> agentd.v1.AssistantMessage
+	25, // 27: agentd.v1.Session.labels:type_name -> agentd.v1.Session.LabelsEntry
 	10, // 28: agentd.v1.Session.config:type_name -> agentd.v1.SessionConfig
-	30, // 29: agentd.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	30, // 30: agentd.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	31, // 29: agentd.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	31, // 30: agentd.v1.Session.update_time:type_name -> google.protobuf.Timestamp
 	5,  // 31: agentd.v1.Session.state:type_name -> agentd.v1.SessionState
-	9,  // 32: agentd.v1.Model.ref:type_name -> agentd.v1.ModelRef
-	6,  // 33: agentd.v1.Model.input_modalities:type_name -> agentd.v1.Modality
-	22, // 34: agentd.v1.Model.price:type_name -> agentd.v1.ModelPrice
-	25, // 35: agentd.v1.Model.metadata:type_name -> google.protobuf.Struct
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	22, // 32: agentd.v1.Session.origin:type_name -> agentd.v1.SessionOrigin
+	9,  // 33: agentd.v1.Model.ref:type_name -> agentd.v1.ModelRef
+	6,  // 34: agentd.v1.Model.input_modalities:type_name -> agentd.v1.Modality
+	23, // 35: agentd.v1.Model.price:type_name -> agentd.v1.ModelPrice
+	26, // 36: agentd.v1.Model.metadata:type_name -> google.protobuf.Struct
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_session_proto_init() }
@@ -2122,7 +2195,7 @@ func file_agentd_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_session_proto_rawDesc), len(file_agentd_v1_session_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

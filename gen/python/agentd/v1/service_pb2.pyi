@@ -133,6 +133,33 @@ class FollowUpResponse(_message.Message):
     queued: int
     def __init__(self, queued: _Optional[int] = ...) -> None: ...
 
+class ForkSessionRequest(_message.Message):
+    __slots__ = ["config", "entry_id", "labels", "session_id", "title"]
+    class LabelsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    config: _session_pb2.SessionConfig
+    entry_id: str
+    labels: _containers.ScalarMap[str, str]
+    session_id: str
+    title: str
+    def __init__(self, session_id: _Optional[str] = ..., entry_id: _Optional[str] = ..., config: _Optional[_Union[_session_pb2.SessionConfig, _Mapping]] = ..., title: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ForkSessionResponse(_message.Message):
+    __slots__ = ["session"]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _session_pb2.Session
+    def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ...) -> None: ...
+
 class GetContextRequest(_message.Message):
     __slots__ = ["leaf_entry_id", "session_id"]
     LEAF_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
@@ -229,7 +256,7 @@ class ListModelsResponse(_message.Message):
     def __init__(self, models: _Optional[_Iterable[_Union[_session_pb2.Model, _Mapping]]] = ...) -> None: ...
 
 class ListSessionsRequest(_message.Message):
-    __slots__ = ["label_filter", "page_size", "page_token"]
+    __slots__ = ["label_filter", "origin_session_id", "page_size", "page_token"]
     class LabelFilterEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -238,12 +265,14 @@ class ListSessionsRequest(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     LABEL_FILTER_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     label_filter: _containers.ScalarMap[str, str]
+    origin_session_id: str
     page_size: int
     page_token: str
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., label_filter: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., label_filter: _Optional[_Mapping[str, str]] = ..., origin_session_id: _Optional[str] = ...) -> None: ...
 
 class ListSessionsResponse(_message.Message):
     __slots__ = ["next_page_token", "sessions"]

@@ -137,6 +137,11 @@ class AgentServiceStub(object):
                 request_serializer=agentd_dot_v1_dot_service__pb2.NavigateRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_service__pb2.NavigateResponse.FromString,
                 )
+        self.ForkSession = channel.unary_unary(
+                '/agentd.v1.AgentService/ForkSession',
+                request_serializer=agentd_dot_v1_dot_service__pb2.ForkSessionRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.ForkSessionResponse.FromString,
+                )
 
 
 class AgentServiceServicer(object):
@@ -352,6 +357,16 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ForkSession(self, request, context):
+        """ForkSession creates a new session whose transcript is the path to an
+        entry of another session (default its leaf), with the same entry ids
+        and the same configuration unless one is given. The new session
+        records its origin; ListSessions filters by it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -464,6 +479,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.Navigate,
                     request_deserializer=agentd_dot_v1_dot_service__pb2.NavigateRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_service__pb2.NavigateResponse.SerializeToString,
+            ),
+            'ForkSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForkSession,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.ForkSessionRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.ForkSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -858,5 +878,22 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/Navigate',
             agentd_dot_v1_dot_service__pb2.NavigateRequest.SerializeToString,
             agentd_dot_v1_dot_service__pb2.NavigateResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ForkSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ForkSession',
+            agentd_dot_v1_dot_service__pb2.ForkSessionRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.ForkSessionResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

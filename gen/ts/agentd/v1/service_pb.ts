@@ -20,7 +20,79 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/service.proto.
  */
 export const file_agentd_v1_service: GenFile = /*@__PURE__*/
-  fileDesc("ChdhZ2VudGQvdjEvc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIksKDkdldFRyZWVSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkikgEKCFRyZWVOb2RlEgoKAmlkGAEgASgJEhEKCXBhcmVudF9pZBgCIAEoCRIMCgRraW5kGAMgASgJEg8KB3ByZXZpZXcYBCABKAkSDQoFbGFiZWwYBSABKAkSKAoEdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHaXNfbGVhZhgHIAEoCCJlCg9HZXRUcmVlUmVzcG9uc2USIgoFbm9kZXMYASADKAsyEy5hZ2VudGQudjEuVHJlZU5vZGUSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJEhUKDWxlYWZfZW50cnlfaWQYAyABKAkiRgoPU2V0TGFiZWxSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEAoIZW50cnlfaWQYAiABKAkSDQoFbGFiZWwYAyABKAkiMwoQU2V0TGFiZWxSZXNwb25zZRIfCgVlbnRyeRgBIAEoCzIQLmFnZW50ZC52MS5FbnRyeSJxCg9OYXZpZ2F0ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghlbnRyeV9pZBgCIAEoCRIPCgdzdW1tYXJ5GAMgASgJEhEKCXN1bW1hcml6ZRgEIAEoCBIUCgxpbnN0cnVjdGlvbnMYBSABKAkiYQoQTmF2aWdhdGVSZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRkLnYxLlNlc3Npb24SKAoOYnJhbmNoX3N1bW1hcnkYAiABKAsyEC5hZ2VudGQudjEuRW50cnkigAIKFFVwZGF0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoGY29uZmlnGAIgASgLMhguYWdlbnRkLnYxLlNlc3Npb25Db25maWcSDQoFdGl0bGUYAyABKAkSOwoGbGFiZWxzGAQgAygLMisuYWdlbnRkLnYxLlVwZGF0ZVNlc3Npb25SZXF1ZXN0LkxhYmVsc0VudHJ5Ei8KC3VwZGF0ZV9tYXNrGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLkZpZWxkTWFzaxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIl8KFVVwZGF0ZVNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRkLnYxLlNlc3Npb24SIQoHZW50cmllcxgCIAMoCzIQLmFnZW50ZC52MS5FbnRyeSJ4Cg5Db21wYWN0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDGluc3RydWN0aW9ucxgCIAEoCRIPCgdzdW1tYXJ5GAMgASgJEg8KB2RyeV9ydW4YBCABKAgSGgoSa2VlcF9yZWNlbnRfdG9rZW5zGAUgASgDImoKFFN1Ym1pdENvbnRleHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEgoKcmVxdWVzdF9pZBgCIAEoCRIqCgVpdGVtcxgDIAMoCzIbLmFnZW50ZC52MS5Db250ZXh0U2VsZWN0aW9uIloKEENvbnRleHRTZWxlY3Rpb24SEgoIZW50cnlfaWQYASABKAlIABIqCgdtZXNzYWdlGAIgASgLMhcuYWdlbnRkLnYxLkFnZW50TWVzc2FnZUgAQgYKBGl0ZW0iFwoVU3VibWl0Q29udGV4dFJlc3BvbnNlIrsBChRDcmVhdGVTZXNzaW9uUmVxdWVzdBIoCgZjb25maWcYASABKAsyGC5hZ2VudGQudjEuU2Vzc2lvbkNvbmZpZxINCgV0aXRsZRgCIAEoCRI7CgZsYWJlbHMYAyADKAsyKy5hZ2VudGQudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI8ChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50ZC52MS5TZXNzaW9uIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiOQoSR2V0U2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5hZ2VudGQudjEuU2Vzc2lvbiK3AQoTTGlzdFNlc3Npb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCRJFCgxsYWJlbF9maWx0ZXIYAyADKAsyLy5hZ2VudGQudjEuTGlzdFNlc3Npb25zUmVxdWVzdC5MYWJlbEZpbHRlckVudHJ5GjIKEExhYmVsRmlsdGVyRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJVChRMaXN0U2Vzc2lvbnNSZXNwb25zZRIkCghzZXNzaW9ucxgBIAMoCzISLmFnZW50ZC52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI5ChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg0KBWZvcmNlGAIgASgIIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSKKAQoNUHJvbXB0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKB2NvbnRlbnQYAiADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEhIKCnJlcXVlc3RfaWQYAyABKAkSDgoGZGV0YWNoGAQgASgIEhcKD3BhcmVudF9lbnRyeV9pZBgFIAEoCSJiCg9Db250aW51ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg4KBmRldGFjaBgDIAEoCBIXCg9wYXJlbnRfZW50cnlfaWQYBCABKAkiTAoMU3RlZXJSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2siHwoNU3RlZXJSZXNwb25zZRIOCgZxdWV1ZWQYASABKA0iTwoPRm9sbG93VXBSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2siIgoQRm9sbG93VXBSZXNwb25zZRIOCgZxdWV1ZWQYASABKA0iMgoMQWJvcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnVuX2lkGAIgASgJIh8KDUFib3J0UmVzcG9uc2USDgoGcnVuX2lkGAEgASgJIkYKDUF0dGFjaFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEQoJYWZ0ZXJfc2VxGAMgASgEIqgBChdTdWJtaXRUb29sUmVzdWx0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIoCgdjb250ZW50GAMgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAQgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhAKCGlzX2Vycm9yGAUgASgIIhoKGFN1Ym1pdFRvb2xSZXN1bHRSZXNwb25zZSKVAQoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRItCghkZWNpc2lvbhgDIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgEIAEoCRISCgpkZWNpZGVkX2J5GAUgASgJIhkKF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlIlYKFUFwcGVuZE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEikKCG1lc3NhZ2VzGAIgAygLMhcuYWdlbnRkLnYxLkFnZW50TWVzc2FnZSI7ChZBcHBlbmRNZXNzYWdlc1Jlc3BvbnNlEiEKB2VudHJpZXMYASADKAsyEC5hZ2VudGQudjEuRW50cnkiaAoUR2V0VHJhbnNjcmlwdFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIVCg1sZWFmX2VudHJ5X2lkGAQgASgJIsABChVHZXRUcmFuc2NyaXB0UmVzcG9uc2USIQoHZW50cmllcxgBIAMoCzIQLmFnZW50ZC52MS5FbnRyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSPAoGbGFiZWxzGAMgAygLMiwuYWdlbnRkLnYxLkdldFRyYW5zY3JpcHRSZXNwb25zZS5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIj4KEUdldENvbnRleHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoNbGVhZl9lbnRyeV9pZBgCIAEoCSK0AQoSR2V0Q29udGV4dFJlc3BvbnNlEiMKB2NvbnRleHQYASABKAsyEi5hZ2VudGQudjEuQ29udGV4dBIWCg5tZXNzYWdlX3Rva2VucxgCIAMoAxIUCgx0b3RhbF90b2tlbnMYAyABKAMSFgoOY29udGV4dF93aW5kb3cYBCABKAMSHAoUY29tcGFjdGlvbl90aHJlc2hvbGQYBSABKAMSFQoNd291bGRfY29tcGFjdBgGIAEoCCITChFMaXN0TW9kZWxzUmVxdWVzdCI2ChJMaXN0TW9kZWxzUmVzcG9uc2USIAoGbW9kZWxzGAEgAygLMhAuYWdlbnRkLnYxLk1vZGVsMvUMCgxBZ2VudFNlcnZpY2USUgoNQ3JlYXRlU2Vzc2lvbhIfLmFnZW50ZC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBogLmFnZW50ZC52MS5DcmVhdGVTZXNzaW9uUmVzcG9uc2USSQoKR2V0U2Vzc2lvbhIcLmFnZW50ZC52MS5HZXRTZXNzaW9uUmVxdWVzdBodLmFnZW50ZC52MS5HZXRTZXNzaW9uUmVzcG9uc2USTwoMTGlzdFNlc3Npb25zEh4uYWdlbnRkLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaHy5hZ2VudGQudjEuTGlzdFNlc3Npb25zUmVzcG9uc2USUgoNRGVsZXRlU2Vzc2lvbhIfLmFnZW50ZC52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBogLmFnZW50ZC52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2USOwoGUHJvbXB0EhguYWdlbnRkLnYxLlByb21wdFJlcXVlc3QaFS5hZ2VudGQudjEuQWdlbnRFdmVudDABEj8KCENvbnRpbnVlEhouYWdlbnRkLnYxLkNvbnRpbnVlUmVxdWVzdBoVLmFnZW50ZC52MS5BZ2VudEV2ZW50MAESOgoFU3RlZXISFy5hZ2VudGQudjEuU3RlZXJSZXF1ZXN0GhguYWdlbnRkLnYxLlN0ZWVyUmVzcG9uc2USQwoIRm9sbG93VXASGi5hZ2VudGQudjEuRm9sbG93VXBSZXF1ZXN0GhsuYWdlbnRkLnYxLkZvbGxvd1VwUmVzcG9uc2USOgoFQWJvcnQSFy5hZ2VudGQudjEuQWJvcnRSZXF1ZXN0GhguYWdlbnRkLnYxLkFib3J0UmVzcG9uc2USOwoGQXR0YWNoEhguYWdlbnRkLnYxLkF0dGFjaFJlcXVlc3QaFS5hZ2VudGQudjEuQWdlbnRFdmVudDABElsKEFN1Ym1pdFRvb2xSZXN1bHQSIi5hZ2VudGQudjEuU3VibWl0VG9vbFJlc3VsdFJlcXVlc3QaIy5hZ2VudGQudjEuU3VibWl0VG9vbFJlc3VsdFJlc3BvbnNlElgKD1Jlc29sdmVBcHByb3ZhbBIhLmFnZW50ZC52MS5SZXNvbHZlQXBwcm92YWxSZXF1ZXN0GiIuYWdlbnRkLnYxLlJlc29sdmVBcHByb3ZhbFJlc3BvbnNlElUKDkFwcGVuZE1lc3NhZ2VzEiAuYWdlbnRkLnYxLkFwcGVuZE1lc3NhZ2VzUmVxdWVzdBohLmFnZW50ZC52MS5BcHBlbmRNZXNzYWdlc1Jlc3BvbnNlElIKDUdldFRyYW5zY3JpcHQSHy5hZ2VudGQudjEuR2V0VHJhbnNjcmlwdFJlcXVlc3QaIC5hZ2VudGQudjEuR2V0VHJhbnNjcmlwdFJlc3BvbnNlEkkKCkdldENvbnRleHQSHC5hZ2VudGQudjEuR2V0Q29udGV4dFJlcXVlc3QaHS5hZ2VudGQudjEuR2V0Q29udGV4dFJlc3BvbnNlEkkKCkxpc3RNb2RlbHMSHC5hZ2VudGQudjEuTGlzdE1vZGVsc1JlcXVlc3QaHS5hZ2VudGQudjEuTGlzdE1vZGVsc1Jlc3BvbnNlElIKDVVwZGF0ZVNlc3Npb24SHy5hZ2VudGQudjEuVXBkYXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudGQudjEuVXBkYXRlU2Vzc2lvblJlc3BvbnNlEj0KB0NvbXBhY3QSGS5hZ2VudGQudjEuQ29tcGFjdFJlcXVlc3QaFS5hZ2VudGQudjEuQWdlbnRFdmVudDABElIKDVN1Ym1pdENvbnRleHQSHy5hZ2VudGQudjEuU3VibWl0Q29udGV4dFJlcXVlc3QaIC5hZ2VudGQudjEuU3VibWl0Q29udGV4dFJlc3BvbnNlEkAKB0dldFRyZWUSGS5hZ2VudGQudjEuR2V0VHJlZVJlcXVlc3QaGi5hZ2VudGQudjEuR2V0VHJlZVJlc3BvbnNlEkMKCFNldExhYmVsEhouYWdlbnRkLnYxLlNldExhYmVsUmVxdWVzdBobLmFnZW50ZC52MS5TZXRMYWJlbFJlc3BvbnNlEkMKCE5hdmlnYXRlEhouYWdlbnRkLnYxLk5hdmlnYXRlUmVxdWVzdBobLmFnZW50ZC52MS5OYXZpZ2F0ZVJlc3BvbnNlQjRaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxYgZwcm90bzM", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_events, file_agentd_v1_session, file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChdhZ2VudGQvdjEvc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIt0BChJGb3JrU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghlbnRyeV9pZBgCIAEoCRIoCgZjb25maWcYAyABKAsyGC5hZ2VudGQudjEuU2Vzc2lvbkNvbmZpZxINCgV0aXRsZRgEIAEoCRI5CgZsYWJlbHMYBSADKAsyKS5hZ2VudGQudjEuRm9ya1Nlc3Npb25SZXF1ZXN0LkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiOgoTRm9ya1Nlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRkLnYxLlNlc3Npb24iSwoOR2V0VHJlZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSKSAQoIVHJlZU5vZGUSCgoCaWQYASABKAkSEQoJcGFyZW50X2lkGAIgASgJEgwKBGtpbmQYAyABKAkSDwoHcHJldmlldxgEIAEoCRINCgVsYWJlbBgFIAEoCRIoCgR0aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdpc19sZWFmGAcgASgIImUKD0dldFRyZWVSZXNwb25zZRIiCgVub2RlcxgBIAMoCzITLmFnZW50ZC52MS5UcmVlTm9kZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSFQoNbGVhZl9lbnRyeV9pZBgDIAEoCSJGCg9TZXRMYWJlbFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghlbnRyeV9pZBgCIAEoCRINCgVsYWJlbBgDIAEoCSIzChBTZXRMYWJlbFJlc3BvbnNlEh8KBWVudHJ5GAEgASgLMhAuYWdlbnRkLnYxLkVudHJ5InEKD05hdmlnYXRlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhAKCGVudHJ5X2lkGAIgASgJEg8KB3N1bW1hcnkYAyABKAkSEQoJc3VtbWFyaXplGAQgASgIEhQKDGluc3RydWN0aW9ucxgFIAEoCSJhChBOYXZpZ2F0ZVJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5hZ2VudGQudjEuU2Vzc2lvbhIoCg5icmFuY2hfc3VtbWFyeRgCIAEoCzIQLmFnZW50ZC52MS5FbnRyeSKAAgoUVXBkYXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIoCgZjb25maWcYAiABKAsyGC5hZ2VudGQudjEuU2Vzc2lvbkNvbmZpZxINCgV0aXRsZRgDIAEoCRI7CgZsYWJlbHMYBCADKAsyKy5hZ2VudGQudjEuVXBkYXRlU2Vzc2lvblJlcXVlc3QuTGFiZWxzRW50cnkSLwoLdXBkYXRlX21hc2sYBSABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiXwoVVXBkYXRlU2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5hZ2VudGQudjEuU2Vzc2lvbhIhCgdlbnRyaWVzGAIgAygLMhAuYWdlbnRkLnYxLkVudHJ5IngKDkNvbXBhY3RSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFAoMaW5zdHJ1Y3Rpb25zGAIgASgJEg8KB3N1bW1hcnkYAyABKAkSDwoHZHJ5X3J1bhgEIAEoCBIaChJrZWVwX3JlY2VudF90b2tlbnMYBSABKAMiagoUU3VibWl0Q29udGV4dFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEioKBWl0ZW1zGAMgAygLMhsuYWdlbnRkLnYxLkNvbnRleHRTZWxlY3Rpb24iWgoQQ29udGV4dFNlbGVjdGlvbhISCghlbnRyeV9pZBgBIAEoCUgAEioKB21lc3NhZ2UYAiABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlSABCBgoEaXRlbSIXChVTdWJtaXRDb250ZXh0UmVzcG9uc2UiuwEKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EigKBmNvbmZpZxgBIAEoCzIYLmFnZW50ZC52MS5TZXNzaW9uQ29uZmlnEg0KBXRpdGxlGAIgASgJEjsKBmxhYmVscxgDIAMoCzIrLmFnZW50ZC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRkLnYxLlNlc3Npb24iJwoRR2V0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI5ChJHZXRTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50ZC52MS5TZXNzaW9uItIBChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEkUKDGxhYmVsX2ZpbHRlchgDIAMoCzIvLmFnZW50ZC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0LkxhYmVsRmlsdGVyRW50cnkSGQoRb3JpZ2luX3Nlc3Npb25faWQYBCABKAkaMgoQTGFiZWxGaWx0ZXJFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlUKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiQKCHNlc3Npb25zGAEgAygLMhIuYWdlbnRkLnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjkKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFZm9yY2UYAiABKAgiFwoVRGVsZXRlU2Vzc2lvblJlc3BvbnNlIooBCg1Qcm9tcHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2sSEgoKcmVxdWVzdF9pZBgDIAEoCRIOCgZkZXRhY2gYBCABKAgSFwoPcGFyZW50X2VudHJ5X2lkGAUgASgJImIKD0NvbnRpbnVlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCnJlcXVlc3RfaWQYAiABKAkSDgoGZGV0YWNoGAMgASgIEhcKD3BhcmVudF9lbnRyeV9pZBgEIAEoCSJMCgxTdGVlclJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIoCgdjb250ZW50GAIgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jayIfCg1TdGVlclJlc3BvbnNlEg4KBnF1ZXVlZBgBIAEoDSJPCg9Gb2xsb3dVcFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIoCgdjb250ZW50GAIgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jayIiChBGb2xsb3dVcFJlc3BvbnNlEg4KBnF1ZXVlZBgBIAEoDSIyCgxBYm9ydFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkiHwoNQWJvcnRSZXNwb25zZRIOCgZydW5faWQYASABKAkiRgoNQXR0YWNoUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIRCglhZnRlcl9zZXEYAyABKAQiqAEKF1N1Ym1pdFRvb2xSZXN1bHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFAoMdG9vbF9jYWxsX2lkGAIgASgJEigKB2NvbnRlbnQYAyADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEicKB2RldGFpbHMYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSEAoIaXNfZXJyb3IYBSABKAgiGgoYU3VibWl0VG9vbFJlc3VsdFJlc3BvbnNlIpUBChZSZXNvbHZlQXBwcm92YWxSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFAoMdG9vbF9jYWxsX2lkGAIgASgJEi0KCGRlY2lzaW9uGAMgASgOMhsuYWdlbnRkLnYxLkFwcHJvdmFsRGVjaXNpb24SDgoGcmVhc29uGAQgASgJEhIKCmRlY2lkZWRfYnkYBSABKAkiGQoXUmVzb2x2ZUFwcHJvdmFsUmVzcG9uc2UiVgoVQXBwZW5kTWVzc2FnZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKQoIbWVzc2FnZXMYAiADKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlIjsKFkFwcGVuZE1lc3NhZ2VzUmVzcG9uc2USIQoHZW50cmllcxgBIAMoCzIQLmFnZW50ZC52MS5FbnRyeSJoChRHZXRUcmFuc2NyaXB0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEhUKDWxlYWZfZW50cnlfaWQYBCABKAkiwAEKFUdldFRyYW5zY3JpcHRSZXNwb25zZRIhCgdlbnRyaWVzGAEgAygLMhAuYWdlbnRkLnYxLkVudHJ5EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCRI8CgZsYWJlbHMYAyADKAsyLC5hZ2VudGQudjEuR2V0VHJhbnNjcmlwdFJlc3BvbnNlLkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPgoRR2V0Q29udGV4dFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCg1sZWFmX2VudHJ5X2lkGAIgASgJIrQBChJHZXRDb250ZXh0UmVzcG9uc2USIwoHY29udGV4dBgBIAEoCzISLmFnZW50ZC52MS5Db250ZXh0EhYKDm1lc3NhZ2VfdG9rZW5zGAIgAygDEhQKDHRvdGFsX3Rva2VucxgDIAEoAxIWCg5jb250ZXh0X3dpbmRvdxgEIAEoAxIcChRjb21wYWN0aW9uX3RocmVzaG9sZBgFIAEoAxIVCg13b3VsZF9jb21wYWN0GAYgASgIIhMKEUxpc3RNb2RlbHNSZXF1ZXN0IjYKEkxpc3RNb2RlbHNSZXNwb25zZRIgCgZtb2RlbHMYASADKAsyEC5hZ2VudGQudjEuTW9kZWwyww0KDEFnZW50U2VydmljZRJSCg1DcmVhdGVTZXNzaW9uEh8uYWdlbnRkLnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GiAuYWdlbnRkLnYxLkNyZWF0ZVNlc3Npb25SZXNwb25zZRJJCgpHZXRTZXNzaW9uEhwuYWdlbnRkLnYxLkdldFNlc3Npb25SZXF1ZXN0Gh0uYWdlbnRkLnYxLkdldFNlc3Npb25SZXNwb25zZRJPCgxMaXN0U2Vzc2lvbnMSHi5hZ2VudGQudjEuTGlzdFNlc3Npb25zUmVxdWVzdBofLmFnZW50ZC52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJSCg1EZWxldGVTZXNzaW9uEh8uYWdlbnRkLnYxLkRlbGV0ZVNlc3Npb25SZXF1ZXN0GiAuYWdlbnRkLnYxLkRlbGV0ZVNlc3Npb25SZXNwb25zZRI7CgZQcm9tcHQSGC5hZ2VudGQudjEuUHJvbXB0UmVxdWVzdBoVLmFnZW50ZC52MS5BZ2VudEV2ZW50MAESPwoIQ29udGludWUSGi5hZ2VudGQudjEuQ29udGludWVSZXF1ZXN0GhUuYWdlbnRkLnYxLkFnZW50RXZlbnQwARI6CgVTdGVlchIXLmFnZW50ZC52MS5TdGVlclJlcXVlc3QaGC5hZ2VudGQudjEuU3RlZXJSZXNwb25zZRJDCghGb2xsb3dVcBIaLmFnZW50ZC52MS5Gb2xsb3dVcFJlcXVlc3QaGy5hZ2VudGQudjEuRm9sbG93VXBSZXNwb25zZRI6CgVBYm9ydBIXLmFnZW50ZC52MS5BYm9ydFJlcXVlc3QaGC5hZ2VudGQudjEuQWJvcnRSZXNwb25zZRI7CgZBdHRhY2gSGC5hZ2VudGQudjEuQXR0YWNoUmVxdWVzdBoVLmFnZW50ZC52MS5BZ2VudEV2ZW50MAESWwoQU3VibWl0VG9vbFJlc3VsdBIiLmFnZW50ZC52MS5TdWJtaXRUb29sUmVzdWx0UmVxdWVzdBojLmFnZW50ZC52MS5TdWJtaXRUb29sUmVzdWx0UmVzcG9uc2USWAoPUmVzb2x2ZUFwcHJvdmFsEiEuYWdlbnRkLnYxLlJlc29sdmVBcHByb3ZhbFJlcXVlc3QaIi5hZ2VudGQudjEuUmVzb2x2ZUFwcHJvdmFsUmVzcG9uc2USVQoOQXBwZW5kTWVzc2FnZXMSIC5hZ2VudGQudjEuQXBwZW5kTWVzc2FnZXNSZXF1ZXN0GiEuYWdlbnRkLnYxLkFwcGVuZE1lc3NhZ2VzUmVzcG9uc2USUgoNR2V0VHJhbnNjcmlwdBIfLmFnZW50ZC52MS5HZXRUcmFuc2NyaXB0UmVxdWVzdBogLmFnZW50ZC52MS5HZXRUcmFuc2NyaXB0UmVzcG9uc2USSQoKR2V0Q29udGV4dBIcLmFnZW50ZC52MS5HZXRDb250ZXh0UmVxdWVzdBodLmFnZW50ZC52MS5HZXRDb250ZXh0UmVzcG9uc2USSQoKTGlzdE1vZGVscxIcLmFnZW50ZC52MS5MaXN0TW9kZWxzUmVxdWVzdBodLmFnZW50ZC52MS5MaXN0TW9kZWxzUmVzcG9uc2USUgoNVXBkYXRlU2Vzc2lvbhIfLmFnZW50ZC52MS5VcGRhdGVTZXNzaW9uUmVxdWVzdBogLmFnZW50ZC52MS5VcGRhdGVTZXNzaW9uUmVzcG9uc2USPQoHQ29tcGFjdBIZLmFnZW50ZC52MS5Db21wYWN0UmVxdWVzdBoVLmFnZW50ZC52MS5BZ2VudEV2ZW50MAESUgoNU3VibWl0Q29udGV4dBIfLmFnZW50ZC52MS5TdWJtaXRDb250ZXh0UmVxdWVzdBogLmFnZW50ZC52MS5TdWJtaXRDb250ZXh0UmVzcG9uc2USQAoHR2V0VHJlZRIZLmFnZW50ZC52MS5HZXRUcmVlUmVxdWVzdBoaLmFnZW50ZC52MS5HZXRUcmVlUmVzcG9uc2USQwoIU2V0TGFiZWwSGi5hZ2VudGQudjEuU2V0TGFiZWxSZXF1ZXN0GhsuYWdlbnRkLnYxLlNldExhYmVsUmVzcG9uc2USQwoITmF2aWdhdGUSGi5hZ2VudGQudjEuTmF2aWdhdGVSZXF1ZXN0GhsuYWdlbnRkLnYxLk5hdmlnYXRlUmVzcG9uc2USTAoLRm9ya1Nlc3Npb24SHS5hZ2VudGQudjEuRm9ya1Nlc3Npb25SZXF1ZXN0Gh4uYWdlbnRkLnYxLkZvcmtTZXNzaW9uUmVzcG9uc2VCNFoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjFiBnByb3RvMw", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_events, file_agentd_v1_session, file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+
+/**
+ * ForkSessionRequest is the input of ForkSession.
+ *
+ * @generated from message agentd.v1.ForkSessionRequest
+ */
+export type ForkSessionRequest = Message<"agentd.v1.ForkSessionRequest"> & {
+  /**
+   * The session to fork. Required.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The entry whose path (root to it) the new session gets; empty means
+   * the leaf.
+   *
+   * @generated from field: string entry_id = 2;
+   */
+  entryId: string;
+
+  /**
+   * The new session's configuration; unset copies the forked session's.
+   * Validated as in CreateSession.
+   *
+   * @generated from field: agentd.v1.SessionConfig config = 3;
+   */
+  config?: SessionConfig | undefined;
+
+  /**
+   * The new session's title; optional.
+   *
+   * @generated from field: string title = 4;
+   */
+  title: string;
+
+  /**
+   * The new session's labels; optional, bounded as in CreateSession.
+   *
+   * @generated from field: map<string, string> labels = 5;
+   */
+  labels: { [key: string]: string };
+};
+
+/**
+ * Describes the message agentd.v1.ForkSessionRequest.
+ * Use `create(ForkSessionRequestSchema)` to create a new message.
+ */
+export const ForkSessionRequestSchema: GenMessage<ForkSessionRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 0);
+
+/**
+ * ForkSessionResponse is the output of ForkSession.
+ *
+ * @generated from message agentd.v1.ForkSessionResponse
+ */
+export type ForkSessionResponse = Message<"agentd.v1.ForkSessionResponse"> & {
+  /**
+   * The new session.
+   *
+   * @generated from field: agentd.v1.Session session = 1;
+   */
+  session?: Session | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.ForkSessionResponse.
+ * Use `create(ForkSessionResponseSchema)` to create a new message.
+ */
+export const ForkSessionResponseSchema: GenMessage<ForkSessionResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 1);
 
 /**
  * GetTreeRequest is the input of GetTree.
@@ -55,7 +127,7 @@ export type GetTreeRequest = Message<"agentd.v1.GetTreeRequest"> & {
  * Use `create(GetTreeRequestSchema)` to create a new message.
  */
 export const GetTreeRequestSchema: GenMessage<GetTreeRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 0);
+  messageDesc(file_agentd_v1_service, 2);
 
 /**
  * TreeNode is one entry of a session's tree, without its payload.
@@ -123,7 +195,7 @@ export type TreeNode = Message<"agentd.v1.TreeNode"> & {
  * Use `create(TreeNodeSchema)` to create a new message.
  */
 export const TreeNodeSchema: GenMessage<TreeNode> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 1);
+  messageDesc(file_agentd_v1_service, 3);
 
 /**
  * GetTreeResponse is the output of GetTree.
@@ -158,7 +230,7 @@ export type GetTreeResponse = Message<"agentd.v1.GetTreeResponse"> & {
  * Use `create(GetTreeResponseSchema)` to create a new message.
  */
 export const GetTreeResponseSchema: GenMessage<GetTreeResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 2);
+  messageDesc(file_agentd_v1_service, 4);
 
 /**
  * SetLabelRequest is the input of SetLabel.
@@ -193,7 +265,7 @@ export type SetLabelRequest = Message<"agentd.v1.SetLabelRequest"> & {
  * Use `create(SetLabelRequestSchema)` to create a new message.
  */
 export const SetLabelRequestSchema: GenMessage<SetLabelRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 3);
+  messageDesc(file_agentd_v1_service, 5);
 
 /**
  * SetLabelResponse is the output of SetLabel.
@@ -214,7 +286,7 @@ export type SetLabelResponse = Message<"agentd.v1.SetLabelResponse"> & {
  * Use `create(SetLabelResponseSchema)` to create a new message.
  */
 export const SetLabelResponseSchema: GenMessage<SetLabelResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 4);
+  messageDesc(file_agentd_v1_service, 6);
 
 /**
  * NavigateRequest is the input of Navigate.
@@ -266,7 +338,7 @@ export type NavigateRequest = Message<"agentd.v1.NavigateRequest"> & {
  * Use `create(NavigateRequestSchema)` to create a new message.
  */
 export const NavigateRequestSchema: GenMessage<NavigateRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 5);
+  messageDesc(file_agentd_v1_service, 7);
 
 /**
  * NavigateResponse is the output of Navigate.
@@ -294,7 +366,7 @@ export type NavigateResponse = Message<"agentd.v1.NavigateResponse"> & {
  * Use `create(NavigateResponseSchema)` to create a new message.
  */
 export const NavigateResponseSchema: GenMessage<NavigateResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 6);
+  messageDesc(file_agentd_v1_service, 8);
 
 /**
  * UpdateSessionRequest is the input of UpdateSession.
@@ -350,7 +422,7 @@ export type UpdateSessionRequest = Message<"agentd.v1.UpdateSessionRequest"> & {
  * Use `create(UpdateSessionRequestSchema)` to create a new message.
  */
 export const UpdateSessionRequestSchema: GenMessage<UpdateSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 7);
+  messageDesc(file_agentd_v1_service, 9);
 
 /**
  * UpdateSessionResponse is the output of UpdateSession.
@@ -379,7 +451,7 @@ export type UpdateSessionResponse = Message<"agentd.v1.UpdateSessionResponse"> &
  * Use `create(UpdateSessionResponseSchema)` to create a new message.
  */
 export const UpdateSessionResponseSchema: GenMessage<UpdateSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 8);
+  messageDesc(file_agentd_v1_service, 10);
 
 /**
  * CompactRequest is the input of Compact.
@@ -432,7 +504,7 @@ export type CompactRequest = Message<"agentd.v1.CompactRequest"> & {
  * Use `create(CompactRequestSchema)` to create a new message.
  */
 export const CompactRequestSchema: GenMessage<CompactRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 9);
+  messageDesc(file_agentd_v1_service, 11);
 
 /**
  * SubmitContextRequest is the input of SubmitContext.
@@ -468,7 +540,7 @@ export type SubmitContextRequest = Message<"agentd.v1.SubmitContextRequest"> & {
  * Use `create(SubmitContextRequestSchema)` to create a new message.
  */
 export const SubmitContextRequestSchema: GenMessage<SubmitContextRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 10);
+  messageDesc(file_agentd_v1_service, 12);
 
 /**
  * ContextSelection is one message of a SubmitContext answer.
@@ -506,7 +578,7 @@ export type ContextSelection = Message<"agentd.v1.ContextSelection"> & {
  * Use `create(ContextSelectionSchema)` to create a new message.
  */
 export const ContextSelectionSchema: GenMessage<ContextSelection> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 11);
+  messageDesc(file_agentd_v1_service, 13);
 
 /**
  * SubmitContextResponse is the output of SubmitContext.
@@ -521,7 +593,7 @@ export type SubmitContextResponse = Message<"agentd.v1.SubmitContextResponse"> &
  * Use `create(SubmitContextResponseSchema)` to create a new message.
  */
 export const SubmitContextResponseSchema: GenMessage<SubmitContextResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 12);
+  messageDesc(file_agentd_v1_service, 14);
 
 /**
  * CreateSessionRequest is the input of CreateSession.
@@ -557,7 +629,7 @@ export type CreateSessionRequest = Message<"agentd.v1.CreateSessionRequest"> & {
  * Use `create(CreateSessionRequestSchema)` to create a new message.
  */
 export const CreateSessionRequestSchema: GenMessage<CreateSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 13);
+  messageDesc(file_agentd_v1_service, 15);
 
 /**
  * CreateSessionResponse is the output of CreateSession.
@@ -578,7 +650,7 @@ export type CreateSessionResponse = Message<"agentd.v1.CreateSessionResponse"> &
  * Use `create(CreateSessionResponseSchema)` to create a new message.
  */
 export const CreateSessionResponseSchema: GenMessage<CreateSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 14);
+  messageDesc(file_agentd_v1_service, 16);
 
 /**
  * GetSessionRequest is the input of GetSession.
@@ -599,7 +671,7 @@ export type GetSessionRequest = Message<"agentd.v1.GetSessionRequest"> & {
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
 export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 15);
+  messageDesc(file_agentd_v1_service, 17);
 
 /**
  * GetSessionResponse is the output of GetSession.
@@ -620,7 +692,7 @@ export type GetSessionResponse = Message<"agentd.v1.GetSessionResponse"> & {
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
 export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 16);
+  messageDesc(file_agentd_v1_service, 18);
 
 /**
  * ListSessionsRequest is the input of ListSessions.
@@ -644,10 +716,19 @@ export type ListSessionsRequest = Message<"agentd.v1.ListSessionsRequest"> & {
 
   /**
    * Only sessions that carry every one of these labels with these values.
+   * These are the session's labels (CreateSession, UpdateSession), not the
+   * entry labels of SetLabel.
    *
    * @generated from field: map<string, string> label_filter = 3;
    */
   labelFilter: { [key: string]: string };
+
+  /**
+   * Only sessions forked (ForkSession) from this session.
+   *
+   * @generated from field: string origin_session_id = 4;
+   */
+  originSessionId: string;
 };
 
 /**
@@ -655,7 +736,7 @@ export type ListSessionsRequest = Message<"agentd.v1.ListSessionsRequest"> & {
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 17);
+  messageDesc(file_agentd_v1_service, 19);
 
 /**
  * ListSessionsResponse is the output of ListSessions.
@@ -683,7 +764,7 @@ export type ListSessionsResponse = Message<"agentd.v1.ListSessionsResponse"> & {
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 18);
+  messageDesc(file_agentd_v1_service, 20);
 
 /**
  * DeleteSessionRequest is the input of DeleteSession.
@@ -711,7 +792,7 @@ export type DeleteSessionRequest = Message<"agentd.v1.DeleteSessionRequest"> & {
  * Use `create(DeleteSessionRequestSchema)` to create a new message.
  */
 export const DeleteSessionRequestSchema: GenMessage<DeleteSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 19);
+  messageDesc(file_agentd_v1_service, 21);
 
 /**
  * DeleteSessionResponse is the output of DeleteSession.
@@ -726,7 +807,7 @@ export type DeleteSessionResponse = Message<"agentd.v1.DeleteSessionResponse"> &
  * Use `create(DeleteSessionResponseSchema)` to create a new message.
  */
 export const DeleteSessionResponseSchema: GenMessage<DeleteSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 20);
+  messageDesc(file_agentd_v1_service, 22);
 
 /**
  * PromptRequest is the input of Prompt.
@@ -781,7 +862,7 @@ export type PromptRequest = Message<"agentd.v1.PromptRequest"> & {
  * Use `create(PromptRequestSchema)` to create a new message.
  */
 export const PromptRequestSchema: GenMessage<PromptRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 21);
+  messageDesc(file_agentd_v1_service, 23);
 
 /**
  * ContinueRequest is the input of Continue.
@@ -825,7 +906,7 @@ export type ContinueRequest = Message<"agentd.v1.ContinueRequest"> & {
  * Use `create(ContinueRequestSchema)` to create a new message.
  */
 export const ContinueRequestSchema: GenMessage<ContinueRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 22);
+  messageDesc(file_agentd_v1_service, 24);
 
 /**
  * SteerRequest is the input of Steer.
@@ -853,7 +934,7 @@ export type SteerRequest = Message<"agentd.v1.SteerRequest"> & {
  * Use `create(SteerRequestSchema)` to create a new message.
  */
 export const SteerRequestSchema: GenMessage<SteerRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 23);
+  messageDesc(file_agentd_v1_service, 25);
 
 /**
  * SteerResponse is the output of Steer.
@@ -874,7 +955,7 @@ export type SteerResponse = Message<"agentd.v1.SteerResponse"> & {
  * Use `create(SteerResponseSchema)` to create a new message.
  */
 export const SteerResponseSchema: GenMessage<SteerResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 24);
+  messageDesc(file_agentd_v1_service, 26);
 
 /**
  * FollowUpRequest is the input of FollowUp.
@@ -902,7 +983,7 @@ export type FollowUpRequest = Message<"agentd.v1.FollowUpRequest"> & {
  * Use `create(FollowUpRequestSchema)` to create a new message.
  */
 export const FollowUpRequestSchema: GenMessage<FollowUpRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 25);
+  messageDesc(file_agentd_v1_service, 27);
 
 /**
  * FollowUpResponse is the output of FollowUp.
@@ -923,7 +1004,7 @@ export type FollowUpResponse = Message<"agentd.v1.FollowUpResponse"> & {
  * Use `create(FollowUpResponseSchema)` to create a new message.
  */
 export const FollowUpResponseSchema: GenMessage<FollowUpResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 26);
+  messageDesc(file_agentd_v1_service, 28);
 
 /**
  * AbortRequest is the input of Abort.
@@ -952,7 +1033,7 @@ export type AbortRequest = Message<"agentd.v1.AbortRequest"> & {
  * Use `create(AbortRequestSchema)` to create a new message.
  */
 export const AbortRequestSchema: GenMessage<AbortRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 27);
+  messageDesc(file_agentd_v1_service, 29);
 
 /**
  * AbortResponse is the output of Abort.
@@ -973,7 +1054,7 @@ export type AbortResponse = Message<"agentd.v1.AbortResponse"> & {
  * Use `create(AbortResponseSchema)` to create a new message.
  */
 export const AbortResponseSchema: GenMessage<AbortResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 28);
+  messageDesc(file_agentd_v1_service, 30);
 
 /**
  * AttachRequest is the input of Attach.
@@ -1008,7 +1089,7 @@ export type AttachRequest = Message<"agentd.v1.AttachRequest"> & {
  * Use `create(AttachRequestSchema)` to create a new message.
  */
 export const AttachRequestSchema: GenMessage<AttachRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 29);
+  messageDesc(file_agentd_v1_service, 31);
 
 /**
  * SubmitToolResultRequest is the input of SubmitToolResult.
@@ -1057,7 +1138,7 @@ export type SubmitToolResultRequest = Message<"agentd.v1.SubmitToolResultRequest
  * Use `create(SubmitToolResultRequestSchema)` to create a new message.
  */
 export const SubmitToolResultRequestSchema: GenMessage<SubmitToolResultRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 30);
+  messageDesc(file_agentd_v1_service, 32);
 
 /**
  * SubmitToolResultResponse is the output of SubmitToolResult.
@@ -1072,7 +1153,7 @@ export type SubmitToolResultResponse = Message<"agentd.v1.SubmitToolResultRespon
  * Use `create(SubmitToolResultResponseSchema)` to create a new message.
  */
 export const SubmitToolResultResponseSchema: GenMessage<SubmitToolResultResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 31);
+  messageDesc(file_agentd_v1_service, 33);
 
 /**
  * ResolveApprovalRequest is the input of ResolveApproval.
@@ -1122,7 +1203,7 @@ export type ResolveApprovalRequest = Message<"agentd.v1.ResolveApprovalRequest">
  * Use `create(ResolveApprovalRequestSchema)` to create a new message.
  */
 export const ResolveApprovalRequestSchema: GenMessage<ResolveApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 32);
+  messageDesc(file_agentd_v1_service, 34);
 
 /**
  * ResolveApprovalResponse is the output of ResolveApproval.
@@ -1137,7 +1218,7 @@ export type ResolveApprovalResponse = Message<"agentd.v1.ResolveApprovalResponse
  * Use `create(ResolveApprovalResponseSchema)` to create a new message.
  */
 export const ResolveApprovalResponseSchema: GenMessage<ResolveApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 33);
+  messageDesc(file_agentd_v1_service, 35);
 
 /**
  * AppendMessagesRequest is the input of AppendMessages.
@@ -1166,7 +1247,7 @@ export type AppendMessagesRequest = Message<"agentd.v1.AppendMessagesRequest"> &
  * Use `create(AppendMessagesRequestSchema)` to create a new message.
  */
 export const AppendMessagesRequestSchema: GenMessage<AppendMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 34);
+  messageDesc(file_agentd_v1_service, 36);
 
 /**
  * AppendMessagesResponse is the output of AppendMessages.
@@ -1187,7 +1268,7 @@ export type AppendMessagesResponse = Message<"agentd.v1.AppendMessagesResponse">
  * Use `create(AppendMessagesResponseSchema)` to create a new message.
  */
 export const AppendMessagesResponseSchema: GenMessage<AppendMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 35);
+  messageDesc(file_agentd_v1_service, 37);
 
 /**
  * GetTranscriptRequest is the input of GetTranscript.
@@ -1230,7 +1311,7 @@ export type GetTranscriptRequest = Message<"agentd.v1.GetTranscriptRequest"> & {
  * Use `create(GetTranscriptRequestSchema)` to create a new message.
  */
 export const GetTranscriptRequestSchema: GenMessage<GetTranscriptRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 36);
+  messageDesc(file_agentd_v1_service, 38);
 
 /**
  * GetTranscriptResponse is the output of GetTranscript.
@@ -1266,7 +1347,7 @@ export type GetTranscriptResponse = Message<"agentd.v1.GetTranscriptResponse"> &
  * Use `create(GetTranscriptResponseSchema)` to create a new message.
  */
 export const GetTranscriptResponseSchema: GenMessage<GetTranscriptResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 37);
+  messageDesc(file_agentd_v1_service, 39);
 
 /**
  * GetContextRequest is the input of GetContext.
@@ -1295,7 +1376,7 @@ export type GetContextRequest = Message<"agentd.v1.GetContextRequest"> & {
  * Use `create(GetContextRequestSchema)` to create a new message.
  */
 export const GetContextRequestSchema: GenMessage<GetContextRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 38);
+  messageDesc(file_agentd_v1_service, 40);
 
 /**
  * GetContextResponse is the output of GetContext.
@@ -1360,7 +1441,7 @@ export type GetContextResponse = Message<"agentd.v1.GetContextResponse"> & {
  * Use `create(GetContextResponseSchema)` to create a new message.
  */
 export const GetContextResponseSchema: GenMessage<GetContextResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 39);
+  messageDesc(file_agentd_v1_service, 41);
 
 /**
  * ListModelsRequest is the input of ListModels.
@@ -1375,7 +1456,7 @@ export type ListModelsRequest = Message<"agentd.v1.ListModelsRequest"> & {
  * Use `create(ListModelsRequestSchema)` to create a new message.
  */
 export const ListModelsRequestSchema: GenMessage<ListModelsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 40);
+  messageDesc(file_agentd_v1_service, 42);
 
 /**
  * ListModelsResponse is the output of ListModels.
@@ -1396,7 +1477,7 @@ export type ListModelsResponse = Message<"agentd.v1.ListModelsResponse"> & {
  * Use `create(ListModelsResponseSchema)` to create a new message.
  */
 export const ListModelsResponseSchema: GenMessage<ListModelsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 41);
+  messageDesc(file_agentd_v1_service, 43);
 
 /**
  * AgentService runs LLM agent loops over durable sessions.
@@ -1678,6 +1759,19 @@ export const AgentService: GenService<{
     methodKind: "unary";
     input: typeof NavigateRequestSchema;
     output: typeof NavigateResponseSchema;
+  },
+  /**
+   * ForkSession creates a new session whose transcript is the path to an
+   * entry of another session (default its leaf), with the same entry ids
+   * and the same configuration unless one is given. The new session
+   * records its origin; ListSessions filters by it.
+   *
+   * @generated from rpc agentd.v1.AgentService.ForkSession
+   */
+  forkSession: {
+    methodKind: "unary";
+    input: typeof ForkSessionRequestSchema;
+    output: typeof ForkSessionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentd_v1_service, 0);
