@@ -102,6 +102,9 @@ type StartRequest struct {
 	// of the leaf (edit and resend): the run's context is the path to it,
 	// and the leaf moves to it when the run starts.
 	ParentEntryID string
+	// FromRoot starts the run on a new root of the tree (edit and resend
+	// of the first message): its context is the prompt alone.
+	FromRoot bool
 }
 
 // Start starts a run of the session, with the request's prompt appended
@@ -244,7 +247,11 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 	// The run needs only what its model calls see: after a compaction,
 	// the summary's kept entries and what follows.
 	var path []*agentdv1.Entry
-	if req.ParentEntryID != "" {
+	if req.FromRoot {
+		if prompt == nil || req.ParentEntryID != "" {
+			return invalid("from_root", "starts a new root with a prompt; it cannot go with Continue or parent_entry_id")
+		}
+	} else if req.ParentEntryID != "" {
 		full, err := a.store.PathTo(ctx, r.sessionID, req.ParentEntryID)
 		if err != nil {
 			return err
@@ -296,9 +303,10 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 		}
 		return errStoredRun
 	}
-	if req.ParentEntryID != "" {
+	if req.ParentEntryID != "" || req.FromRoot {
 		// After StartRun, so an idempotent retry of a run that went on
-		// from here never moves the leaf back.
+		// from here never moves the leaf back. An empty id moves it before
+		// the first entry.
 		if err := a.store.SetLeaf(ctx, r.sessionID, req.ParentEntryID); err != nil {
 			if eerr := a.store.EndRun(ctx, r.id, agentdv1.RunOutcome_RUN_OUTCOME_ERROR, "could not move the leaf: "+err.Error()); eerr != nil {
 				a.opts.Logger.ErrorContext(ctx, "could not record the end of a run that never started", "session", r.sessionID, "run", r.id, "err", eerr)

@@ -36,7 +36,8 @@ type Store interface {
 	// was stored; when it fails it restores them and stores nothing.
 	Append(ctx context.Context, sessionID string, entries ...*agentdv1.Entry) error
 	// SetLeaf moves the session's leaf to an existing entry, selecting
-	// another path of the tree.
+	// another path of the tree; an empty entryID moves it before the
+	// first entry, so the next Append starts a new root.
 	SetLeaf(ctx context.Context, sessionID, entryID string) error
 	// GetEntry returns one entry.
 	GetEntry(ctx context.Context, sessionID, entryID string) (*agentdv1.Entry, error)

@@ -24,8 +24,8 @@ func (s *Service) Prompt(req *agentdv1.PromptRequest, stream grpc.ServerStreamin
 	prompt := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{
 		Content: req.GetContent(), Timestamp: timestamp(s.now()),
 	}}}
-	return s.run(ctx, agent.StartRequest{SessionID: req.GetSessionId(), RequestID: req.GetRequestId(), Prompt: prompt, ParentEntryID: req.GetParentEntryId()},
-		req.GetDetach(), stream)
+	return s.run(ctx, agent.StartRequest{SessionID: req.GetSessionId(), RequestID: req.GetRequestId(), Prompt: prompt,
+		ParentEntryID: req.GetParentEntryId(), FromRoot: req.GetFromRoot()}, req.GetDetach(), stream)
 }
 
 // Continue implements agentdv1.AgentServiceServer.

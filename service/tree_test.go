@@ -242,3 +242,42 @@ func TestForkSessionFromTheMiddle(t *testing.T) {
 		t.Fatalf("a refused fork left a session behind: %d forks", len(list.GetSessions()))
 	}
 }
+
+// Edit and resend of the seed's first prompt: from_root starts a second
+// branch where the model sees only the edited prompt; the first
+// conversation stays in the tree.
+func TestEditAndResendTheFirstPrompt(t *testing.T) {
+	h := newHarness(t, agent.Options{}, service.ServerOptions{})
+	id := h.createSession(&agentdv1.SessionConfig{SystemPrompt: "你是桌面开发助手。", Faux: &agentdv1.FauxScript{Echo: true}})
+	h.prompt(id, "读取 src/config.ts，告诉我默认端口。")
+	h.prompt(id, "把它改成 8080。")
+	first := h.transcript(id)
+	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("读取 src/config.json，告诉我默认端口。"), FromRoot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drain(stream); err != nil {
+		t.Fatal(err)
+	}
+	if got := contextTexts(h.context(id)); got != "user:读取 src/config.json，告诉我默认端口。 | assistant:读取 src/config.json，告诉我默认端口。" {
+		t.Fatalf("context of the edited branch: %s", got)
+	}
+	roots := 0
+	for _, n := range h.tree(id).GetNodes() {
+		if n.GetParentId() == "" {
+			roots++
+		}
+	}
+	if roots != 2 {
+		t.Fatalf("%d roots; want the first conversation's and the edited one", roots)
+	}
+	old, err := h.client.GetContext(h.ctx(), &agentdv1.GetContextRequest{SessionId: id, LeafEntryId: first[len(first)-1].GetId()})
+	if err != nil || len(old.GetContext().GetMessages()) != 4 {
+		t.Fatalf("the first conversation: %v %v", old, err)
+	}
+	stream, err = h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("x"), FromRoot: true, ParentEntryId: first[0].GetId()})
+	if err == nil {
+		_, err = drain(stream)
+	}
+	wantCode(t, err, codes.InvalidArgument, "from_root")
+}

@@ -357,7 +357,7 @@ func (s *Store) SetLeaf(_ context.Context, sessionID, entryID string) error {
 		if err != nil {
 			return err
 		}
-		if _, ok := sess.index[entryID]; !ok {
+		if _, ok := sess.index[entryID]; !ok && entryID != "" {
 			return persistence.EntryNotFound(sessionID, entryID)
 		}
 		sess.leaf = entryID

@@ -171,14 +171,18 @@ func (s *Store) SetLeaf(ctx context.Context, sessionID, entryID string) error {
 		if err != nil {
 			return err
 		}
-		var one int
-		if err := t.queryRow(sqlEntryExists, sess.pk, entryID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
-			return persistence.EntryNotFound(sessionID, entryID)
-		} else if err != nil {
-			return err
+		var leaf any // NULL: before the first entry
+		if entryID != "" {
+			var one int
+			if err := t.queryRow(sqlEntryExists, sess.pk, entryID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+				return persistence.EntryNotFound(sessionID, entryID)
+			} else if err != nil {
+				return err
+			}
+			leaf = entryID
 		}
 		if _, err := t.exec(`UPDATE sessions SET leaf_entry_id = ?, leaf_seq = ?, update_time = ? WHERE pk = ?`,
-			entryID, sess.lastSeq, s.now().UnixNano(), sess.pk); err != nil {
+			leaf, sess.lastSeq, s.now().UnixNano(), sess.pk); err != nil {
 			return err
 		}
 		t.stage(sessionID, sessionCache{pk: sess.pk, leaf: entryID, lastSeq: sess.lastSeq})

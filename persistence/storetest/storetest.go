@@ -50,6 +50,7 @@ func Run(t *testing.T, h Harness) {
 		{"ContextPath", testContextPath},
 		{"TreeAndLabels", testTreeAndLabels},
 		{"Origin", testOrigin},
+		{"NewRoot", testNewRoot},
 		{"EntryPaging", testEntryPaging},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"ConcurrentReadsDuringWrites", testConcurrentReads},
@@ -827,6 +828,35 @@ func testTreeAndLabels(t *testing.T, h Harness) {
 	}
 	if _, err := s.Tree(ctx, "missing", persistence.EntriesRequest{}); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("Tree of a missing session: %v", err)
+	}
+}
+
+func testNewRoot(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	sess := mustCreate(t, s, persistence.CreateSessionParams{})
+	first := userEntry("first")
+	mustAppend(t, s, sess.ID, first, userEntry("second"))
+	if err := s.SetLeaf(ctx, sess.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if path, err := s.Path(ctx, sess.ID); err != nil || len(path) != 0 {
+		t.Fatalf("path before the first entry: %v, %v", path, err)
+	}
+	root := userEntry("first, edited")
+	mustAppend(t, s, sess.ID, root)
+	if root.GetParentId() != "" {
+		t.Fatalf("the new entry hangs below %q; want a new root", root.GetParentId())
+	}
+	path, err := s.Path(ctx, sess.ID)
+	if err != nil || len(path) != 1 || path[0].GetId() != root.GetId() {
+		t.Fatalf("path of the new root: %v, %v", path, err)
+	}
+	if old, err := s.PathTo(ctx, sess.ID, first.GetId()); err != nil || len(old) != 1 {
+		t.Fatalf("the old root: %v, %v", old, err)
+	}
+	if got, err := s.GetSession(ctx, sess.ID); err != nil || got.LeafEntryID != root.GetId() {
+		t.Fatalf("leaf %q, %v", got.LeafEntryID, err)
 	}
 }
 

@@ -1502,6 +1502,10 @@ type PromptRequest struct {
 	// leaf, starting a new branch (the old one stays in the tree) and moving
 	// the leaf, atomically with starting the run. Optional.
 	ParentEntryId string `protobuf:"bytes,5,opt,name=parent_entry_id,json=parentEntryId,proto3" json:"parent_entry_id,omitempty"`
+	// Edit and resend the first message: append the prompt as a new root of
+	// the tree, so the model sees only it; the old conversation stays. Not
+	// with parent_entry_id.
+	FromRoot      bool `protobuf:"varint,6,opt,name=from_root,json=fromRoot,proto3" json:"from_root,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1569,6 +1573,13 @@ func (x *PromptRequest) GetParentEntryId() string {
 		return x.ParentEntryId
 	}
 	return ""
+}
+
+func (x *PromptRequest) GetFromRoot() bool {
+	if x != nil {
+		return x.FromRoot
+	}
+	return false
 }
 
 // ContinueRequest is the input of Continue.
@@ -2847,7 +2858,7 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"\x17\n" +
-	"\x15DeleteSessionResponse\"\xc0\x01\n" +
+	"\x15DeleteSessionResponse\"\xdd\x01\n" +
 	"\rPromptRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x121\n" +
@@ -2855,7 +2866,8 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\x12\x16\n" +
 	"\x06detach\x18\x04 \x01(\bR\x06detach\x12&\n" +
-	"\x0fparent_entry_id\x18\x05 \x01(\tR\rparentEntryId\"\x8f\x01\n" +
+	"\x0fparent_entry_id\x18\x05 \x01(\tR\rparentEntryId\x12\x1b\n" +
+	"\tfrom_root\x18\x06 \x01(\bR\bfromRoot\"\x8f\x01\n" +
 	"\x0fContinueRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +

@@ -305,18 +305,20 @@ class NavigateResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ..., branch_summary: _Optional[_Union[_agent_messages_pb2.Entry, _Mapping]] = ...) -> None: ...
 
 class PromptRequest(_message.Message):
-    __slots__ = ["content", "detach", "parent_entry_id", "request_id", "session_id"]
+    __slots__ = ["content", "detach", "from_root", "parent_entry_id", "request_id", "session_id"]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     DETACH_FIELD_NUMBER: _ClassVar[int]
+    FROM_ROOT_FIELD_NUMBER: _ClassVar[int]
     PARENT_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     content: _containers.RepeatedCompositeFieldContainer[_content_pb2.ContentBlock]
     detach: bool
+    from_root: bool
     parent_entry_id: str
     request_id: str
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ..., content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., request_id: _Optional[str] = ..., detach: bool = ..., parent_entry_id: _Optional[str] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., request_id: _Optional[str] = ..., detach: bool = ..., parent_entry_id: _Optional[str] = ..., from_root: bool = ...) -> None: ...
 
 class ResolveApprovalRequest(_message.Message):
     __slots__ = ["decided_by", "decision", "reason", "session_id", "tool_call_id"]
