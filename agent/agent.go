@@ -37,6 +37,9 @@ const (
 type Options struct {
 	// Logger receives operational logs; nil discards them.
 	Logger *slog.Logger
+	// SchemaVersion is the store's schema version, written into the header
+	// of an exported session.
+	SchemaVersion int
 	// Tools are extra server-executed tools sessions may enable by name;
 	// the built-in workspace tools (package tools) are always offered, and
 	// a tool here with a built-in's name replaces it.

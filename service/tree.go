@@ -2,7 +2,11 @@ package service
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/agentd/agentd/agent"
@@ -75,4 +79,65 @@ func (s *Service) Navigate(ctx context.Context, req *agentdv1.NavigateRequest) (
 		return nil, err
 	}
 	return &agentdv1.NavigateResponse{Session: s.wireSession(rec), BranchSummary: summary}, nil
+}
+
+// ExportSession implements agentdv1.AgentServiceServer.
+func (s *Service) ExportSession(req *agentdv1.ExportSessionRequest, stream grpc.ServerStreamingServer[agentdv1.SessionRecord]) error {
+	ctx := stream.Context()
+	if _, err := s.session(ctx, req.GetSessionId()); err != nil {
+		return err
+	}
+	if err := s.agent.ExportSession(ctx, req.GetSessionId(), stream.Send); err != nil {
+		return s.status(ctx, "export session", err)
+	}
+	return nil
+}
+
+// ImportSession implements agentdv1.AgentServiceServer.
+func (s *Service) ImportSession(stream grpc.ClientStreamingServer[agentdv1.ImportSessionRequest, agentdv1.ImportSessionResponse]) error {
+	ctx := stream.Context()
+	first, err := stream.Recv()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return invalid("records[0].header", "the stream is empty; send the header of an export first")
+		}
+		return err
+	}
+	header := first.GetRecord().GetHeader()
+	if header == nil {
+		return invalid("records[0].header", "the first message must carry the header of an export")
+	}
+	cfg := header.GetConfig()
+	if cfg == nil {
+		cfg = &agentdv1.SessionConfig{}
+	}
+	if err := s.checkConfig(cfg); err != nil {
+		return err
+	}
+	if err := checkLabels("records[0].header.labels", header.GetLabels()); err != nil {
+		return err
+	}
+	n := 0
+	next := func() (*agentdv1.Entry, error) {
+		msg, err := stream.Recv()
+		if err != nil {
+			return nil, err
+		}
+		n++
+		e := msg.GetRecord().GetEntry()
+		if e == nil {
+			return nil, invalid(fmt.Sprintf("records[%d].entry", n), "every message after the header must carry an entry")
+		}
+		if m := e.GetMessage(); m != nil {
+			if err := s.limits.checkAgentMessage(fmt.Sprintf("records[%d].entry.message", n), m); err != nil {
+				return nil, err
+			}
+		}
+		return e, nil
+	}
+	rec, err := s.agent.ImportSession(ctx, header, next)
+	if err != nil {
+		return s.status(ctx, "import session", err)
+	}
+	return stream.SendAndClose(&agentdv1.ImportSessionResponse{Session: s.wireSession(rec)})
 }

@@ -3,6 +3,11 @@
 // Usage:
 //
 //	agentd --listen 127.0.0.1:7777 --db ./agentd.db
+//	agentd export [--addr 127.0.0.1:7777] [-o FILE] SESSION_ID
+//	agentd import [--addr 127.0.0.1:7777] FILE
+//
+// export and import talk to a running agentd: they write and read a
+// session as length-delimited agentd.v1.SessionRecord messages.
 //
 // AGENTD_LISTEN and AGENTD_DB are read when the flags are not given; flags
 // win over environment variables. --listen accepts host:port or
@@ -137,6 +142,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 // run starts agentd and blocks until ctx is cancelled, then shuts down
 // gracefully.
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	if len(args) > 0 && (args[0] == "export" || args[0] == "import") {
+		return transfer(ctx, args[0], args[1:], getenv, os.Stdout, stderr)
+	}
 	cfg, err := parseConfig(args, getenv, stderr)
 	if err != nil {
 		return err
@@ -178,6 +186,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	metrics := service.NewMetrics()
 	runs, err := agent.New(ctx, store, agent.Options{
 		Logger:            logger,
+		SchemaVersion:     sqlite.SchemaVersion(),
 		MaxConcurrentRuns: cfg.maxRuns,
 		Metrics:           metrics,
 		Models:            models,

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -490,5 +492,117 @@ func TestKillBetweenCompactionAndNextMessage(t *testing.T) {
 	end := evs[len(evs)-1].GetAgentEnd()
 	if end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
 		t.Fatalf("Continue after the restart: %v %s", end.GetOutcome(), end.GetErrorMessage())
+	}
+}
+
+// agentdCmd runs the agentd binary with args and returns its standard
+// output.
+func agentdCmd(t *testing.T, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(agentdBinary(t), args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("agentd %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out
+}
+
+// TestExportImportRoundTrip exports a 10,000-entry session with a
+// compaction and branches with "agentd export", imports it with "agentd
+// import", and exports the import: the two files are the same bytes, and
+// the imported session has the same tree, leaf and context.
+func TestExportImportRoundTrip(t *testing.T) {
+	p := startProc(t, filepath.Join(t.TempDir(), "agentd.db"))
+	c := p.client()
+	ctx := testCtx(t)
+	id := createSession(t, c, &agentdv1.SessionConfig{SystemPrompt: "export me", Faux: &agentdv1.FauxScript{Echo: true}})
+	msg := func(i int) *agentdv1.AgentMessage {
+		if i%2 == 0 {
+			return &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{Content: texts(fmt.Sprintf("question %d", i))}}}
+		}
+		return &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: &agentdv1.AssistantMessage{
+			Content: texts(fmt.Sprintf("answer %d", i)), StopReason: agentdv1.StopReason_STOP_REASON_STOP, Api: "faux", Provider: "faux", Model: "faux-1"}}}
+	}
+	var firstBatch []*agentdv1.Entry
+	for b := 0; b < 10; b++ {
+		var msgs []*agentdv1.AgentMessage
+		for i := range 998 {
+			msgs = append(msgs, msg(b*998+i))
+		}
+		resp, err := c.AppendMessages(ctx, &agentdv1.AppendMessagesRequest{SessionId: id, Messages: msgs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b == 0 {
+			firstBatch = resp.GetEntries()
+		}
+	}
+	cs, err := c.Compact(ctx, &agentdv1.CompactRequest{SessionId: id, Summary: "the first 9,900 messages", KeepRecentTokens: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drain(cs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Navigate(ctx, &agentdv1.NavigateRequest{SessionId: id, EntryId: firstBatch[9].GetId(), Summary: "left the long branch"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetLabel(ctx, &agentdv1.SetLabelRequest{SessionId: id, EntryId: firstBatch[0].GetId(), Label: "start"}); err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	first := filepath.Join(dir, "first.agentd")
+	agentdCmd(t, "export", "--addr", p.addr, "-o", first, id)
+	imported := strings.TrimSpace(string(agentdCmd(t, "import", "--addr", p.addr, first)))
+	second := filepath.Join(dir, "second.agentd")
+	agentdCmd(t, "export", "--addr", p.addr, "-o", second, imported)
+	a, _ := os.ReadFile(first)
+	b, _ := os.ReadFile(second)
+	if len(a) == 0 || !bytes.Equal(a, b) {
+		t.Fatalf("export → import → export differs: %d and %d bytes", len(a), len(b))
+	}
+	orig, err := c.GetContext(ctx, &agentdv1.GetContextRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyCtx, err := c.GetContext(ctx, &agentdv1.GetContextRequest{SessionId: imported})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(orig.GetContext(), copyCtx.GetContext()) {
+		t.Fatal("the imported session's context differs")
+	}
+	tree, err := c.GetTree(ctx, &agentdv1.GetTreeRequest{SessionId: imported, PageSize: 1000})
+	if err != nil || tree.GetNodes()[0].GetLabel() != "start" || tree.GetNodes()[0].GetId() != firstBatch[0].GetId() {
+		t.Fatalf("imported tree: %v", err)
+	}
+	// A file whose entry names a parent that did not come before it is
+	// refused, and leaves no session behind.
+	bad := filepath.Join(dir, "bad.agentd")
+	f, err := os.Create(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rec := range []*agentdv1.SessionRecord{
+		{Record: &agentdv1.SessionRecord_Header{Header: &agentdv1.SessionHeader{}}},
+		{Record: &agentdv1.SessionRecord_Entry{Entry: &agentdv1.Entry{Id: "x", ParentId: "missing", Payload: &agentdv1.Entry_Message{Message: msg(0)}}}},
+	} {
+		if _, err := protodelim.MarshalTo(f, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	before, _ := c.ListSessions(ctx, &agentdv1.ListSessionsRequest{})
+	cmd := exec.Command(agentdBinary(t), "import", "--addr", p.addr, bad)
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "records[1].entry.parent_id") {
+		t.Fatalf("import of a bad file: %v\n%s", err, out)
+	}
+	after, _ := c.ListSessions(ctx, &agentdv1.ListSessionsRequest{})
+	if len(after.GetSessions()) != len(before.GetSessions()) {
+		t.Fatal("a refused import left a session behind")
 	}
 }

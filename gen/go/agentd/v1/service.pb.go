@@ -24,6 +24,328 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ExportSessionRequest is the input of ExportSession.
+type ExportSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id. Required.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportSessionRequest) Reset() {
+	*x = ExportSessionRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportSessionRequest) ProtoMessage() {}
+
+func (x *ExportSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportSessionRequest.ProtoReflect.Descriptor instead.
+func (*ExportSessionRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ExportSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// SessionRecord is one item of an exported session. `agentd export` writes
+// them to a file as length-delimited protobuf (each message preceded by its
+// size as a varint), deterministically encoded, so an export, imported and
+// exported again, gives the same bytes.
+type SessionRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Exactly one is set: the header first, then the entries.
+	//
+	// Types that are valid to be assigned to Record:
+	//
+	//	*SessionRecord_Header
+	//	*SessionRecord_Entry
+	Record        isSessionRecord_Record `protobuf_oneof:"record"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionRecord) Reset() {
+	*x = SessionRecord{}
+	mi := &file_agentd_v1_service_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionRecord) ProtoMessage() {}
+
+func (x *SessionRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
+func (*SessionRecord) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SessionRecord) GetRecord() isSessionRecord_Record {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+func (x *SessionRecord) GetHeader() *SessionHeader {
+	if x != nil {
+		if x, ok := x.Record.(*SessionRecord_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *SessionRecord) GetEntry() *Entry {
+	if x != nil {
+		if x, ok := x.Record.(*SessionRecord_Entry); ok {
+			return x.Entry
+		}
+	}
+	return nil
+}
+
+type isSessionRecord_Record interface {
+	isSessionRecord_Record()
+}
+
+type SessionRecord_Header struct {
+	// The session itself.
+	Header *SessionHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type SessionRecord_Entry struct {
+	// One entry of the tree.
+	Entry *Entry `protobuf:"bytes,2,opt,name=entry,proto3,oneof"`
+}
+
+func (*SessionRecord_Header) isSessionRecord_Record() {}
+
+func (*SessionRecord_Entry) isSessionRecord_Record() {}
+
+// SessionHeader describes an exported session; ids and times of the
+// session record are not part of it, so the export of an import is the
+// same.
+type SessionHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The configuration.
+	Config *SessionConfig `protobuf:"bytes,1,opt,name=config,proto3" json:"config,omitempty"`
+	// The title.
+	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	// The session's labels.
+	Labels map[string]string `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The leaf entry id; empty for an empty transcript.
+	LeafEntryId string `protobuf:"bytes,4,opt,name=leaf_entry_id,json=leafEntryId,proto3" json:"leaf_entry_id,omitempty"`
+	// The agentd store schema version that wrote the export.
+	SchemaVersion int32 `protobuf:"varint,5,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
+	// How many entries follow.
+	EntryCount    int64 `protobuf:"varint,6,opt,name=entry_count,json=entryCount,proto3" json:"entry_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionHeader) Reset() {
+	*x = SessionHeader{}
+	mi := &file_agentd_v1_service_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionHeader) ProtoMessage() {}
+
+func (x *SessionHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionHeader.ProtoReflect.Descriptor instead.
+func (*SessionHeader) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SessionHeader) GetConfig() *SessionConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *SessionHeader) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *SessionHeader) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *SessionHeader) GetLeafEntryId() string {
+	if x != nil {
+		return x.LeafEntryId
+	}
+	return ""
+}
+
+func (x *SessionHeader) GetSchemaVersion() int32 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
+func (x *SessionHeader) GetEntryCount() int64 {
+	if x != nil {
+		return x.EntryCount
+	}
+	return 0
+}
+
+// ImportSessionRequest is one message of the ImportSession stream.
+type ImportSessionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The record: the header in the first message, an entry in every later
+	// one.
+	Record        *SessionRecord `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportSessionRequest) Reset() {
+	*x = ImportSessionRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportSessionRequest) ProtoMessage() {}
+
+func (x *ImportSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportSessionRequest.ProtoReflect.Descriptor instead.
+func (*ImportSessionRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ImportSessionRequest) GetRecord() *SessionRecord {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+// ImportSessionResponse is the output of ImportSession.
+type ImportSessionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new session.
+	Session       *Session `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImportSessionResponse) Reset() {
+	*x = ImportSessionResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImportSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImportSessionResponse) ProtoMessage() {}
+
+func (x *ImportSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImportSessionResponse.ProtoReflect.Descriptor instead.
+func (*ImportSessionResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ImportSessionResponse) GetSession() *Session {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
 // ForkSessionRequest is the input of ForkSession.
 type ForkSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -45,7 +367,7 @@ type ForkSessionRequest struct {
 
 func (x *ForkSessionRequest) Reset() {
 	*x = ForkSessionRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[0]
+	mi := &file_agentd_v1_service_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -57,7 +379,7 @@ func (x *ForkSessionRequest) String() string {
 func (*ForkSessionRequest) ProtoMessage() {}
 
 func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[0]
+	mi := &file_agentd_v1_service_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -70,7 +392,7 @@ func (x *ForkSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionRequest.ProtoReflect.Descriptor instead.
 func (*ForkSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{0}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ForkSessionRequest) GetSessionId() string {
@@ -119,7 +441,7 @@ type ForkSessionResponse struct {
 
 func (x *ForkSessionResponse) Reset() {
 	*x = ForkSessionResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[1]
+	mi := &file_agentd_v1_service_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -131,7 +453,7 @@ func (x *ForkSessionResponse) String() string {
 func (*ForkSessionResponse) ProtoMessage() {}
 
 func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[1]
+	mi := &file_agentd_v1_service_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -144,7 +466,7 @@ func (x *ForkSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForkSessionResponse.ProtoReflect.Descriptor instead.
 func (*ForkSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ForkSessionResponse) GetSession() *Session {
@@ -169,7 +491,7 @@ type GetTreeRequest struct {
 
 func (x *GetTreeRequest) Reset() {
 	*x = GetTreeRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[2]
+	mi := &file_agentd_v1_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -181,7 +503,7 @@ func (x *GetTreeRequest) String() string {
 func (*GetTreeRequest) ProtoMessage() {}
 
 func (x *GetTreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[2]
+	mi := &file_agentd_v1_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -194,7 +516,7 @@ func (x *GetTreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTreeRequest.ProtoReflect.Descriptor instead.
 func (*GetTreeRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetTreeRequest) GetSessionId() string {
@@ -246,7 +568,7 @@ type TreeNode struct {
 
 func (x *TreeNode) Reset() {
 	*x = TreeNode{}
-	mi := &file_agentd_v1_service_proto_msgTypes[3]
+	mi := &file_agentd_v1_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -258,7 +580,7 @@ func (x *TreeNode) String() string {
 func (*TreeNode) ProtoMessage() {}
 
 func (x *TreeNode) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[3]
+	mi := &file_agentd_v1_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -271,7 +593,7 @@ func (x *TreeNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeNode.ProtoReflect.Descriptor instead.
 func (*TreeNode) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TreeNode) GetId() string {
@@ -338,7 +660,7 @@ type GetTreeResponse struct {
 
 func (x *GetTreeResponse) Reset() {
 	*x = GetTreeResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[4]
+	mi := &file_agentd_v1_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -350,7 +672,7 @@ func (x *GetTreeResponse) String() string {
 func (*GetTreeResponse) ProtoMessage() {}
 
 func (x *GetTreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[4]
+	mi := &file_agentd_v1_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -363,7 +685,7 @@ func (x *GetTreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTreeResponse.ProtoReflect.Descriptor instead.
 func (*GetTreeResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetTreeResponse) GetNodes() []*TreeNode {
@@ -402,7 +724,7 @@ type SetLabelRequest struct {
 
 func (x *SetLabelRequest) Reset() {
 	*x = SetLabelRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[5]
+	mi := &file_agentd_v1_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +736,7 @@ func (x *SetLabelRequest) String() string {
 func (*SetLabelRequest) ProtoMessage() {}
 
 func (x *SetLabelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[5]
+	mi := &file_agentd_v1_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +749,7 @@ func (x *SetLabelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLabelRequest.ProtoReflect.Descriptor instead.
 func (*SetLabelRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetLabelRequest) GetSessionId() string {
@@ -462,7 +784,7 @@ type SetLabelResponse struct {
 
 func (x *SetLabelResponse) Reset() {
 	*x = SetLabelResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[6]
+	mi := &file_agentd_v1_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -474,7 +796,7 @@ func (x *SetLabelResponse) String() string {
 func (*SetLabelResponse) ProtoMessage() {}
 
 func (x *SetLabelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[6]
+	mi := &file_agentd_v1_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -487,7 +809,7 @@ func (x *SetLabelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetLabelResponse.ProtoReflect.Descriptor instead.
 func (*SetLabelResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetLabelResponse) GetEntry() *Entry {
@@ -519,7 +841,7 @@ type NavigateRequest struct {
 
 func (x *NavigateRequest) Reset() {
 	*x = NavigateRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[7]
+	mi := &file_agentd_v1_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +853,7 @@ func (x *NavigateRequest) String() string {
 func (*NavigateRequest) ProtoMessage() {}
 
 func (x *NavigateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[7]
+	mi := &file_agentd_v1_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +866,7 @@ func (x *NavigateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NavigateRequest.ProtoReflect.Descriptor instead.
 func (*NavigateRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NavigateRequest) GetSessionId() string {
@@ -595,7 +917,7 @@ type NavigateResponse struct {
 
 func (x *NavigateResponse) Reset() {
 	*x = NavigateResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[8]
+	mi := &file_agentd_v1_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +929,7 @@ func (x *NavigateResponse) String() string {
 func (*NavigateResponse) ProtoMessage() {}
 
 func (x *NavigateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[8]
+	mi := &file_agentd_v1_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +942,7 @@ func (x *NavigateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NavigateResponse.ProtoReflect.Descriptor instead.
 func (*NavigateResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NavigateResponse) GetSession() *Session {
@@ -663,7 +985,7 @@ type UpdateSessionRequest struct {
 
 func (x *UpdateSessionRequest) Reset() {
 	*x = UpdateSessionRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[9]
+	mi := &file_agentd_v1_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +997,7 @@ func (x *UpdateSessionRequest) String() string {
 func (*UpdateSessionRequest) ProtoMessage() {}
 
 func (x *UpdateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[9]
+	mi := &file_agentd_v1_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +1010,7 @@ func (x *UpdateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSessionRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UpdateSessionRequest) GetSessionId() string {
@@ -740,7 +1062,7 @@ type UpdateSessionResponse struct {
 
 func (x *UpdateSessionResponse) Reset() {
 	*x = UpdateSessionResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[10]
+	mi := &file_agentd_v1_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +1074,7 @@ func (x *UpdateSessionResponse) String() string {
 func (*UpdateSessionResponse) ProtoMessage() {}
 
 func (x *UpdateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[10]
+	mi := &file_agentd_v1_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +1087,7 @@ func (x *UpdateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSessionResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UpdateSessionResponse) GetSession() *Session {
@@ -805,7 +1127,7 @@ type CompactRequest struct {
 
 func (x *CompactRequest) Reset() {
 	*x = CompactRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[11]
+	mi := &file_agentd_v1_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +1139,7 @@ func (x *CompactRequest) String() string {
 func (*CompactRequest) ProtoMessage() {}
 
 func (x *CompactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[11]
+	mi := &file_agentd_v1_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +1152,7 @@ func (x *CompactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactRequest.ProtoReflect.Descriptor instead.
 func (*CompactRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CompactRequest) GetSessionId() string {
@@ -884,7 +1206,7 @@ type SubmitContextRequest struct {
 
 func (x *SubmitContextRequest) Reset() {
 	*x = SubmitContextRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1218,7 @@ func (x *SubmitContextRequest) String() string {
 func (*SubmitContextRequest) ProtoMessage() {}
 
 func (x *SubmitContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[12]
+	mi := &file_agentd_v1_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1231,7 @@ func (x *SubmitContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitContextRequest.ProtoReflect.Descriptor instead.
 func (*SubmitContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SubmitContextRequest) GetSessionId() string {
@@ -949,7 +1271,7 @@ type ContextSelection struct {
 
 func (x *ContextSelection) Reset() {
 	*x = ContextSelection{}
-	mi := &file_agentd_v1_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1283,7 @@ func (x *ContextSelection) String() string {
 func (*ContextSelection) ProtoMessage() {}
 
 func (x *ContextSelection) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[13]
+	mi := &file_agentd_v1_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1296,7 @@ func (x *ContextSelection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextSelection.ProtoReflect.Descriptor instead.
 func (*ContextSelection) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ContextSelection) GetItem() isContextSelection_Item {
@@ -1030,7 +1352,7 @@ type SubmitContextResponse struct {
 
 func (x *SubmitContextResponse) Reset() {
 	*x = SubmitContextResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1364,7 @@ func (x *SubmitContextResponse) String() string {
 func (*SubmitContextResponse) ProtoMessage() {}
 
 func (x *SubmitContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[14]
+	mi := &file_agentd_v1_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1377,7 @@ func (x *SubmitContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitContextResponse.ProtoReflect.Descriptor instead.
 func (*SubmitContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{19}
 }
 
 // CreateSessionRequest is the input of CreateSession.
@@ -1074,7 +1396,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1408,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[15]
+	mi := &file_agentd_v1_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1421,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateSessionRequest) GetConfig() *SessionConfig {
@@ -1134,7 +1456,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1146,7 +1468,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[16]
+	mi := &file_agentd_v1_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1159,7 +1481,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateSessionResponse) GetSession() *Session {
@@ -1180,7 +1502,7 @@ type GetSessionRequest struct {
 
 func (x *GetSessionRequest) Reset() {
 	*x = GetSessionRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1514,7 @@ func (x *GetSessionRequest) String() string {
 func (*GetSessionRequest) ProtoMessage() {}
 
 func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[17]
+	mi := &file_agentd_v1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1527,7 @@ func (x *GetSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetSessionRequest) GetSessionId() string {
@@ -1226,7 +1548,7 @@ type GetSessionResponse struct {
 
 func (x *GetSessionResponse) Reset() {
 	*x = GetSessionResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1560,7 @@ func (x *GetSessionResponse) String() string {
 func (*GetSessionResponse) ProtoMessage() {}
 
 func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[18]
+	mi := &file_agentd_v1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1573,7 @@ func (x *GetSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetSessionResponse) GetSession() *Session {
@@ -1280,7 +1602,7 @@ type ListSessionsRequest struct {
 
 func (x *ListSessionsRequest) Reset() {
 	*x = ListSessionsRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1614,7 @@ func (x *ListSessionsRequest) String() string {
 func (*ListSessionsRequest) ProtoMessage() {}
 
 func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[19]
+	mi := &file_agentd_v1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1627,7 @@ func (x *ListSessionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsRequest.ProtoReflect.Descriptor instead.
 func (*ListSessionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListSessionsRequest) GetPageSize() int32 {
@@ -1349,7 +1671,7 @@ type ListSessionsResponse struct {
 
 func (x *ListSessionsResponse) Reset() {
 	*x = ListSessionsResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1683,7 @@ func (x *ListSessionsResponse) String() string {
 func (*ListSessionsResponse) ProtoMessage() {}
 
 func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[20]
+	mi := &file_agentd_v1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1696,7 @@ func (x *ListSessionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSessionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSessionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListSessionsResponse) GetSessions() []*Session {
@@ -1404,7 +1726,7 @@ type DeleteSessionRequest struct {
 
 func (x *DeleteSessionRequest) Reset() {
 	*x = DeleteSessionRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1738,7 @@ func (x *DeleteSessionRequest) String() string {
 func (*DeleteSessionRequest) ProtoMessage() {}
 
 func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[21]
+	mi := &file_agentd_v1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1751,7 @@ func (x *DeleteSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSessionRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteSessionRequest) GetSessionId() string {
@@ -1455,7 +1777,7 @@ type DeleteSessionResponse struct {
 
 func (x *DeleteSessionResponse) Reset() {
 	*x = DeleteSessionResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1789,7 @@ func (x *DeleteSessionResponse) String() string {
 func (*DeleteSessionResponse) ProtoMessage() {}
 
 func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[22]
+	mi := &file_agentd_v1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1802,7 @@ func (x *DeleteSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSessionResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSessionResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{22}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{27}
 }
 
 // PromptRequest is the input of Prompt.
@@ -1512,7 +1834,7 @@ type PromptRequest struct {
 
 func (x *PromptRequest) Reset() {
 	*x = PromptRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +1846,7 @@ func (x *PromptRequest) String() string {
 func (*PromptRequest) ProtoMessage() {}
 
 func (x *PromptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[23]
+	mi := &file_agentd_v1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +1859,7 @@ func (x *PromptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromptRequest.ProtoReflect.Descriptor instead.
 func (*PromptRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{23}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PromptRequest) GetSessionId() string {
@@ -1601,7 +1923,7 @@ type ContinueRequest struct {
 
 func (x *ContinueRequest) Reset() {
 	*x = ContinueRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1935,7 @@ func (x *ContinueRequest) String() string {
 func (*ContinueRequest) ProtoMessage() {}
 
 func (x *ContinueRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[24]
+	mi := &file_agentd_v1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1948,7 @@ func (x *ContinueRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContinueRequest.ProtoReflect.Descriptor instead.
 func (*ContinueRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{24}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ContinueRequest) GetSessionId() string {
@@ -1670,7 +1992,7 @@ type SteerRequest struct {
 
 func (x *SteerRequest) Reset() {
 	*x = SteerRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +2004,7 @@ func (x *SteerRequest) String() string {
 func (*SteerRequest) ProtoMessage() {}
 
 func (x *SteerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[25]
+	mi := &file_agentd_v1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +2017,7 @@ func (x *SteerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerRequest.ProtoReflect.Descriptor instead.
 func (*SteerRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{25}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SteerRequest) GetSessionId() string {
@@ -1723,7 +2045,7 @@ type SteerResponse struct {
 
 func (x *SteerResponse) Reset() {
 	*x = SteerResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +2057,7 @@ func (x *SteerResponse) String() string {
 func (*SteerResponse) ProtoMessage() {}
 
 func (x *SteerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[26]
+	mi := &file_agentd_v1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +2070,7 @@ func (x *SteerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerResponse.ProtoReflect.Descriptor instead.
 func (*SteerResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{26}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SteerResponse) GetQueued() uint32 {
@@ -1771,7 +2093,7 @@ type FollowUpRequest struct {
 
 func (x *FollowUpRequest) Reset() {
 	*x = FollowUpRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +2105,7 @@ func (x *FollowUpRequest) String() string {
 func (*FollowUpRequest) ProtoMessage() {}
 
 func (x *FollowUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[27]
+	mi := &file_agentd_v1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +2118,7 @@ func (x *FollowUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowUpRequest.ProtoReflect.Descriptor instead.
 func (*FollowUpRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{27}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FollowUpRequest) GetSessionId() string {
@@ -1824,7 +2146,7 @@ type FollowUpResponse struct {
 
 func (x *FollowUpResponse) Reset() {
 	*x = FollowUpResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +2158,7 @@ func (x *FollowUpResponse) String() string {
 func (*FollowUpResponse) ProtoMessage() {}
 
 func (x *FollowUpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[28]
+	mi := &file_agentd_v1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +2171,7 @@ func (x *FollowUpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowUpResponse.ProtoReflect.Descriptor instead.
 func (*FollowUpResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{28}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FollowUpResponse) GetQueued() uint32 {
@@ -1873,7 +2195,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +2207,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[29]
+	mi := &file_agentd_v1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +2220,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{29}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *AbortRequest) GetSessionId() string {
@@ -1926,7 +2248,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2260,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2273,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AbortResponse) GetRunId() string {
@@ -1976,7 +2298,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1988,7 +2310,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2001,7 +2323,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AttachRequest) GetSessionId() string {
@@ -2044,7 +2366,7 @@ type SubmitToolResultRequest struct {
 
 func (x *SubmitToolResultRequest) Reset() {
 	*x = SubmitToolResultRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2378,7 @@ func (x *SubmitToolResultRequest) String() string {
 func (*SubmitToolResultRequest) ProtoMessage() {}
 
 func (x *SubmitToolResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2391,7 @@ func (x *SubmitToolResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitToolResultRequest.ProtoReflect.Descriptor instead.
 func (*SubmitToolResultRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SubmitToolResultRequest) GetSessionId() string {
@@ -2116,7 +2438,7 @@ type SubmitToolResultResponse struct {
 
 func (x *SubmitToolResultResponse) Reset() {
 	*x = SubmitToolResultResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2128,7 +2450,7 @@ func (x *SubmitToolResultResponse) String() string {
 func (*SubmitToolResultResponse) ProtoMessage() {}
 
 func (x *SubmitToolResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2141,7 +2463,7 @@ func (x *SubmitToolResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitToolResultResponse.ProtoReflect.Descriptor instead.
 func (*SubmitToolResultResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 // ResolveApprovalRequest is the input of ResolveApproval.
@@ -2164,7 +2486,7 @@ type ResolveApprovalRequest struct {
 
 func (x *ResolveApprovalRequest) Reset() {
 	*x = ResolveApprovalRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2176,7 +2498,7 @@ func (x *ResolveApprovalRequest) String() string {
 func (*ResolveApprovalRequest) ProtoMessage() {}
 
 func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2189,7 +2511,7 @@ func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ResolveApprovalRequest) GetSessionId() string {
@@ -2236,7 +2558,7 @@ type ResolveApprovalResponse struct {
 
 func (x *ResolveApprovalResponse) Reset() {
 	*x = ResolveApprovalResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[35]
+	mi := &file_agentd_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2570,7 @@ func (x *ResolveApprovalResponse) String() string {
 func (*ResolveApprovalResponse) ProtoMessage() {}
 
 func (x *ResolveApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[35]
+	mi := &file_agentd_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2583,7 @@ func (x *ResolveApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalResponse.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 // AppendMessagesRequest is the input of AppendMessages.
@@ -2278,7 +2600,7 @@ type AppendMessagesRequest struct {
 
 func (x *AppendMessagesRequest) Reset() {
 	*x = AppendMessagesRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[36]
+	mi := &file_agentd_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2612,7 @@ func (x *AppendMessagesRequest) String() string {
 func (*AppendMessagesRequest) ProtoMessage() {}
 
 func (x *AppendMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[36]
+	mi := &file_agentd_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2625,7 @@ func (x *AppendMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AppendMessagesRequest) GetSessionId() string {
@@ -2331,7 +2653,7 @@ type AppendMessagesResponse struct {
 
 func (x *AppendMessagesResponse) Reset() {
 	*x = AppendMessagesResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2665,7 @@ func (x *AppendMessagesResponse) String() string {
 func (*AppendMessagesResponse) ProtoMessage() {}
 
 func (x *AppendMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,7 +2678,7 @@ func (x *AppendMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AppendMessagesResponse) GetEntries() []*Entry {
@@ -2384,7 +2706,7 @@ type GetTranscriptRequest struct {
 
 func (x *GetTranscriptRequest) Reset() {
 	*x = GetTranscriptRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2396,7 +2718,7 @@ func (x *GetTranscriptRequest) String() string {
 func (*GetTranscriptRequest) ProtoMessage() {}
 
 func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2409,7 +2731,7 @@ func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptRequest.ProtoReflect.Descriptor instead.
 func (*GetTranscriptRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetTranscriptRequest) GetSessionId() string {
@@ -2456,7 +2778,7 @@ type GetTranscriptResponse struct {
 
 func (x *GetTranscriptResponse) Reset() {
 	*x = GetTranscriptResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2468,7 +2790,7 @@ func (x *GetTranscriptResponse) String() string {
 func (*GetTranscriptResponse) ProtoMessage() {}
 
 func (x *GetTranscriptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2481,7 +2803,7 @@ func (x *GetTranscriptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptResponse.ProtoReflect.Descriptor instead.
 func (*GetTranscriptResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetTranscriptResponse) GetEntries() []*Entry {
@@ -2519,7 +2841,7 @@ type GetContextRequest struct {
 
 func (x *GetContextRequest) Reset() {
 	*x = GetContextRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2853,7 @@ func (x *GetContextRequest) String() string {
 func (*GetContextRequest) ProtoMessage() {}
 
 func (x *GetContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2866,7 @@ func (x *GetContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextRequest.ProtoReflect.Descriptor instead.
 func (*GetContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetContextRequest) GetSessionId() string {
@@ -2591,7 +2913,7 @@ type GetContextResponse struct {
 
 func (x *GetContextResponse) Reset() {
 	*x = GetContextResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2925,7 @@ func (x *GetContextResponse) String() string {
 func (*GetContextResponse) ProtoMessage() {}
 
 func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2938,7 @@ func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextResponse.ProtoReflect.Descriptor instead.
 func (*GetContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetContextResponse) GetContext() *Context {
@@ -2670,7 +2992,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2682,7 +3004,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +3017,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 // ListModelsResponse is the output of ListModels.
@@ -2709,7 +3031,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2721,7 +3043,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2734,7 +3056,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -2748,7 +3070,29 @@ var File_agentd_v1_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x17agentd/v1/service.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x16agentd/v1/events.proto\x1a\x17agentd/v1/session.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\x02\n" +
+	"\x17agentd/v1/service.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x16agentd/v1/events.proto\x1a\x17agentd/v1/session.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"5\n" +
+	"\x14ExportSessionRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"w\n" +
+	"\rSessionRecord\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x18.agentd.v1.SessionHeaderH\x00R\x06header\x12(\n" +
+	"\x05entry\x18\x02 \x01(\v2\x10.agentd.v1.EntryH\x00R\x05entryB\b\n" +
+	"\x06record\"\xbc\x02\n" +
+	"\rSessionHeader\x120\n" +
+	"\x06config\x18\x01 \x01(\v2\x18.agentd.v1.SessionConfigR\x06config\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12<\n" +
+	"\x06labels\x18\x03 \x03(\v2$.agentd.v1.SessionHeader.LabelsEntryR\x06labels\x12\"\n" +
+	"\rleaf_entry_id\x18\x04 \x01(\tR\vleafEntryId\x12%\n" +
+	"\x0eschema_version\x18\x05 \x01(\x05R\rschemaVersion\x12\x1f\n" +
+	"\ventry_count\x18\x06 \x01(\x03R\n" +
+	"entryCount\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"H\n" +
+	"\x14ImportSessionRequest\x120\n" +
+	"\x06record\x18\x01 \x01(\v2\x18.agentd.v1.SessionRecordR\x06record\"E\n" +
+	"\x15ImportSessionResponse\x12,\n" +
+	"\asession\x18\x01 \x01(\v2\x12.agentd.v1.SessionR\asession\"\x94\x02\n" +
 	"\x12ForkSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
@@ -2950,7 +3294,7 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\rwould_compact\x18\x06 \x01(\bR\fwouldCompact\"\x13\n" +
 	"\x11ListModelsRequest\">\n" +
 	"\x12ListModelsResponse\x12(\n" +
-	"\x06models\x18\x01 \x03(\v2\x10.agentd.v1.ModelR\x06models2\xc3\r\n" +
+	"\x06models\x18\x01 \x03(\v2\x10.agentd.v1.ModelR\x06models2\xe7\x0e\n" +
 	"\fAgentService\x12R\n" +
 	"\rCreateSession\x12\x1f.agentd.v1.CreateSessionRequest\x1a .agentd.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -2977,7 +3321,9 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\aGetTree\x12\x19.agentd.v1.GetTreeRequest\x1a\x1a.agentd.v1.GetTreeResponse\x12C\n" +
 	"\bSetLabel\x12\x1a.agentd.v1.SetLabelRequest\x1a\x1b.agentd.v1.SetLabelResponse\x12C\n" +
 	"\bNavigate\x12\x1a.agentd.v1.NavigateRequest\x1a\x1b.agentd.v1.NavigateResponse\x12L\n" +
-	"\vForkSession\x12\x1d.agentd.v1.ForkSessionRequest\x1a\x1e.agentd.v1.ForkSessionResponseB4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
+	"\vForkSession\x12\x1d.agentd.v1.ForkSessionRequest\x1a\x1e.agentd.v1.ForkSessionResponse\x12L\n" +
+	"\rExportSession\x12\x1f.agentd.v1.ExportSessionRequest\x1a\x18.agentd.v1.SessionRecord0\x01\x12T\n" +
+	"\rImportSession\x12\x1f.agentd.v1.ImportSessionRequest\x1a .agentd.v1.ImportSessionResponse(\x01B4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
 
 var (
 	file_agentd_v1_service_proto_rawDescOnce sync.Once
@@ -2991,155 +3337,171 @@ func file_agentd_v1_service_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_service_proto_rawDescData
 }
 
-var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_agentd_v1_service_proto_goTypes = []any{
-	(*ForkSessionRequest)(nil),       // 0: agentd.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),      // 1: agentd.v1.ForkSessionResponse
-	(*GetTreeRequest)(nil),           // 2: agentd.v1.GetTreeRequest
-	(*TreeNode)(nil),                 // 3: agentd.v1.TreeNode
-	(*GetTreeResponse)(nil),          // 4: agentd.v1.GetTreeResponse
-	(*SetLabelRequest)(nil),          // 5: agentd.v1.SetLabelRequest
-	(*SetLabelResponse)(nil),         // 6: agentd.v1.SetLabelResponse
-	(*NavigateRequest)(nil),          // 7: agentd.v1.NavigateRequest
-	(*NavigateResponse)(nil),         // 8: agentd.v1.NavigateResponse
-	(*UpdateSessionRequest)(nil),     // 9: agentd.v1.UpdateSessionRequest
-	(*UpdateSessionResponse)(nil),    // 10: agentd.v1.UpdateSessionResponse
-	(*CompactRequest)(nil),           // 11: agentd.v1.CompactRequest
-	(*SubmitContextRequest)(nil),     // 12: agentd.v1.SubmitContextRequest
-	(*ContextSelection)(nil),         // 13: agentd.v1.ContextSelection
-	(*SubmitContextResponse)(nil),    // 14: agentd.v1.SubmitContextResponse
-	(*CreateSessionRequest)(nil),     // 15: agentd.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),    // 16: agentd.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),        // 17: agentd.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),       // 18: agentd.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),      // 19: agentd.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 20: agentd.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),     // 21: agentd.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),    // 22: agentd.v1.DeleteSessionResponse
-	(*PromptRequest)(nil),            // 23: agentd.v1.PromptRequest
-	(*ContinueRequest)(nil),          // 24: agentd.v1.ContinueRequest
-	(*SteerRequest)(nil),             // 25: agentd.v1.SteerRequest
-	(*SteerResponse)(nil),            // 26: agentd.v1.SteerResponse
-	(*FollowUpRequest)(nil),          // 27: agentd.v1.FollowUpRequest
-	(*FollowUpResponse)(nil),         // 28: agentd.v1.FollowUpResponse
-	(*AbortRequest)(nil),             // 29: agentd.v1.AbortRequest
-	(*AbortResponse)(nil),            // 30: agentd.v1.AbortResponse
-	(*AttachRequest)(nil),            // 31: agentd.v1.AttachRequest
-	(*SubmitToolResultRequest)(nil),  // 32: agentd.v1.SubmitToolResultRequest
-	(*SubmitToolResultResponse)(nil), // 33: agentd.v1.SubmitToolResultResponse
-	(*ResolveApprovalRequest)(nil),   // 34: agentd.v1.ResolveApprovalRequest
-	(*ResolveApprovalResponse)(nil),  // 35: agentd.v1.ResolveApprovalResponse
-	(*AppendMessagesRequest)(nil),    // 36: agentd.v1.AppendMessagesRequest
-	(*AppendMessagesResponse)(nil),   // 37: agentd.v1.AppendMessagesResponse
-	(*GetTranscriptRequest)(nil),     // 38: agentd.v1.GetTranscriptRequest
-	(*GetTranscriptResponse)(nil),    // 39: agentd.v1.GetTranscriptResponse
-	(*GetContextRequest)(nil),        // 40: agentd.v1.GetContextRequest
-	(*GetContextResponse)(nil),       // 41: agentd.v1.GetContextResponse
-	(*ListModelsRequest)(nil),        // 42: agentd.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),       // 43: agentd.v1.ListModelsResponse
-	nil,                              // 44: agentd.v1.ForkSessionRequest.LabelsEntry
-	nil,                              // 45: agentd.v1.UpdateSessionRequest.LabelsEntry
-	nil,                              // 46: agentd.v1.CreateSessionRequest.LabelsEntry
-	nil,                              // 47: agentd.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                              // 48: agentd.v1.GetTranscriptResponse.LabelsEntry
-	(*SessionConfig)(nil),            // 49: agentd.v1.SessionConfig
-	(*Session)(nil),                  // 50: agentd.v1.Session
-	(*timestamppb.Timestamp)(nil),    // 51: google.protobuf.Timestamp
-	(*Entry)(nil),                    // 52: agentd.v1.Entry
-	(*fieldmaskpb.FieldMask)(nil),    // 53: google.protobuf.FieldMask
-	(*AgentMessage)(nil),             // 54: agentd.v1.AgentMessage
-	(*ContentBlock)(nil),             // 55: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),           // 56: google.protobuf.Value
-	(ApprovalDecision)(0),            // 57: agentd.v1.ApprovalDecision
-	(*Context)(nil),                  // 58: agentd.v1.Context
-	(*Model)(nil),                    // 59: agentd.v1.Model
-	(*AgentEvent)(nil),               // 60: agentd.v1.AgentEvent
+	(*ExportSessionRequest)(nil),     // 0: agentd.v1.ExportSessionRequest
+	(*SessionRecord)(nil),            // 1: agentd.v1.SessionRecord
+	(*SessionHeader)(nil),            // 2: agentd.v1.SessionHeader
+	(*ImportSessionRequest)(nil),     // 3: agentd.v1.ImportSessionRequest
+	(*ImportSessionResponse)(nil),    // 4: agentd.v1.ImportSessionResponse
+	(*ForkSessionRequest)(nil),       // 5: agentd.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),      // 6: agentd.v1.ForkSessionResponse
+	(*GetTreeRequest)(nil),           // 7: agentd.v1.GetTreeRequest
+	(*TreeNode)(nil),                 // 8: agentd.v1.TreeNode
+	(*GetTreeResponse)(nil),          // 9: agentd.v1.GetTreeResponse
+	(*SetLabelRequest)(nil),          // 10: agentd.v1.SetLabelRequest
+	(*SetLabelResponse)(nil),         // 11: agentd.v1.SetLabelResponse
+	(*NavigateRequest)(nil),          // 12: agentd.v1.NavigateRequest
+	(*NavigateResponse)(nil),         // 13: agentd.v1.NavigateResponse
+	(*UpdateSessionRequest)(nil),     // 14: agentd.v1.UpdateSessionRequest
+	(*UpdateSessionResponse)(nil),    // 15: agentd.v1.UpdateSessionResponse
+	(*CompactRequest)(nil),           // 16: agentd.v1.CompactRequest
+	(*SubmitContextRequest)(nil),     // 17: agentd.v1.SubmitContextRequest
+	(*ContextSelection)(nil),         // 18: agentd.v1.ContextSelection
+	(*SubmitContextResponse)(nil),    // 19: agentd.v1.SubmitContextResponse
+	(*CreateSessionRequest)(nil),     // 20: agentd.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),    // 21: agentd.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),        // 22: agentd.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),       // 23: agentd.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),      // 24: agentd.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 25: agentd.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),     // 26: agentd.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),    // 27: agentd.v1.DeleteSessionResponse
+	(*PromptRequest)(nil),            // 28: agentd.v1.PromptRequest
+	(*ContinueRequest)(nil),          // 29: agentd.v1.ContinueRequest
+	(*SteerRequest)(nil),             // 30: agentd.v1.SteerRequest
+	(*SteerResponse)(nil),            // 31: agentd.v1.SteerResponse
+	(*FollowUpRequest)(nil),          // 32: agentd.v1.FollowUpRequest
+	(*FollowUpResponse)(nil),         // 33: agentd.v1.FollowUpResponse
+	(*AbortRequest)(nil),             // 34: agentd.v1.AbortRequest
+	(*AbortResponse)(nil),            // 35: agentd.v1.AbortResponse
+	(*AttachRequest)(nil),            // 36: agentd.v1.AttachRequest
+	(*SubmitToolResultRequest)(nil),  // 37: agentd.v1.SubmitToolResultRequest
+	(*SubmitToolResultResponse)(nil), // 38: agentd.v1.SubmitToolResultResponse
+	(*ResolveApprovalRequest)(nil),   // 39: agentd.v1.ResolveApprovalRequest
+	(*ResolveApprovalResponse)(nil),  // 40: agentd.v1.ResolveApprovalResponse
+	(*AppendMessagesRequest)(nil),    // 41: agentd.v1.AppendMessagesRequest
+	(*AppendMessagesResponse)(nil),   // 42: agentd.v1.AppendMessagesResponse
+	(*GetTranscriptRequest)(nil),     // 43: agentd.v1.GetTranscriptRequest
+	(*GetTranscriptResponse)(nil),    // 44: agentd.v1.GetTranscriptResponse
+	(*GetContextRequest)(nil),        // 45: agentd.v1.GetContextRequest
+	(*GetContextResponse)(nil),       // 46: agentd.v1.GetContextResponse
+	(*ListModelsRequest)(nil),        // 47: agentd.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),       // 48: agentd.v1.ListModelsResponse
+	nil,                              // 49: agentd.v1.SessionHeader.LabelsEntry
+	nil,                              // 50: agentd.v1.ForkSessionRequest.LabelsEntry
+	nil,                              // 51: agentd.v1.UpdateSessionRequest.LabelsEntry
+	nil,                              // 52: agentd.v1.CreateSessionRequest.LabelsEntry
+	nil,                              // 53: agentd.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                              // 54: agentd.v1.GetTranscriptResponse.LabelsEntry
+	(*Entry)(nil),                    // 55: agentd.v1.Entry
+	(*SessionConfig)(nil),            // 56: agentd.v1.SessionConfig
+	(*Session)(nil),                  // 57: agentd.v1.Session
+	(*timestamppb.Timestamp)(nil),    // 58: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),    // 59: google.protobuf.FieldMask
+	(*AgentMessage)(nil),             // 60: agentd.v1.AgentMessage
+	(*ContentBlock)(nil),             // 61: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),           // 62: google.protobuf.Value
+	(ApprovalDecision)(0),            // 63: agentd.v1.ApprovalDecision
+	(*Context)(nil),                  // 64: agentd.v1.Context
+	(*Model)(nil),                    // 65: agentd.v1.Model
+	(*AgentEvent)(nil),               // 66: agentd.v1.AgentEvent
 }
 var file_agentd_v1_service_proto_depIdxs = []int32{
-	49, // 0: agentd.v1.ForkSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	44, // 1: agentd.v1.ForkSessionRequest.labels:type_name -> agentd.v1.ForkSessionRequest.LabelsEntry
-	50, // 2: agentd.v1.ForkSessionResponse.session:type_name -> agentd.v1.Session
-	51, // 3: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
-	3,  // 4: agentd.v1.GetTreeResponse.nodes:type_name -> agentd.v1.TreeNode
-	52, // 5: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
-	50, // 6: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
-	52, // 7: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
-	49, // 8: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	45, // 9: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
-	53, // 10: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
-	50, // 11: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
-	52, // 12: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
-	13, // 13: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
-	54, // 14: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
-	49, // 15: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	46, // 16: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
-	50, // 17: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
-	50, // 18: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
-	47, // 19: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
-	50, // 20: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
-	55, // 21: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
-	55, // 22: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
-	55, // 23: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
-	55, // 24: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
-	56, // 25: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
-	57, // 26: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
-	54, // 27: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
-	52, // 28: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
-	52, // 29: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
-	48, // 30: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
-	58, // 31: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
-	59, // 32: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
-	15, // 33: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
-	17, // 34: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
-	19, // 35: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
-	21, // 36: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
-	23, // 37: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
-	24, // 38: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
-	25, // 39: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
-	27, // 40: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
-	29, // 41: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
-	31, // 42: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
-	32, // 43: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
-	34, // 44: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
-	36, // 45: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
-	38, // 46: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
-	40, // 47: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
-	42, // 48: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
-	9,  // 49: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
-	11, // 50: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
-	12, // 51: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
-	2,  // 52: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
-	5,  // 53: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
-	7,  // 54: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
-	0,  // 55: agentd.v1.AgentService.ForkSession:input_type -> agentd.v1.ForkSessionRequest
-	16, // 56: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
-	18, // 57: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
-	20, // 58: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
-	22, // 59: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
-	60, // 60: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
-	60, // 61: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
-	26, // 62: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
-	28, // 63: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
-	30, // 64: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
-	60, // 65: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
-	33, // 66: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
-	35, // 67: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
-	37, // 68: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
-	39, // 69: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
-	41, // 70: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
-	43, // 71: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
-	10, // 72: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
-	60, // 73: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
-	14, // 74: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
-	4,  // 75: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
-	6,  // 76: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
-	8,  // 77: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
-	1,  // 78: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
-	56, // [56:79] is the sub-list for method output_type
-	33, // [33:56] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	2,  // 0: agentd.v1.SessionRecord.header:type_name -> agentd.v1.SessionHeader
+	55, // 1: agentd.v1.SessionRecord.entry:type_name -> agentd.v1.Entry
+	56, // 2: agentd.v1.SessionHeader.config:type_name -> agentd.v1.SessionConfig
+	49, // 3: agentd.v1.SessionHeader.labels:type_name -> agentd.v1.SessionHeader.LabelsEntry
+	1,  // 4: agentd.v1.ImportSessionRequest.record:type_name -> agentd.v1.SessionRecord
+	57, // 5: agentd.v1.ImportSessionResponse.session:type_name -> agentd.v1.Session
+	56, // 6: agentd.v1.ForkSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	50, // 7: agentd.v1.ForkSessionRequest.labels:type_name -> agentd.v1.ForkSessionRequest.LabelsEntry
+	57, // 8: agentd.v1.ForkSessionResponse.session:type_name -> agentd.v1.Session
+	58, // 9: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
+	8,  // 10: agentd.v1.GetTreeResponse.nodes:type_name -> agentd.v1.TreeNode
+	55, // 11: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
+	57, // 12: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
+	55, // 13: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
+	56, // 14: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	51, // 15: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
+	59, // 16: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
+	57, // 17: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
+	55, // 18: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
+	18, // 19: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
+	60, // 20: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
+	56, // 21: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	52, // 22: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
+	57, // 23: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
+	57, // 24: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
+	53, // 25: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
+	57, // 26: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
+	61, // 27: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
+	61, // 28: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
+	61, // 29: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
+	61, // 30: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
+	62, // 31: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
+	63, // 32: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
+	60, // 33: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
+	55, // 34: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
+	55, // 35: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
+	54, // 36: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
+	64, // 37: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
+	65, // 38: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
+	20, // 39: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
+	22, // 40: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
+	24, // 41: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
+	26, // 42: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
+	28, // 43: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
+	29, // 44: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
+	30, // 45: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
+	32, // 46: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
+	34, // 47: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
+	36, // 48: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
+	37, // 49: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
+	39, // 50: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
+	41, // 51: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
+	43, // 52: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
+	45, // 53: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
+	47, // 54: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
+	14, // 55: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
+	16, // 56: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
+	17, // 57: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
+	7,  // 58: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
+	10, // 59: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
+	12, // 60: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
+	5,  // 61: agentd.v1.AgentService.ForkSession:input_type -> agentd.v1.ForkSessionRequest
+	0,  // 62: agentd.v1.AgentService.ExportSession:input_type -> agentd.v1.ExportSessionRequest
+	3,  // 63: agentd.v1.AgentService.ImportSession:input_type -> agentd.v1.ImportSessionRequest
+	21, // 64: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
+	23, // 65: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
+	25, // 66: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
+	27, // 67: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
+	66, // 68: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
+	66, // 69: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
+	31, // 70: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
+	33, // 71: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
+	35, // 72: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
+	66, // 73: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
+	38, // 74: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
+	40, // 75: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
+	42, // 76: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
+	44, // 77: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
+	46, // 78: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
+	48, // 79: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
+	15, // 80: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
+	66, // 81: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
+	19, // 82: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
+	9,  // 83: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
+	11, // 84: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
+	13, // 85: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
+	6,  // 86: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
+	1,  // 87: agentd.v1.AgentService.ExportSession:output_type -> agentd.v1.SessionRecord
+	4,  // 88: agentd.v1.AgentService.ImportSession:output_type -> agentd.v1.ImportSessionResponse
+	64, // [64:89] is the sub-list for method output_type
+	39, // [39:64] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_service_proto_init() }
@@ -3151,7 +3513,11 @@ func file_agentd_v1_service_proto_init() {
 	file_agentd_v1_content_proto_init()
 	file_agentd_v1_events_proto_init()
 	file_agentd_v1_session_proto_init()
-	file_agentd_v1_service_proto_msgTypes[13].OneofWrappers = []any{
+	file_agentd_v1_service_proto_msgTypes[1].OneofWrappers = []any{
+		(*SessionRecord_Header)(nil),
+		(*SessionRecord_Entry)(nil),
+	}
+	file_agentd_v1_service_proto_msgTypes[18].OneofWrappers = []any{
 		(*ContextSelection_EntryId)(nil),
 		(*ContextSelection_Message)(nil),
 	}
@@ -3161,7 +3527,7 @@ func file_agentd_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_service_proto_rawDesc), len(file_agentd_v1_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   49,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -42,6 +42,8 @@ const (
 	AgentService_SetLabel_FullMethodName         = "/agentd.v1.AgentService/SetLabel"
 	AgentService_Navigate_FullMethodName         = "/agentd.v1.AgentService/Navigate"
 	AgentService_ForkSession_FullMethodName      = "/agentd.v1.AgentService/ForkSession"
+	AgentService_ExportSession_FullMethodName    = "/agentd.v1.AgentService/ExportSession"
+	AgentService_ImportSession_FullMethodName    = "/agentd.v1.AgentService/ImportSession"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -154,6 +156,16 @@ type AgentServiceClient interface {
 	// and the same configuration unless one is given. The new session
 	// records its origin; ListSessions filters by it.
 	ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error)
+	// ExportSession streams a whole session: a header (configuration, title,
+	// labels, leaf, schema version), then every entry of the tree in append
+	// order (a parent before its children), exactly as stored.
+	ExportSession(ctx context.Context, in *ExportSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SessionRecord], error)
+	// ImportSession creates a new session from an ExportSession stream (the
+	// header first, then the entries): identical entries with identical ids,
+	// the same leaf. The configuration is validated as in CreateSession; an
+	// entry whose parent did not come before it is refused with
+	// INVALID_ARGUMENT and nothing is kept.
+	ImportSession(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportSessionRequest, ImportSessionResponse], error)
 }
 
 type agentServiceClient struct {
@@ -430,6 +442,38 @@ func (c *agentServiceClient) ForkSession(ctx context.Context, in *ForkSessionReq
 	return out, nil
 }
 
+func (c *agentServiceClient) ExportSession(ctx context.Context, in *ExportSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SessionRecord], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[4], AgentService_ExportSession_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExportSessionRequest, SessionRecord]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_ExportSessionClient = grpc.ServerStreamingClient[SessionRecord]
+
+func (c *agentServiceClient) ImportSession(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportSessionRequest, ImportSessionResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[5], AgentService_ImportSession_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ImportSessionRequest, ImportSessionResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_ImportSessionClient = grpc.ClientStreamingClient[ImportSessionRequest, ImportSessionResponse]
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -540,6 +584,16 @@ type AgentServiceServer interface {
 	// and the same configuration unless one is given. The new session
 	// records its origin; ListSessions filters by it.
 	ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error)
+	// ExportSession streams a whole session: a header (configuration, title,
+	// labels, leaf, schema version), then every entry of the tree in append
+	// order (a parent before its children), exactly as stored.
+	ExportSession(*ExportSessionRequest, grpc.ServerStreamingServer[SessionRecord]) error
+	// ImportSession creates a new session from an ExportSession stream (the
+	// header first, then the entries): identical entries with identical ids,
+	// the same leaf. The configuration is validated as in CreateSession; an
+	// entry whose parent did not come before it is refused with
+	// INVALID_ARGUMENT and nothing is kept.
+	ImportSession(grpc.ClientStreamingServer[ImportSessionRequest, ImportSessionResponse]) error
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -618,6 +672,12 @@ func (UnimplementedAgentServiceServer) Navigate(context.Context, *NavigateReques
 }
 func (UnimplementedAgentServiceServer) ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ForkSession not implemented")
+}
+func (UnimplementedAgentServiceServer) ExportSession(*ExportSessionRequest, grpc.ServerStreamingServer[SessionRecord]) error {
+	return status.Error(codes.Unimplemented, "method ExportSession not implemented")
+}
+func (UnimplementedAgentServiceServer) ImportSession(grpc.ClientStreamingServer[ImportSessionRequest, ImportSessionResponse]) error {
+	return status.Error(codes.Unimplemented, "method ImportSession not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -1026,6 +1086,24 @@ func _AgentService_ForkSession_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_ExportSession_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExportSessionRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentServiceServer).ExportSession(m, &grpc.GenericServerStream[ExportSessionRequest, SessionRecord]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_ExportSessionServer = grpc.ServerStreamingServer[SessionRecord]
+
+func _AgentService_ImportSession_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(AgentServiceServer).ImportSession(&grpc.GenericServerStream[ImportSessionRequest, ImportSessionResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_ImportSessionServer = grpc.ClientStreamingServer[ImportSessionRequest, ImportSessionResponse]
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1130,6 +1208,16 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Compact",
 			Handler:       _AgentService_Compact_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "ExportSession",
+			Handler:       _AgentService_ExportSession_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "ImportSession",
+			Handler:       _AgentService_ImportSession_Handler,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "agentd/v1/service.proto",

@@ -119,6 +119,12 @@ class DeleteSessionResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class ExportSessionRequest(_message.Message):
+    __slots__ = ["session_id"]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
 class FollowUpRequest(_message.Message):
     __slots__ = ["content", "session_id"]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
@@ -245,6 +251,18 @@ class GetTreeResponse(_message.Message):
     nodes: _containers.RepeatedCompositeFieldContainer[TreeNode]
     def __init__(self, nodes: _Optional[_Iterable[_Union[TreeNode, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., leaf_entry_id: _Optional[str] = ...) -> None: ...
 
+class ImportSessionRequest(_message.Message):
+    __slots__ = ["record"]
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    record: SessionRecord
+    def __init__(self, record: _Optional[_Union[SessionRecord, _Mapping]] = ...) -> None: ...
+
+class ImportSessionResponse(_message.Message):
+    __slots__ = ["session"]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: _session_pb2.Session
+    def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ...) -> None: ...
+
 class ListModelsRequest(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
@@ -337,6 +355,37 @@ class ResolveApprovalRequest(_message.Message):
 class ResolveApprovalResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
+
+class SessionHeader(_message.Message):
+    __slots__ = ["config", "entry_count", "labels", "leaf_entry_id", "schema_version", "title"]
+    class LabelsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    LEAF_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    config: _session_pb2.SessionConfig
+    entry_count: int
+    labels: _containers.ScalarMap[str, str]
+    leaf_entry_id: str
+    schema_version: int
+    title: str
+    def __init__(self, config: _Optional[_Union[_session_pb2.SessionConfig, _Mapping]] = ..., title: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., leaf_entry_id: _Optional[str] = ..., schema_version: _Optional[int] = ..., entry_count: _Optional[int] = ...) -> None: ...
+
+class SessionRecord(_message.Message):
+    __slots__ = ["entry", "header"]
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    entry: _agent_messages_pb2.Entry
+    header: SessionHeader
+    def __init__(self, header: _Optional[_Union[SessionHeader, _Mapping]] = ..., entry: _Optional[_Union[_agent_messages_pb2.Entry, _Mapping]] = ...) -> None: ...
 
 class SetLabelRequest(_message.Message):
     __slots__ = ["entry_id", "label", "session_id"]

@@ -142,6 +142,16 @@ class AgentServiceStub(object):
                 request_serializer=agentd_dot_v1_dot_service__pb2.ForkSessionRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_service__pb2.ForkSessionResponse.FromString,
                 )
+        self.ExportSession = channel.unary_stream(
+                '/agentd.v1.AgentService/ExportSession',
+                request_serializer=agentd_dot_v1_dot_service__pb2.ExportSessionRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.SessionRecord.FromString,
+                )
+        self.ImportSession = channel.stream_unary(
+                '/agentd.v1.AgentService/ImportSession',
+                request_serializer=agentd_dot_v1_dot_service__pb2.ImportSessionRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.ImportSessionResponse.FromString,
+                )
 
 
 class AgentServiceServicer(object):
@@ -367,6 +377,26 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportSession(self, request, context):
+        """ExportSession streams a whole session: a header (configuration, title,
+        labels, leaf, schema version), then every entry of the tree in append
+        order (a parent before its children), exactly as stored.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ImportSession(self, request_iterator, context):
+        """ImportSession creates a new session from an ExportSession stream (the
+        header first, then the entries): identical entries with identical ids,
+        the same leaf. The configuration is validated as in CreateSession; an
+        entry whose parent did not come before it is refused with
+        INVALID_ARGUMENT and nothing is kept.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -484,6 +514,16 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ForkSession,
                     request_deserializer=agentd_dot_v1_dot_service__pb2.ForkSessionRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_service__pb2.ForkSessionResponse.SerializeToString,
+            ),
+            'ExportSession': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportSession,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.ExportSessionRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.SessionRecord.SerializeToString,
+            ),
+            'ImportSession': grpc.stream_unary_rpc_method_handler(
+                    servicer.ImportSession,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.ImportSessionRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.ImportSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -895,5 +935,39 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ForkSession',
             agentd_dot_v1_dot_service__pb2.ForkSessionRequest.SerializeToString,
             agentd_dot_v1_dot_service__pb2.ForkSessionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ExportSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/agentd.v1.AgentService/ExportSession',
+            agentd_dot_v1_dot_service__pb2.ExportSessionRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.SessionRecord.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ImportSession(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(request_iterator, target, '/agentd.v1.AgentService/ImportSession',
+            agentd_dot_v1_dot_service__pb2.ImportSessionRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.ImportSessionResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -20,7 +20,169 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/service.proto.
  */
 export const file_agentd_v1_service: GenFile = /*@__PURE__*/
-  fileDesc("ChdhZ2VudGQvdjEvc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIt0BChJGb3JrU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghlbnRyeV9pZBgCIAEoCRIoCgZjb25maWcYAyABKAsyGC5hZ2VudGQudjEuU2Vzc2lvbkNvbmZpZxINCgV0aXRsZRgEIAEoCRI5CgZsYWJlbHMYBSADKAsyKS5hZ2VudGQudjEuRm9ya1Nlc3Npb25SZXF1ZXN0LkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiOgoTRm9ya1Nlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRkLnYxLlNlc3Npb24iSwoOR2V0VHJlZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSKSAQoIVHJlZU5vZGUSCgoCaWQYASABKAkSEQoJcGFyZW50X2lkGAIgASgJEgwKBGtpbmQYAyABKAkSDwoHcHJldmlldxgEIAEoCRINCgVsYWJlbBgFIAEoCRIoCgR0aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdpc19sZWFmGAcgASgIImUKD0dldFRyZWVSZXNwb25zZRIiCgVub2RlcxgBIAMoCzITLmFnZW50ZC52MS5UcmVlTm9kZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSFQoNbGVhZl9lbnRyeV9pZBgDIAEoCSJGCg9TZXRMYWJlbFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghlbnRyeV9pZBgCIAEoCRINCgVsYWJlbBgDIAEoCSIzChBTZXRMYWJlbFJlc3BvbnNlEh8KBWVudHJ5GAEgASgLMhAuYWdlbnRkLnYxLkVudHJ5InEKD05hdmlnYXRlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhAKCGVudHJ5X2lkGAIgASgJEg8KB3N1bW1hcnkYAyABKAkSEQoJc3VtbWFyaXplGAQgASgIEhQKDGluc3RydWN0aW9ucxgFIAEoCSJhChBOYXZpZ2F0ZVJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5hZ2VudGQudjEuU2Vzc2lvbhIoCg5icmFuY2hfc3VtbWFyeRgCIAEoCzIQLmFnZW50ZC52MS5FbnRyeSKAAgoUVXBkYXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIoCgZjb25maWcYAiABKAsyGC5hZ2VudGQudjEuU2Vzc2lvbkNvbmZpZxINCgV0aXRsZRgDIAEoCRI7CgZsYWJlbHMYBCADKAsyKy5hZ2VudGQudjEuVXBkYXRlU2Vzc2lvblJlcXVlc3QuTGFiZWxzRW50cnkSLwoLdXBkYXRlX21hc2sYBSABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiXwoVVXBkYXRlU2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5hZ2VudGQudjEuU2Vzc2lvbhIhCgdlbnRyaWVzGAIgAygLMhAuYWdlbnRkLnYxLkVudHJ5IngKDkNvbXBhY3RSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFAoMaW5zdHJ1Y3Rpb25zGAIgASgJEg8KB3N1bW1hcnkYAyABKAkSDwoHZHJ5X3J1bhgEIAEoCBIaChJrZWVwX3JlY2VudF90b2tlbnMYBSABKAMiagoUU3VibWl0Q29udGV4dFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEioKBWl0ZW1zGAMgAygLMhsuYWdlbnRkLnYxLkNvbnRleHRTZWxlY3Rpb24iWgoQQ29udGV4dFNlbGVjdGlvbhISCghlbnRyeV9pZBgBIAEoCUgAEioKB21lc3NhZ2UYAiABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlSABCBgoEaXRlbSIXChVTdWJtaXRDb250ZXh0UmVzcG9uc2UiuwEKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EigKBmNvbmZpZxgBIAEoCzIYLmFnZW50ZC52MS5TZXNzaW9uQ29uZmlnEg0KBXRpdGxlGAIgASgJEjsKBmxhYmVscxgDIAMoCzIrLmFnZW50ZC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRkLnYxLlNlc3Npb24iJwoRR2V0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI5ChJHZXRTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50ZC52MS5TZXNzaW9uItIBChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEkUKDGxhYmVsX2ZpbHRlchgDIAMoCzIvLmFnZW50ZC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0LkxhYmVsRmlsdGVyRW50cnkSGQoRb3JpZ2luX3Nlc3Npb25faWQYBCABKAkaMgoQTGFiZWxGaWx0ZXJFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlUKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiQKCHNlc3Npb25zGAEgAygLMhIuYWdlbnRkLnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjkKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFZm9yY2UYAiABKAgiFwoVRGVsZXRlU2Vzc2lvblJlc3BvbnNlIp0BCg1Qcm9tcHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2sSEgoKcmVxdWVzdF9pZBgDIAEoCRIOCgZkZXRhY2gYBCABKAgSFwoPcGFyZW50X2VudHJ5X2lkGAUgASgJEhEKCWZyb21fcm9vdBgGIAEoCCJiCg9Db250aW51ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg4KBmRldGFjaBgDIAEoCBIXCg9wYXJlbnRfZW50cnlfaWQYBCABKAkiTAoMU3RlZXJSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2siHwoNU3RlZXJSZXNwb25zZRIOCgZxdWV1ZWQYASABKA0iTwoPRm9sbG93VXBSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2siIgoQRm9sbG93VXBSZXNwb25zZRIOCgZxdWV1ZWQYASABKA0iMgoMQWJvcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnVuX2lkGAIgASgJIh8KDUFib3J0UmVzcG9uc2USDgoGcnVuX2lkGAEgASgJIkYKDUF0dGFjaFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEQoJYWZ0ZXJfc2VxGAMgASgEIqgBChdTdWJtaXRUb29sUmVzdWx0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIoCgdjb250ZW50GAMgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAQgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhAKCGlzX2Vycm9yGAUgASgIIhoKGFN1Ym1pdFRvb2xSZXN1bHRSZXNwb25zZSKVAQoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRItCghkZWNpc2lvbhgDIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgEIAEoCRISCgpkZWNpZGVkX2J5GAUgASgJIhkKF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlIlYKFUFwcGVuZE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEikKCG1lc3NhZ2VzGAIgAygLMhcuYWdlbnRkLnYxLkFnZW50TWVzc2FnZSI7ChZBcHBlbmRNZXNzYWdlc1Jlc3BvbnNlEiEKB2VudHJpZXMYASADKAsyEC5hZ2VudGQudjEuRW50cnkiaAoUR2V0VHJhbnNjcmlwdFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIVCg1sZWFmX2VudHJ5X2lkGAQgASgJIsABChVHZXRUcmFuc2NyaXB0UmVzcG9uc2USIQoHZW50cmllcxgBIAMoCzIQLmFnZW50ZC52MS5FbnRyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSPAoGbGFiZWxzGAMgAygLMiwuYWdlbnRkLnYxLkdldFRyYW5zY3JpcHRSZXNwb25zZS5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIj4KEUdldENvbnRleHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoNbGVhZl9lbnRyeV9pZBgCIAEoCSK0AQoSR2V0Q29udGV4dFJlc3BvbnNlEiMKB2NvbnRleHQYASABKAsyEi5hZ2VudGQudjEuQ29udGV4dBIWCg5tZXNzYWdlX3Rva2VucxgCIAMoAxIUCgx0b3RhbF90b2tlbnMYAyABKAMSFgoOY29udGV4dF93aW5kb3cYBCABKAMSHAoUY29tcGFjdGlvbl90aHJlc2hvbGQYBSABKAMSFQoNd291bGRfY29tcGFjdBgGIAEoCCITChFMaXN0TW9kZWxzUmVxdWVzdCI2ChJMaXN0TW9kZWxzUmVzcG9uc2USIAoGbW9kZWxzGAEgAygLMhAuYWdlbnRkLnYxLk1vZGVsMsMNCgxBZ2VudFNlcnZpY2USUgoNQ3JlYXRlU2Vzc2lvbhIfLmFnZW50ZC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBogLmFnZW50ZC52MS5DcmVhdGVTZXNzaW9uUmVzcG9uc2USSQoKR2V0U2Vzc2lvbhIcLmFnZW50ZC52MS5HZXRTZXNzaW9uUmVxdWVzdBodLmFnZW50ZC52MS5HZXRTZXNzaW9uUmVzcG9uc2USTwoMTGlzdFNlc3Npb25zEh4uYWdlbnRkLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaHy5hZ2VudGQudjEuTGlzdFNlc3Npb25zUmVzcG9uc2USUgoNRGVsZXRlU2Vzc2lvbhIfLmFnZW50ZC52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBogLmFnZW50ZC52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2USOwoGUHJvbXB0EhguYWdlbnRkLnYxLlByb21wdFJlcXVlc3QaFS5hZ2VudGQudjEuQWdlbnRFdmVudDABEj8KCENvbnRpbnVlEhouYWdlbnRkLnYxLkNvbnRpbnVlUmVxdWVzdBoVLmFnZW50ZC52MS5BZ2VudEV2ZW50MAESOgoFU3RlZXISFy5hZ2VudGQudjEuU3RlZXJSZXF1ZXN0GhguYWdlbnRkLnYxLlN0ZWVyUmVzcG9uc2USQwoIRm9sbG93VXASGi5hZ2VudGQudjEuRm9sbG93VXBSZXF1ZXN0GhsuYWdlbnRkLnYxLkZvbGxvd1VwUmVzcG9uc2USOgoFQWJvcnQSFy5hZ2VudGQudjEuQWJvcnRSZXF1ZXN0GhguYWdlbnRkLnYxLkFib3J0UmVzcG9uc2USOwoGQXR0YWNoEhguYWdlbnRkLnYxLkF0dGFjaFJlcXVlc3QaFS5hZ2VudGQudjEuQWdlbnRFdmVudDABElsKEFN1Ym1pdFRvb2xSZXN1bHQSIi5hZ2VudGQudjEuU3VibWl0VG9vbFJlc3VsdFJlcXVlc3QaIy5hZ2VudGQudjEuU3VibWl0VG9vbFJlc3VsdFJlc3BvbnNlElgKD1Jlc29sdmVBcHByb3ZhbBIhLmFnZW50ZC52MS5SZXNvbHZlQXBwcm92YWxSZXF1ZXN0GiIuYWdlbnRkLnYxLlJlc29sdmVBcHByb3ZhbFJlc3BvbnNlElUKDkFwcGVuZE1lc3NhZ2VzEiAuYWdlbnRkLnYxLkFwcGVuZE1lc3NhZ2VzUmVxdWVzdBohLmFnZW50ZC52MS5BcHBlbmRNZXNzYWdlc1Jlc3BvbnNlElIKDUdldFRyYW5zY3JpcHQSHy5hZ2VudGQudjEuR2V0VHJhbnNjcmlwdFJlcXVlc3QaIC5hZ2VudGQudjEuR2V0VHJhbnNjcmlwdFJlc3BvbnNlEkkKCkdldENvbnRleHQSHC5hZ2VudGQudjEuR2V0Q29udGV4dFJlcXVlc3QaHS5hZ2VudGQudjEuR2V0Q29udGV4dFJlc3BvbnNlEkkKCkxpc3RNb2RlbHMSHC5hZ2VudGQudjEuTGlzdE1vZGVsc1JlcXVlc3QaHS5hZ2VudGQudjEuTGlzdE1vZGVsc1Jlc3BvbnNlElIKDVVwZGF0ZVNlc3Npb24SHy5hZ2VudGQudjEuVXBkYXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudGQudjEuVXBkYXRlU2Vzc2lvblJlc3BvbnNlEj0KB0NvbXBhY3QSGS5hZ2VudGQudjEuQ29tcGFjdFJlcXVlc3QaFS5hZ2VudGQudjEuQWdlbnRFdmVudDABElIKDVN1Ym1pdENvbnRleHQSHy5hZ2VudGQudjEuU3VibWl0Q29udGV4dFJlcXVlc3QaIC5hZ2VudGQudjEuU3VibWl0Q29udGV4dFJlc3BvbnNlEkAKB0dldFRyZWUSGS5hZ2VudGQudjEuR2V0VHJlZVJlcXVlc3QaGi5hZ2VudGQudjEuR2V0VHJlZVJlc3BvbnNlEkMKCFNldExhYmVsEhouYWdlbnRkLnYxLlNldExhYmVsUmVxdWVzdBobLmFnZW50ZC52MS5TZXRMYWJlbFJlc3BvbnNlEkMKCE5hdmlnYXRlEhouYWdlbnRkLnYxLk5hdmlnYXRlUmVxdWVzdBobLmFnZW50ZC52MS5OYXZpZ2F0ZVJlc3BvbnNlEkwKC0ZvcmtTZXNzaW9uEh0uYWdlbnRkLnYxLkZvcmtTZXNzaW9uUmVxdWVzdBoeLmFnZW50ZC52MS5Gb3JrU2Vzc2lvblJlc3BvbnNlQjRaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxYgZwcm90bzM", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_events, file_agentd_v1_session, file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChdhZ2VudGQvdjEvc2VydmljZS5wcm90bxIJYWdlbnRkLnYxIioKFEV4cG9ydFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiaAoNU2Vzc2lvblJlY29yZBIqCgZoZWFkZXIYASABKAsyGC5hZ2VudGQudjEuU2Vzc2lvbkhlYWRlckgAEiEKBWVudHJ5GAIgASgLMhAuYWdlbnRkLnYxLkVudHJ5SABCCAoGcmVjb3JkIvEBCg1TZXNzaW9uSGVhZGVyEigKBmNvbmZpZxgBIAEoCzIYLmFnZW50ZC52MS5TZXNzaW9uQ29uZmlnEg0KBXRpdGxlGAIgASgJEjQKBmxhYmVscxgDIAMoCzIkLmFnZW50ZC52MS5TZXNzaW9uSGVhZGVyLkxhYmVsc0VudHJ5EhUKDWxlYWZfZW50cnlfaWQYBCABKAkSFgoOc2NoZW1hX3ZlcnNpb24YBSABKAUSEwoLZW50cnlfY291bnQYBiABKAMaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJAChRJbXBvcnRTZXNzaW9uUmVxdWVzdBIoCgZyZWNvcmQYASABKAsyGC5hZ2VudGQudjEuU2Vzc2lvblJlY29yZCI8ChVJbXBvcnRTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50ZC52MS5TZXNzaW9uIt0BChJGb3JrU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghlbnRyeV9pZBgCIAEoCRIoCgZjb25maWcYAyABKAsyGC5hZ2VudGQudjEuU2Vzc2lvbkNvbmZpZxINCgV0aXRsZRgEIAEoCRI5CgZsYWJlbHMYBSADKAsyKS5hZ2VudGQudjEuRm9ya1Nlc3Npb25SZXF1ZXN0LkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiOgoTRm9ya1Nlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRkLnYxLlNlc3Npb24iSwoOR2V0VHJlZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSKSAQoIVHJlZU5vZGUSCgoCaWQYASABKAkSEQoJcGFyZW50X2lkGAIgASgJEgwKBGtpbmQYAyABKAkSDwoHcHJldmlldxgEIAEoCRINCgVsYWJlbBgFIAEoCRIoCgR0aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIPCgdpc19sZWFmGAcgASgIImUKD0dldFRyZWVSZXNwb25zZRIiCgVub2RlcxgBIAMoCzITLmFnZW50ZC52MS5UcmVlTm9kZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSFQoNbGVhZl9lbnRyeV9pZBgDIAEoCSJGCg9TZXRMYWJlbFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghlbnRyeV9pZBgCIAEoCRINCgVsYWJlbBgDIAEoCSIzChBTZXRMYWJlbFJlc3BvbnNlEh8KBWVudHJ5GAEgASgLMhAuYWdlbnRkLnYxLkVudHJ5InEKD05hdmlnYXRlUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhAKCGVudHJ5X2lkGAIgASgJEg8KB3N1bW1hcnkYAyABKAkSEQoJc3VtbWFyaXplGAQgASgIEhQKDGluc3RydWN0aW9ucxgFIAEoCSJhChBOYXZpZ2F0ZVJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5hZ2VudGQudjEuU2Vzc2lvbhIoCg5icmFuY2hfc3VtbWFyeRgCIAEoCzIQLmFnZW50ZC52MS5FbnRyeSKAAgoUVXBkYXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIoCgZjb25maWcYAiABKAsyGC5hZ2VudGQudjEuU2Vzc2lvbkNvbmZpZxINCgV0aXRsZRgDIAEoCRI7CgZsYWJlbHMYBCADKAsyKy5hZ2VudGQudjEuVXBkYXRlU2Vzc2lvblJlcXVlc3QuTGFiZWxzRW50cnkSLwoLdXBkYXRlX21hc2sYBSABKAsyGi5nb29nbGUucHJvdG9idWYuRmllbGRNYXNrGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiXwoVVXBkYXRlU2Vzc2lvblJlc3BvbnNlEiMKB3Nlc3Npb24YASABKAsyEi5hZ2VudGQudjEuU2Vzc2lvbhIhCgdlbnRyaWVzGAIgAygLMhAuYWdlbnRkLnYxLkVudHJ5IngKDkNvbXBhY3RSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFAoMaW5zdHJ1Y3Rpb25zGAIgASgJEg8KB3N1bW1hcnkYAyABKAkSDwoHZHJ5X3J1bhgEIAEoCBIaChJrZWVwX3JlY2VudF90b2tlbnMYBSABKAMiagoUU3VibWl0Q29udGV4dFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEioKBWl0ZW1zGAMgAygLMhsuYWdlbnRkLnYxLkNvbnRleHRTZWxlY3Rpb24iWgoQQ29udGV4dFNlbGVjdGlvbhISCghlbnRyeV9pZBgBIAEoCUgAEioKB21lc3NhZ2UYAiABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlSABCBgoEaXRlbSIXChVTdWJtaXRDb250ZXh0UmVzcG9uc2UiuwEKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EigKBmNvbmZpZxgBIAEoCzIYLmFnZW50ZC52MS5TZXNzaW9uQ29uZmlnEg0KBXRpdGxlGAIgASgJEjsKBmxhYmVscxgDIAMoCzIrLmFnZW50ZC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRIjCgdzZXNzaW9uGAEgASgLMhIuYWdlbnRkLnYxLlNlc3Npb24iJwoRR2V0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI5ChJHZXRTZXNzaW9uUmVzcG9uc2USIwoHc2Vzc2lvbhgBIAEoCzISLmFnZW50ZC52MS5TZXNzaW9uItIBChNMaXN0U2Vzc2lvbnNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEkUKDGxhYmVsX2ZpbHRlchgDIAMoCzIvLmFnZW50ZC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0LkxhYmVsRmlsdGVyRW50cnkSGQoRb3JpZ2luX3Nlc3Npb25faWQYBCABKAkaMgoQTGFiZWxGaWx0ZXJFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlUKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEiQKCHNlc3Npb25zGAEgAygLMhIuYWdlbnRkLnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIjkKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFZm9yY2UYAiABKAgiFwoVRGVsZXRlU2Vzc2lvblJlc3BvbnNlIp0BCg1Qcm9tcHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2sSEgoKcmVxdWVzdF9pZBgDIAEoCRIOCgZkZXRhY2gYBCABKAgSFwoPcGFyZW50X2VudHJ5X2lkGAUgASgJEhEKCWZyb21fcm9vdBgGIAEoCCJiCg9Db250aW51ZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJEg4KBmRldGFjaBgDIAEoCBIXCg9wYXJlbnRfZW50cnlfaWQYBCABKAkiTAoMU3RlZXJSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2siHwoNU3RlZXJSZXNwb25zZRIOCgZxdWV1ZWQYASABKA0iTwoPRm9sbG93VXBSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2siIgoQRm9sbG93VXBSZXNwb25zZRIOCgZxdWV1ZWQYASABKA0iMgoMQWJvcnRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnVuX2lkGAIgASgJIh8KDUFib3J0UmVzcG9uc2USDgoGcnVuX2lkGAEgASgJIkYKDUF0dGFjaFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSEQoJYWZ0ZXJfc2VxGAMgASgEIqgBChdTdWJtaXRUb29sUmVzdWx0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRIoCgdjb250ZW50GAMgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAQgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhAKCGlzX2Vycm9yGAUgASgIIhoKGFN1Ym1pdFRvb2xSZXN1bHRSZXNwb25zZSKVAQoWUmVzb2x2ZUFwcHJvdmFsUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhQKDHRvb2xfY2FsbF9pZBgCIAEoCRItCghkZWNpc2lvbhgDIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgEIAEoCRISCgpkZWNpZGVkX2J5GAUgASgJIhkKF1Jlc29sdmVBcHByb3ZhbFJlc3BvbnNlIlYKFUFwcGVuZE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEikKCG1lc3NhZ2VzGAIgAygLMhcuYWdlbnRkLnYxLkFnZW50TWVzc2FnZSI7ChZBcHBlbmRNZXNzYWdlc1Jlc3BvbnNlEiEKB2VudHJpZXMYASADKAsyEC5hZ2VudGQudjEuRW50cnkiaAoUR2V0VHJhbnNjcmlwdFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCRIVCg1sZWFmX2VudHJ5X2lkGAQgASgJIsABChVHZXRUcmFuc2NyaXB0UmVzcG9uc2USIQoHZW50cmllcxgBIAMoCzIQLmFnZW50ZC52MS5FbnRyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSPAoGbGFiZWxzGAMgAygLMiwuYWdlbnRkLnYxLkdldFRyYW5zY3JpcHRSZXNwb25zZS5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIj4KEUdldENvbnRleHRSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoNbGVhZl9lbnRyeV9pZBgCIAEoCSK0AQoSR2V0Q29udGV4dFJlc3BvbnNlEiMKB2NvbnRleHQYASABKAsyEi5hZ2VudGQudjEuQ29udGV4dBIWCg5tZXNzYWdlX3Rva2VucxgCIAMoAxIUCgx0b3RhbF90b2tlbnMYAyABKAMSFgoOY29udGV4dF93aW5kb3cYBCABKAMSHAoUY29tcGFjdGlvbl90aHJlc2hvbGQYBSABKAMSFQoNd291bGRfY29tcGFjdBgGIAEoCCITChFMaXN0TW9kZWxzUmVxdWVzdCI2ChJMaXN0TW9kZWxzUmVzcG9uc2USIAoGbW9kZWxzGAEgAygLMhAuYWdlbnRkLnYxLk1vZGVsMucOCgxBZ2VudFNlcnZpY2USUgoNQ3JlYXRlU2Vzc2lvbhIfLmFnZW50ZC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBogLmFnZW50ZC52MS5DcmVhdGVTZXNzaW9uUmVzcG9uc2USSQoKR2V0U2Vzc2lvbhIcLmFnZW50ZC52MS5HZXRTZXNzaW9uUmVxdWVzdBodLmFnZW50ZC52MS5HZXRTZXNzaW9uUmVzcG9uc2USTwoMTGlzdFNlc3Npb25zEh4uYWdlbnRkLnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaHy5hZ2VudGQudjEuTGlzdFNlc3Npb25zUmVzcG9uc2USUgoNRGVsZXRlU2Vzc2lvbhIfLmFnZW50ZC52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBogLmFnZW50ZC52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2USOwoGUHJvbXB0EhguYWdlbnRkLnYxLlByb21wdFJlcXVlc3QaFS5hZ2VudGQudjEuQWdlbnRFdmVudDABEj8KCENvbnRpbnVlEhouYWdlbnRkLnYxLkNvbnRpbnVlUmVxdWVzdBoVLmFnZW50ZC52MS5BZ2VudEV2ZW50MAESOgoFU3RlZXISFy5hZ2VudGQudjEuU3RlZXJSZXF1ZXN0GhguYWdlbnRkLnYxLlN0ZWVyUmVzcG9uc2USQwoIRm9sbG93VXASGi5hZ2VudGQudjEuRm9sbG93VXBSZXF1ZXN0GhsuYWdlbnRkLnYxLkZvbGxvd1VwUmVzcG9uc2USOgoFQWJvcnQSFy5hZ2VudGQudjEuQWJvcnRSZXF1ZXN0GhguYWdlbnRkLnYxLkFib3J0UmVzcG9uc2USOwoGQXR0YWNoEhguYWdlbnRkLnYxLkF0dGFjaFJlcXVlc3QaFS5hZ2VudGQudjEuQWdlbnRFdmVudDABElsKEFN1Ym1pdFRvb2xSZXN1bHQSIi5hZ2VudGQudjEuU3VibWl0VG9vbFJlc3VsdFJlcXVlc3QaIy5hZ2VudGQudjEuU3VibWl0VG9vbFJlc3VsdFJlc3BvbnNlElgKD1Jlc29sdmVBcHByb3ZhbBIhLmFnZW50ZC52MS5SZXNvbHZlQXBwcm92YWxSZXF1ZXN0GiIuYWdlbnRkLnYxLlJlc29sdmVBcHByb3ZhbFJlc3BvbnNlElUKDkFwcGVuZE1lc3NhZ2VzEiAuYWdlbnRkLnYxLkFwcGVuZE1lc3NhZ2VzUmVxdWVzdBohLmFnZW50ZC52MS5BcHBlbmRNZXNzYWdlc1Jlc3BvbnNlElIKDUdldFRyYW5zY3JpcHQSHy5hZ2VudGQudjEuR2V0VHJhbnNjcmlwdFJlcXVlc3QaIC5hZ2VudGQudjEuR2V0VHJhbnNjcmlwdFJlc3BvbnNlEkkKCkdldENvbnRleHQSHC5hZ2VudGQudjEuR2V0Q29udGV4dFJlcXVlc3QaHS5hZ2VudGQudjEuR2V0Q29udGV4dFJlc3BvbnNlEkkKCkxpc3RNb2RlbHMSHC5hZ2VudGQudjEuTGlzdE1vZGVsc1JlcXVlc3QaHS5hZ2VudGQudjEuTGlzdE1vZGVsc1Jlc3BvbnNlElIKDVVwZGF0ZVNlc3Npb24SHy5hZ2VudGQudjEuVXBkYXRlU2Vzc2lvblJlcXVlc3QaIC5hZ2VudGQudjEuVXBkYXRlU2Vzc2lvblJlc3BvbnNlEj0KB0NvbXBhY3QSGS5hZ2VudGQudjEuQ29tcGFjdFJlcXVlc3QaFS5hZ2VudGQudjEuQWdlbnRFdmVudDABElIKDVN1Ym1pdENvbnRleHQSHy5hZ2VudGQudjEuU3VibWl0Q29udGV4dFJlcXVlc3QaIC5hZ2VudGQudjEuU3VibWl0Q29udGV4dFJlc3BvbnNlEkAKB0dldFRyZWUSGS5hZ2VudGQudjEuR2V0VHJlZVJlcXVlc3QaGi5hZ2VudGQudjEuR2V0VHJlZVJlc3BvbnNlEkMKCFNldExhYmVsEhouYWdlbnRkLnYxLlNldExhYmVsUmVxdWVzdBobLmFnZW50ZC52MS5TZXRMYWJlbFJlc3BvbnNlEkMKCE5hdmlnYXRlEhouYWdlbnRkLnYxLk5hdmlnYXRlUmVxdWVzdBobLmFnZW50ZC52MS5OYXZpZ2F0ZVJlc3BvbnNlEkwKC0ZvcmtTZXNzaW9uEh0uYWdlbnRkLnYxLkZvcmtTZXNzaW9uUmVxdWVzdBoeLmFnZW50ZC52MS5Gb3JrU2Vzc2lvblJlc3BvbnNlEkwKDUV4cG9ydFNlc3Npb24SHy5hZ2VudGQudjEuRXhwb3J0U2Vzc2lvblJlcXVlc3QaGC5hZ2VudGQudjEuU2Vzc2lvblJlY29yZDABElQKDUltcG9ydFNlc3Npb24SHy5hZ2VudGQudjEuSW1wb3J0U2Vzc2lvblJlcXVlc3QaIC5hZ2VudGQudjEuSW1wb3J0U2Vzc2lvblJlc3BvbnNlKAFCNFoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjFiBnByb3RvMw", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_events, file_agentd_v1_session, file_google_protobuf_field_mask, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+
+/**
+ * ExportSessionRequest is the input of ExportSession.
+ *
+ * @generated from message agentd.v1.ExportSessionRequest
+ */
+export type ExportSessionRequest = Message<"agentd.v1.ExportSessionRequest"> & {
+  /**
+   * The session's id. Required.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message agentd.v1.ExportSessionRequest.
+ * Use `create(ExportSessionRequestSchema)` to create a new message.
+ */
+export const ExportSessionRequestSchema: GenMessage<ExportSessionRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 0);
+
+/**
+ * SessionRecord is one item of an exported session. `agentd export` writes
+ * them to a file as length-delimited protobuf (each message preceded by its
+ * size as a varint), deterministically encoded, so an export, imported and
+ * exported again, gives the same bytes.
+ *
+ * @generated from message agentd.v1.SessionRecord
+ */
+export type SessionRecord = Message<"agentd.v1.SessionRecord"> & {
+  /**
+   * Exactly one is set: the header first, then the entries.
+   *
+   * @generated from oneof agentd.v1.SessionRecord.record
+   */
+  record: {
+    /**
+     * The session itself.
+     *
+     * @generated from field: agentd.v1.SessionHeader header = 1;
+     */
+    value: SessionHeader;
+    case: "header";
+  } | {
+    /**
+     * One entry of the tree.
+     *
+     * @generated from field: agentd.v1.Entry entry = 2;
+     */
+    value: Entry;
+    case: "entry";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message agentd.v1.SessionRecord.
+ * Use `create(SessionRecordSchema)` to create a new message.
+ */
+export const SessionRecordSchema: GenMessage<SessionRecord> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 1);
+
+/**
+ * SessionHeader describes an exported session; ids and times of the
+ * session record are not part of it, so the export of an import is the
+ * same.
+ *
+ * @generated from message agentd.v1.SessionHeader
+ */
+export type SessionHeader = Message<"agentd.v1.SessionHeader"> & {
+  /**
+   * The configuration.
+   *
+   * @generated from field: agentd.v1.SessionConfig config = 1;
+   */
+  config?: SessionConfig | undefined;
+
+  /**
+   * The title.
+   *
+   * @generated from field: string title = 2;
+   */
+  title: string;
+
+  /**
+   * The session's labels.
+   *
+   * @generated from field: map<string, string> labels = 3;
+   */
+  labels: { [key: string]: string };
+
+  /**
+   * The leaf entry id; empty for an empty transcript.
+   *
+   * @generated from field: string leaf_entry_id = 4;
+   */
+  leafEntryId: string;
+
+  /**
+   * The agentd store schema version that wrote the export.
+   *
+   * @generated from field: int32 schema_version = 5;
+   */
+  schemaVersion: number;
+
+  /**
+   * How many entries follow.
+   *
+   * @generated from field: int64 entry_count = 6;
+   */
+  entryCount: bigint;
+};
+
+/**
+ * Describes the message agentd.v1.SessionHeader.
+ * Use `create(SessionHeaderSchema)` to create a new message.
+ */
+export const SessionHeaderSchema: GenMessage<SessionHeader> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 2);
+
+/**
+ * ImportSessionRequest is one message of the ImportSession stream.
+ *
+ * @generated from message agentd.v1.ImportSessionRequest
+ */
+export type ImportSessionRequest = Message<"agentd.v1.ImportSessionRequest"> & {
+  /**
+   * The record: the header in the first message, an entry in every later
+   * one.
+   *
+   * @generated from field: agentd.v1.SessionRecord record = 1;
+   */
+  record?: SessionRecord | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.ImportSessionRequest.
+ * Use `create(ImportSessionRequestSchema)` to create a new message.
+ */
+export const ImportSessionRequestSchema: GenMessage<ImportSessionRequest> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 3);
+
+/**
+ * ImportSessionResponse is the output of ImportSession.
+ *
+ * @generated from message agentd.v1.ImportSessionResponse
+ */
+export type ImportSessionResponse = Message<"agentd.v1.ImportSessionResponse"> & {
+  /**
+   * The new session.
+   *
+   * @generated from field: agentd.v1.Session session = 1;
+   */
+  session?: Session | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.ImportSessionResponse.
+ * Use `create(ImportSessionResponseSchema)` to create a new message.
+ */
+export const ImportSessionResponseSchema: GenMessage<ImportSessionResponse> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_service, 4);
 
 /**
  * ForkSessionRequest is the input of ForkSession.
@@ -71,7 +233,7 @@ export type ForkSessionRequest = Message<"agentd.v1.ForkSessionRequest"> & {
  * Use `create(ForkSessionRequestSchema)` to create a new message.
  */
 export const ForkSessionRequestSchema: GenMessage<ForkSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 0);
+  messageDesc(file_agentd_v1_service, 5);
 
 /**
  * ForkSessionResponse is the output of ForkSession.
@@ -92,7 +254,7 @@ export type ForkSessionResponse = Message<"agentd.v1.ForkSessionResponse"> & {
  * Use `create(ForkSessionResponseSchema)` to create a new message.
  */
 export const ForkSessionResponseSchema: GenMessage<ForkSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 1);
+  messageDesc(file_agentd_v1_service, 6);
 
 /**
  * GetTreeRequest is the input of GetTree.
@@ -127,7 +289,7 @@ export type GetTreeRequest = Message<"agentd.v1.GetTreeRequest"> & {
  * Use `create(GetTreeRequestSchema)` to create a new message.
  */
 export const GetTreeRequestSchema: GenMessage<GetTreeRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 2);
+  messageDesc(file_agentd_v1_service, 7);
 
 /**
  * TreeNode is one entry of a session's tree, without its payload.
@@ -195,7 +357,7 @@ export type TreeNode = Message<"agentd.v1.TreeNode"> & {
  * Use `create(TreeNodeSchema)` to create a new message.
  */
 export const TreeNodeSchema: GenMessage<TreeNode> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 3);
+  messageDesc(file_agentd_v1_service, 8);
 
 /**
  * GetTreeResponse is the output of GetTree.
@@ -230,7 +392,7 @@ export type GetTreeResponse = Message<"agentd.v1.GetTreeResponse"> & {
  * Use `create(GetTreeResponseSchema)` to create a new message.
  */
 export const GetTreeResponseSchema: GenMessage<GetTreeResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 4);
+  messageDesc(file_agentd_v1_service, 9);
 
 /**
  * SetLabelRequest is the input of SetLabel.
@@ -265,7 +427,7 @@ export type SetLabelRequest = Message<"agentd.v1.SetLabelRequest"> & {
  * Use `create(SetLabelRequestSchema)` to create a new message.
  */
 export const SetLabelRequestSchema: GenMessage<SetLabelRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 5);
+  messageDesc(file_agentd_v1_service, 10);
 
 /**
  * SetLabelResponse is the output of SetLabel.
@@ -286,7 +448,7 @@ export type SetLabelResponse = Message<"agentd.v1.SetLabelResponse"> & {
  * Use `create(SetLabelResponseSchema)` to create a new message.
  */
 export const SetLabelResponseSchema: GenMessage<SetLabelResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 6);
+  messageDesc(file_agentd_v1_service, 11);
 
 /**
  * NavigateRequest is the input of Navigate.
@@ -338,7 +500,7 @@ export type NavigateRequest = Message<"agentd.v1.NavigateRequest"> & {
  * Use `create(NavigateRequestSchema)` to create a new message.
  */
 export const NavigateRequestSchema: GenMessage<NavigateRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 7);
+  messageDesc(file_agentd_v1_service, 12);
 
 /**
  * NavigateResponse is the output of Navigate.
@@ -366,7 +528,7 @@ export type NavigateResponse = Message<"agentd.v1.NavigateResponse"> & {
  * Use `create(NavigateResponseSchema)` to create a new message.
  */
 export const NavigateResponseSchema: GenMessage<NavigateResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 8);
+  messageDesc(file_agentd_v1_service, 13);
 
 /**
  * UpdateSessionRequest is the input of UpdateSession.
@@ -422,7 +584,7 @@ export type UpdateSessionRequest = Message<"agentd.v1.UpdateSessionRequest"> & {
  * Use `create(UpdateSessionRequestSchema)` to create a new message.
  */
 export const UpdateSessionRequestSchema: GenMessage<UpdateSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 9);
+  messageDesc(file_agentd_v1_service, 14);
 
 /**
  * UpdateSessionResponse is the output of UpdateSession.
@@ -451,7 +613,7 @@ export type UpdateSessionResponse = Message<"agentd.v1.UpdateSessionResponse"> &
  * Use `create(UpdateSessionResponseSchema)` to create a new message.
  */
 export const UpdateSessionResponseSchema: GenMessage<UpdateSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 10);
+  messageDesc(file_agentd_v1_service, 15);
 
 /**
  * CompactRequest is the input of Compact.
@@ -504,7 +666,7 @@ export type CompactRequest = Message<"agentd.v1.CompactRequest"> & {
  * Use `create(CompactRequestSchema)` to create a new message.
  */
 export const CompactRequestSchema: GenMessage<CompactRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 11);
+  messageDesc(file_agentd_v1_service, 16);
 
 /**
  * SubmitContextRequest is the input of SubmitContext.
@@ -540,7 +702,7 @@ export type SubmitContextRequest = Message<"agentd.v1.SubmitContextRequest"> & {
  * Use `create(SubmitContextRequestSchema)` to create a new message.
  */
 export const SubmitContextRequestSchema: GenMessage<SubmitContextRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 12);
+  messageDesc(file_agentd_v1_service, 17);
 
 /**
  * ContextSelection is one message of a SubmitContext answer.
@@ -578,7 +740,7 @@ export type ContextSelection = Message<"agentd.v1.ContextSelection"> & {
  * Use `create(ContextSelectionSchema)` to create a new message.
  */
 export const ContextSelectionSchema: GenMessage<ContextSelection> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 13);
+  messageDesc(file_agentd_v1_service, 18);
 
 /**
  * SubmitContextResponse is the output of SubmitContext.
@@ -593,7 +755,7 @@ export type SubmitContextResponse = Message<"agentd.v1.SubmitContextResponse"> &
  * Use `create(SubmitContextResponseSchema)` to create a new message.
  */
 export const SubmitContextResponseSchema: GenMessage<SubmitContextResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 14);
+  messageDesc(file_agentd_v1_service, 19);
 
 /**
  * CreateSessionRequest is the input of CreateSession.
@@ -629,7 +791,7 @@ export type CreateSessionRequest = Message<"agentd.v1.CreateSessionRequest"> & {
  * Use `create(CreateSessionRequestSchema)` to create a new message.
  */
 export const CreateSessionRequestSchema: GenMessage<CreateSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 15);
+  messageDesc(file_agentd_v1_service, 20);
 
 /**
  * CreateSessionResponse is the output of CreateSession.
@@ -650,7 +812,7 @@ export type CreateSessionResponse = Message<"agentd.v1.CreateSessionResponse"> &
  * Use `create(CreateSessionResponseSchema)` to create a new message.
  */
 export const CreateSessionResponseSchema: GenMessage<CreateSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 16);
+  messageDesc(file_agentd_v1_service, 21);
 
 /**
  * GetSessionRequest is the input of GetSession.
@@ -671,7 +833,7 @@ export type GetSessionRequest = Message<"agentd.v1.GetSessionRequest"> & {
  * Use `create(GetSessionRequestSchema)` to create a new message.
  */
 export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 17);
+  messageDesc(file_agentd_v1_service, 22);
 
 /**
  * GetSessionResponse is the output of GetSession.
@@ -692,7 +854,7 @@ export type GetSessionResponse = Message<"agentd.v1.GetSessionResponse"> & {
  * Use `create(GetSessionResponseSchema)` to create a new message.
  */
 export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 18);
+  messageDesc(file_agentd_v1_service, 23);
 
 /**
  * ListSessionsRequest is the input of ListSessions.
@@ -736,7 +898,7 @@ export type ListSessionsRequest = Message<"agentd.v1.ListSessionsRequest"> & {
  * Use `create(ListSessionsRequestSchema)` to create a new message.
  */
 export const ListSessionsRequestSchema: GenMessage<ListSessionsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 19);
+  messageDesc(file_agentd_v1_service, 24);
 
 /**
  * ListSessionsResponse is the output of ListSessions.
@@ -764,7 +926,7 @@ export type ListSessionsResponse = Message<"agentd.v1.ListSessionsResponse"> & {
  * Use `create(ListSessionsResponseSchema)` to create a new message.
  */
 export const ListSessionsResponseSchema: GenMessage<ListSessionsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 20);
+  messageDesc(file_agentd_v1_service, 25);
 
 /**
  * DeleteSessionRequest is the input of DeleteSession.
@@ -792,7 +954,7 @@ export type DeleteSessionRequest = Message<"agentd.v1.DeleteSessionRequest"> & {
  * Use `create(DeleteSessionRequestSchema)` to create a new message.
  */
 export const DeleteSessionRequestSchema: GenMessage<DeleteSessionRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 21);
+  messageDesc(file_agentd_v1_service, 26);
 
 /**
  * DeleteSessionResponse is the output of DeleteSession.
@@ -807,7 +969,7 @@ export type DeleteSessionResponse = Message<"agentd.v1.DeleteSessionResponse"> &
  * Use `create(DeleteSessionResponseSchema)` to create a new message.
  */
 export const DeleteSessionResponseSchema: GenMessage<DeleteSessionResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 22);
+  messageDesc(file_agentd_v1_service, 27);
 
 /**
  * PromptRequest is the input of Prompt.
@@ -871,7 +1033,7 @@ export type PromptRequest = Message<"agentd.v1.PromptRequest"> & {
  * Use `create(PromptRequestSchema)` to create a new message.
  */
 export const PromptRequestSchema: GenMessage<PromptRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 23);
+  messageDesc(file_agentd_v1_service, 28);
 
 /**
  * ContinueRequest is the input of Continue.
@@ -915,7 +1077,7 @@ export type ContinueRequest = Message<"agentd.v1.ContinueRequest"> & {
  * Use `create(ContinueRequestSchema)` to create a new message.
  */
 export const ContinueRequestSchema: GenMessage<ContinueRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 24);
+  messageDesc(file_agentd_v1_service, 29);
 
 /**
  * SteerRequest is the input of Steer.
@@ -943,7 +1105,7 @@ export type SteerRequest = Message<"agentd.v1.SteerRequest"> & {
  * Use `create(SteerRequestSchema)` to create a new message.
  */
 export const SteerRequestSchema: GenMessage<SteerRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 25);
+  messageDesc(file_agentd_v1_service, 30);
 
 /**
  * SteerResponse is the output of Steer.
@@ -964,7 +1126,7 @@ export type SteerResponse = Message<"agentd.v1.SteerResponse"> & {
  * Use `create(SteerResponseSchema)` to create a new message.
  */
 export const SteerResponseSchema: GenMessage<SteerResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 26);
+  messageDesc(file_agentd_v1_service, 31);
 
 /**
  * FollowUpRequest is the input of FollowUp.
@@ -992,7 +1154,7 @@ export type FollowUpRequest = Message<"agentd.v1.FollowUpRequest"> & {
  * Use `create(FollowUpRequestSchema)` to create a new message.
  */
 export const FollowUpRequestSchema: GenMessage<FollowUpRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 27);
+  messageDesc(file_agentd_v1_service, 32);
 
 /**
  * FollowUpResponse is the output of FollowUp.
@@ -1013,7 +1175,7 @@ export type FollowUpResponse = Message<"agentd.v1.FollowUpResponse"> & {
  * Use `create(FollowUpResponseSchema)` to create a new message.
  */
 export const FollowUpResponseSchema: GenMessage<FollowUpResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 28);
+  messageDesc(file_agentd_v1_service, 33);
 
 /**
  * AbortRequest is the input of Abort.
@@ -1042,7 +1204,7 @@ export type AbortRequest = Message<"agentd.v1.AbortRequest"> & {
  * Use `create(AbortRequestSchema)` to create a new message.
  */
 export const AbortRequestSchema: GenMessage<AbortRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 29);
+  messageDesc(file_agentd_v1_service, 34);
 
 /**
  * AbortResponse is the output of Abort.
@@ -1063,7 +1225,7 @@ export type AbortResponse = Message<"agentd.v1.AbortResponse"> & {
  * Use `create(AbortResponseSchema)` to create a new message.
  */
 export const AbortResponseSchema: GenMessage<AbortResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 30);
+  messageDesc(file_agentd_v1_service, 35);
 
 /**
  * AttachRequest is the input of Attach.
@@ -1098,7 +1260,7 @@ export type AttachRequest = Message<"agentd.v1.AttachRequest"> & {
  * Use `create(AttachRequestSchema)` to create a new message.
  */
 export const AttachRequestSchema: GenMessage<AttachRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 31);
+  messageDesc(file_agentd_v1_service, 36);
 
 /**
  * SubmitToolResultRequest is the input of SubmitToolResult.
@@ -1147,7 +1309,7 @@ export type SubmitToolResultRequest = Message<"agentd.v1.SubmitToolResultRequest
  * Use `create(SubmitToolResultRequestSchema)` to create a new message.
  */
 export const SubmitToolResultRequestSchema: GenMessage<SubmitToolResultRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 32);
+  messageDesc(file_agentd_v1_service, 37);
 
 /**
  * SubmitToolResultResponse is the output of SubmitToolResult.
@@ -1162,7 +1324,7 @@ export type SubmitToolResultResponse = Message<"agentd.v1.SubmitToolResultRespon
  * Use `create(SubmitToolResultResponseSchema)` to create a new message.
  */
 export const SubmitToolResultResponseSchema: GenMessage<SubmitToolResultResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 33);
+  messageDesc(file_agentd_v1_service, 38);
 
 /**
  * ResolveApprovalRequest is the input of ResolveApproval.
@@ -1212,7 +1374,7 @@ export type ResolveApprovalRequest = Message<"agentd.v1.ResolveApprovalRequest">
  * Use `create(ResolveApprovalRequestSchema)` to create a new message.
  */
 export const ResolveApprovalRequestSchema: GenMessage<ResolveApprovalRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 34);
+  messageDesc(file_agentd_v1_service, 39);
 
 /**
  * ResolveApprovalResponse is the output of ResolveApproval.
@@ -1227,7 +1389,7 @@ export type ResolveApprovalResponse = Message<"agentd.v1.ResolveApprovalResponse
  * Use `create(ResolveApprovalResponseSchema)` to create a new message.
  */
 export const ResolveApprovalResponseSchema: GenMessage<ResolveApprovalResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 35);
+  messageDesc(file_agentd_v1_service, 40);
 
 /**
  * AppendMessagesRequest is the input of AppendMessages.
@@ -1256,7 +1418,7 @@ export type AppendMessagesRequest = Message<"agentd.v1.AppendMessagesRequest"> &
  * Use `create(AppendMessagesRequestSchema)` to create a new message.
  */
 export const AppendMessagesRequestSchema: GenMessage<AppendMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 36);
+  messageDesc(file_agentd_v1_service, 41);
 
 /**
  * AppendMessagesResponse is the output of AppendMessages.
@@ -1277,7 +1439,7 @@ export type AppendMessagesResponse = Message<"agentd.v1.AppendMessagesResponse">
  * Use `create(AppendMessagesResponseSchema)` to create a new message.
  */
 export const AppendMessagesResponseSchema: GenMessage<AppendMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 37);
+  messageDesc(file_agentd_v1_service, 42);
 
 /**
  * GetTranscriptRequest is the input of GetTranscript.
@@ -1320,7 +1482,7 @@ export type GetTranscriptRequest = Message<"agentd.v1.GetTranscriptRequest"> & {
  * Use `create(GetTranscriptRequestSchema)` to create a new message.
  */
 export const GetTranscriptRequestSchema: GenMessage<GetTranscriptRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 38);
+  messageDesc(file_agentd_v1_service, 43);
 
 /**
  * GetTranscriptResponse is the output of GetTranscript.
@@ -1356,7 +1518,7 @@ export type GetTranscriptResponse = Message<"agentd.v1.GetTranscriptResponse"> &
  * Use `create(GetTranscriptResponseSchema)` to create a new message.
  */
 export const GetTranscriptResponseSchema: GenMessage<GetTranscriptResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 39);
+  messageDesc(file_agentd_v1_service, 44);
 
 /**
  * GetContextRequest is the input of GetContext.
@@ -1385,7 +1547,7 @@ export type GetContextRequest = Message<"agentd.v1.GetContextRequest"> & {
  * Use `create(GetContextRequestSchema)` to create a new message.
  */
 export const GetContextRequestSchema: GenMessage<GetContextRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 40);
+  messageDesc(file_agentd_v1_service, 45);
 
 /**
  * GetContextResponse is the output of GetContext.
@@ -1450,7 +1612,7 @@ export type GetContextResponse = Message<"agentd.v1.GetContextResponse"> & {
  * Use `create(GetContextResponseSchema)` to create a new message.
  */
 export const GetContextResponseSchema: GenMessage<GetContextResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 41);
+  messageDesc(file_agentd_v1_service, 46);
 
 /**
  * ListModelsRequest is the input of ListModels.
@@ -1465,7 +1627,7 @@ export type ListModelsRequest = Message<"agentd.v1.ListModelsRequest"> & {
  * Use `create(ListModelsRequestSchema)` to create a new message.
  */
 export const ListModelsRequestSchema: GenMessage<ListModelsRequest> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 42);
+  messageDesc(file_agentd_v1_service, 47);
 
 /**
  * ListModelsResponse is the output of ListModels.
@@ -1486,7 +1648,7 @@ export type ListModelsResponse = Message<"agentd.v1.ListModelsResponse"> & {
  * Use `create(ListModelsResponseSchema)` to create a new message.
  */
 export const ListModelsResponseSchema: GenMessage<ListModelsResponse> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_service, 43);
+  messageDesc(file_agentd_v1_service, 48);
 
 /**
  * AgentService runs LLM agent loops over durable sessions.
@@ -1781,6 +1943,32 @@ export const AgentService: GenService<{
     methodKind: "unary";
     input: typeof ForkSessionRequestSchema;
     output: typeof ForkSessionResponseSchema;
+  },
+  /**
+   * ExportSession streams a whole session: a header (configuration, title,
+   * labels, leaf, schema version), then every entry of the tree in append
+   * order (a parent before its children), exactly as stored.
+   *
+   * @generated from rpc agentd.v1.AgentService.ExportSession
+   */
+  exportSession: {
+    methodKind: "server_streaming";
+    input: typeof ExportSessionRequestSchema;
+    output: typeof SessionRecordSchema;
+  },
+  /**
+   * ImportSession creates a new session from an ExportSession stream (the
+   * header first, then the entries): identical entries with identical ids,
+   * the same leaf. The configuration is validated as in CreateSession; an
+   * entry whose parent did not come before it is refused with
+   * INVALID_ARGUMENT and nothing is kept.
+   *
+   * @generated from rpc agentd.v1.AgentService.ImportSession
+   */
+  importSession: {
+    methodKind: "client_streaming";
+    input: typeof ImportSessionRequestSchema;
+    output: typeof ImportSessionResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentd_v1_service, 0);
