@@ -174,6 +174,22 @@ func TestEveryRPCIsImplemented(t *testing.T) {
 		"SetLabel":        func() error { _, err := c.SetLabel(ctx, &agentdv1.SetLabelRequest{}); return err },
 		"Navigate":        func() error { _, err := c.Navigate(ctx, &agentdv1.NavigateRequest{}); return err },
 		"ForkSession":     func() error { _, err := c.ForkSession(ctx, &agentdv1.ForkSessionRequest{}); return err },
+		"ExportSession": func() error {
+			st, err := c.ExportSession(ctx, &agentdv1.ExportSessionRequest{})
+			if err != nil {
+				return err
+			}
+			_, err = st.Recv()
+			return err
+		},
+		"ImportSession": func() error {
+			st, err := c.ImportSession(ctx)
+			if err != nil {
+				return err
+			}
+			_, err = st.CloseAndRecv()
+			return err
+		},
 	}
 	methods := agentdv1.File_agentd_v1_service_proto.Services().ByName("AgentService").Methods()
 	if methods.Len() != len(calls) {

@@ -230,6 +230,57 @@ class AgentdClient:
             raise RuntimeError("agentd: Compact ended without compaction_end")
         return end
 
+    async def tree(self, session_id: str) -> tuple:
+        """The session's whole tree: (nodes in append order, with labels; the leaf entry id)."""
+        nodes: list = []
+        token = ""
+        while True:
+            res = await self.rpc.GetTree(service_pb2.GetTreeRequest(session_id=session_id, page_size=1000, page_token=token),
+                                         metadata=self._metadata)
+            nodes.extend(res.nodes)
+            token = res.next_page_token
+            if not token:
+                return nodes, res.leaf_entry_id
+
+    async def branch(self, session_id: str, leaf_entry_id: str) -> list:
+        """The entries on the path to leaf_entry_id (any branch), without moving the leaf."""
+        entries: list = []
+        token = ""
+        while True:
+            res = await self.rpc.GetTranscript(service_pb2.GetTranscriptRequest(
+                session_id=session_id, leaf_entry_id=leaf_entry_id, page_size=1000, page_token=token), metadata=self._metadata)
+            entries.extend(res.entries)
+            token = res.next_page_token
+            if not token:
+                return entries
+
+    def edit_and_resend(self, session_id: str, parent_entry_id: str, content: Content, *, detach: bool = False,
+                        request_id: str = "") -> AsyncIterator[events_pb2.AgentEvent]:
+        """Prompts with content as a new branch below parent_entry_id ("" starts a new root); the old branch stays."""
+        req = service_pb2.PromptRequest(session_id=session_id, content=to_content(content), detach=detach,
+                                        request_id=request_id, parent_entry_id=parent_entry_id,
+                                        from_root=parent_entry_id == "")
+        return self._stream(self.rpc.Prompt(req, metadata=self._metadata))
+
+    async def navigate(self, session_id: str, entry_id: str, *, summary: str = "", summarize: bool = False,
+                       instructions: str = "") -> service_pb2.NavigateResponse:
+        """Moves the leaf to entry_id, with an optional summary of the branch left (yours, or the model's)."""
+        return await self.rpc.Navigate(service_pb2.NavigateRequest(
+            session_id=session_id, entry_id=entry_id, summary=summary, summarize=summarize, instructions=instructions),
+            metadata=self._metadata)
+
+    async def fork(self, session_id: str, entry_id: str = "", *, config: Optional[session_pb2.SessionConfig] = None,
+                   title: str = "") -> session_pb2.Session:
+        """Forks the session at entry_id (default its leaf) into a new session."""
+        res = await self.rpc.ForkSession(service_pb2.ForkSessionRequest(
+            session_id=session_id, entry_id=entry_id, config=config, title=title), metadata=self._metadata)
+        return res.session
+
+    async def set_label(self, session_id: str, entry_id: str, label: str) -> None:
+        """Names an entry; an empty label clears it."""
+        await self.rpc.SetLabel(service_pb2.SetLabelRequest(session_id=session_id, entry_id=entry_id, label=label),
+                                metadata=self._metadata)
+
     async def submit_context(self, session_id: str, request_id: str, items: Sequence[Any]) -> None:
         """Answers a context_requested event: entry ids (str) to keep, in order, and AgentMessages to inject."""
         req = service_pb2.SubmitContextRequest(session_id=session_id, request_id=request_id)

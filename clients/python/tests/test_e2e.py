@@ -155,6 +155,32 @@ class AgentdE2E(unittest.IsolatedAsyncioTestCase):
         self.assertEqual([e.WhichOneof("payload") for e in updated.entries], ["thinking_level_change"])
         self.assertEqual((await self.client.context(session.id)).system_prompt, "be brief")
 
+    async def test_branch_helpers(self) -> None:
+        session = await self.client.create_session(session_pb2.SessionConfig(faux=session_pb2.FauxScript(echo=True)))
+        await collect(self.client.prompt(session.id, "one"))
+        await collect(self.client.prompt(session.id, "two"))
+        main = await self.client.transcript(session.id)
+
+        def cards(entries):
+            return [f"{it.kind}:{it.text}" for it in items_from_transcript(entries) if hasattr(it, "text")]
+        await collect(self.client.edit_and_resend(session.id, main[1].id, "two, edited"))
+        self.assertEqual(cards(await self.client.transcript(session.id)),
+                         ["user:one", "assistant:one", "user:two, edited", "assistant:two, edited"])
+        self.assertEqual(cards(await self.client.branch(session.id, main[3].id)),
+                         ["user:one", "assistant:one", "user:two", "assistant:two"])
+        await collect(self.client.edit_and_resend(session.id, "", "one, edited"))
+        self.assertEqual(cards(await self.client.transcript(session.id)), ["user:one, edited", "assistant:one, edited"])
+        nav = await self.client.navigate(session.id, main[3].id, summary="tried a new root")
+        self.assertEqual(nav.branch_summary.message.branch_summary.summary, "tried a new root")
+        await self.client.set_label(session.id, main[0].id, "start")
+        nodes, leaf = await self.client.tree(session.id)
+        self.assertEqual(len([n for n in nodes if not n.parent_id]), 2)
+        self.assertEqual([n.label for n in nodes if n.id == main[0].id], ["start"])
+        self.assertEqual([n.id for n in nodes if n.is_leaf], [leaf])
+        fork = await self.client.fork(session.id, main[1].id, title="fork")
+        self.assertEqual(fork.origin.session_id, session.id)
+        self.assertEqual(cards(await self.client.transcript(fork.id)), ["user:one", "assistant:one"])
+
     async def test_tool_card_running_then_error_for_undeclared_tool(self) -> None:
         session = await self.client.create_session(faux(call("call_1", "lookup", {"key": "port"}), text("没有这个工具。")))
         events = await collect(self.client.prompt(session.id, "查一下端口"))

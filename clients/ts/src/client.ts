@@ -21,7 +21,13 @@ import { ApprovalDecision, type AgentMessageSchema, type Entry } from "../../../
 import type { ContentBlock } from "../../../gen/ts/agentd/v1/content_pb.js";
 import { ContentBlockSchema } from "../../../gen/ts/agentd/v1/content_pb.js";
 import type { AgentEvent, ApprovalRequested, CompactionEnd, ToolCallRequested } from "../../../gen/ts/agentd/v1/events_pb.js";
-import { AgentService, type GetContextResponse, type UpdateSessionResponse } from "../../../gen/ts/agentd/v1/service_pb.js";
+import {
+  AgentService,
+  type GetContextResponse,
+  type NavigateResponse,
+  type TreeNode,
+  type UpdateSessionResponse,
+} from "../../../gen/ts/agentd/v1/service_pb.js";
 import type { Context, Session, SessionConfigSchema } from "../../../gen/ts/agentd/v1/session_pb.js";
 
 /** How to reach agentd. */
@@ -311,6 +317,66 @@ export class AgentdClient {
     }
     if (!end) throw new Error("agentd: Compact ended without compaction_end");
     return end;
+  }
+
+  /** Returns the session's whole tree (every page): nodes in append order, with labels and the leaf. */
+  async tree(sessionId: string): Promise<{ nodes: TreeNode[]; leafEntryId: string }> {
+    const nodes: TreeNode[] = [];
+    let pageToken = "";
+    let leafEntryId = "";
+    do {
+      const res = await this.rpc.getTree({ sessionId, pageSize: 1000, pageToken });
+      nodes.push(...res.nodes);
+      leafEntryId = res.leafEntryId;
+      pageToken = res.nextPageToken;
+    } while (pageToken);
+    return { nodes, leafEntryId };
+  }
+
+  /** Returns the entries on the path to `leafEntryId` (any branch), without moving the leaf. */
+  async branch(sessionId: string, leafEntryId: string): Promise<Entry[]> {
+    const entries: Entry[] = [];
+    let pageToken = "";
+    do {
+      const res = await this.rpc.getTranscript({ sessionId, leafEntryId, pageSize: 1000, pageToken });
+      entries.push(...res.entries);
+      pageToken = res.nextPageToken;
+    } while (pageToken);
+    return entries;
+  }
+
+  /**
+   * Edit and resend: prompts with `content` as a new branch below
+   * `parentEntryId` (or as a new root when it is empty), keeping the old branch.
+   */
+  editAndResend(sessionId: string, parentEntryId: string, content: Content, options: StreamOptions = {}): AsyncIterable<AgentEvent> {
+    return this.rpc.prompt(
+      { sessionId, content: toContent(content), requestId: options.requestId ?? "", detach: options.detach ?? false, parentEntryId, fromRoot: parentEntryId === "" },
+      callOptions(options.signal),
+    );
+  }
+
+  /** Moves the leaf to `entryId`, with an optional summary of the branch left (yours, or the model's with `summarize`). */
+  async navigate(sessionId: string, entryId: string, options: { summary?: string; summarize?: boolean; instructions?: string } = {}): Promise<NavigateResponse> {
+    return await this.rpc.navigate({
+      sessionId,
+      entryId,
+      summary: options.summary ?? "",
+      summarize: options.summarize ?? false,
+      instructions: options.instructions ?? "",
+    });
+  }
+
+  /** Forks the session at `entryId` (default its leaf) into a new session; `config` overrides the copied configuration. */
+  async fork(sessionId: string, entryId = "", options: { config?: MessageInitShape<typeof SessionConfigSchema>; title?: string } = {}): Promise<Session> {
+    const res = await this.rpc.forkSession({ sessionId, entryId, config: options.config, title: options.title ?? "" });
+    if (!res.session) throw new Error("agentd: ForkSession returned no session");
+    return res.session;
+  }
+
+  /** Names an entry (empty `label` clears it). */
+  async setLabel(sessionId: string, entryId: string, label: string): Promise<void> {
+    await this.rpc.setLabel({ sessionId, entryId, label });
   }
 
   /**

@@ -8,7 +8,7 @@ import { equals, type MessageInitShape } from "@bufbuild/protobuf";
 
 import { AgentdClient } from "../src/client.js";
 import { applyEvent, emptyChat, emptyConversation, itemsFromTranscript, reduceChat, type ChatItem, type ChatState } from "../src/reducer.js";
-import { AgentMessageSchema } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
+import { AgentMessageSchema, type Entry } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
 import { RunOutcome, type AgentEvent } from "../../../gen/ts/agentd/v1/events_pb.js";
 import type { SessionConfigSchema } from "../../../gen/ts/agentd/v1/session_pb.js";
 import { startAgentd, type Agentd } from "./agentd.js";
@@ -153,6 +153,29 @@ describe("agentd TypeScript client", () => {
     assert.equal(updated.entries.length, 1);
     assert.equal(updated.entries[0]!.payload.case, "thinkingLevelChange");
     assert.equal((await client.context(session.id)).systemPrompt, "be brief");
+  });
+
+  test("branches through the client helpers: edit and resend, navigate, fork, labels; the reducer rebuilds any branch", async () => {
+    const session = await client.createSession({ faux: { echo: true } });
+    await collect(client.prompt(session.id, "one"));
+    await collect(client.prompt(session.id, "two"));
+    const main = await client.transcript(session.id);
+    await collect(client.editAndResend(session.id, main[1]!.id, "two, edited"));
+    const cards = (entries: Entry[]) => itemsFromTranscript(entries).map((it) => ("text" in it ? `${it.kind}:${it.text}` : it.kind));
+    assert.deepEqual(cards(await client.transcript(session.id)), ["user:one", "assistant:one", "user:two, edited", "assistant:two, edited"]);
+    assert.deepEqual(cards(await client.branch(session.id, main[3]!.id)), ["user:one", "assistant:one", "user:two", "assistant:two"], "the old branch, read without moving the leaf");
+    await collect(client.editAndResend(session.id, "", "one, edited"));
+    assert.deepEqual(cards(await client.transcript(session.id)), ["user:one, edited", "assistant:one, edited"], "a new root");
+    const nav = await client.navigate(session.id, main[3]!.id, { summary: "tried a new root" });
+    assert.equal(nav.branchSummary?.payload.case, "message");
+    await client.setLabel(session.id, main[0]!.id, "start");
+    const { nodes, leafEntryId } = await client.tree(session.id);
+    assert.equal(nodes.filter((n) => n.parentId === "").length, 2);
+    assert.equal(nodes.find((n) => n.id === main[0]!.id)?.label, "start");
+    assert.equal(nodes.find((n) => n.isLeaf)?.id, leafEntryId);
+    const fork = await client.fork(session.id, main[1]!.id, { title: "fork" });
+    assert.equal(fork.origin?.sessionId, session.id);
+    assert.deepEqual(cards(await client.transcript(fork.id)), ["user:one", "assistant:one"]);
   });
 
   test("tool cards move running → error for a tool the session does not declare, and the run goes on", async () => {
