@@ -90,7 +90,7 @@ func newStore(ctx context.Context, path string, w *writer, reader, checkpointer 
 		{&s.rTree, sqlTree},
 		{&s.rStructure, `SELECT seq, id, coalesce(parent_id, ''), kind FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 ORDER BY key`},
 		{&s.rTreePage, `SELECT seq, id, coalesce(parent_id, ''), kind, create_time, preview, encoding, CASE WHEN preview IS NULL THEN payload END FROM entries WHERE key > ?1 * 4294967296 + ?2 AND key < (?1 + 1) * 4294967296 ORDER BY key LIMIT ?3`},
-		{&s.rLabels, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 AND kind = 'label' ORDER BY key`},
+		{&s.rLabels, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE session_pk = ?1 AND kind = 'label' ORDER BY session_pk, key`},
 		{&s.rRange, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key >= ?1 * 4294967296 + ?2 AND key <= ?1 * 4294967296 + ?3 ORDER BY key`},
 		{&s.rEntry, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 AND id = ?2`},
 		{&s.rPage, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key > ?1 * 4294967296 + ?2 AND key < (?1 + 1) * 4294967296 ORDER BY key LIMIT ?3`},

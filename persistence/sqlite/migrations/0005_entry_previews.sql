@@ -39,3 +39,8 @@ ALTER TABLE entries_v5 RENAME TO entries;
 ALTER TABLE sessions ADD COLUMN origin_session_id TEXT;
 ALTER TABLE sessions ADD COLUMN origin_entry_id TEXT;
 CREATE INDEX sessions_by_origin ON sessions (origin_session_id) WHERE origin_session_id IS NOT NULL;
+
+-- Label entries (SetLabel) are few; a partial index finds a session's
+-- labels without scanning its entries, and appending any other entry does
+-- not touch it.
+CREATE INDEX entries_labels ON entries (session_pk, key) WHERE kind = 'label';
