@@ -35,8 +35,8 @@ func (s *Service) UpdateSession(ctx context.Context, req *agentdv1.UpdateSession
 		field := fmt.Sprintf("update_mask.paths[%d]", i)
 		switch {
 		case p == "title":
-			if len(req.GetTitle()) > 1024 {
-				return nil, invalid("title", "%d bytes exceed the limit of 1024", len(req.GetTitle()))
+			if err := checkTitle(req.GetTitle()); err != nil {
+				return nil, err
 			}
 			title := req.GetTitle()
 			u.Title = &title

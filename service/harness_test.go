@@ -130,7 +130,13 @@ func (h *harness) createSession(cfg *agentdv1.SessionConfig) string {
 // prompt runs a prompt to agent_end and returns its events.
 func (h *harness) prompt(sessionID, text string) []*agentdv1.AgentEvent {
 	h.t.Helper()
-	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: sessionID, Content: texts(text)})
+	return h.promptWith(&agentdv1.PromptRequest{SessionId: sessionID, Content: texts(text)})
+}
+
+// promptWith runs a Prompt request to agent_end and returns its events.
+func (h *harness) promptWith(req *agentdv1.PromptRequest) []*agentdv1.AgentEvent {
+	h.t.Helper()
+	stream, err := h.client.Prompt(h.ctx(), req)
 	if err != nil {
 		h.t.Fatal(err)
 	}

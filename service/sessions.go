@@ -19,8 +19,8 @@ func (s *Service) CreateSession(ctx context.Context, req *agentdv1.CreateSession
 	if err := s.checkConfig(req.GetConfig()); err != nil {
 		return nil, err
 	}
-	if len(req.GetTitle()) > 1024 {
-		return nil, invalid("title", "%d bytes exceed the limit of 1024", len(req.GetTitle()))
+	if err := checkTitle(req.GetTitle()); err != nil {
+		return nil, err
 	}
 	if err := checkLabels("labels", req.GetLabels()); err != nil {
 		return nil, err
@@ -92,8 +92,8 @@ func (s *Service) ForkSession(ctx context.Context, req *agentdv1.ForkSessionRequ
 			return nil, err
 		}
 	}
-	if len(req.GetTitle()) > 1024 {
-		return nil, invalid("title", "%d bytes exceed the limit of 1024", len(req.GetTitle()))
+	if err := checkTitle(req.GetTitle()); err != nil {
+		return nil, err
 	}
 	if err := checkLabels("labels", req.GetLabels()); err != nil {
 		return nil, err

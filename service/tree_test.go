@@ -59,13 +59,7 @@ func TestBranchesOverGRPC(t *testing.T) {
 
 	// Edit and resend the second prompt: a second branch below the first
 	// answer, where the model sees only the edited prompt.
-	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("two, edited"), ParentEntryId: main[1].GetId()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := drain(stream); err != nil {
-		t.Fatal(err)
-	}
+	h.promptWith(&agentdv1.PromptRequest{SessionId: id, Content: texts("two, edited"), ParentEntryId: main[1].GetId()})
 	if got := contextTexts(h.context(id)); got != "user:one | assistant:one | user:two, edited | assistant:two, edited" {
 		t.Fatalf("context after edit and resend: %s", got)
 	}
@@ -168,7 +162,7 @@ func TestBranchesOverGRPC(t *testing.T) {
 	wantCode(t, err, codes.NotFound, foreign)
 	_, err = h.client.SetLabel(h.ctx(), &agentdv1.SetLabelRequest{SessionId: id, EntryId: foreign, Label: "x"})
 	wantCode(t, err, codes.NotFound, foreign)
-	stream, err = h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("x"), ParentEntryId: foreign})
+	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("x"), ParentEntryId: foreign})
 	if err == nil {
 		_, err = drain(stream)
 	}
@@ -252,13 +246,7 @@ func TestEditAndResendTheFirstPrompt(t *testing.T) {
 	h.prompt(id, "读取 src/config.ts，告诉我默认端口。")
 	h.prompt(id, "把它改成 8080。")
 	first := h.transcript(id)
-	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("读取 src/config.json，告诉我默认端口。"), FromRoot: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := drain(stream); err != nil {
-		t.Fatal(err)
-	}
+	h.promptWith(&agentdv1.PromptRequest{SessionId: id, Content: texts("读取 src/config.json，告诉我默认端口。"), FromRoot: true})
 	if got := contextTexts(h.context(id)); got != "user:读取 src/config.json，告诉我默认端口。 | assistant:读取 src/config.json，告诉我默认端口。" {
 		t.Fatalf("context of the edited branch: %s", got)
 	}
@@ -275,7 +263,7 @@ func TestEditAndResendTheFirstPrompt(t *testing.T) {
 	if err != nil || len(old.GetContext().GetMessages()) != 4 {
 		t.Fatalf("the first conversation: %v %v", old, err)
 	}
-	stream, err = h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("x"), FromRoot: true, ParentEntryId: first[0].GetId()})
+	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("x"), FromRoot: true, ParentEntryId: first[0].GetId()})
 	if err == nil {
 		_, err = drain(stream)
 	}

@@ -24,7 +24,17 @@ const (
 	maxLabels = 64
 	// maxReasonBytes bounds an approval's reason.
 	maxReasonBytes = 4096
+	// maxTitleBytes bounds a session's title.
+	maxTitleBytes = 1024
 )
+
+// checkTitle validates a session title.
+func checkTitle(title string) error {
+	if len(title) > maxTitleBytes {
+		return invalid("title", "%d bytes exceed the limit of %d", len(title), maxTitleBytes)
+	}
+	return nil
+}
 
 // Limits bound what one request may carry. The zero value of a field means
 // its default (see DefaultLimits).
