@@ -69,7 +69,26 @@ func transfer(ctx context.Context, cmd string, args []string, getenv func(string
 		return err
 	}
 	defer f.Close()
-	sess, err := importSession(ctx, client, bufio.NewReader(f))
+	r := bufio.NewReader(f)
+	next := delimitedRecords(r)
+	if first, err := r.Peek(1); err == nil && first[0] == '{' {
+		// A pi session file (JSON lines) rather than length-delimited
+		// protobuf, which never starts with '{' (a header record starts
+		// with its size, then field 1's tag 0x0a).
+		recs, err := piRecords(r)
+		if err != nil {
+			return fmt.Errorf("%s: %w", fs.Arg(0), err)
+		}
+		next = func() (*agentdv1.SessionRecord, error) {
+			if len(recs) == 0 {
+				return nil, io.EOF
+			}
+			rec := recs[0]
+			recs = recs[1:]
+			return rec, nil
+		}
+	}
+	sess, err := importSession(ctx, client, next)
 	if err != nil {
 		return err
 	}
@@ -111,20 +130,36 @@ func exportSession(ctx context.Context, client agentdv1.AgentServiceClient, sess
 	}
 }
 
-// importSession sends the records of a file to ImportSession.
-func importSession(ctx context.Context, client agentdv1.AgentServiceClient, r *bufio.Reader) (*agentdv1.Session, error) {
+// delimitedRecords reads length-delimited SessionRecords.
+func delimitedRecords(r *bufio.Reader) func() (*agentdv1.SessionRecord, error) {
+	i := 0
+	return func() (*agentdv1.SessionRecord, error) {
+		rec := &agentdv1.SessionRecord{}
+		err := protodelim.UnmarshalOptions{MaxSize: -1}.UnmarshalFrom(r, rec)
+		if errors.Is(err, io.EOF) {
+			return nil, io.EOF
+		}
+		if err != nil {
+			return nil, fmt.Errorf("record %d of the file: %w", i, err)
+		}
+		i++
+		return rec, nil
+	}
+}
+
+// importSession sends records to ImportSession.
+func importSession(ctx context.Context, client agentdv1.AgentServiceClient, next func() (*agentdv1.SessionRecord, error)) (*agentdv1.Session, error) {
 	stream, err := client.ImportSession(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for i := 0; ; i++ {
-		rec := &agentdv1.SessionRecord{}
-		err := protodelim.UnmarshalOptions{MaxSize: -1}.UnmarshalFrom(r, rec)
+	for {
+		rec, err := next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("record %d of the file: %w", i, err)
+			return nil, err
 		}
 		if err := stream.Send(&agentdv1.ImportSessionRequest{Record: rec}); err != nil {
 			break // the server refused: CloseAndRecv says why

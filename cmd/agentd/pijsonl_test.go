@@ -1,0 +1,130 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+)
+
+// piContextLines renders pi's expected context (testdata/pi/context.json,
+// written by pi's own buildSessionContext and convertToLlm) one message a
+// line: role, then text and thinking, tool calls and results.
+func piContextLines(t *testing.T) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "pi", "context.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ctx struct {
+		Messages []map[string]any `json:"messages"`
+	}
+	if err := json.Unmarshal(data, &ctx); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range ctx.Messages {
+		var parts []string
+		blocks, _ := piBlocks(m["content"])
+		for _, b := range blocks {
+			parts = append(parts, blockLine(b))
+		}
+		line := str(m, "role") + ": " + strings.Join(parts, " + ")
+		if m["role"] == "toolResult" {
+			line = fmt.Sprintf("toolResult %s %s: %s", str(m, "toolCallId"), str(m, "toolName"), strings.Join(parts, " + "))
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+func blockLine(b *agentdv1.ContentBlock) string {
+	switch x := b.GetBlock().(type) {
+	case *agentdv1.ContentBlock_Text:
+		return "text " + x.Text.GetText()
+	case *agentdv1.ContentBlock_Thinking:
+		// Replay to another model turns reasoning into text; the words
+		// are what must survive.
+		return "text " + x.Thinking.GetThinking()
+	case *agentdv1.ContentBlock_ToolCall:
+		args, _ := x.ToolCall.GetArguments().MarshalJSON()
+		var v any
+		_ = json.Unmarshal(args, &v)
+		canon, _ := json.Marshal(v)
+		return fmt.Sprintf("call %s %s %s", x.ToolCall.GetId(), x.ToolCall.GetName(), canon)
+	case *agentdv1.ContentBlock_Image:
+		return "image " + x.Image.GetMimeType()
+	}
+	return "?"
+}
+
+func agentdContextLines(c *agentdv1.Context) []string {
+	var out []string
+	for _, m := range c.GetMessages() {
+		var parts []string
+		var blocks []*agentdv1.ContentBlock
+		var line string
+		switch r := m.GetRole().(type) {
+		case *agentdv1.Message_User:
+			blocks, line = r.User.GetContent(), "user: "
+		case *agentdv1.Message_Assistant:
+			blocks, line = r.Assistant.GetContent(), "assistant: "
+		case *agentdv1.Message_ToolResult:
+			blocks, line = r.ToolResult.GetContent(), fmt.Sprintf("toolResult %s %s: ", r.ToolResult.GetToolCallId(), r.ToolResult.GetToolName())
+		}
+		for _, b := range blocks {
+			parts = append(parts, blockLine(b))
+		}
+		out = append(out, line+strings.Join(parts, " + "))
+	}
+	return out
+}
+
+// TestImportPiSession imports the session file pi 0.73 wrote (testdata/pi,
+// see gen.mjs) with "agentd import": the tree keeps pi's ids, the label
+// and the branch, and GetContext holds what pi's buildSessionContext gives
+// for the file, message for message.
+func TestImportPiSession(t *testing.T) {
+	p := startProc(t, filepath.Join(t.TempDir(), "agentd.db"))
+	c := p.client()
+	id := strings.TrimSpace(string(agentdCmd(t, "import", "--addr", p.addr, filepath.Join("testdata", "pi", "session.jsonl"))))
+	got, err := c.GetContext(testCtx(t), &agentdv1.GetContextRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := piContextLines(t)
+	have := agentdContextLines(got.GetContext())
+	if strings.Join(have, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("GetContext of the imported pi session:\n%s\n\npi's buildSessionContext:\n%s", strings.Join(have, "\n"), strings.Join(want, "\n"))
+	}
+	sess, err := c.GetSession(testCtx(t), &agentdv1.GetSessionRequest{SessionId: id})
+	if err != nil || sess.GetSession().GetLabels()[piLabelCWD] != "/work/project" {
+		t.Fatalf("session: %v %v", sess, err)
+	}
+	tree, err := c.GetTree(testCtx(t), &agentdv1.GetTreeRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(mustRead(t, filepath.Join("testdata", "pi", "session.jsonl")))), "\n")
+	if len(tree.GetNodes()) != len(lines)-1 {
+		t.Fatalf("%d nodes for %d pi entries", len(tree.GetNodes()), len(lines)-1)
+	}
+	var first map[string]any
+	_ = json.Unmarshal([]byte(lines[1]), &first)
+	if n := tree.GetNodes()[0]; n.GetId() != first["id"] || n.GetLabel() != "start" {
+		t.Fatalf("first node %v; want pi's id %v with its label", n, first["id"])
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
