@@ -3,11 +3,12 @@
 // Usage:
 //
 //	agentd --listen 127.0.0.1:7777 --db ./agentd.db
-//	agentd export [--addr 127.0.0.1:7777] [-o FILE] SESSION_ID
+//	agentd export [--addr 127.0.0.1:7777] [--format agentd|pi] [-o FILE] SESSION_ID
 //	agentd import [--addr 127.0.0.1:7777] FILE
 //
 // export and import talk to a running agentd: they write and read a
-// session as length-delimited agentd.v1.SessionRecord messages.
+// session as length-delimited agentd.v1.SessionRecord messages, or as a pi
+// session file (JSON lines).
 //
 // AGENTD_LISTEN and AGENTD_DB are read when the flags are not given; flags
 // win over environment variables. --listen accepts host:port or

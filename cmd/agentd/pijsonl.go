@@ -27,6 +27,8 @@ const piSessionVersion = 3
 const (
 	piLabelSessionID = "pi.session_id"
 	piLabelCWD       = "pi.cwd"
+	piLabelTimestamp = "pi.timestamp"
+	piLabelParent    = "pi.parent_session"
 )
 
 // piExtensionType marks pi entries agentd has no kind for ("custom",
@@ -64,8 +66,10 @@ func piRecords(r io.Reader) ([]*agentdv1.SessionRecord, error) {
 	if id, _ := head["id"].(string); id != "" {
 		header.Labels[piLabelSessionID] = id
 	}
-	if cwd, _ := head["cwd"].(string); cwd != "" {
-		header.Labels[piLabelCWD] = cwd
+	for label, key := range map[string]string{piLabelCWD: "cwd", piLabelTimestamp: "timestamp", piLabelParent: "parentSession"} {
+		if v, _ := head[key].(string); v != "" {
+			header.Labels[label] = v
+		}
 	}
 	recs := []*agentdv1.SessionRecord{{Record: &agentdv1.SessionRecord_Header{Header: header}}}
 	for i, m := range lines[1:] {

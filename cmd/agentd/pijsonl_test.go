@@ -128,3 +128,67 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// piLinesNormalized reads a pi session file as JSON values, with content
+// given as a string turned into its one text block (pi writes either).
+func piLinesNormalized(t *testing.T, data []byte) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, holder := range []map[string]any{m, asMap(m["message"])} {
+			if s, ok := holder["content"].(string); ok {
+				holder["content"] = []any{map[string]any{"type": "text", "text": s}}
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+// TestPiRoundTrip: the file pi wrote, imported and exported back with
+// --format pi, has every line with every field it had.
+func TestPiRoundTrip(t *testing.T) {
+	p := startProc(t, filepath.Join(t.TempDir(), "agentd.db"))
+	src := filepath.Join("testdata", "pi", "session.jsonl")
+	id := strings.TrimSpace(string(agentdCmd(t, "import", "--addr", p.addr, src)))
+	out := filepath.Join(t.TempDir(), "back.jsonl")
+	agentdCmd(t, "export", "--addr", p.addr, "--format", "pi", "-o", out, id)
+	want := piLinesNormalized(t, mustRead(t, src))
+	got := piLinesNormalized(t, mustRead(t, out))
+	if len(got) != len(want) {
+		t.Fatalf("%d lines back, %d in pi's file", len(got), len(want))
+	}
+	for i := range want {
+		w, _ := json.Marshal(want[i])
+		g, _ := json.Marshal(got[i])
+		if string(w) != string(g) {
+			t.Errorf("line %d:\n got  %s\n want %s", i+1, g, w)
+		}
+	}
+	// And the pi file imports again to the same context.
+	again := strings.TrimSpace(string(agentdCmd(t, "import", "--addr", p.addr, out)))
+	c := p.client()
+	a, err := c.GetContext(testCtx(t), &agentdv1.GetContextRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.GetContext(testCtx(t), &agentdv1.GetContextRequest{SessionId: again})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(agentdContextLines(a.GetContext()), "\n") != strings.Join(agentdContextLines(b.GetContext()), "\n") {
+		t.Fatal("the re-imported pi file gives another context")
+	}
+}

@@ -28,8 +28,9 @@ func transfer(ctx context.Context, cmd string, args []string, getenv func(string
 	addr := fs.String("addr", orDefault(getenv("AGENTD_LISTEN"), "127.0.0.1:7777"), "the address of the running agentd (host:port or unix:///path)")
 	token := fs.String("auth-token", getenv("AGENTD_AUTH_TOKEN"), "the token agentd was started with, if any")
 	out := fs.String("o", "", "export: write to this file instead of standard output")
+	format := fs.String("format", "agentd", `export: "agentd" (length-delimited SessionRecords) or "pi" (pi's session file, JSON lines); import reads either`)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: agentd export [--addr A] [-o FILE] SESSION_ID\n       agentd import [--addr A] FILE\n")
+		fmt.Fprintf(stderr, "usage: agentd export [--addr A] [--format agentd|pi] [-o FILE] SESSION_ID\n       agentd import [--addr A] FILE\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -59,8 +60,21 @@ func transfer(ctx context.Context, cmd string, args []string, getenv func(string
 			w = f
 		}
 		bw := bufio.NewWriter(w)
-		if err := exportSession(ctx, client, fs.Arg(0), bw); err != nil {
-			return err
+		switch *format {
+		case "agentd":
+			if err := exportSession(ctx, client, fs.Arg(0), bw); err != nil {
+				return err
+			}
+		case "pi":
+			recs, err := exportRecords(ctx, client, fs.Arg(0))
+			if err != nil {
+				return err
+			}
+			if err := writePi(bw, recs); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf(`--format %q: use "agentd" or "pi"`, *format)
 		}
 		return bw.Flush()
 	}
@@ -101,6 +115,25 @@ func orDefault(v, def string) string {
 		return def
 	}
 	return v
+}
+
+// exportRecords reads every record of ExportSession.
+func exportRecords(ctx context.Context, client agentdv1.AgentServiceClient, sessionID string) ([]*agentdv1.SessionRecord, error) {
+	stream, err := client.ExportSession(ctx, &agentdv1.ExportSessionRequest{SessionId: sessionID})
+	if err != nil {
+		return nil, err
+	}
+	var recs []*agentdv1.SessionRecord
+	for {
+		rec, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return recs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, rec)
+	}
 }
 
 // exportSession writes each record of ExportSession as its size (a varint)
