@@ -269,3 +269,28 @@ func TestEditAndResendTheFirstPrompt(t *testing.T) {
 	}
 	wantCode(t, err, codes.InvalidArgument, "from_root")
 }
+
+// Edit and resend is idempotent with request_id: a retry attaches to the
+// run the first call started, appends nothing, and leaves the leaf where
+// that run left it.
+func TestEditAndResendIsIdempotent(t *testing.T) {
+	h := newHarness(t, agent.Options{}, service.ServerOptions{})
+	id := h.createSession(&agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Echo: true}})
+	h.prompt(id, "one")
+	h.prompt(id, "two")
+	main := h.transcript(id)
+	req := &agentdv1.PromptRequest{SessionId: id, Content: texts("two, edited"), ParentEntryId: main[1].GetId(), RequestId: "edit-1"}
+	first := h.promptWith(req)
+	h.prompt(id, "three") // the leaf moves on
+	before := len(h.tree(id).GetNodes())
+	again := h.promptWith(req)
+	if again[0].GetRunId() != first[0].GetRunId() || len(again) != len(first) {
+		t.Fatalf("the retry got run %s (%d events); want the first run %s (%d)", again[0].GetRunId(), len(again), first[0].GetRunId(), len(first))
+	}
+	if after := len(h.tree(id).GetNodes()); after != before {
+		t.Fatalf("the retry appended %d entries", after-before)
+	}
+	if got := contextTexts(h.context(id)); !strings.HasSuffix(got, "user:three | assistant:three") {
+		t.Fatalf("the retry moved the leaf: %s", got)
+	}
+}

@@ -192,3 +192,34 @@ func TestPiRoundTrip(t *testing.T) {
 		t.Fatal("the re-imported pi file gives another context")
 	}
 }
+
+// Files of pi's older versions migrate as pi migrates them: version 1 had
+// no ids (each entry follows the one before; a compaction named its first
+// kept entry by index), version 2 called custom messages "hookMessage".
+func TestPiMigration(t *testing.T) {
+	v1 := `{"type":"session","id":"s1","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/p"}
+{"type":"message","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}
+{"type":"message","timestamp":"2025-01-01T00:00:02.000Z","message":{"role":"hookMessage","customType":"note","content":"n","display":true,"timestamp":2}}
+{"type":"compaction","timestamp":"2025-01-01T00:00:03.000Z","summary":"s","firstKeptEntryIndex":2,"tokensBefore":10}
+`
+	recs, err := piRecords(strings.NewReader(v1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 4 || recs[0].GetHeader().GetLeafEntryId() != "v1-3" {
+		t.Fatalf("records %v", recs)
+	}
+	e1, e2, e3 := recs[1].GetEntry(), recs[2].GetEntry(), recs[3].GetEntry()
+	if e1.GetId() != "v1-1" || e1.GetParentId() != "" || e2.GetParentId() != "v1-1" || e3.GetParentId() != "v1-2" {
+		t.Fatalf("ids and parents: %v %v %v", e1, e2, e3)
+	}
+	if c := e2.GetMessage().GetCustom(); c.GetCustomType() != "note" || !c.GetVisibleInUi() {
+		t.Fatalf("a hookMessage becomes a custom message: %v", e2)
+	}
+	if s := e3.GetMessage().GetCompactionSummary(); s.GetFirstKeptEntryId() != "v1-2" {
+		t.Fatalf("firstKeptEntryIndex 2 names the second entry: %v", s)
+	}
+	if _, err := piRecords(strings.NewReader(`{"type":"message"}`)); err == nil {
+		t.Fatal("a file without a session header was read")
+	}
+}
