@@ -16,13 +16,7 @@ import (
 
 // CreateSession implements agentdv1.AgentServiceServer.
 func (s *Service) CreateSession(ctx context.Context, req *agentdv1.CreateSessionRequest) (*agentdv1.CreateSessionResponse, error) {
-	if err := s.checkConfig(req.GetConfig()); err != nil {
-		return nil, err
-	}
-	if err := checkTitle(req.GetTitle()); err != nil {
-		return nil, err
-	}
-	if err := checkLabels("labels", req.GetLabels()); err != nil {
+	if err := s.checkNewSession(req.GetConfig(), req.GetTitle(), req.GetLabels()); err != nil {
 		return nil, err
 	}
 	cfg := req.GetConfig()
@@ -87,15 +81,7 @@ func (s *Service) ForkSession(ctx context.Context, req *agentdv1.ForkSessionRequ
 	if err := checkOptionalID("entry_id", req.GetEntryId()); err != nil {
 		return nil, err
 	}
-	if req.GetConfig() != nil {
-		if err := s.checkConfig(req.GetConfig()); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkTitle(req.GetTitle()); err != nil {
-		return nil, err
-	}
-	if err := checkLabels("labels", req.GetLabels()); err != nil {
+	if err := s.checkNewSession(req.GetConfig(), req.GetTitle(), req.GetLabels()); err != nil {
 		return nil, err
 	}
 	params := persistence.CreateSessionParams{Title: req.GetTitle(), Labels: req.GetLabels()}
@@ -164,6 +150,17 @@ func checkLabels(field string, labels map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// checkNewSession validates what a new session is created with.
+func (s *Service) checkNewSession(cfg *agentdv1.SessionConfig, title string, labels map[string]string) error {
+	if err := s.checkConfig(cfg); err != nil {
+		return err
+	}
+	if err := checkTitle(title); err != nil {
+		return err
+	}
+	return checkLabels("labels", labels)
 }
 
 // checkConfig validates a session configuration completely: its sizes
