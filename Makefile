@@ -36,8 +36,9 @@ run: build ## Run agentd on 127.0.0.1:7777 with ./agentd.db.
 	$(BIN)/agentd --listen $(AGENTD_LISTEN) --db $(AGENTD_DB)
 
 .PHONY: build
-build: ## Build agentd into bin/.
+build: ## Build agentd and agentctl into bin/.
 	go build -o $(BIN)/agentd ./cmd/agentd
+	go build -o $(BIN)/agentctl ./cmd/agentctl
 
 .PHONY: tools
 tools: $(GO_TOOLS) $(BUF) $(TS_DEPS) python-deps ## Install the pinned generation and test tools.

@@ -1,0 +1,515 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+)
+
+func texts(s string) []*agentdv1.ContentBlock {
+	return []*agentdv1.ContentBlock{{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: s}}}}
+}
+
+func (a *app) sessionsCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "sessions", Short: "List, show, create, update and delete sessions"}
+	var echo bool
+	var model, system, title string
+	create := &cobra.Command{
+		Use: "create", Short: "Create a session and print it", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			cfg := &agentdv1.SessionConfig{SystemPrompt: system}
+			if echo {
+				cfg.Faux = &agentdv1.FauxScript{Echo: true}
+			}
+			if model != "" {
+				provider, id, ok := strings.Cut(model, "/")
+				if !ok {
+					return fmt.Errorf("--model %q: write provider/id, such as anthropic/claude-sonnet-4-5", model)
+				}
+				cfg.Model = &agentdv1.ModelRef{Provider: provider, Id: id}
+			}
+			resp, err := c.CreateSession(ctx, &agentdv1.CreateSessionRequest{Config: cfg, Title: title})
+			if err != nil {
+				return err
+			}
+			return a.print(resp.GetSession(), func() { fmt.Fprintln(a.out, resp.GetSession().GetId()) })
+		},
+	}
+	create.Flags().BoolVar(&echo, "faux-echo", false, "the faux model answers by echoing each prompt")
+	create.Flags().StringVar(&model, "model", "", "the model, provider/id (default: the faux model)")
+	create.Flags().StringVar(&system, "system", "", "the system prompt")
+	create.Flags().StringVar(&title, "title", "", "a title")
+	list := &cobra.Command{
+		Use: "list", Short: "List sessions, newest first", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			token := ""
+			for {
+				resp, err := c.ListSessions(ctx, &agentdv1.ListSessionsRequest{PageSize: 1000, PageToken: token})
+				if err != nil {
+					return err
+				}
+				for _, s := range resp.GetSessions() {
+					if err := a.print(s, func() {
+						fmt.Fprintf(a.out, "%s  %-8s  %s  %s\n", s.GetId(), strings.TrimPrefix(s.GetState().String(), "SESSION_STATE_"),
+							s.GetUpdateTime().AsTime().Local().Format(time.DateTime), s.GetTitle())
+					}); err != nil {
+						return err
+					}
+				}
+				if token = resp.GetNextPageToken(); token == "" {
+					return nil
+				}
+			}
+		},
+	}
+	show := &cobra.Command{
+		Use: "show SESSION", Short: "Show a session", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			resp, err := c.GetSession(ctx, &agentdv1.GetSessionRequest{SessionId: args[0]})
+			if err != nil {
+				return err
+			}
+			s := resp.GetSession()
+			return a.print(s, func() {
+				fmt.Fprintf(a.out, "id:     %s\ntitle:  %s\nstate:  %s\nmodel:  %s/%s\nleaf:   %s\n", s.GetId(), s.GetTitle(),
+					strings.TrimPrefix(s.GetState().String(), "SESSION_STATE_"), s.GetConfig().GetModel().GetProvider(), s.GetConfig().GetModel().GetId(), s.GetLeafEntryId())
+			})
+		},
+	}
+	var force bool
+	del := &cobra.Command{
+		Use: "delete SESSION", Short: "Delete a session", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			_, err = c.DeleteSession(ctx, &agentdv1.DeleteSessionRequest{SessionId: args[0], Force: force})
+			return err
+		},
+	}
+	del.Flags().BoolVar(&force, "force", false, "abort an active run first")
+	var setTitle, setSystem, setModel string
+	update := &cobra.Command{
+		Use: "update SESSION", Short: "Change a session's title, system prompt or model", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			req := &agentdv1.UpdateSessionRequest{SessionId: args[0], Config: &agentdv1.SessionConfig{}, UpdateMask: &fieldmaskpb.FieldMask{}}
+			if cmd.Flags().Changed("title") {
+				req.Title = setTitle
+				req.UpdateMask.Paths = append(req.UpdateMask.Paths, "title")
+			}
+			if cmd.Flags().Changed("system") {
+				req.Config.SystemPrompt = setSystem
+				req.UpdateMask.Paths = append(req.UpdateMask.Paths, "config.system_prompt")
+			}
+			if cmd.Flags().Changed("model") {
+				provider, id, ok := strings.Cut(setModel, "/")
+				if !ok {
+					return fmt.Errorf("--model %q: write provider/id", setModel)
+				}
+				req.Config.Model = &agentdv1.ModelRef{Provider: provider, Id: id}
+				req.UpdateMask.Paths = append(req.UpdateMask.Paths, "config.model")
+			}
+			if len(req.UpdateMask.Paths) == 0 {
+				return errors.New("nothing to change: pass --title, --system or --model")
+			}
+			resp, err := c.UpdateSession(ctx, req)
+			if err != nil {
+				return err
+			}
+			return a.print(resp.GetSession(), func() { fmt.Fprintln(a.out, "updated", resp.GetSession().GetId()) })
+		},
+	}
+	update.Flags().StringVar(&setTitle, "title", "", "the new title")
+	update.Flags().StringVar(&setSystem, "system", "", "the new system prompt")
+	update.Flags().StringVar(&setModel, "model", "", "the new model, provider/id")
+	cmd.AddCommand(create, list, show, del, update)
+	return cmd
+}
+
+// stream prints a run's events until agent_end and returns the exit code
+// the run's outcome calls for: 0 when it completed, 2 on an error, 3 when
+// it was aborted or interrupted.
+func (a *app) stream(recv func() (*agentdv1.AgentEvent, error)) error {
+	var end *agentdv1.AgentEnd
+	newline := false
+	for {
+		ev, err := recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if a.json {
+			if err := a.print(ev, nil); err != nil {
+				return err
+			}
+		} else {
+			switch e := ev.GetEvent().(type) {
+			case *agentdv1.AgentEvent_MessageUpdate:
+				if d := e.MessageUpdate.GetTextDelta(); d != nil {
+					fmt.Fprint(a.out, d.GetDelta())
+					newline = true
+				}
+			case *agentdv1.AgentEvent_MessageEnd:
+				if newline {
+					fmt.Fprintln(a.out)
+					newline = false
+				}
+				if tr := e.MessageEnd.GetMessage().GetToolResult(); tr != nil {
+					fmt.Fprintln(a.out, messageLine(e.MessageEnd.GetMessage()))
+				}
+				if am := e.MessageEnd.GetMessage().GetAssistant(); am != nil && am.GetErrorMessage() != "" {
+					fmt.Fprintln(a.out, "error:", am.GetErrorMessage())
+				}
+			case *agentdv1.AgentEvent_AgentEnd:
+				u := e.AgentEnd.GetUsage()
+				fmt.Fprintf(a.out, "[%s · %d in / %d out tokens · $%.4f]\n", strings.TrimPrefix(e.AgentEnd.GetOutcome().String(), "RUN_OUTCOME_"),
+					u.GetInput(), u.GetOutput(), u.GetCost().GetTotal())
+			}
+		}
+		if e := ev.GetAgentEnd(); e != nil {
+			end = e
+		}
+	}
+	switch end.GetOutcome() {
+	case agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED:
+		return nil
+	case agentdv1.RunOutcome_RUN_OUTCOME_ERROR:
+		return exitError{2}
+	default:
+		return exitError{3}
+	}
+}
+
+func (a *app) promptCommand() *cobra.Command {
+	var parent string
+	cmd := &cobra.Command{
+		Use: "prompt SESSION TEXT", Short: "Send a prompt and stream the run (exit 0 completed, 2 error, 3 aborted)", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			s, err := c.Prompt(ctx, &agentdv1.PromptRequest{SessionId: args[0], Content: texts(args[1]), ParentEntryId: parent})
+			if err != nil {
+				return err
+			}
+			return a.stream(s.Recv)
+		},
+	}
+	cmd.Flags().StringVar(&parent, "parent", "", "edit and resend: append the prompt below this entry")
+	return cmd
+}
+
+func (a *app) attachCommand() *cobra.Command {
+	var after uint64
+	cmd := &cobra.Command{
+		Use: "attach SESSION [RUN]", Short: "Follow a run (the active one by default)", Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			req := &agentdv1.AttachRequest{SessionId: args[0], AfterSeq: after}
+			if len(args) == 2 {
+				req.RunId = args[1]
+			}
+			s, err := c.Attach(ctx, req)
+			if err != nil {
+				return err
+			}
+			return a.stream(s.Recv)
+		},
+	}
+	cmd.Flags().Uint64Var(&after, "after", 0, "the last seq already seen")
+	return cmd
+}
+
+func (a *app) transcriptCommand() *cobra.Command {
+	var leaf string
+	cmd := &cobra.Command{
+		Use: "transcript SESSION", Short: "Print the transcript (the current branch, or the one to --leaf)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			token := ""
+			for {
+				resp, err := c.GetTranscript(ctx, &agentdv1.GetTranscriptRequest{SessionId: args[0], PageSize: 1000, PageToken: token, LeafEntryId: leaf})
+				if err != nil {
+					return err
+				}
+				for _, e := range resp.GetEntries() {
+					if err := a.print(e, func() {
+						if m := e.GetMessage(); m != nil {
+							fmt.Fprintf(a.out, "%s  %s\n", e.GetId(), messageLine(m))
+						}
+					}); err != nil {
+						return err
+					}
+				}
+				if token = resp.GetNextPageToken(); token == "" {
+					return nil
+				}
+			}
+		},
+	}
+	cmd.Flags().StringVar(&leaf, "leaf", "", "read the branch ending at this entry")
+	return cmd
+}
+
+func (a *app) contextCommand() *cobra.Command {
+	return &cobra.Command{
+		Use: "context SESSION", Short: "Show what the next model call would receive, with token estimates", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			resp, err := c.GetContext(ctx, &agentdv1.GetContextRequest{SessionId: args[0]})
+			if err != nil {
+				return err
+			}
+			return a.print(resp, func() {
+				fmt.Fprintf(a.out, "%d tokens of %d (compacts above %d; would compact: %v)\n", resp.GetTotalTokens(), resp.GetContextWindow(),
+					resp.GetCompactionThreshold(), resp.GetWouldCompact())
+				for i, m := range resp.GetContext().GetMessages() {
+					var line string
+					switch r := m.GetRole().(type) {
+					case *agentdv1.Message_User:
+						line = "user: " + blocksText(r.User.GetContent())
+					case *agentdv1.Message_Assistant:
+						line = "assistant: " + blocksText(r.Assistant.GetContent())
+					case *agentdv1.Message_ToolResult:
+						line = "tool " + r.ToolResult.GetToolName() + ": " + blocksText(r.ToolResult.GetContent())
+					}
+					fmt.Fprintf(a.out, "%6d  %s\n", resp.GetMessageTokens()[i], firstLine(line, 110))
+				}
+			})
+		},
+	}
+}
+
+func (a *app) treeCommand() *cobra.Command {
+	return &cobra.Command{
+		Use: "tree SESSION", Short: "Print the session's tree of entries", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			depth := map[string]int{}
+			token := ""
+			for {
+				resp, err := c.GetTree(ctx, &agentdv1.GetTreeRequest{SessionId: args[0], PageSize: 1000, PageToken: token})
+				if err != nil {
+					return err
+				}
+				for _, n := range resp.GetNodes() {
+					d := 0
+					if n.GetParentId() != "" {
+						d = depth[n.GetParentId()] + 1
+					}
+					depth[n.GetId()] = d
+					if err := a.print(n, func() {
+						mark := " "
+						if n.GetIsLeaf() {
+							mark = "*"
+						}
+						label := ""
+						if n.GetLabel() != "" {
+							label = " [" + n.GetLabel() + "]"
+						}
+						fmt.Fprintf(a.out, "%s %s %s%s %s: %s\n", mark, n.GetId(), strings.Repeat("│", min(d, 40)), label, n.GetKind(), n.GetPreview())
+					}); err != nil {
+						return err
+					}
+				}
+				if token = resp.GetNextPageToken(); token == "" {
+					return nil
+				}
+			}
+		},
+	}
+}
+
+func (a *app) modelsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use: "models", Short: "List the models agentd knows", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			resp, err := c.ListModels(ctx, &agentdv1.ListModelsRequest{})
+			if err != nil {
+				return err
+			}
+			for _, m := range resp.GetModels() {
+				if err := a.print(m, func() {
+					ready := "not configured"
+					if m.GetConfigured() {
+						ready = "ready"
+					}
+					fmt.Fprintf(a.out, "%s/%s  %d tokens  %s\n", m.GetRef().GetProvider(), m.GetRef().GetId(), m.GetContextWindow(), ready)
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func (a *app) healthCommand() *cobra.Command {
+	return &cobra.Command{
+		Use: "health", Short: "Check that agentd serves", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, _, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			resp, err := healthpb.NewHealthClient(a.conn).Check(ctx, &healthpb.HealthCheckRequest{})
+			if err != nil {
+				return err
+			}
+			return a.print(resp, func() { fmt.Fprintln(a.out, strings.ToLower(resp.GetStatus().String())) })
+		},
+	}
+}
+
+func (a *app) labelCommand() *cobra.Command {
+	return &cobra.Command{
+		Use: "label SESSION ENTRY [LABEL]", Short: "Name an entry (no LABEL clears it)", Args: cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			label := ""
+			if len(args) == 3 {
+				label = args[2]
+			}
+			_, err = c.SetLabel(ctx, &agentdv1.SetLabelRequest{SessionId: args[0], EntryId: args[1], Label: label})
+			return err
+		},
+	}
+}
+
+func (a *app) navigateCommand() *cobra.Command {
+	var summary string
+	var summarize bool
+	cmd := &cobra.Command{
+		Use: "navigate SESSION ENTRY", Short: "Move the leaf to an entry, optionally summarizing the branch left", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			resp, err := c.Navigate(ctx, &agentdv1.NavigateRequest{SessionId: args[0], EntryId: args[1], Summary: summary, Summarize: summarize})
+			if err != nil {
+				return err
+			}
+			return a.print(resp, func() { fmt.Fprintln(a.out, "leaf:", resp.GetSession().GetLeafEntryId()) })
+		},
+	}
+	cmd.Flags().StringVar(&summary, "summary", "", "your summary of the branch left")
+	cmd.Flags().BoolVar(&summarize, "summarize", false, "have the session's model summarize the branch left")
+	return cmd
+}
+
+func (a *app) forkCommand() *cobra.Command {
+	var title string
+	cmd := &cobra.Command{
+		Use: "fork SESSION [ENTRY]", Short: "Copy the path to an entry (default the leaf) into a new session", Args: cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			req := &agentdv1.ForkSessionRequest{SessionId: args[0], Title: title}
+			if len(args) == 2 {
+				req.EntryId = args[1]
+			}
+			resp, err := c.ForkSession(ctx, req)
+			if err != nil {
+				return err
+			}
+			return a.print(resp.GetSession(), func() { fmt.Fprintln(a.out, resp.GetSession().GetId()) })
+		},
+	}
+	cmd.Flags().StringVar(&title, "title", "", "the new session's title")
+	return cmd
+}
+
+func (a *app) compactCommand() *cobra.Command {
+	var summary, instructions string
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use: "compact SESSION", Short: "Summarize the older conversation", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			s, err := c.Compact(ctx, &agentdv1.CompactRequest{SessionId: args[0], Summary: summary, Instructions: instructions, DryRun: dryRun})
+			if err != nil {
+				return err
+			}
+			for {
+				ev, err := s.Recv()
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+				end := ev.GetCompactionEnd()
+				if end == nil && !a.json {
+					continue
+				}
+				if err := a.print(ev, func() {
+					if end.GetErrorMessage() != "" {
+						fmt.Fprintln(a.out, "compaction failed:", end.GetErrorMessage())
+						return
+					}
+					fmt.Fprintf(a.out, "%d → %d tokens, %d messages summarized, kept from %s\n", end.GetTokensBefore(), end.GetTokensAfter(),
+						end.GetSummarizedMessages(), end.GetFirstKeptEntryId())
+				}); err != nil {
+					return err
+				}
+			}
+		},
+	}
+	cmd.Flags().StringVar(&summary, "summary", "", "your own summary (no model is called)")
+	cmd.Flags().StringVar(&instructions, "instructions", "", "what the summary should focus on")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show the cut point and token counts only")
+	return cmd
+}

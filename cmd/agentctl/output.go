@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+)
+
+// print writes m as one protojson line with --json, otherwise what
+// readable writes.
+func (a *app) print(m proto.Message, readable func()) error {
+	if a.json {
+		b, err := protojson.MarshalOptions{}.Marshal(m)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(a.out, string(b))
+		return err
+	}
+	readable()
+	return nil
+}
+
+// blocksText is the text of content blocks, tool calls as name(…).
+func blocksText(blocks []*agentdv1.ContentBlock) string {
+	var parts []string
+	for _, b := range blocks {
+		switch x := b.GetBlock().(type) {
+		case *agentdv1.ContentBlock_Text:
+			parts = append(parts, x.Text.GetText())
+		case *agentdv1.ContentBlock_ToolCall:
+			args, _ := protojson.Marshal(x.ToolCall.GetArguments())
+			parts = append(parts, fmt.Sprintf("→ %s(%s)", x.ToolCall.GetName(), args))
+		case *agentdv1.ContentBlock_Image:
+			parts = append(parts, "[image "+x.Image.GetMimeType()+"]")
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// messageLine is one readable line of an agent message.
+func messageLine(m *agentdv1.AgentMessage) string {
+	switch k := m.GetKind().(type) {
+	case *agentdv1.AgentMessage_User:
+		return "you: " + blocksText(k.User.GetContent())
+	case *agentdv1.AgentMessage_Assistant:
+		s := "assistant: " + blocksText(k.Assistant.GetContent())
+		if e := k.Assistant.GetErrorMessage(); e != "" {
+			s += " (" + e + ")"
+		}
+		return s
+	case *agentdv1.AgentMessage_ToolResult:
+		mark := "✓"
+		if k.ToolResult.GetIsError() {
+			mark = "✗"
+		}
+		return fmt.Sprintf("%s %s: %s", mark, k.ToolResult.GetToolName(), firstLine(blocksText(k.ToolResult.GetContent()), 100))
+	case *agentdv1.AgentMessage_CompactionSummary:
+		return "[earlier conversation summarized]"
+	case *agentdv1.AgentMessage_BranchSummary:
+		return "[branch summary] " + firstLine(k.BranchSummary.GetSummary(), 100)
+	}
+	b, _ := protojson.Marshal(m)
+	return firstLine(string(b), 120)
+}
+
+func firstLine(s string, n int) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
