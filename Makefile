@@ -75,12 +75,13 @@ python-deps: ## Install Debian's protoc, grpc_python_plugin and Python gRPC runt
 	fi
 
 .PHONY: generate
-generate: tools ## Regenerate gen/ from proto/.
+generate: tools ## Regenerate gen/ (and the descriptors reflection serves) from proto/.
 	$(BUF) generate
+	$(BUF) build -o service/apidoc/agentd.binpb
 
 .PHONY: check-generated
 check-generated: generate ## Fail when gen/ differs from what proto/ generates.
-	@changes="$$(git status --porcelain -- gen)"; \
+	@changes="$$(git status --porcelain -- gen service/apidoc)"; \
 	if [ -n "$$changes" ]; then \
 		echo "generated code is stale or untracked; run 'make generate' and commit gen/:"; \
 		echo "$$changes"; exit 1; \

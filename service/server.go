@@ -21,6 +21,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -96,7 +98,14 @@ func NewServer(svc agentdv1.AgentServiceServer, opts ServerOptions) *Server {
 	}
 	agentdv1.RegisterAgentServiceServer(s.grpc, svc)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
-	reflection.Register(s.grpc)
+	if files, err := documentedFiles(); err == nil {
+		ropts := reflection.ServerOptions{Services: s.grpc, DescriptorResolver: files}
+		reflectionv1.RegisterServerReflectionServer(s.grpc, reflection.NewServerV1(ropts))
+		reflectionv1alpha.RegisterServerReflectionServer(s.grpc, reflection.NewServer(ropts))
+	} else {
+		logger.Warn("reflection serves descriptors without comments", "err", err)
+		reflection.Register(s.grpc)
+	}
 	if opts.Metrics != nil {
 		opts.Metrics.grpc.InitializeMetrics(s.grpc)
 	}

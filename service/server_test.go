@@ -19,6 +19,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/service"
@@ -105,6 +107,32 @@ func TestServerReflectionListsAgentService(t *testing.T) {
 		if !slices.Contains(names, want) {
 			t.Errorf("reflection lists %v, want it to include %s", names, want)
 		}
+	}
+	// The descriptors carry the proto's comments, so grpcurl describe
+	// shows the API documentation.
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{
+		MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: "agentd.v1.AgentService"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := false
+	for _, raw := range resp.GetFileDescriptorResponse().GetFileDescriptorProto() {
+		var fd descriptorpb.FileDescriptorProto
+		if err := proto.Unmarshal(raw, &fd); err != nil {
+			t.Fatal(err)
+		}
+		for _, loc := range fd.GetSourceCodeInfo().GetLocation() {
+			if strings.Contains(loc.GetLeadingComments(), "GetTree returns every entry of the session") {
+				documented = true
+			}
+		}
+	}
+	if !documented {
+		t.Error("reflection serves the AgentService without the proto's comments")
 	}
 	if err := stream.CloseSend(); err != nil {
 		t.Fatal(err)

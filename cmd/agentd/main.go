@@ -46,12 +46,23 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "agentd:", err)
+		if errors.Is(err, errVersion) {
+			fmt.Println("agentd", version)
+			return
 		}
+		if errors.Is(err, flag.ErrHelp) {
+			return // asked for help: not a failure
+		}
+		fmt.Fprintln(os.Stderr, "agentd:", err)
 		os.Exit(1)
 	}
 }
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// errVersion ends a run that printed the version.
+var errVersion = errors.New("version printed")
 
 // config is agentd's start-up configuration.
 type config struct {
@@ -85,6 +96,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	var cfg config
 	fs := flag.NewFlagSet("agentd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "agentd runs LLM agent loops behind a gRPC API (agentd.v1.AgentService), storing every session in SQLite.\n\n"+
+			"usage: agentd [flags]\n       agentd export|import ... (agentd export -h)\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.StringVar(&cfg.listen, "listen", envOr("AGENTD_LISTEN", "127.0.0.1:7777"),
 		"address to serve gRPC on: host:port or unix:///path (env AGENTD_LISTEN)")
 	fs.StringVar(&cfg.dbPath, "db", envOr("AGENTD_DB", "./agentd.db"),
@@ -116,8 +133,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if *roots != "" {
 		cfg.workspaceRoots = filepath.SplitList(*roots)
 	}
+	if *showVersion {
+		return config{}, errVersion
+	}
 	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected argument %q: agentd takes only flags (see agentd -h)", fs.Arg(0))
+		return config{}, fmt.Errorf("unexpected argument %q: agentd takes flags, or the subcommands export and import (see agentd -h)", fs.Arg(0))
 	}
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
 		return config{}, fmt.Errorf("--log-format %q: want text or json", cfg.logFormat)

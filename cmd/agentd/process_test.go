@@ -606,3 +606,15 @@ func TestExportImportRoundTrip(t *testing.T) {
 		t.Fatal("a refused import left a session behind")
 	}
 }
+
+// agentd --help and --version succeed and say what agentd is.
+func TestHelpAndVersion(t *testing.T) {
+	cmd := exec.Command(agentdBinary(t), "--help")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "agentd runs LLM agent loops behind a gRPC API") || !strings.Contains(string(out), "-listen") {
+		t.Fatalf("agentd --help: %v\n%s", err, out)
+	}
+	if out := agentdCmd(t, "--version"); !strings.HasPrefix(string(out), "agentd ") {
+		t.Fatalf("agentd --version: %q", out)
+	}
+}
