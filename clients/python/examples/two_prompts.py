@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -75,17 +76,21 @@ def describe(item) -> str:
         return f"assistant: {item.text}" + (f" ({item.error})" if item.error else "")
     if item.kind == "tool":
         return f"tool {item.label} [{item.state}]"
+    if item.kind == "compaction":
+        return f"earlier conversation summarized ({item.reason}) [{item.state}]"
     return f"approval {item.label} [{item.decision}" + (f" by {item.decided_by}]" if item.decided_by else "]")
 
 
 def _settled(item) -> bool:
-    return not getattr(item, "is_streaming", False) and getattr(item, "state", "") != "running"
+    return (not getattr(item, "is_streaming", False) and getattr(item, "state", "") != "running"
+            and getattr(item, "decision", "") != "pending")
 
 
 async def two_prompts(client: AgentdClient, workspace: str, out=lambda line: None):
     """Runs both prompts on a new session; returns (session id, conversation, events)."""
     session = await client.create_session(session_config(workspace))
     conv, events = Conversation(), []
+    printed = set()  # an item changes after it settles (its entry id arrives): print it once
 
     def approve(req):
         out(f"  ? approve {req.tool_name} {json.dumps(json_format.MessageToDict(req.arguments), ensure_ascii=False)} → yes")
@@ -96,10 +101,10 @@ async def two_prompts(client: AgentdClient, workspace: str, out=lambda line: Non
                                tools={"read_file": lambda args, _req: read_file(workspace, args)}, approve=approve)
         async for event in stream:
             events.append(event)
-            before = set(map(id, conv.chat.items))
             conv = apply_event(conv, event)
             for item in conv.chat.items:
-                if id(item) not in before and _settled(item):
+                if _settled(item) and item.id not in printed:
+                    printed.add(item.id)
                     out("  " + describe(item))
     return session.id, conv, events
 
@@ -113,11 +118,14 @@ async def main() -> None:
     os.mkdir(os.path.join(workspace, "src"))
     with open(os.path.join(workspace, "src", "config.ts"), "w", encoding="utf-8") as f:
         f.write(CONFIG_SOURCE)
-    async with AgentdClient(args.address, token=args.token) as client:
-        session_id, conv, _ = await two_prompts(client, workspace, print)
-    print(f"session {session_id}: {len(conv.chat.items)} items, {len(conv.transcript)} messages in the transcript")
-    with open(os.path.join(workspace, "src", "config.ts"), encoding="utf-8") as f:
-        print(f"{workspace}/src/config.ts now reads: {f.read()!r}")
+    try:
+        async with AgentdClient(args.address, token=args.token) as client:
+            session_id, conv, _ = await two_prompts(client, workspace, print)
+        print(f"session {session_id}: {len(conv.chat.items)} items, {len(conv.transcript)} messages in the transcript")
+        with open(os.path.join(workspace, "src", "config.ts"), encoding="utf-8") as f:
+            print(f"{workspace}/src/config.ts now reads: {f.read()!r}")
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -44,8 +44,11 @@ class TwoPromptsExample(unittest.IsolatedAsyncioTestCase):
         with open(os.path.join(workspace, "src", "config.ts"), "w", encoding="utf-8") as f:
             f.write(example.CONFIG_SOURCE)
         async with AgentdClient(self.agentd.address) as client:
-            session_id, conv, events = await example.two_prompts(client, workspace)
+            printed = []
+            session_id, conv, events = await example.two_prompts(client, workspace, printed.append)
             entries = await client.transcript(session_id)
+        item_lines = [line for line in printed if not line.startswith("  ? ")]
+        self.assertEqual(len(item_lines), len(conv.chat.items), f"each item printed once: {printed}")
 
         items = [summary(it) for it in conv.chat.items]
         self.assertEqual(items[:4], [("user", example.PROMPTS[0]), ("assistant", ""), ("tool", "call_read", "success"),

@@ -7,7 +7,7 @@
 //   make run &                      # agentd on 127.0.0.1:7777
 //   make ts-example                 # or: cd clients/ts && npm run example -- --address 127.0.0.1:7777
 
-import { mkdtempSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve, relative, sep } from "node:path";
 import { parseArgs } from "node:util";
@@ -58,6 +58,7 @@ export async function twoPrompts(client: AgentdClient, workspace: string, print:
   });
   let conv: Conversation = emptyConversation;
   const events = [];
+  const printed = new Set<string>(); // an item changes after it settles (its entry id arrives): print it once
   for (const prompt of PROMPTS) {
     const stream = client.handle(session.id, client.prompt(session.id, prompt), {
       tools: { read_file: (args) => readFile(workspace, args) },
@@ -68,16 +69,25 @@ export async function twoPrompts(client: AgentdClient, workspace: string, print:
     });
     for await (const event of stream) {
       events.push(event);
-      const before = conv.chat.items;
       conv = applyEvent(conv, event);
-      for (const item of conv.chat.items) if (!before.includes(item) && settled(item)) print(`  ${describe(item)}`);
+      for (const item of conv.chat.items) {
+        if (settled(item) && !printed.has(item.id)) {
+          printed.add(item.id);
+          print(`  ${describe(item)}`);
+        }
+      }
     }
   }
   return { sessionId: session.id, conv, events };
 }
 
 function settled(item: ChatItem): boolean {
-  return !(item.kind === "assistant" && item.isStreaming) && !(item.kind === "tool" && item.state === "running");
+  return (
+    !(item.kind === "assistant" && item.isStreaming) &&
+    !(item.kind === "tool" && item.state === "running") &&
+    !(item.kind === "approval" && item.decision === "pending") &&
+    !(item.kind === "compaction" && item.state === "running")
+  );
 }
 
 /** One line per item, as a terminal UI would draw it. */
@@ -108,6 +118,7 @@ async function main() {
     console.log(`${workspace}/src/config.ts now reads: ${JSON.stringify(readFileSync(join(workspace, "src/config.ts"), "utf8"))}`);
   } finally {
     client.close();
+    rmSync(workspace, { recursive: true, force: true });
   }
 }
 

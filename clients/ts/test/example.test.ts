@@ -30,7 +30,9 @@ test("the two-prompt example: client read_file, approved edit_file, final ChatIt
   const workspace = mkdtempSync(join(tmpdir(), "agentd-ts-ws-"));
   mkdirSync(join(workspace, "src"));
   writeFileSync(join(workspace, "src/config.ts"), CONFIG_SOURCE);
-  const { sessionId, conv, events } = await twoPrompts(client, workspace);
+  const printed: string[] = [];
+  const { sessionId, conv, events } = await twoPrompts(client, workspace, (line) => printed.push(line));
+  assert.equal(printed.filter((l) => !l.startsWith("  ? ")).length, conv.chat.items.length, `each item printed once: ${printed.join("\n")}`);
   const items = conv.chat.items.map((it) => {
     switch (it.kind) {
       case "user":
