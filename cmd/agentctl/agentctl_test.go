@@ -7,46 +7,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/agentd/agentd/agent"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
-	"github.com/agentd/agentd/persistence/sqlite"
-	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/servicetest"
 )
-
-// startAgentd serves a real agentd (SQLite file, gRPC on a free loopback
-// port) for the test and returns its address.
-func startAgentd(t *testing.T) string {
-	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agentd.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := agent.New(ctx, st, agent.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := service.NewServer(service.New(st, a, service.Options{}), service.ServerOptions{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = a.Close(ctx)
-		srv.Shutdown(ctx)
-		<-served
-		st.Close()
-	})
-	return lis.Addr().String()
-}
 
 // ctl runs agentctl against addr and returns its exit code and output.
 func ctl(t *testing.T, addr string, args ...string) (int, string, string) {
@@ -63,7 +30,7 @@ func ctl(t *testing.T, addr string, args ...string) (int, string, string) {
 }
 
 func TestSubcommands(t *testing.T) {
-	addr := startAgentd(t)
+	addr := servicetest.Start(t, agent.Options{})
 	code, out, stderr := ctl(t, addr, "sessions", "create", "--faux-echo", "--title", "demo")
 	if code != 0 {
 		t.Fatalf("sessions create: %d %s", code, stderr)
@@ -118,6 +85,14 @@ func TestSubcommands(t *testing.T) {
 	if code, _, stderr := ctl(t, addr, "compact", id, "--dry-run"); code != 1 || !strings.Contains(stderr, "not now: ") || !strings.Contains(stderr, "nothing to compact") {
 		t.Fatalf("compact --dry-run of a short session: %d %q", code, stderr)
 	}
+	file := filepath.Join(t.TempDir(), "s.agentd")
+	if code, _, stderr := ctl(t, addr, "export", id, "-o", file); code != 0 {
+		t.Fatalf("export: %s", stderr)
+	}
+	code, out, stderr = ctl(t, addr, "import", file)
+	if imported := strings.TrimSpace(out); code != 0 || imported == "" || imported == id {
+		t.Fatalf("import: %d %q %q", code, out, stderr)
+	}
 	if code, _, stderr := ctl(t, addr, "sessions", "update", id, "--title", "renamed"); code != 0 {
 		t.Fatalf("update: %s", stderr)
 	}
@@ -127,7 +102,7 @@ func TestSubcommands(t *testing.T) {
 }
 
 func TestExitCodesAndErrors(t *testing.T) {
-	addr := startAgentd(t)
+	addr := servicetest.Start(t, agent.Options{})
 	// A faux model with nothing scripted fails the call: exit code 2.
 	_, out, _ := ctl(t, addr, "sessions", "create")
 	id := strings.TrimSpace(out)

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
+	"github.com/agentd/agentd/clients/go/sessionfile"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
@@ -512,4 +515,59 @@ func (a *app) compactCommand() *cobra.Command {
 	cmd.Flags().StringVar(&instructions, "instructions", "", "what the summary should focus on")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show the cut point and token counts only")
 	return cmd
+}
+
+func (a *app) exportCommand() *cobra.Command {
+	var out, format string
+	cmd := &cobra.Command{
+		Use: "export SESSION", Short: "Write a session to a file (agentd's format, or pi's with --format pi)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if format != string(sessionfile.Agentd) && format != string(sessionfile.Pi) {
+				return fmt.Errorf(`--format %q: use "agentd" or "pi"`, format)
+			}
+			w := a.out
+			if out != "" {
+				f, err := os.Create(out)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				w = f
+			}
+			bw := bufio.NewWriter(w)
+			if err := sessionfile.Export(ctx, c, args[0], sessionfile.Format(format), bw); err != nil {
+				return err
+			}
+			return bw.Flush()
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "the file to write (default standard output)")
+	cmd.Flags().StringVar(&format, "format", "agentd", `"agentd" or "pi"`)
+	return cmd
+}
+
+func (a *app) importCommand() *cobra.Command {
+	return &cobra.Command{
+		Use: "import FILE", Short: "Create a session from a file of agentd's or pi's format; prints its id", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			f, err := os.Open(args[0])
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			sess, err := sessionfile.Import(ctx, c, f)
+			if err != nil {
+				return err
+			}
+			return a.print(sess, func() { fmt.Fprintln(a.out, sess.GetId()) })
+		},
+	}
 }

@@ -1,4 +1,4 @@
-package main
+package sessionfile
 
 import (
 	"bytes"
@@ -19,16 +19,16 @@ import (
 // piTime is how pi writes an entry's time (JavaScript's toISOString).
 const piTime = "2006-01-02T15:04:05.000Z"
 
-// writePi writes records as a pi session file (version 3): the header, then
+// WritePi writes records as a pi session file (version 3): the header, then
 // one line per entry in append order with agentd's entry ids. Kinds pi has
 // no entry for (approval notices, extensions agentd did not import from pi)
 // become pi "custom" entries, which pi keeps and never sends to a model.
-func writePi(w io.Writer, recs []*agentdv1.SessionRecord) error {
+func WritePi(w io.Writer, recs []*agentdv1.SessionRecord) error {
 	if len(recs) == 0 || recs[0].GetHeader() == nil {
 		return fmt.Errorf("no session header")
 	}
 	h := recs[0].GetHeader()
-	head := orderedJSON{{"type", "session"}, {"version", piSessionVersion}, {"id", h.GetLabels()[piLabelSessionID]}, {"timestamp", h.GetLabels()[piLabelTimestamp]}, {"cwd", h.GetLabels()[piLabelCWD]}}
+	head := orderedJSON{{"type", "session"}, {"version", piSessionVersion}, {"id", h.GetLabels()[LabelPiSessionID]}, {"timestamp", h.GetLabels()[LabelPiTimestamp]}, {"cwd", h.GetLabels()[LabelPiCWD]}}
 	if head[2].v == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
@@ -37,7 +37,7 @@ func writePi(w io.Writer, recs []*agentdv1.SessionRecord) error {
 	if head[3].v == "" {
 		head[3].v = time.Now().UTC().Format(piTime)
 	}
-	if p := h.GetLabels()[piLabelParent]; p != "" {
+	if p := h.GetLabels()[LabelPiParent]; p != "" {
 		head = append(head, kv{"parentSession", p})
 	}
 	if err := writeLine(w, head); err != nil {

@@ -1,6 +1,8 @@
-package main
+package sessionfile
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,7 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentd/agentd/agent"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/service/servicetest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // piContextLines renders pi's expected context (testdata/pi/context.json,
@@ -16,7 +22,7 @@ import (
 // line: role, then text and thinking, tool calls and results.
 func piContextLines(t *testing.T) []string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "pi", "context.json"))
+	data, err := os.ReadFile(filepath.Join("testdata", "context.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,15 +90,14 @@ func agentdContextLines(c *agentdv1.Context) []string {
 	return out
 }
 
-// TestImportPiSession imports the session file pi 0.73 wrote (testdata/pi,
-// see gen.mjs) with "agentd import": the tree keeps pi's ids, the label
+// TestImportPiSession imports the session file pi 0.73 wrote (testdata,
+// see gen.mjs) into a real agentd: the tree keeps pi's ids, the label
 // and the branch, and GetContext holds what pi's buildSessionContext gives
 // for the file, message for message.
 func TestImportPiSession(t *testing.T) {
-	p := startProc(t, filepath.Join(t.TempDir(), "agentd.db"))
-	c := p.client()
-	id := strings.TrimSpace(string(agentdCmd(t, "import", "--addr", p.addr, filepath.Join("testdata", "pi", "session.jsonl"))))
-	got, err := c.GetContext(testCtx(t), &agentdv1.GetContextRequest{SessionId: id})
+	c := client(t)
+	id := importFile(t, c, filepath.Join("testdata", "session.jsonl"))
+	got, err := c.GetContext(context.Background(), &agentdv1.GetContextRequest{SessionId: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,15 +106,15 @@ func TestImportPiSession(t *testing.T) {
 	if strings.Join(have, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("GetContext of the imported pi session:\n%s\n\npi's buildSessionContext:\n%s", strings.Join(have, "\n"), strings.Join(want, "\n"))
 	}
-	sess, err := c.GetSession(testCtx(t), &agentdv1.GetSessionRequest{SessionId: id})
-	if err != nil || sess.GetSession().GetLabels()[piLabelCWD] != "/work/project" {
+	sess, err := c.GetSession(context.Background(), &agentdv1.GetSessionRequest{SessionId: id})
+	if err != nil || sess.GetSession().GetLabels()[LabelPiCWD] != "/work/project" {
 		t.Fatalf("session: %v %v", sess, err)
 	}
-	tree, err := c.GetTree(testCtx(t), &agentdv1.GetTreeRequest{SessionId: id})
+	tree, err := c.GetTree(context.Background(), &agentdv1.GetTreeRequest{SessionId: id})
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(mustRead(t, filepath.Join("testdata", "pi", "session.jsonl")))), "\n")
+	lines := strings.Split(strings.TrimSpace(string(mustRead(t, filepath.Join("testdata", "session.jsonl")))), "\n")
 	if len(tree.GetNodes()) != len(lines)-1 {
 		t.Fatalf("%d nodes for %d pi entries", len(tree.GetNodes()), len(lines)-1)
 	}
@@ -160,13 +165,19 @@ func asMap(v any) map[string]any {
 // TestPiRoundTrip: the file pi wrote, imported and exported back with
 // --format pi, has every line with every field it had.
 func TestPiRoundTrip(t *testing.T) {
-	p := startProc(t, filepath.Join(t.TempDir(), "agentd.db"))
-	src := filepath.Join("testdata", "pi", "session.jsonl")
-	id := strings.TrimSpace(string(agentdCmd(t, "import", "--addr", p.addr, src)))
+	c := client(t)
+	src := filepath.Join("testdata", "session.jsonl")
+	id := importFile(t, c, src)
+	var back bytes.Buffer
+	if err := Export(context.Background(), c, id, Pi, &back); err != nil {
+		t.Fatal(err)
+	}
 	out := filepath.Join(t.TempDir(), "back.jsonl")
-	agentdCmd(t, "export", "--addr", p.addr, "--format", "pi", "-o", out, id)
+	if err := os.WriteFile(out, back.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	want := piLinesNormalized(t, mustRead(t, src))
-	got := piLinesNormalized(t, mustRead(t, out))
+	got := piLinesNormalized(t, back.Bytes())
 	if len(got) != len(want) {
 		t.Fatalf("%d lines back, %d in pi's file", len(got), len(want))
 	}
@@ -178,13 +189,12 @@ func TestPiRoundTrip(t *testing.T) {
 		}
 	}
 	// And the pi file imports again to the same context.
-	again := strings.TrimSpace(string(agentdCmd(t, "import", "--addr", p.addr, out)))
-	c := p.client()
-	a, err := c.GetContext(testCtx(t), &agentdv1.GetContextRequest{SessionId: id})
+	again := importFile(t, c, out)
+	a, err := c.GetContext(context.Background(), &agentdv1.GetContextRequest{SessionId: id})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.GetContext(testCtx(t), &agentdv1.GetContextRequest{SessionId: again})
+	b, err := c.GetContext(context.Background(), &agentdv1.GetContextRequest{SessionId: again})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +212,7 @@ func TestPiMigration(t *testing.T) {
 {"type":"message","timestamp":"2025-01-01T00:00:02.000Z","message":{"role":"hookMessage","customType":"note","content":"n","display":true,"timestamp":2}}
 {"type":"compaction","timestamp":"2025-01-01T00:00:03.000Z","summary":"s","firstKeptEntryIndex":2,"tokensBefore":10}
 `
-	recs, err := piRecords(strings.NewReader(v1))
+	recs, err := ReadPi(strings.NewReader(v1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +229,33 @@ func TestPiMigration(t *testing.T) {
 	if s := e3.GetMessage().GetCompactionSummary(); s.GetFirstKeptEntryId() != "v1-2" {
 		t.Fatalf("firstKeptEntryIndex 2 names the second entry: %v", s)
 	}
-	if _, err := piRecords(strings.NewReader(`{"type":"message"}`)); err == nil {
+	if _, err := ReadPi(strings.NewReader(`{"type":"message"}`)); err == nil {
 		t.Fatal("a file without a session header was read")
 	}
+}
+
+// client connects to a real agentd started for the test.
+func client(t *testing.T) agentdv1.AgentServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(servicetest.Start(t, agent.Options{}), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return agentdv1.NewAgentServiceClient(conn)
+}
+
+// importFile imports a session file and returns the new session's id.
+func importFile(t *testing.T, c agentdv1.AgentServiceClient, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sess, err := Import(context.Background(), c, f)
+	if err != nil {
+		t.Fatalf("import %s: %v", path, err)
+	}
+	return sess.GetId()
 }

@@ -1,4 +1,4 @@
-// Writes the pi session fixture of cmd/agentd's tests with the real
+// Writes the pi session fixture of the sessionfile tests with the real
 // SessionManager of @mariozechner/pi-coding-agent 0.73 (not a dependency of
 // agentd: install it in a scratch folder, run `node gen.mjs OUT_DIR` there).
 // OUT_DIR/session.jsonl is the session file pi writes; context.json is what

@@ -1,4 +1,8 @@
-package main
+// Package sessionfile moves sessions in and out of agentd as files: the
+// length-delimited agentd.v1.SessionRecord format of ExportSession (Export,
+// Import), and pi's session files (ReadPi, WritePi), over the generated Go
+// client.
+package sessionfile
 
 import (
 	"bufio"
@@ -25,10 +29,10 @@ const piSessionVersion = 3
 
 // The session labels an imported pi session keeps its header in.
 const (
-	piLabelSessionID = "pi.session_id"
-	piLabelCWD       = "pi.cwd"
-	piLabelTimestamp = "pi.timestamp"
-	piLabelParent    = "pi.parent_session"
+	LabelPiSessionID = "pi.session_id"
+	LabelPiCWD       = "pi.cwd"
+	LabelPiTimestamp = "pi.timestamp"
+	LabelPiParent    = "pi.parent_session"
 )
 
 // piExtensionType marks pi entries agentd has no kind for ("custom",
@@ -36,10 +40,10 @@ const (
 // the entry as a google.protobuf.Struct.
 const piExtensionType = "type.googleapis.com/google.protobuf.Struct"
 
-// piRecords reads a pi session file as SessionRecords: a header (pi's
-// session id and cwd as session labels; the leaf is the last entry, as pi
-// has it), then the entries with pi's ids.
-func piRecords(r io.Reader) ([]*agentdv1.SessionRecord, error) {
+// ReadPi reads a pi session file as SessionRecords: a header (pi's session
+// id, cwd, timestamp and parent session as the session labels pi.*; the
+// leaf is the last entry, as pi has it), then the entries with pi's ids.
+func ReadPi(r io.Reader) ([]*agentdv1.SessionRecord, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<30)
 	var lines []map[string]any
@@ -64,9 +68,9 @@ func piRecords(r io.Reader) ([]*agentdv1.SessionRecord, error) {
 	migratePi(lines)
 	header := &agentdv1.SessionHeader{Config: &agentdv1.SessionConfig{}, Labels: map[string]string{}}
 	if id, _ := head["id"].(string); id != "" {
-		header.Labels[piLabelSessionID] = id
+		header.Labels[LabelPiSessionID] = id
 	}
-	for label, key := range map[string]string{piLabelCWD: "cwd", piLabelTimestamp: "timestamp", piLabelParent: "parentSession"} {
+	for label, key := range map[string]string{LabelPiCWD: "cwd", LabelPiTimestamp: "timestamp", LabelPiParent: "parentSession"} {
 		if v, _ := head[key].(string); v != "" {
 			header.Labels[label] = v
 		}
