@@ -160,6 +160,7 @@ func (a *app) sessionsCommand() *cobra.Command {
 func (a *app) stream(recv func() (*agentdv1.AgentEvent, error)) error {
 	var end *agentdv1.AgentEnd
 	newline := false
+	started := time.Now()
 	for {
 		ev, err := recv()
 		if errors.Is(err, io.EOF) {
@@ -192,8 +193,8 @@ func (a *app) stream(recv func() (*agentdv1.AgentEvent, error)) error {
 				}
 			case *agentdv1.AgentEvent_AgentEnd:
 				u := e.AgentEnd.GetUsage()
-				fmt.Fprintf(a.out, "[%s · %d in / %d out tokens · $%.4f]\n", strings.TrimPrefix(e.AgentEnd.GetOutcome().String(), "RUN_OUTCOME_"),
-					u.GetInput(), u.GetOutput(), u.GetCost().GetTotal())
+				fmt.Fprintf(a.out, "[%s · %d in / %d out tokens · $%.4f · %s]\n", strings.TrimPrefix(e.AgentEnd.GetOutcome().String(), "RUN_OUTCOME_"),
+					u.GetInput(), u.GetOutput(), u.GetCost().GetTotal(), time.Since(started).Round(time.Millisecond))
 			}
 		}
 		if e := ev.GetAgentEnd(); e != nil {
