@@ -23,6 +23,9 @@ GO_TOOLS := $(BIN)/.protoc-gen-go-$(PROTOC_GEN_GO_VERSION) \
 TS_DEPS    := clients/ts/node_modules/.package-lock.json
 PYTHON     := /usr/bin/python3
 PY_DEBS    := python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc
+# tmux drives agentctl chat in a real terminal in its tests.
+TEST_DEBS  := tmux
+DEBS       := $(PY_DEBS) $(TEST_DEBS)
 
 AGENTD_LISTEN ?= 127.0.0.1:7777
 AGENTD_DB     ?= ./agentd.db
@@ -40,8 +43,12 @@ build: ## Build agentd and agentctl into bin/.
 	go build -o $(BIN)/agentd ./cmd/agentd
 	go build -o $(BIN)/agentctl ./cmd/agentctl
 
+.PHONY: chat
+chat: build ## Talk to `make run`'s agentd in the terminal (agentctl chat; the faux model echoes).
+	$(BIN)/agentctl chat --addr $(AGENTD_LISTEN)
+
 .PHONY: tools
-tools: $(GO_TOOLS) $(BUF) $(TS_DEPS) python-deps ## Install the pinned generation and test tools.
+tools: $(GO_TOOLS) $(BUF) $(TS_DEPS) deb-deps ## Install the pinned generation and test tools.
 
 $(BIN)/.protoc-gen-go-$(PROTOC_GEN_GO_VERSION):
 	GOBIN=$(BIN) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
@@ -67,11 +74,12 @@ $(TS_DEPS): clients/ts/package.json clients/ts/package-lock.json
 	cd clients/ts && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-.PHONY: python-deps
-python-deps: ## Install Debian's protoc, grpc_python_plugin and Python gRPC runtime when missing.
-	@if ! dpkg -s $(PY_DEBS) >/dev/null 2>&1; then \
-		echo "installing $(PY_DEBS)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(PY_DEBS); \
+.PHONY: deb-deps python-deps
+python-deps: deb-deps
+deb-deps: ## Install the Debian packages tests need when missing: protoc, grpc_python_plugin, the Python gRPC runtime, tmux.
+	@if ! dpkg -s $(DEBS) >/dev/null 2>&1; then \
+		echo "installing $(DEBS)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEBS); \
 	fi
 
 .PHONY: generate

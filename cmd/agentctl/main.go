@@ -36,7 +36,13 @@ import (
 var version = "dev"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	signals := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if len(os.Args) > 1 && os.Args[1] == "chat" {
+		// chat handles Ctrl-C itself: it aborts the run being answered,
+		// and at the prompt the line editor reads it as a key.
+		signals = signals[1:]
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), signals...)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }
@@ -98,7 +104,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print one protojson object per line")
 	root.AddCommand(a.sessionsCommand(), a.promptCommand(), a.attachCommand(), a.transcriptCommand(), a.contextCommand(),
 		a.treeCommand(), a.modelsCommand(), a.healthCommand(), a.labelCommand(), a.navigateCommand(), a.forkCommand(), a.compactCommand(),
-		a.exportCommand(), a.importCommand())
+		a.exportCommand(), a.importCommand(), a.chatCommand())
 	return root
 }
 
