@@ -134,6 +134,15 @@ func TestServerReflectionListsAgentService(t *testing.T) {
 	if !documented {
 		t.Error("reflection serves the AgentService without the proto's comments")
 	}
+	// Services outside the contract still resolve.
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{
+		MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: "grpc.health.v1.Health"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err = stream.Recv(); err != nil || len(resp.GetFileDescriptorResponse().GetFileDescriptorProto()) == 0 {
+		t.Fatalf("reflection cannot resolve grpc.health.v1.Health: %v %v", resp.GetErrorResponse(), err)
+	}
 	if err := stream.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
