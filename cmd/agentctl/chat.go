@@ -155,26 +155,12 @@ func (ch *chat) command(line string) error {
 		ch.followUp = append(ch.followUp, arg)
 		fmt.Fprintln(ch.a.out, "queued for the next run")
 	case "/compact":
-		s, err := ch.c.Compact(ch.ctx, &agentdv1.CompactRequest{SessionId: ch.sessionID, Instructions: arg})
-		if err != nil {
+		sub := ch.a.compactCommand()
+		sub.SetContext(ch.ctx)
+		if err := sub.Flags().Set("instructions", arg); err != nil {
 			return err
 		}
-		for {
-			ev, err := s.Recv()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			if e := ev.GetCompactionEnd(); e != nil {
-				if e.GetErrorMessage() != "" {
-					fmt.Fprintln(ch.a.out, "compaction failed:", e.GetErrorMessage())
-				} else {
-					fmt.Fprintf(ch.a.out, "compacted: %d → %d tokens\n", e.GetTokensBefore(), e.GetTokensAfter())
-				}
-			}
-		}
+		return sub.RunE(sub, []string{ch.sessionID})
 	case "/model":
 		provider, id, ok := strings.Cut(arg, "/")
 		if !ok {
