@@ -206,7 +206,20 @@ func (ch *chat) prompt(text string) error {
 	interrupts := make(chan os.Signal, 1)
 	signal.Notify(interrupts, os.Interrupt)
 	defer signal.Stop(interrupts)
-	stream, err := ch.c.Prompt(ctx, &agentdv1.PromptRequest{SessionId: ch.sessionID, Content: texts(text), Detach: true})
+	req := &agentdv1.PromptRequest{SessionId: ch.sessionID, Content: texts(text), Detach: true}
+	stream, err := ch.c.Prompt(ctx, req)
+	// agentd restarting: try again for a few seconds before giving up.
+	for retries := 0; status.Code(err) == codes.Unavailable && retries < 20; retries++ {
+		if retries == 0 {
+			fmt.Fprintln(ch.a.out, ch.dim("agentd is not reachable; retrying…"))
+		}
+		select {
+		case <-interrupts:
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+		stream, err = ch.c.Prompt(ctx, req)
+	}
 	if err != nil {
 		return err
 	}

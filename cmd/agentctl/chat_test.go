@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,4 +156,60 @@ func TestChatInATerminal(t *testing.T) {
 	paced.typeLine("/help")
 	paced.waitFor("/steer TEXT", 1)
 	paced.send("C-d")
+}
+
+// A chat goes on after agentd restarts: the next prompt reaches the new
+// process (same address, same database, same session).
+func TestChatAfterAgentdRestarts(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Fatal("tmux is required (make deb-deps installs it)")
+	}
+	dir := t.TempDir()
+	ctlBin, agentdBin := filepath.Join(dir, "agentctl"), filepath.Join(dir, "agentd")
+	for bin, pkg := range map[string]string{ctlBin: ".", agentdBin: "../agentd"} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	db := filepath.Join(dir, "agentd.db")
+	start := func() *exec.Cmd {
+		cmd := exec.Command(agentdBin, "--listen", addr, "--db", db)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if c, err := net.Dial("tcp", addr); err == nil {
+				c.Close()
+				return cmd
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("agentd does not listen on %s", addr)
+			}
+		}
+	}
+	agentd := start()
+	chat := startChat(t, ctlBin, addr, "--faux-echo")
+	chat.waitFor("session ", 1)
+	chat.typeLine("before the restart")
+	chat.waitFor("[COMPLETED", 1)
+	if err := agentd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	_ = agentd.Wait()
+	// The chat is idle while agentd is down; it tries again until agentd
+	// is back.
+	chat.typeLine("after the restart")
+	time.Sleep(300 * time.Millisecond)
+	start()
+	screen := chat.waitFor("[COMPLETED", 2)
+	if strings.Count(screen, "after the restart") < 2 { // typed, and echoed by the new process
+		t.Fatalf("the answer after the restart:\n%s", screen)
+	}
 }
