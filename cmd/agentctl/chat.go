@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"time"
 
@@ -20,8 +19,11 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
-const chatHelp = `/steer TEXT     queue a message for the next run's turn boundary (sent with the next prompt)
-/followup TEXT  queue a message delivered when the next run would stop
+const chatHelp = `While an answer streams:
+/steer TEXT     deliver TEXT after the current turn's tools
+/followup TEXT  deliver TEXT when the agent would stop (plain text does the same)
+/abort          abort the run (so does Ctrl-C)
+Any time:
 /compact        summarize the older conversation
 /model P/ID     switch the session's model
 /context        show what the model will see, with token estimates
@@ -39,8 +41,17 @@ type chat struct {
 	rl        *readline.Instance
 	sessionID string
 	color     bool
-	// queued are /steer and /followup messages for the next run.
-	steer, followUp []string
+	out       io.Writer
+	// lines delivers what the line editor reads, also while a run streams.
+	lines chan input
+	done  chan struct{}
+}
+
+// input is one line the user typed, or the editor's error (Ctrl-C is
+// readline.ErrInterrupt, Ctrl-D io.EOF).
+type input struct {
+	line string
+	err  error
 }
 
 func (a *app) chatCommand() *cobra.Command {
@@ -86,7 +97,8 @@ func (a *app) chatCommand() *cobra.Command {
 				return err
 			}
 			defer rl.Close()
-			ch.rl = rl
+			ch.rl, ch.out = rl, rl.Stdout()
+			a.out = ch.out // subcommands (/context, /tree) print above the prompt too
 			return ch.loop()
 		},
 	}
@@ -118,26 +130,49 @@ func (ch *chat) history(sessionID string) error {
 }
 
 func (ch *chat) loop() error {
-	for {
-		line, err := ch.rl.Readline()
-		if errors.Is(err, readline.ErrInterrupt) || errors.Is(err, io.EOF) {
-			return nil
+	ch.lines, ch.done = make(chan input), make(chan struct{})
+	defer close(ch.done)
+	go ch.read()
+	for in := range ch.lines {
+		if in.err != nil {
+			return nil // Ctrl-C or Ctrl-D at the prompt
 		}
-		if err != nil {
-			return err
-		}
-		line = strings.TrimSpace(line)
+		line := strings.TrimSpace(in.line)
 		if line == "" {
 			continue
 		}
+		var err error
 		if strings.HasPrefix(line, "/") {
-			if err := ch.command(line); err != nil {
-				fmt.Fprintln(ch.a.out, "error:", ch.a.explain(err))
-			}
-			continue
+			err = ch.command(line)
+		} else {
+			err = ch.prompt(line)
 		}
-		if err := ch.prompt(line); err != nil {
-			fmt.Fprintln(ch.a.out, "error:", ch.a.explain(err))
+		if errors.Is(err, errQuit) {
+			return nil
+		}
+		if err != nil {
+			fmt.Fprintln(ch.out, "error:", ch.a.explain(err))
+		}
+	}
+	return nil
+}
+
+// errQuit ends the chat after a run (Ctrl-D while it streamed).
+var errQuit = errors.New("quit")
+
+// read reads lines until the editor ends, also while a run streams, so
+// /steer, /abort and approvals are answered as they are typed.
+func (ch *chat) read() {
+	defer close(ch.lines)
+	for {
+		line, err := ch.rl.Readline()
+		select {
+		case ch.lines <- input{line, err}:
+		case <-ch.done:
+			return
+		}
+		if err != nil && !errors.Is(err, readline.ErrInterrupt) {
+			return
 		}
 	}
 }
@@ -148,12 +183,8 @@ func (ch *chat) command(line string) error {
 	switch name {
 	case "/help":
 		fmt.Fprintln(ch.a.out, chatHelp)
-	case "/steer":
-		ch.steer = append(ch.steer, arg)
-		fmt.Fprintln(ch.a.out, "queued for the next run")
-	case "/followup":
-		ch.followUp = append(ch.followUp, arg)
-		fmt.Fprintln(ch.a.out, "queued for the next run")
+	case "/steer", "/followup", "/abort":
+		return fmt.Errorf("%s works while an answer streams; type a prompt to start one", name)
 	case "/compact":
 		sub := ch.a.compactCommand()
 		sub.SetContext(ch.ctx)
@@ -198,26 +229,22 @@ func (ch *chat) command(line string) error {
 	return nil
 }
 
+// spinner are the frames the prompt shows until the first token.
+var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+
 // prompt runs one prompt: streams the answer, shows tools, asks for
-// approvals; Ctrl-C aborts the run; a dropped connection resumes with
-// Attach from the last seq.
+// approvals, and reads the keyboard meanwhile (/steer, /followup, /abort,
+// Ctrl-C aborts); a dropped connection resumes with Attach from the last
+// seq, and a prompt while agentd restarts waits for it.
 func (ch *chat) prompt(text string) error {
 	ctx := ch.ctx
-	interrupts := make(chan os.Signal, 1)
-	signal.Notify(interrupts, os.Interrupt)
-	defer signal.Stop(interrupts)
 	req := &agentdv1.PromptRequest{SessionId: ch.sessionID, Content: texts(text), Detach: true}
 	stream, err := ch.c.Prompt(ctx, req)
-	// agentd restarting: try again for a few seconds before giving up.
 	for retries := 0; status.Code(err) == codes.Unavailable && retries < 20; retries++ {
 		if retries == 0 {
-			fmt.Fprintln(ch.a.out, ch.dim("agentd is not reachable; retrying…"))
+			fmt.Fprintln(ch.out, ch.dim("agentd is not reachable; retrying…"))
 		}
-		select {
-		case <-interrupts:
-			return err
-		case <-time.After(500 * time.Millisecond):
-		}
+		time.Sleep(500 * time.Millisecond)
 		stream, err = ch.c.Prompt(ctx, req)
 	}
 	if err != nil {
@@ -225,33 +252,85 @@ func (ch *chat) prompt(text string) error {
 	}
 	events := make(chan *agentdv1.AgentEvent)
 	errs := make(chan error, 1)
+	stop := make(chan struct{})
+	defer close(stop)
 	recv := func(s interface {
 		Recv() (*agentdv1.AgentEvent, error)
 	}) {
 		for {
 			ev, err := s.Recv()
 			if err != nil {
-				errs <- err
+				select {
+				case errs <- err:
+				case <-stop:
+				}
 				return
 			}
-			events <- ev
+			select {
+			case events <- ev:
+			case <-stop:
+				return
+			}
 		}
 	}
 	go recv(stream)
-	var runID string
-	var seq uint64
-	started := time.Now()
-	newline := false
+	var (
+		runID     string
+		seq       uint64
+		started   = time.Now()
+		quit      bool
+		approvals []*agentdv1.ApprovalRequested
+		frame     int
+	)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	defer ch.setPrompt("> ")
+	waiting := true // for the first token
+	pendingAbort := false
+	abort := func() {
+		if runID == "" {
+			pendingAbort = true // before the run's first event: abort when it comes
+			return
+		}
+		if _, err := ch.c.Abort(ctx, &agentdv1.AbortRequest{SessionId: ch.sessionID, RunId: runID}); err != nil && status.Code(err) != codes.FailedPrecondition {
+			fmt.Fprintln(ch.out, "error:", ch.a.explain(err))
+		}
+	}
+	var partial strings.Builder
+	endLine := func() {
+		if partial.Len() > 0 {
+			fmt.Fprintln(ch.out, partial.String())
+			partial.Reset()
+		}
+	}
 	for {
 		select {
-		case <-interrupts:
-			if runID != "" {
-				if _, err := ch.c.Abort(ctx, &agentdv1.AbortRequest{SessionId: ch.sessionID, RunId: runID}); err != nil {
-					fmt.Fprintln(ch.a.out, "\nerror:", ch.a.explain(err))
+		case <-tick.C:
+			if waiting && len(approvals) == 0 {
+				frame++
+				ch.setPrompt(ch.dim(spinner[frame%len(spinner)]) + " ")
+			}
+		case in, ok := <-ch.lines:
+			switch {
+			case !ok || errors.Is(in.err, io.EOF):
+				quit = true
+				abort()
+			case in.err != nil: // Ctrl-C
+				abort()
+			case len(approvals) > 0:
+				if err := ch.answer(ctx, approvals[0], in.line); err != nil {
+					fmt.Fprintln(ch.out, "error:", ch.a.explain(err))
 				}
+				approvals = approvals[1:]
+				ch.askNext(approvals)
+			default:
+				ch.during(ctx, strings.TrimSpace(in.line), abort)
 			}
 		case err := <-errs:
 			if errors.Is(err, io.EOF) {
+				if quit {
+					return errQuit
+				}
 				return nil
 			}
 			if status.Code(err) == codes.Unavailable && runID != "" {
@@ -267,65 +346,110 @@ func (ch *chat) prompt(text string) error {
 			return err
 		case ev := <-events:
 			runID, seq = ev.GetRunId(), ev.GetSeq()
+			if pendingAbort {
+				pendingAbort = false
+				abort()
+			}
 			switch e := ev.GetEvent().(type) {
-			case *agentdv1.AgentEvent_AgentStart:
-				for _, m := range ch.steer {
-					_, _ = ch.c.Steer(ctx, &agentdv1.SteerRequest{SessionId: ch.sessionID, Content: texts(m)})
-				}
-				for _, m := range ch.followUp {
-					_, _ = ch.c.FollowUp(ctx, &agentdv1.FollowUpRequest{SessionId: ch.sessionID, Content: texts(m)})
-				}
-				ch.steer, ch.followUp = nil, nil
 			case *agentdv1.AgentEvent_MessageUpdate:
+				if waiting && (e.MessageUpdate.GetTextDelta() != nil || e.MessageUpdate.GetThinkingDelta() != nil || e.MessageUpdate.GetToolCallStart() != nil) {
+					waiting = false
+					ch.setPrompt("> ")
+				}
 				if d := e.MessageUpdate.GetTextDelta(); d != nil {
-					fmt.Fprint(ch.a.out, d.GetDelta())
-					newline = true
+					partial.WriteString(d.GetDelta())
 				}
 				if d := e.MessageUpdate.GetThinkingDelta(); d != nil {
-					fmt.Fprint(ch.a.out, ch.dim(d.GetDelta()))
-					newline = true
+					partial.WriteString(ch.dim(d.GetDelta()))
+				}
+				// The line editor redraws the prompt after each write, so
+				// the answer streams a line at a time.
+				if i := strings.LastIndexByte(partial.String(), '\n'); i >= 0 {
+					done := partial.String()[:i+1]
+					rest := partial.String()[i+1:]
+					fmt.Fprint(ch.out, done)
+					partial.Reset()
+					partial.WriteString(rest)
 				}
 			case *agentdv1.AgentEvent_MessageEnd:
-				if newline {
-					fmt.Fprintln(ch.a.out)
-					newline = false
-				}
+				endLine()
 				if am := e.MessageEnd.GetMessage().GetAssistant(); am != nil && am.GetErrorMessage() != "" {
-					fmt.Fprintln(ch.a.out, "error:", am.GetErrorMessage())
+					fmt.Fprintln(ch.out, "error:", am.GetErrorMessage())
 				}
+			case *agentdv1.AgentEvent_ToolExecutionStart:
+				endLine()
+				args, _ := protojson.Marshal(e.ToolExecutionStart.GetArguments())
+				fmt.Fprintln(ch.out, ch.dim(fmt.Sprintf("⋯ %s(%s)", e.ToolExecutionStart.GetToolName(), firstLine(string(args), 100))))
 			case *agentdv1.AgentEvent_ToolExecutionEnd:
 				r := e.ToolExecutionEnd.GetResult()
-				fmt.Fprintln(ch.a.out, messageLine(&agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_ToolResult{ToolResult: r}}))
+				fmt.Fprintln(ch.out, messageLine(&agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_ToolResult{ToolResult: r}}))
 			case *agentdv1.AgentEvent_ApprovalRequested:
-				if err := ch.approve(ctx, e.ApprovalRequested); err != nil {
-					fmt.Fprintln(ch.a.out, "error:", ch.a.explain(err))
+				endLine()
+				approvals = append(approvals, e.ApprovalRequested)
+				if len(approvals) == 1 {
+					ch.askNext(approvals)
 				}
+			case *agentdv1.AgentEvent_QueueUpdate:
+				q := e.QueueUpdate
+				fmt.Fprintln(ch.out, ch.dim(fmt.Sprintf("[queued: %d steering, %d follow-up]", len(q.GetSteering()), len(q.GetFollowUp()))))
 			case *agentdv1.AgentEvent_AgentEnd:
+				endLine()
 				u := e.AgentEnd.GetUsage()
-				fmt.Fprintln(ch.a.out, ch.dim(fmt.Sprintf("[%s · %d in / %d out tokens · $%.4f · %s]", strings.TrimPrefix(e.AgentEnd.GetOutcome().String(), "RUN_OUTCOME_"),
+				fmt.Fprintln(ch.out, ch.dim(fmt.Sprintf("[%s · %d in / %d out tokens · $%.4f · %s]", strings.TrimPrefix(e.AgentEnd.GetOutcome().String(), "RUN_OUTCOME_"),
 					u.GetInput(), u.GetOutput(), u.GetCost().GetTotal(), time.Since(started).Round(time.Millisecond))))
 			}
 		}
 	}
 }
 
-// approve asks whether a tool call may run and answers the request.
-func (ch *chat) approve(ctx context.Context, req *agentdv1.ApprovalRequested) error {
-	args, _ := protojson.Marshal(req.GetArguments())
-	ch.rl.SetPrompt(fmt.Sprintf("allow %s(%s)? [y/N/reason] ", req.GetToolName(), args))
-	defer ch.rl.SetPrompt("> ")
-	answer, err := ch.rl.Readline()
-	if err != nil {
-		answer = ""
+// during handles a line typed while a run streams.
+func (ch *chat) during(ctx context.Context, line string, abort func()) {
+	name, arg, _ := strings.Cut(line, " ")
+	var err error
+	switch {
+	case line == "":
+	case name == "/abort":
+		abort()
+	case name == "/steer":
+		_, err = ch.c.Steer(ctx, &agentdv1.SteerRequest{SessionId: ch.sessionID, Content: texts(strings.TrimSpace(arg))})
+	case name == "/followup":
+		_, err = ch.c.FollowUp(ctx, &agentdv1.FollowUpRequest{SessionId: ch.sessionID, Content: texts(strings.TrimSpace(arg))})
+	case strings.HasPrefix(line, "/"):
+		err = fmt.Errorf("%s waits until the answer ends; during it use /steer, /followup or /abort", name)
+	default:
+		_, err = ch.c.FollowUp(ctx, &agentdv1.FollowUpRequest{SessionId: ch.sessionID, Content: texts(line)})
 	}
-	answer = strings.TrimSpace(answer)
-	decision, reason := agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED, answer
-	if strings.EqualFold(answer, "y") || strings.EqualFold(answer, "yes") {
+	if err != nil {
+		fmt.Fprintln(ch.out, "error:", ch.a.explain(err))
+	}
+}
+
+// askNext shows the first waiting approval as the prompt.
+func (ch *chat) askNext(approvals []*agentdv1.ApprovalRequested) {
+	if len(approvals) == 0 {
+		ch.setPrompt("> ")
+		return
+	}
+	args, _ := protojson.Marshal(approvals[0].GetArguments())
+	ch.setPrompt(fmt.Sprintf("allow %s(%s)? [y/N/reason] ", approvals[0].GetToolName(), firstLine(string(args), 120)))
+}
+
+// answer resolves an approval with what was typed: y or yes allows, any
+// other text denies with it as the reason.
+func (ch *chat) answer(ctx context.Context, req *agentdv1.ApprovalRequested, typed string) error {
+	typed = strings.TrimSpace(typed)
+	decision, reason := agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED, typed
+	if strings.EqualFold(typed, "y") || strings.EqualFold(typed, "yes") {
 		decision, reason = agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED, ""
 	}
-	_, err = ch.c.ResolveApproval(ctx, &agentdv1.ResolveApprovalRequest{SessionId: ch.sessionID, ToolCallId: req.GetToolCallId(),
+	_, err := ch.c.ResolveApproval(ctx, &agentdv1.ResolveApprovalRequest{SessionId: ch.sessionID, ToolCallId: req.GetToolCallId(),
 		Decision: decision, Reason: reason, DecidedBy: "agentctl"})
 	return err
+}
+
+func (ch *chat) setPrompt(p string) {
+	ch.rl.SetPrompt(p)
+	ch.rl.Refresh()
 }
 
 // dim greys text out on a terminal (NO_COLOR turns it off).

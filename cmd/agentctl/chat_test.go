@@ -75,6 +75,25 @@ func (c *tmuxChat) waitFor(want string, n int) string {
 	}
 }
 
+// waitForSpinner waits until the prompt shows the spinner of a run
+// waiting for its first token.
+func (c *tmuxChat) waitForSpinner() {
+	c.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.ContainsAny(lastLine(c.screen()), strings.Join(spinner, "")) {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no spinner:\n%s", c.screen())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// lastLine is the last line of a screen with text: the prompt.
+func lastLine(screen string) string {
+	lines := strings.Split(strings.TrimRight(screen, "\n "), "\n")
+	return lines[len(lines)-1]
+}
+
 // TestChatInATerminal drives agentctl chat under tmux: the seed's two
 // prompts with read_file and an approved edit_file, and Ctrl-C aborting a
 // paced answer without leaving the program.
@@ -145,14 +164,22 @@ func TestChatInATerminal(t *testing.T) {
 	}
 	newest := sessions.GetSessions()[0].GetId()
 	if _, err := client.UpdateSession(context.Background(), &agentdv1.UpdateSessionRequest{SessionId: newest,
-		Config:     &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Echo: true, TokensPerSecond: 5}},
+		Config:     &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Echo: true, TokensPerSecond: 1}},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"config.faux"}}}); err != nil {
 		t.Fatal(err)
 	}
+	// While it streams: /steer is delivered to the run, /abort ends it.
 	paced.typeLine("a long answer " + strings.Repeat("word ", 100))
-	paced.waitFor("a long", 2) // the prompt as typed, and the answer starting
-	paced.send("C-c")
+	paced.waitForSpinner() // the run started; the first token is seconds away
+	paced.typeLine("/steer be brief")
+	paced.waitFor("[queued: 1 steering", 1)
+	paced.typeLine("/abort")
 	paced.waitFor("[ABORTED", 1)
+	// Ctrl-C aborts the next one; the program stays.
+	paced.typeLine("another long answer " + strings.Repeat("word ", 100))
+	paced.waitForSpinner()
+	paced.send("C-c")
+	paced.waitFor("[ABORTED", 2)
 	paced.typeLine("/help")
 	paced.waitFor("/steer TEXT", 1)
 	paced.send("C-d")
