@@ -409,6 +409,7 @@ func TestBeforeToolCallRunsPerCall(t *testing.T) {
 		faux.Reply(faux.Message(faux.ToolCall("a", "t", nil), faux.ToolCall("b", "t", nil))),
 		faux.Reply(faux.Message(faux.Text("done"))))
 	cfg := cfgFor(p)
+	rec := &recorder{}
 	cfg.BeforeToolCall = func(ctx context.Context, info agentloop.ToolCallInfo) (agentloop.BeforeDecision, error) {
 		if info.ToolCall.GetId() != "a" {
 			return agentloop.BeforeDecision{}, nil
@@ -421,10 +422,17 @@ func TestBeforeToolCallRunsPerCall(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			return agentloop.BeforeDecision{Block: true, Reason: "b never ran while a waited"}, nil
 		}
+		// b's tool function has returned or is returning: wait for its
+		// tool_execution_end, so the order checked below is the loop's,
+		// not the scheduler's.
+		for deadline := time.Now().Add(5 * time.Second); !strings.Contains(strings.Join(rec.trace(), " "), "tool_end:b"); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				return agentloop.BeforeDecision{Block: true, Reason: "b's end never came while a waited"}, nil
+			}
+		}
 		notice := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Custom{Custom: &agentdv1.CustomMessage{CustomType: "approved", Content: []*agentdv1.ContentBlock{faux.Text("a approved")}}}}
 		return agentloop.BeforeDecision{}, info.Run.Record(notice)
 	}
-	rec := &recorder{}
 	msgs, err := agentloop.Run(context.Background(), []*agentdv1.AgentMessage{userMsg("go")}, agentloop.State{Tools: toolSet(t, tool)}, cfg, rec.sink)
 	if err != nil {
 		t.Fatal(err)
