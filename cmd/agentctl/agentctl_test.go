@@ -96,6 +96,20 @@ func TestSubcommands(t *testing.T) {
 	if code, _, stderr := ctl(t, addr, "sessions", "update", id, "--title", "renamed"); code != 0 {
 		t.Fatalf("update: %s", stderr)
 	}
+	// The run-control subcommands reach their RPCs: append, then continue
+	// answers it; steer on an idle session is refused with its reason.
+	if code, _, stderr := ctl(t, addr, "append", id, "appended"); code != 0 {
+		t.Fatalf("append: %s", stderr)
+	}
+	if code, out, _ := ctl(t, addr, "continue", id); code != 0 || !strings.Contains(out, "appended") {
+		t.Fatalf("continue: %d %q", code, out)
+	}
+	if code, _, stderr := ctl(t, addr, "steer", id, "x"); code != 1 || !strings.Contains(stderr, "no active run") {
+		t.Fatalf("steer on an idle session: %d %q", code, stderr)
+	}
+	if code, _, stderr := ctl(t, addr, "abort", id); code != 1 || !strings.Contains(stderr, "no active run") {
+		t.Fatalf("abort on an idle session: %d %q", code, stderr)
+	}
 	if code, _, stderr := ctl(t, addr, "sessions", "delete", id); code != 0 {
 		t.Fatalf("delete: %s", stderr)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/agentd/agentd/clients/go/sessionfile"
@@ -570,5 +572,83 @@ func (a *app) importCommand() *cobra.Command {
 			}
 			return a.print(sess, func() { fmt.Fprintln(a.out, sess.GetId()) })
 		},
+	}
+}
+
+func (a *app) runControlCommands() []*cobra.Command {
+	unary := func(use, short string, args cobra.PositionalArgs, call func(ctx context.Context, c agentdv1.AgentServiceClient, args []string) (proto.Message, error)) *cobra.Command {
+		return &cobra.Command{Use: use, Short: short, Args: args, RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			resp, err := call(ctx, c, args)
+			if err != nil {
+				return err
+			}
+			return a.print(resp, func() { fmt.Fprintln(a.out, "ok") })
+		}}
+	}
+	cont := &cobra.Command{
+		Use: "continue SESSION", Short: "Run the agent from the transcript as it is (after a failed call or a restart)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			s, err := c.Continue(ctx, &agentdv1.ContinueRequest{SessionId: args[0]})
+			if err != nil {
+				return err
+			}
+			return a.stream(s.Recv)
+		},
+	}
+	var isError bool
+	result := unary("tool-result SESSION CALL_ID TEXT", "Answer a client-executed tool call", cobra.ExactArgs(3),
+		func(ctx context.Context, c agentdv1.AgentServiceClient, args []string) (proto.Message, error) {
+			return c.SubmitToolResult(ctx, &agentdv1.SubmitToolResultRequest{SessionId: args[0], ToolCallId: args[1], Content: texts(args[2]), IsError: isError})
+		})
+	result.Flags().BoolVar(&isError, "error", false, "the tool failed")
+	return []*cobra.Command{
+		cont,
+		unary("abort SESSION [RUN]", "Abort the active run", cobra.RangeArgs(1, 2), func(ctx context.Context, c agentdv1.AgentServiceClient, args []string) (proto.Message, error) {
+			req := &agentdv1.AbortRequest{SessionId: args[0]}
+			if len(args) == 2 {
+				req.RunId = args[1]
+			}
+			return c.Abort(ctx, req)
+		}),
+		unary("steer SESSION TEXT", "Queue a message for the active run, delivered after the current turn's tools", cobra.ExactArgs(2),
+			func(ctx context.Context, c agentdv1.AgentServiceClient, args []string) (proto.Message, error) {
+				return c.Steer(ctx, &agentdv1.SteerRequest{SessionId: args[0], Content: texts(args[1])})
+			}),
+		unary("followup SESSION TEXT", "Queue a message for the active run, delivered when it would stop", cobra.ExactArgs(2),
+			func(ctx context.Context, c agentdv1.AgentServiceClient, args []string) (proto.Message, error) {
+				return c.FollowUp(ctx, &agentdv1.FollowUpRequest{SessionId: args[0], Content: texts(args[1])})
+			}),
+		unary("append SESSION TEXT", "Append a user message without running the agent", cobra.ExactArgs(2),
+			func(ctx context.Context, c agentdv1.AgentServiceClient, args []string) (proto.Message, error) {
+				return c.AppendMessages(ctx, &agentdv1.AppendMessagesRequest{SessionId: args[0], Messages: []*agentdv1.AgentMessage{
+					{Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{Content: texts(args[1])}}}}})
+			}),
+		unary("approve SESSION CALL_ID [REASON]", "Allow a tool call waiting for approval (see deny)", cobra.RangeArgs(2, 3),
+			func(ctx context.Context, c agentdv1.AgentServiceClient, args []string) (proto.Message, error) {
+				return c.ResolveApproval(ctx, &agentdv1.ResolveApprovalRequest{SessionId: args[0], ToolCallId: args[1],
+					Decision: agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED, Reason: strings.Join(args[2:], ""), DecidedBy: "agentctl"})
+			}),
+		unary("deny SESSION CALL_ID [REASON]", "Refuse a tool call waiting for approval", cobra.RangeArgs(2, 3),
+			func(ctx context.Context, c agentdv1.AgentServiceClient, args []string) (proto.Message, error) {
+				return c.ResolveApproval(ctx, &agentdv1.ResolveApprovalRequest{SessionId: args[0], ToolCallId: args[1],
+					Decision: agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED, Reason: strings.Join(args[2:], ""), DecidedBy: "agentctl"})
+			}),
+		result,
+		unary("context-answer SESSION REQUEST_ID ENTRY...", "Answer a context_requested event with the entries to keep, in order", cobra.MinimumNArgs(3),
+			func(ctx context.Context, c agentdv1.AgentServiceClient, args []string) (proto.Message, error) {
+				req := &agentdv1.SubmitContextRequest{SessionId: args[0], RequestId: args[1]}
+				for _, id := range args[2:] {
+					req.Items = append(req.Items, &agentdv1.ContextSelection{Item: &agentdv1.ContextSelection_EntryId{EntryId: id}})
+				}
+				return c.SubmitContext(ctx, req)
+			}),
 	}
 }

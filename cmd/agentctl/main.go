@@ -105,6 +105,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.AddCommand(a.sessionsCommand(), a.promptCommand(), a.attachCommand(), a.transcriptCommand(), a.contextCommand(),
 		a.treeCommand(), a.modelsCommand(), a.healthCommand(), a.labelCommand(), a.navigateCommand(), a.forkCommand(), a.compactCommand(),
 		a.exportCommand(), a.importCommand(), a.chatCommand())
+	root.AddCommand(a.runControlCommands()...)
 	return root
 }
 
