@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -281,6 +282,7 @@ func (ch *chat) prompt(text string) error {
 		quit      bool
 		approvals []*agentdv1.ApprovalRequested
 		frame     int
+		running   = map[string]string{} // tool call id → its line
 	)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -299,6 +301,7 @@ func (ch *chat) prompt(text string) error {
 	var partial strings.Builder
 	endLine := func() {
 		if partial.Len() > 0 {
+			ch.setPrompt("> ")
 			fmt.Fprintln(ch.out, partial.String())
 			partial.Reset()
 		}
@@ -362,8 +365,9 @@ func (ch *chat) prompt(text string) error {
 				if d := e.MessageUpdate.GetThinkingDelta(); d != nil {
 					partial.WriteString(ch.dim(d.GetDelta()))
 				}
-				// The line editor redraws the prompt after each write, so
-				// the answer streams a line at a time.
+				// The line editor redraws its prompt line after each write:
+				// finished lines are printed above it, and the line being
+				// generated streams in the prompt line itself.
 				if i := strings.LastIndexByte(partial.String(), '\n'); i >= 0 {
 					done := partial.String()[:i+1]
 					rest := partial.String()[i+1:]
@@ -371,18 +375,24 @@ func (ch *chat) prompt(text string) error {
 					partial.Reset()
 					partial.WriteString(rest)
 				}
+				ch.setPrompt(tail(partial.String(), 150))
 			case *agentdv1.AgentEvent_MessageEnd:
 				endLine()
 				if am := e.MessageEnd.GetMessage().GetAssistant(); am != nil && am.GetErrorMessage() != "" {
 					fmt.Fprintln(ch.out, "error:", am.GetErrorMessage())
 				}
 			case *agentdv1.AgentEvent_ToolExecutionStart:
+				// A running call shows in the prompt line and turns into its
+				// ✓/✗ line when it ends.
 				endLine()
 				args, _ := protojson.Marshal(e.ToolExecutionStart.GetArguments())
-				fmt.Fprintln(ch.out, ch.dim(fmt.Sprintf("⋯ %s(%s)", e.ToolExecutionStart.GetToolName(), firstLine(string(args), 100))))
+				running[e.ToolExecutionStart.GetToolCallId()] = fmt.Sprintf("⋯ %s(%s)", e.ToolExecutionStart.GetToolName(), firstLine(string(args), 80))
+				ch.showRunning(running, approvals)
 			case *agentdv1.AgentEvent_ToolExecutionEnd:
 				r := e.ToolExecutionEnd.GetResult()
+				delete(running, r.GetToolCallId())
 				fmt.Fprintln(ch.out, messageLine(&agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_ToolResult{ToolResult: r}}))
+				ch.showRunning(running, approvals)
 			case *agentdv1.AgentEvent_ApprovalRequested:
 				endLine()
 				approvals = append(approvals, e.ApprovalRequested)
@@ -424,6 +434,24 @@ func (ch *chat) during(ctx context.Context, line string, abort func()) {
 	}
 }
 
+// showRunning shows the running tool calls in the prompt line, unless an
+// approval is being asked.
+func (ch *chat) showRunning(running map[string]string, approvals []*agentdv1.ApprovalRequested) {
+	if len(approvals) > 0 {
+		return
+	}
+	lines := make([]string, 0, len(running))
+	for _, l := range running {
+		lines = append(lines, l)
+	}
+	slices.Sort(lines)
+	if len(lines) == 0 {
+		ch.setPrompt("> ")
+		return
+	}
+	ch.setPrompt(ch.dim(strings.Join(lines, "  ")) + " ")
+}
+
 // askNext shows the first waiting approval as the prompt.
 func (ch *chat) askNext(approvals []*agentdv1.ApprovalRequested) {
 	if len(approvals) == 0 {
@@ -445,6 +473,14 @@ func (ch *chat) answer(ctx context.Context, req *agentdv1.ApprovalRequested, typ
 	_, err := ch.c.ResolveApproval(ctx, &agentdv1.ResolveApprovalRequest{SessionId: ch.sessionID, ToolCallId: req.GetToolCallId(),
 		Decision: decision, Reason: reason, DecidedBy: "agentctl"})
 	return err
+}
+
+// tail is the last n runes of s.
+func tail(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return "…" + string(r[len(r)-n+1:])
+	}
+	return s
 }
 
 func (ch *chat) setPrompt(p string) {

@@ -173,6 +173,12 @@ func TestChatInATerminal(t *testing.T) {
 	paced.waitForSpinner() // the run started; the first token is seconds away
 	paced.typeLine("/steer be brief")
 	paced.waitFor("[queued: 1 steering", 1)
+	// The line being generated streams in the prompt line.
+	for deadline := time.Now().Add(20 * time.Second); !strings.HasPrefix(lastLine(paced.screen()), "a long"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the answer does not stream in the prompt line:\n%s", paced.screen())
+		}
+	}
 	paced.typeLine("/abort")
 	paced.waitFor("[ABORTED", 1)
 	// Ctrl-C aborts the next one; the program stays.
