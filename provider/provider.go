@@ -6,7 +6,6 @@ import (
 	"errors"
 	"iter"
 	"time"
-	"unicode/utf16"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -186,11 +185,25 @@ func ParseToolArguments(raw string) *structpb.Struct {
 // where chars counts UTF-16 code units like JavaScript's String.length, so
 // figures match pi's faux provider.
 func EstimateTokens(s string) int64 {
-	n := 0
-	for _, r := range s {
-		n += utf16.RuneLen(r)
+	return (UTF16Len(s) + 3) / 4
+}
+
+// UTF16Len counts UTF-16 code units, like JavaScript's String.length,
+// from the UTF-8 bytes: one per leading byte, two for a four-byte
+// sequence (estimates run over whole transcripts, so no rune decoding).
+func UTF16Len(s string) int64 {
+	var n int64
+	for i := 0; i < len(s); i++ {
+		switch b := s[i]; {
+		case b < 0x80:
+			n++
+		case b >= 0xF0:
+			n += 2
+		case b >= 0xC0:
+			n++
+		}
 	}
-	return int64((n + 3) / 4)
+	return n
 }
 
 // ComputeCost fills usage.cost from the model's price per million tokens.

@@ -15,6 +15,7 @@ import (
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/provider"
 )
 
 // Item is one message of a view with the id of the entry that holds it.
@@ -161,11 +162,11 @@ func blockTokens(blocks []*agentdv1.ContentBlock) int64 {
 	for _, b := range blocks {
 		switch x := b.GetBlock().(type) {
 		case *agentdv1.ContentBlock_Text:
-			chars += utf16Len(x.Text.GetText())
+			chars += provider.UTF16Len(x.Text.GetText())
 		case *agentdv1.ContentBlock_Thinking:
-			chars += utf16Len(x.Thinking.GetThinking())
+			chars += provider.UTF16Len(x.Thinking.GetThinking())
 		case *agentdv1.ContentBlock_ToolCall:
-			chars += utf16Len(x.ToolCall.GetName()) + argumentsLen(x.ToolCall)
+			chars += provider.UTF16Len(x.ToolCall.GetName()) + argumentsLen(x.ToolCall)
 		case *agentdv1.ContentBlock_Image:
 			images++
 		}
@@ -182,7 +183,7 @@ func argumentsLen(tc *agentdv1.ToolCall) int64 {
 func structLen(s *structpb.Struct) int64 {
 	n := int64(2) // {}
 	for k, v := range s.GetFields() {
-		n += utf16Len(k) + 4 + valueLen(v) // "k": and a comma
+		n += provider.UTF16Len(k) + 4 + valueLen(v) // "k": and a comma
 	}
 	if len(s.GetFields()) > 0 {
 		n-- // no comma after the last field
@@ -193,7 +194,7 @@ func structLen(s *structpb.Struct) int64 {
 func valueLen(v *structpb.Value) int64 {
 	switch x := v.GetKind().(type) {
 	case *structpb.Value_StringValue:
-		return utf16Len(x.StringValue) + 2
+		return provider.UTF16Len(x.StringValue) + 2
 	case *structpb.Value_NumberValue:
 		return int64(len(strconv.FormatFloat(x.NumberValue, 'g', -1, 64)))
 	case *structpb.Value_BoolValue:
@@ -216,25 +217,8 @@ func valueLen(v *structpb.Value) int64 {
 	return 4 // null
 }
 
-// utf16Len counts UTF-16 code units, like JavaScript's String.length, from
-// the UTF-8 bytes: one per leading byte, two for a four-byte sequence.
-func utf16Len(s string) int64 {
-	var n int64
-	for i := 0; i < len(s); i++ {
-		switch b := s[i]; {
-		case b < 0x80:
-			n++
-		case b >= 0xF0:
-			n += 2
-		case b >= 0xC0:
-			n++
-		}
-	}
-	return n
-}
-
 // TextTokens estimates a text block: ceil(chars/4).
-func TextTokens(s string) int64 { return (utf16Len(s) + 3) / 4 }
+func TextTokens(s string) int64 { return provider.EstimateTokens(s) }
 
 // Estimate is the size of a context in tokens, as pi's
 // estimateContextTokens computes it: the usage the last trustworthy answer

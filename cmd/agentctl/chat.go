@@ -404,9 +404,7 @@ func (ch *chat) prompt(text string) error {
 				fmt.Fprintln(ch.out, ch.dim(fmt.Sprintf("[queued: %d steering, %d follow-up]", len(q.GetSteering()), len(q.GetFollowUp()))))
 			case *agentdv1.AgentEvent_AgentEnd:
 				endLine()
-				u := e.AgentEnd.GetUsage()
-				fmt.Fprintln(ch.out, ch.dim(fmt.Sprintf("[%s · %d in / %d out tokens · $%.4f · %s]", strings.TrimPrefix(e.AgentEnd.GetOutcome().String(), "RUN_OUTCOME_"),
-					u.GetInput(), u.GetOutput(), u.GetCost().GetTotal(), time.Since(started).Round(time.Millisecond))))
+				fmt.Fprintln(ch.out, ch.dim(runSummary(e.AgentEnd, time.Since(started))))
 			}
 		}
 	}

@@ -194,9 +194,7 @@ func (a *app) stream(recv func() (*agentdv1.AgentEvent, error)) error {
 					fmt.Fprintln(a.out, "error:", am.GetErrorMessage())
 				}
 			case *agentdv1.AgentEvent_AgentEnd:
-				u := e.AgentEnd.GetUsage()
-				fmt.Fprintf(a.out, "[%s · %d in / %d out tokens · $%.4f · %s]\n", strings.TrimPrefix(e.AgentEnd.GetOutcome().String(), "RUN_OUTCOME_"),
-					u.GetInput(), u.GetOutput(), u.GetCost().GetTotal(), time.Since(started).Round(time.Millisecond))
+				fmt.Fprintln(a.out, runSummary(e.AgentEnd, time.Since(started)))
 			}
 		}
 		if e := ev.GetAgentEnd(); e != nil {

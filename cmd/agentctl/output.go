@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -74,4 +75,12 @@ func firstLine(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// runSummary is the line that closes a run: outcome, tokens, cost and
+// how long it took.
+func runSummary(end *agentdv1.AgentEnd, took time.Duration) string {
+	u := end.GetUsage()
+	return fmt.Sprintf("[%s · %d in / %d out tokens · $%.4f · %s]", strings.TrimPrefix(end.GetOutcome().String(), "RUN_OUTCOME_"),
+		u.GetInput(), u.GetOutput(), u.GetCost().GetTotal(), took.Round(time.Millisecond))
 }
