@@ -28,7 +28,8 @@ var (
 // or INVALID_ARGUMENT status can say which id was wrong. It matches its Kind
 // with errors.Is.
 type Error struct {
-	// Kind is one of ErrNotFound, ErrInvalid, ErrConflict, ErrCorrupt.
+	// Kind is one of ErrNotFound, ErrInvalid, ErrConflict, ErrCorrupt,
+	// ErrFenced.
 	Kind error
 	// SessionID is the session concerned; may be empty.
 	SessionID string

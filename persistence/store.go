@@ -273,6 +273,12 @@ type Run struct {
 	LastSeq uint64
 	// EventsPruned says the run's event log was deleted by PruneEvents.
 	EventsPruned bool
+	// Owner is the replica that claimed the run (Shared.ClaimRun); empty
+	// for a run started with StartRun.
+	Owner string
+	// LeaseExpiry is when the owner's lease on the active run expires
+	// unless renewed; zero for a run without owner.
+	LeaseExpiry time.Time
 }
 
 // Event is one stored event of a run's event log. The transcript stays the

@@ -16,6 +16,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/persistence/internal/rowcodec"
 )
 
 const (
@@ -107,7 +108,7 @@ func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentd
 			if err != nil {
 				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.Id, Detail: fmt.Sprintf("encode: %v", err)}
 			}
-			payload, encoding, err := t.w.payloads.encode(t.w.buf)
+			payload, encoding, err := t.w.payloads.Encode(t.w.buf)
 			if err != nil {
 				return err
 			}
@@ -586,26 +587,7 @@ type storedRow struct {
 // decode decodes the row's payload (inflating it first when its encoding
 // says so) and checks it against the row.
 func (r storedRow) decode(sessionID string) (*agentdv1.Entry, error) {
-	var e *agentdv1.Entry
-	// DecodeEntry copies what it keeps, so the inflated bytes may be
-	// reused.
-	err := withPlainPayload(r.encoding, r.payload, func(pb []byte) error {
-		var err error
-		e, err = persistence.DecodeEntry(sessionID, r.seq, r.id, pb)
-		return err
-	})
-	var ce *persistence.CorruptEntryError
-	if err != nil && !errors.As(err, &ce) {
-		return nil, &persistence.CorruptEntryError{SessionID: sessionID, EntryID: r.id, Seq: r.seq, Err: err}
-	}
-	if err != nil {
-		return nil, err
-	}
-	if e.GetParentId() != r.parent {
-		return nil, &persistence.CorruptEntryError{SessionID: sessionID, EntryID: r.id, Seq: r.seq,
-			Err: fmt.Errorf("payload names parent %q, the row %q", e.GetParentId(), r.parent)}
-	}
-	return e, nil
+	return rowcodec.DecodeEntry(sessionID, r.seq, r.id, r.parent, r.encoding, r.payload)
 }
 
 // decodeRows decodes (seq, id, parent, encoding, payload) rows and returns

@@ -1,16 +1,14 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protowire"
-
 	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/persistence/internal/rowcodec"
 )
 
 // A batch of events is one row of run_events: the events' protobufs, each
@@ -24,35 +22,19 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, events []persist
 		return &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: "no events to append"}
 	}
 	// Encode and compress outside the writer, which serves every session.
-	enc, _ := s.eventEncoders.Get().(*payloadEncoder)
+	enc, _ := s.eventEncoders.Get().(*rowcodec.Encoder)
 	if enc == nil {
-		enc = &payloadEncoder{off: s.writer.payloads.off}
+		enc = &rowcodec.Encoder{Off: s.writer.payloads.Off}
 	}
 	defer func() {
-		if enc.out.Cap() > maxPooledBuffer {
-			enc.out = bytes.Buffer{}
-		}
+		enc.Trim()
 		s.eventEncoders.Put(enc)
 	}()
-	payload, encoding, err := enc.encode(encodeEvents(events))
+	payload, encoding, err := enc.Encode(rowcodec.EncodeEvents(events))
 	if err == nil {
 		err = s.write(ctx, func(t *writeTx) error { return t.appendEvents(runID, events, payload, encoding) })
 	}
 	return opError(err, "append events %d to %d of run %q", events[0].Seq, events[len(events)-1].Seq, runID)
-}
-
-// encodeEvents is a batch's payload: the events' protobufs, each preceded
-// by its length.
-func encodeEvents(events []persistence.Event) []byte {
-	size := 0
-	for _, ev := range events {
-		size += protowire.SizeBytes(len(ev.Data))
-	}
-	payload := make([]byte, 0, size)
-	for _, ev := range events {
-		payload = protowire.AppendBytes(payload, ev.Data)
-	}
-	return payload
 }
 
 // appendEvents stores a batch of a run's events, encoded as payload with
@@ -101,30 +83,8 @@ func (s *Store) Events(ctx context.Context, runID string, after uint64, limit in
 			if err := rows.Scan(&first, &last, &encoding, &payload); err != nil {
 				return err
 			}
-			if encoding != encodingProto {
-				// Events share the payload; the inflater's buffer is reused.
-				err := withPlainPayload(encoding, payload, func(pb []byte) error {
-					payload = bytes.Clone(pb)
-					return nil
-				})
-				if err != nil {
-					return &persistence.Error{Kind: persistence.ErrCorrupt, RunID: runID, Detail: fmt.Sprintf("events %d to %d: %v", first, last, err)}
-				}
-			}
-			seq := first
-			for len(payload) > 0 && len(out) < limit {
-				data, n := protowire.ConsumeBytes(payload)
-				if n < 0 {
-					return &persistence.Error{Kind: persistence.ErrCorrupt, RunID: runID, Detail: fmt.Sprintf("event %d: %v", seq, protowire.ParseError(n))}
-				}
-				payload = payload[n:]
-				if seq > after {
-					out = append(out, persistence.Event{Seq: seq, Data: data})
-				}
-				seq++
-			}
-			if len(out) < limit && seq != last+1 {
-				return &persistence.Error{Kind: persistence.ErrCorrupt, RunID: runID, Detail: fmt.Sprintf("the batch of events %d to %d holds %d events", first, last, seq-first)}
+			if out, err = rowcodec.AppendBatch(out, runID, first, last, encoding, payload, after, limit); err != nil {
+				return err
 			}
 		}
 		return rows.Err()

@@ -3,6 +3,8 @@ package sqlite
 import (
 	"bytes"
 	"context"
+
+	"github.com/agentd/agentd/persistence/internal/rowcodec"
 )
 
 // InspectWriter runs single-value queries on the writer connection, so
@@ -15,9 +17,9 @@ func InspectWriter(ctx context.Context, s *Store, fn func(q func(query string, d
 // the bytes and the entries.encoding value. Lets benchmarks give raw
 // SQLite the same rows. The function is not safe for concurrent use.
 func NewPayloadEncoder() func(pb []byte) ([]byte, int64) {
-	var enc payloadEncoder
+	var enc rowcodec.Encoder
 	return func(pb []byte) ([]byte, int64) {
-		out, encoding, err := enc.encode(pb)
+		out, encoding, err := enc.Encode(pb)
 		if err != nil {
 			panic(err)
 		}
@@ -28,5 +30,5 @@ func NewPayloadEncoder() func(pb []byte) ([]byte, int64) {
 // WithPlainPayload calls fn with the plain protobuf of a stored payload,
 // as the store's reads do.
 func WithPlainPayload(encoding int64, raw []byte, fn func(pb []byte) error) error {
-	return withPlainPayload(encoding, raw, fn)
+	return rowcodec.WithPlain(encoding, raw, fn)
 }

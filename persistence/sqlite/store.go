@@ -36,7 +36,7 @@ type Store struct {
 	closeErr  error
 
 	// eventEncoders compress event batches on their callers' goroutines
-	// (*payloadEncoder, with compression as the writer's).
+	// (*rowcodec.Encoder, with compression as the writer's).
 	eventEncoders sync.Pool
 
 	// Read statements, prepared lazily per reader connection by database/sql.

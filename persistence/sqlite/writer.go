@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/persistence/internal/rowcodec"
 )
 
 // writer is the one connection that writes, with group commit: writes
@@ -39,13 +40,13 @@ type writer struct {
 	stmts    map[string]*sql.Stmt
 	sessions map[string]sessionCache
 	lastSeqs map[string]uint64 // the last stored event seq of runs
-	payloads payloadEncoder
+	payloads rowcodec.Encoder
 	buf      []byte
 }
 
 func newWriter(db *sql.DB, conn *sql.Conn, compress bool) *writer {
 	return &writer{conn: conn, db: db, leader: make(chan struct{}, 1), stmts: map[string]*sql.Stmt{},
-		sessions: map[string]sessionCache{}, lastSeqs: map[string]uint64{}, payloads: payloadEncoder{off: !compress}}
+		sessions: map[string]sessionCache{}, lastSeqs: map[string]uint64{}, payloads: rowcodec.Encoder{Off: !compress}}
 }
 
 // writeRequest is one write waiting to run.

@@ -1,0 +1,238 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
+)
+
+// runColumns are a whole run record, of runs r joined with sessions s.
+const runColumns = `r.id, s.id, r.start_time, r.end_time, r.outcome, r.error_message, r.last_seq, r.events_pruned, coalesce(r.owner, ''), r.lease_expiry`
+
+// StartRun implements persistence.Store. The run has no owner: no lease
+// or fence applies to it.
+func (s *Store) StartRun(ctx context.Context, sessionID, runID string) error {
+	if err := checkRunID(sessionID, runID); err != nil {
+		return err
+	}
+	var one int
+	err := s.pool.QueryRow(ctx, `INSERT INTO runs (id, session_pk, start_time) SELECT $1, pk, $3 FROM sessions WHERE id = $2 RETURNING 1`,
+		runID, sessionID, s.timeNow()).Scan(&one)
+	switch _, unique := uniqueViolation(err); {
+	case unique:
+		err = &persistence.Error{Kind: persistence.ErrConflict, RunID: runID, Detail: "a run with this id exists"}
+	case errors.Is(err, pgx.ErrNoRows):
+		err = persistence.SessionNotFound(sessionID)
+	}
+	return opError(err, "record the start of run %q of session %q", runID, sessionID)
+}
+
+// checkRunID refuses an empty or over-long run id.
+func checkRunID(sessionID, runID string) error {
+	if runID == "" || len(runID) > persistence.MaxIDLength {
+		return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, RunID: runID, Detail: fmt.Sprintf("run id must be 1 to %d bytes", persistence.MaxIDLength)}
+	}
+	return nil
+}
+
+// EndRun implements persistence.Store. Ending a claimed run this way (not
+// by its fence) takes the claim away: the generation moves, so the
+// owner's later fenced writes, events included, fail with ErrFenced.
+func (s *Store) EndRun(ctx context.Context, runID string, outcome agentdv1.RunOutcome, errorMessage string) error {
+	return s.endRun(ctx, nil, runID, outcome, errorMessage)
+}
+
+// EndRunFenced implements persistence.Shared. The generation stays, which
+// is what lets the owner store the run's last events after it (see
+// AppendEventsFenced).
+func (s *Store) EndRunFenced(ctx context.Context, f persistence.Fence, outcome agentdv1.RunOutcome, errorMessage string) error {
+	return s.endRun(ctx, &f, f.RunID, outcome, errorMessage)
+}
+
+func (s *Store) endRun(ctx context.Context, f *persistence.Fence, runID string, outcome agentdv1.RunOutcome, errorMessage string) error {
+	if outcome == agentdv1.RunOutcome_RUN_OUTCOME_UNSPECIFIED {
+		return &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: "outcome is unspecified"}
+	}
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		r, err := lockRun(ctx, tx, runID, "FOR UPDATE")
+		if f != nil && errors.Is(err, persistence.ErrNotFound) {
+			return fencedMissing(*f)
+		} else if err != nil {
+			return err
+		}
+		// A run its own fence ended passes the check and is refused
+		// below, like ending a run twice.
+		if f != nil {
+			if err := r.check(*f, true); err != nil {
+				return err
+			}
+		}
+		if r.ended {
+			return &persistence.Error{Kind: persistence.ErrConflict, RunID: runID, Detail: "run already ended"}
+		}
+		bump := 0
+		if f == nil && r.owner != "" {
+			bump = 1
+		}
+		_, err = tx.Exec(ctx, `UPDATE runs SET end_time = $2, outcome = $3, error_message = $4, generation = generation + $5 WHERE id = $1`,
+			runID, s.timeNow(), int32(outcome), errorMessage, bump)
+		return err
+	})
+	return opError(err, "record the end of run %q", runID)
+}
+
+// runState is a run's row as fences need it.
+type runState struct {
+	id         string
+	sessionPK  int64
+	owner      string
+	generation int64
+	ended      bool
+	// leaseValid: the lease has not expired by the database's clock now
+	// (clock_timestamp(), not the transaction's start, which may lie
+	// before a wait for a lock).
+	leaseValid bool
+	lastSeq    uint64
+}
+
+// lockRun reads a run's row and locks it with lock ("FOR SHARE" or "FOR
+// UPDATE") until the transaction ends: a fence checked under the lock
+// holds until the write commits, since taking the claim away
+// (CloseExpiredRuns, EndRun) must update the row.
+func lockRun(ctx context.Context, tx pgx.Tx, runID, lock string) (runState, error) {
+	r := runState{id: runID}
+	err := tx.QueryRow(ctx, `SELECT session_pk, coalesce(owner, ''), generation, end_time IS NOT NULL, coalesce(lease_expiry > clock_timestamp(), false), last_seq FROM runs WHERE id = $1 `+lock, runID).
+		Scan(&r.sessionPK, &r.owner, &r.generation, &r.ended, &r.leaseValid, &r.lastSeq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, persistence.RunNotFound(runID)
+	}
+	return r, err
+}
+
+// check returns an ErrFenced error unless fence f holds on the run: the
+// same owner and generation, and the run active with its lease not
+// expired. With afterEnd, a run that ended keeps its fence: only
+// EndRunFenced ends a run without moving the generation, so an ended
+// run with f's generation was ended by f's holder itself, which still
+// writes the run's last events (agent_end) after that. A run closed by
+// CloseExpiredRuns or ended without fence has a new generation and
+// refuses them.
+func (r runState) check(f persistence.Fence, afterEnd bool) error {
+	fenced := func(format string, args ...any) error {
+		return &persistence.Error{Kind: persistence.ErrFenced, RunID: r.id, Detail: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case r.owner != f.Owner || r.generation != f.Generation:
+		return fenced("the run is claimed by %q generation %d, not %q generation %d", r.owner, r.generation, f.Owner, f.Generation)
+	case r.ended && afterEnd:
+		return nil
+	case r.ended:
+		return fenced("the run has ended")
+	case !r.leaseValid:
+		return fenced("the lease of %q expired", f.Owner)
+	}
+	return nil
+}
+
+// fencedMissing is the error of a fenced write of a run that does not
+// exist (any more: its session was deleted).
+func fencedMissing(f persistence.Fence) error {
+	return &persistence.Error{Kind: persistence.ErrFenced, RunID: f.RunID, Detail: "the run does not exist"}
+}
+
+// checkFence checks fence f of a write of the session with key
+// sessionPK, and keeps the run's row share-locked until the write
+// commits.
+func checkFence(ctx context.Context, tx pgx.Tx, f persistence.Fence, sessionPK int64, sessionID string) error {
+	r, err := lockRun(ctx, tx, f.RunID, "FOR SHARE")
+	if errors.Is(err, persistence.ErrNotFound) {
+		return fencedMissing(f)
+	} else if err != nil {
+		return err
+	}
+	if err := r.check(f, false); err != nil {
+		return err
+	}
+	if r.sessionPK != sessionPK {
+		return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, RunID: f.RunID, Detail: "the run belongs to another session"}
+	}
+	return nil
+}
+
+// GetRun implements persistence.Store.
+func (s *Store) GetRun(ctx context.Context, runID string) (*persistence.Run, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs r JOIN sessions s ON s.pk = r.session_pk WHERE r.id = $1`, runID)
+	var runs []*persistence.Run
+	if err == nil {
+		runs, err = scanRuns(rows)
+	}
+	if err == nil && len(runs) == 0 {
+		err = persistence.RunNotFound(runID)
+	}
+	if err != nil {
+		return nil, opError(err, "get run %q", runID)
+	}
+	return runs[0], nil
+}
+
+// CloseInterruptedRuns implements persistence.Store for runs without
+// owner (StartRun). Claimed runs are left alone: other replicas may be
+// running them, and CloseExpiredRuns closes those whose lease expired.
+func (s *Store) CloseInterruptedRuns(ctx context.Context) ([]*persistence.Run, error) {
+	rows, err := s.pool.Query(ctx, `UPDATE runs r SET end_time = $1, outcome = $2
+		FROM sessions s WHERE s.pk = r.session_pk AND r.end_time IS NULL AND r.owner IS NULL
+		RETURNING `+runColumns, s.timeNow(), int32(agentdv1.RunOutcome_RUN_OUTCOME_INTERRUPTED))
+	var out []*persistence.Run
+	if err == nil {
+		out, err = scanRuns(rows)
+	}
+	if err != nil {
+		return nil, opError(err, "close interrupted runs")
+	}
+	sortRuns(out)
+	return out, nil
+}
+
+// scanRuns reads rows of runColumns.
+func scanRuns(rows pgx.Rows) ([]*persistence.Run, error) {
+	defer rows.Close()
+	var out []*persistence.Run
+	for rows.Next() {
+		var r persistence.Run
+		var end, lease *time.Time
+		var outcome int32
+		if err := rows.Scan(&r.ID, &r.SessionID, &r.StartTime, &end, &outcome, &r.ErrorMessage, &r.LastSeq, &r.EventsPruned, &r.Owner, &lease); err != nil {
+			return nil, err
+		}
+		if end != nil {
+			r.EndTime = *end
+		}
+		if lease != nil {
+			r.LeaseExpiry = *lease
+		}
+		r.Outcome = agentdv1.RunOutcome(outcome)
+		out = append(out, &r)
+	}
+	return out, rows.Err()
+}
+
+// timeFromNanos is a time stored as Unix nanoseconds.
+func timeFromNanos(n int64) time.Time { return time.Unix(0, n) }
+
+// sortRuns orders runs oldest first (by start, then id).
+func sortRuns(runs []*persistence.Run) {
+	slices.SortFunc(runs, func(a, b *persistence.Run) int {
+		if c := a.StartTime.Compare(b.StartTime); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+}

@@ -1,0 +1,128 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+)
+
+// ErrFenced: a write of a run was refused because the writer's claim on
+// the run no longer holds (its lease expired, or the run was closed by
+// another replica). The writer must stop the run.
+var ErrFenced = errors.New("lease lost")
+
+// Shared is what an engine that several agentd processes (replicas) use at
+// once offers beside [Store]. Ownership is per run: a replica claims a run
+// with a lease it renews, and every write of the run is fenced by that
+// claim, so a replica that was paused or cut off past its lease cannot
+// write into a session another replica has taken over. Times of leases
+// are the database's clock, never a replica's.
+//
+// Runs started with [Store.StartRun] have no owner and are not subject to
+// leases; a replica uses ClaimRun only.
+type Shared interface {
+	Store
+
+	// ClaimRun records the start of a run owned by owner, with a lease
+	// that expires after lease unless renewed, and returns the claim. A
+	// run id used before fails with ErrConflict, like StartRun; a session
+	// that already has an active claimed run fails with an
+	// *ActiveRunError (matching ErrConflict) that names it.
+	ClaimRun(ctx context.Context, sessionID, runID, owner string, lease time.Duration) (Fence, error)
+	// RenewLeases extends by lease the leases of those of runIDs that owner
+	// still holds (active, claimed by owner, lease not expired) and returns
+	// the others: the runs owner lost.
+	RenewLeases(ctx context.Context, owner string, runIDs []string, lease time.Duration) (lost []string, err error)
+	// ActiveRun returns the active claimed run of the session, with its
+	// owner, or an error matching ErrNotFound when there is none.
+	ActiveRun(ctx context.Context, sessionID string) (*Run, error)
+	// CloseExpiredRuns marks the active claimed runs whose lease expired
+	// as RUN_OUTCOME_INTERRUPTED and returns them, oldest first. Each run
+	// is returned to one caller only, however many replicas call it at
+	// once; a run with a valid lease is never touched.
+	CloseExpiredRuns(ctx context.Context) ([]*Run, error)
+
+	// AppendFenced is Append for the session of a claimed run: it stores
+	// nothing and fails with ErrFenced unless f still holds.
+	AppendFenced(ctx context.Context, f Fence, sessionID string, entries ...*agentdv1.Entry) error
+	// SetLeafFenced is SetLeaf under f.
+	SetLeafFenced(ctx context.Context, f Fence, sessionID, entryID string) error
+	// AppendEventsFenced is AppendEvents under f.
+	AppendEventsFenced(ctx context.Context, f Fence, events []Event) error
+	// EndRunFenced is EndRun under f.
+	EndRunFenced(ctx context.Context, f Fence, outcome agentdv1.RunOutcome, errorMessage string) error
+
+	// SendControl stores a control message for the owner of the active
+	// run runID and wakes it (topic ControlTopic(owner)); it returns the
+	// control's id. ErrNotFound when the run is not active or not claimed.
+	SendControl(ctx context.Context, runID string, payload []byte) (int64, error)
+	// PendingControls returns the unanswered controls of runs owner
+	// claimed, oldest first.
+	PendingControls(ctx context.Context, owner string) ([]Control, error)
+	// AnswerControl stores the answer to a control and wakes the sender
+	// (topic AnswerTopic(id)). Answering twice fails with ErrConflict.
+	AnswerControl(ctx context.Context, id int64, answer []byte) error
+	// ControlAnswer returns the answer to a control, or nil while there
+	// is none.
+	ControlAnswer(ctx context.Context, id int64) ([]byte, error)
+
+	// Watch returns a channel that receives (coalesced, never blocking
+	// the engine) when something of topic may have changed, and a
+	// function that stops the watch. Wake-ups carry no data: the watcher
+	// reads the store. After the engine lost and regained its connection
+	// for signals, every watch is woken, since signals in between are
+	// lost.
+	Watch(topic string) (<-chan struct{}, func())
+	// Ping reports whether the database is reachable.
+	Ping(ctx context.Context) error
+}
+
+// Fence is one replica's claim on a run, carried by every write of the
+// run.
+type Fence struct {
+	// RunID is the run claimed.
+	RunID string
+	// Owner is the replica that claimed it.
+	Owner string
+	// Generation is the claim's generation: it changes whenever the run
+	// changes hands or is closed, which invalidates the fence.
+	Generation int64
+}
+
+// Control is a control message for the owner of a run.
+type Control struct {
+	// ID identifies the control; answers name it.
+	ID int64
+	// RunID is the run the control is for.
+	RunID string
+	// Payload is what the sender stored, as given.
+	Payload []byte
+}
+
+// ActiveRunError says a session already has an active claimed run.
+type ActiveRunError struct {
+	// Run is that run, with its owner.
+	Run *Run
+}
+
+// Error names the run and its owner.
+func (e *ActiveRunError) Error() string {
+	return "session " + e.Run.SessionID + " has active run " + e.Run.ID + " owned by replica " + e.Run.Owner
+}
+
+// Unwrap matches ErrConflict.
+func (e *ActiveRunError) Unwrap() error { return ErrConflict }
+
+// Watch topics of a Shared engine.
+
+// EventsTopic is woken when run runID stores events.
+func EventsTopic(runID string) string { return "events:" + runID }
+
+// ControlTopic is woken when a control for a run of owner is stored.
+func ControlTopic(owner string) string { return "control:" + owner }
+
+// AnswerTopic is woken when control id is answered.
+func AnswerTopic(id int64) string { return "answer:" + strconv.FormatInt(id, 10) }
