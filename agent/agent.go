@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -71,6 +72,13 @@ type Options struct {
 	Metrics Metrics
 	// Now is the clock; defaults to time.Now.
 	Now func() time.Time
+	// ReplicaID names this agentd among the replicas that share a store
+	// (persistence.Shared): the owner recorded with each run it claims.
+	// Required with a shared store; ignored otherwise.
+	ReplicaID string
+	// Lease is how long this replica's claim on a run lasts without a
+	// renewal, on a shared store. Default DefaultLease.
+	Lease time.Duration
 }
 
 // Metrics receives the agent's operational measurements.
@@ -83,6 +91,10 @@ type Metrics interface {
 	EventProduced()
 	// StoreLatency observes how long a store write (op) took.
 	StoreLatency(op string, d time.Duration)
+	// LeasesHeld reports how many run leases this replica holds.
+	LeasesHeld(n int)
+	// LeaseLost counts a run whose lease this replica lost while it ran.
+	LeaseLost()
 }
 
 // noMetrics records nothing.
@@ -92,6 +104,8 @@ func (noMetrics) RunStarted()                        {}
 func (noMetrics) RunEnded()                          {}
 func (noMetrics) EventProduced()                     {}
 func (noMetrics) StoreLatency(string, time.Duration) {}
+func (noMetrics) LeasesHeld(int)                     {}
+func (noMetrics) LeaseLost()                         {}
 
 // Agent runs the agent loop for the sessions of one store: the Go
 // counterpart of pi's Agent class, for many sessions at once. It owns one
@@ -101,10 +115,17 @@ func (noMetrics) StoreLatency(string, time.Duration) {}
 // waits for client-executed tools and approvals, retries of failed model
 // calls, and the repair of runs a stopped agentd left behind.
 //
-// An Agent assumes it is the only one writing runs to its store (the SQLite
-// engine guarantees it with a lock on the file).
+// On a store with one owner (the SQLite engine locks its file) an Agent
+// assumes it is the only one writing runs. On a shared store
+// (persistence.Shared) several agents, the replicas, serve the same
+// sessions: each run is claimed by one replica with a lease it renews,
+// its writes are fenced by that claim, runs whose lease expired are
+// closed by whichever replica sees it first, followers read another
+// replica's run from the store when it signals new events, and requests
+// for another replica's run are handed to it through the store.
 type Agent struct {
 	store          persistence.Store
+	shared         persistence.Shared // nil unless the store is shared
 	opts           Options
 	tools          map[string]agentloop.Tool
 	workspaceRoots []string
@@ -116,8 +137,8 @@ type Agent struct {
 	closing   bool
 	wg        sync.WaitGroup // run goroutines
 
-	pruneStop chan struct{}
-	pruneDone chan struct{}
+	stop chan struct{}  // closed by Close: background loops return
+	bg   sync.WaitGroup // background loops
 }
 
 // New returns an agent over store. It first repairs what an earlier
@@ -152,8 +173,17 @@ func New(ctx context.Context, store persistence.Store, opts Options) (*Agent, er
 		bySession: map[string]*Run{},
 		byID:      map[string]*Run{},
 		appending: map[string]bool{},
-		pruneStop: make(chan struct{}),
-		pruneDone: make(chan struct{}),
+		stop:      make(chan struct{}),
+	}
+	if shared, ok := store.(persistence.Shared); ok {
+		if opts.ReplicaID == "" {
+			return nil, errors.New("agent: a shared store needs Options.ReplicaID")
+		}
+		if opts.Lease <= 0 {
+			opts.Lease = DefaultLease
+		}
+		a.opts.Lease = opts.Lease
+		a.shared = shared
 	}
 	for _, root := range opts.WorkspaceRoots {
 		resolved, err := filepath.EvalSymlinks(root)
@@ -172,7 +202,14 @@ func New(ctx context.Context, store persistence.Store, opts Options) (*Agent, er
 	if err := a.repair(ctx); err != nil {
 		return nil, err
 	}
+	a.bg.Add(1)
 	go a.pruneLoop()
+	if a.shared != nil {
+		a.bg.Add(3)
+		go a.leaseLoop()
+		go a.repairLoop()
+		go a.controlLoop()
+	}
 	return a, nil
 }
 
@@ -189,7 +226,7 @@ func (a *Agent) Close(ctx context.Context) error {
 	}
 	a.mu.Unlock()
 	if first {
-		close(a.pruneStop)
+		close(a.stop)
 	}
 	for _, r := range active {
 		r.abort("agentd is shutting down")
@@ -197,7 +234,7 @@ func (a *Agent) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		a.wg.Wait()
-		<-a.pruneDone
+		a.bg.Wait()
 		close(done)
 	}()
 	select {
@@ -274,14 +311,17 @@ func checkContextConfig(cfg *agentdv1.SessionConfig) error {
 // MaxContextBlocks bounds SessionConfig.context_blocks.
 const MaxContextBlocks = 64
 
-// ActiveRun returns the id of the session's active run, or "".
-func (a *Agent) ActiveRun(sessionID string) string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if r := a.bySession[sessionID]; r != nil {
-		return r.id
+// ActiveRun returns the id of the session's active run, on this replica
+// or (on a shared store) another one, or "".
+func (a *Agent) ActiveRun(ctx context.Context, sessionID string) (string, error) {
+	if r := a.active(sessionID); r != nil {
+		return r.id, nil
 	}
-	return ""
+	run, err := a.remoteRun(ctx, sessionID)
+	if err != nil || run == nil {
+		return "", err
+	}
+	return run.ID, nil
 }
 
 // active returns the session's active run, or nil.
@@ -305,19 +345,33 @@ func (a *Agent) lookup(runID string) *Run {
 func (a *Agent) DeleteSession(ctx context.Context, sessionID string, force bool) error {
 	if r := a.active(sessionID); r != nil {
 		if !force {
-			return refuse(ErrBusy, "session %q has an active run %q: Abort it first, wait for agent_end, or set force to abort and delete", sessionID, r.id)
+			return deleteBusy(sessionID, r.id)
 		}
 		if err := r.abortAndWait(ctx, "session deleted"); err != nil {
+			return err
+		}
+	} else if run, err := a.remoteRun(ctx, sessionID); err != nil {
+		return err
+	} else if run != nil {
+		if !force {
+			return deleteBusy(sessionID, run.ID)
+		}
+		if _, err := a.Abort(ctx, sessionID, run.ID); err != nil && !errors.Is(err, ErrIdle) {
 			return err
 		}
 	}
 	return a.store.DeleteSession(ctx, sessionID)
 }
 
-// appendEntries writes entries and measures the store's latency.
-func (a *Agent) appendEntries(ctx context.Context, sessionID string, entries ...*agentdv1.Entry) error {
+func deleteBusy(sessionID, runID string) error {
+	return refuse(ErrBusy, "session %q has an active run %q: Abort it first, wait for agent_end, or set force to abort and delete", sessionID, runID)
+}
+
+// appendEntries writes entries through w (the store, or a run's claim on
+// it) and measures the store's latency.
+func (a *Agent) appendEntries(ctx context.Context, w runWriter, sessionID string, entries ...*agentdv1.Entry) error {
 	start := time.Now()
-	err := a.store.Append(ctx, sessionID, entries...)
+	err := w.Append(ctx, sessionID, entries...)
 	a.opts.Metrics.StoreLatency("append", time.Since(start))
 	return err
 }

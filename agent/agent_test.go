@@ -220,7 +220,7 @@ func TestPromptRunsAndLogsDurably(t *testing.T) {
 			t.Fatalf("stored event %d differs from the one streamed", i)
 		}
 	}
-	if h.a.ActiveRun(id) != "" {
+	if activeRun(h.a, id) != "" {
 		t.Fatal("session still running after agent_end")
 	}
 }

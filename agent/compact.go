@@ -23,6 +23,8 @@ type compactor struct {
 	stream      provider.StreamFunc
 	publish     func(*agentdv1.AgentEvent)
 	appendEntry func(*agentdv1.Entry)
+	// writer stores the summary: the store, or the run's claim on it.
+	writer runWriter
 }
 
 // errNothingToCompact says a view is too short to compact.
@@ -73,7 +75,7 @@ func (c compactor) run(ctx context.Context, path []*agentdv1.Entry, reason agent
 	msg := summaryMessage(plan, summary, reason, now())
 	entry := &agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: msg}}
 	msg.GetCompactionSummary().TokensAfter = c.tokensAfter(path, entry)
-	if err := c.a.appendEntries(context.WithoutCancel(ctx), c.sessionID, entry); err != nil {
+	if err := c.a.appendEntries(context.WithoutCancel(ctx), c.writer, c.sessionID, entry); err != nil {
 		end.ErrorMessage = "compaction failed: store the summary: " + err.Error()
 		ev(end)
 		return nil, err
@@ -190,7 +192,7 @@ type CompactOptions struct {
 // is not an error. ErrBusy while a run is active; ErrPrecondition when
 // there is nothing to compact.
 func (a *Agent) Compact(ctx context.Context, sessionID string, opts CompactOptions, send func(*agentdv1.AgentEvent) error) error {
-	release, err := a.hold(sessionID, "Compact")
+	release, err := a.hold(ctx, sessionID, "Compact")
 	if err != nil {
 		return err
 	}
@@ -217,7 +219,7 @@ func (a *Agent) Compact(ctx context.Context, sessionID string, opts CompactOptio
 	}
 	var seq uint64
 	var sendErr error
-	c := compactor{a: a, sessionID: sessionID, shaper: sh, stream: stream, appendEntry: func(*agentdv1.Entry) {},
+	c := compactor{a: a, sessionID: sessionID, shaper: sh, stream: stream, appendEntry: func(*agentdv1.Entry) {}, writer: a.store,
 		publish: func(ev *agentdv1.AgentEvent) {
 			seq++
 			ev.SessionId, ev.Seq = sessionID, seq

@@ -230,7 +230,7 @@ func (rc *runContext) retry(base agentloop.RetryFunc) agentloop.RetryFunc {
 // and publishes compaction_start and compaction_end.
 func (rc *runContext) compact(ctx context.Context, reason agentdv1.CompactionReason, instructions, summary string, keepRecent int64) (*agentdv1.Entry, error) {
 	r := rc.run
-	c := compactor{a: r.a, sessionID: r.sessionID, shaper: rc.shaper, stream: rc.stream,
+	c := compactor{a: r.a, sessionID: r.sessionID, shaper: rc.shaper, stream: rc.stream, writer: r.writer,
 		publish: r.publish, appendEntry: func(e *agentdv1.Entry) {
 			rc.mu.Lock()
 			rc.view.Append(e)

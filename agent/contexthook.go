@@ -83,7 +83,17 @@ type ContextSelection struct {
 // validation), so the call goes ahead with the policies' context at once
 // instead of waiting for the timeout. It does nothing when no such request
 // waits.
-func (a *Agent) RefuseContext(sessionID, requestID string, why error) {
+func (a *Agent) RefuseContext(ctx context.Context, sessionID, requestID string, why error) {
+	if a.active(sessionID) == nil && a.shared != nil {
+		_, _, _ = a.relay(ctx, sessionID, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_Context{Context: &agentdv1.ReplicaContextAnswer{
+			RequestId: requestID, Refused: why.Error(),
+		}}})
+		return
+	}
+	a.refuseContextLocal(sessionID, requestID, why)
+}
+
+func (a *Agent) refuseContextLocal(sessionID, requestID string, why error) {
 	if r := a.active(sessionID); r != nil {
 		_ = r.pending.deliver(sessionID, requestID, waitContext, contextAnswer{err: why})
 	}
@@ -93,7 +103,23 @@ func (a *Agent) RefuseContext(sessionID, requestID string, why error) {
 // run. An answer naming an entry the request did not offer, or one twice,
 // is refused with a *FieldError; the waiting call then goes ahead with the
 // policies' context.
-func (a *Agent) SubmitContext(sessionID, requestID string, sel []ContextSelection) error {
+func (a *Agent) SubmitContext(ctx context.Context, sessionID, requestID string, sel []ContextSelection) error {
+	err := a.submitContextLocal(sessionID, requestID, sel)
+	wire := make([]*agentdv1.ContextSelection, len(sel))
+	for i, s := range sel {
+		if s.Message != nil {
+			wire[i] = &agentdv1.ContextSelection{Item: &agentdv1.ContextSelection_Message{Message: s.Message}}
+		} else {
+			wire[i] = &agentdv1.ContextSelection{Item: &agentdv1.ContextSelection_EntryId{EntryId: s.EntryID}}
+		}
+	}
+	_, err = a.orRelay(ctx, sessionID, err, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_Context{Context: &agentdv1.ReplicaContextAnswer{
+		RequestId: requestID, Selections: wire,
+	}}})
+	return err
+}
+
+func (a *Agent) submitContextLocal(sessionID, requestID string, sel []ContextSelection) error {
 	r := a.active(sessionID)
 	if r == nil {
 		return refuse(ErrIdle, "session %q has no active run, so no context request waits for an answer", sessionID)

@@ -86,7 +86,10 @@ func isAgentEnd(data []byte) bool {
 // and the newest stored ones, in seq order, with a wake-up for followers.
 // Older events are read back from the store.
 type eventLog struct {
-	store            persistence.Store
+	// store is where batches go: the store, or the run's claim on it.
+	store interface {
+		AppendEvents(ctx context.Context, runID string, events []persistence.Event) error
+	}
 	logger           *slog.Logger
 	sessionID, runID string
 

@@ -23,6 +23,10 @@ const storePage = 1024
 // runs looks for its new events in the store.
 const pollInterval = FlushInterval
 
+// lastEventsGrace is how long a follower waits for the last events of a
+// run whose end is recorded before it gives up on them.
+const lastEventsGrace = 5 * time.Second
+
 // Follow sends the events of a run with a seq greater than after to send,
 // in order and each once, until agent_end: first the ones it missed, then
 // live ones as the run produces them. An empty runID follows the session's
@@ -32,11 +36,17 @@ const pollInterval = FlushInterval
 // agent_end, the error of send, or the context's error.
 func (a *Agent) Follow(ctx context.Context, sessionID, runID string, after uint64, opts FollowOptions, send func(Event) error) error {
 	if runID == "" {
-		r := a.active(sessionID)
-		if r == nil {
+		if r := a.active(sessionID); r != nil {
+			return a.followLive(ctx, r, after, opts, send)
+		}
+		remote, err := a.remoteRun(ctx, sessionID)
+		if err != nil {
+			return err
+		}
+		if remote == nil {
 			return refuse(ErrIdle, "session %q has no active run; pass the run_id of a recent run to replay its events, or read GetTranscript", sessionID)
 		}
-		return a.followLive(ctx, r, after, opts, send)
+		runID = remote.ID
 	}
 	if r := a.lookup(runID); r != nil {
 		if r.sessionID != sessionID {
@@ -148,8 +158,18 @@ func (a *Agent) replay(ctx context.Context, runID string, after *uint64, until u
 	return sent, nil
 }
 
-// followStored follows a run that is not active here, from the store.
+// followStored follows a run that is not active here, from the store. On
+// a shared store the replica running it signals its new events; without a
+// signal (lost while the listener reconnects) the store is read anyway
+// now and then.
 func (a *Agent) followStored(ctx context.Context, sessionID, runID string, after uint64, send func(Event) error) error {
+	var wake <-chan struct{}
+	poll := pollInterval
+	if a.shared != nil {
+		w, stop := a.shared.Watch(persistence.EventsTopic(runID))
+		defer stop()
+		wake, poll = w, sharedPoll
+	}
 	run, err := a.store.GetRun(ctx, runID)
 	if errors.Is(err, persistence.ErrNotFound) || (err == nil && run.SessionID != sessionID) {
 		return runNotFound(sessionID, runID)
@@ -165,6 +185,7 @@ func (a *Agent) followStored(ctx context.Context, sessionID, runID string, after
 		return refuse(ErrOutOfRange, "after_seq %d is beyond the last event of run %q (seq %d)", after, runID, run.LastSeq)
 	}
 	ended := false
+	var caughtUp time.Time // when the run was first seen ended with every stored event sent
 	wrapped := func(e Event) error {
 		ended = ended || e.End
 		return send(e)
@@ -190,11 +211,21 @@ func (a *Agent) followStored(ctx context.Context, sessionID, runID string, after
 			return err
 		}
 		if run.Ended() && after >= run.LastSeq {
-			return nil
+			// A run's last events (agent_end) are stored just after its
+			// end is recorded, by its replica or by the one that closed
+			// it: wait for them a little, but not for a log whose writer
+			// is gone.
+			if caughtUp.IsZero() {
+				caughtUp = time.Now()
+			} else if time.Since(caughtUp) > lastEventsGrace {
+				return nil
+			}
 		}
-		t := time.NewTimer(pollInterval)
+		t := time.NewTimer(poll)
 		select {
 		case <-t.C:
+		case <-wake:
+			t.Stop()
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()

@@ -18,14 +18,23 @@ import (
 // closed at start-up because the process running it stopped.
 const InterruptedText = "agentd stopped while the run was active; it was closed as interrupted when agentd started again"
 
-// repair closes the runs an earlier process left active. The store has one
-// owner at a time, so every such run belongs to a process that is gone.
-// A tool call of the session's last answer that never got a result gets
+// ExpiredText is the agent_end error message of a run that a replica
+// closed because the replica running it let its lease expire.
+const ExpiredText = "the agentd replica running the run stopped, or lost the database, for longer than its lease; another replica closed the run as interrupted"
+
+// repair closes the runs an earlier process left active. On a store with
+// one owner at a time every such run belongs to a process that is gone; on
+// a shared store, the runs whose lease expired, whichever replica claimed
+// them (each is closed by one replica). A tool call of the session's last answer that never got a result gets
 // the error result replay would give it ("No result provided"), so
 // Continue works and transcript and context agree; the run's event log
 // ends with those results and agent_end (INTERRUPTED), so Attach ends.
 func (a *Agent) repair(ctx context.Context) error {
-	runs, err := a.store.CloseInterruptedRuns(ctx)
+	closeRuns, text := a.store.CloseInterruptedRuns, InterruptedText
+	if a.shared != nil {
+		closeRuns, text = a.shared.CloseExpiredRuns, ExpiredText
+	}
+	runs, err := closeRuns(ctx)
 	if err != nil {
 		return fmt.Errorf("close interrupted runs: %w", err)
 	}
@@ -42,10 +51,10 @@ func (a *Agent) repair(ctx context.Context) error {
 				return fmt.Errorf("repair session %s after interrupted run %s: %w", r.SessionID, r.ID, err)
 			}
 		}
-		if err := a.endInterruptedLog(ctx, r, answered); err != nil {
+		if err := a.endInterruptedLog(ctx, r, answered, text); err != nil {
 			return fmt.Errorf("end the event log of interrupted run %s of session %s: %w", r.ID, r.SessionID, err)
 		}
-		a.opts.Logger.WarnContext(ctx, "closed a run interrupted by a stop of agentd", "session", r.SessionID, "run", r.ID,
+		a.opts.Logger.WarnContext(ctx, "closed an interrupted run", "session", r.SessionID, "run", r.ID, "owner", r.Owner,
 			"tool_calls_answered", len(answered), "events_stored", r.LastSeq)
 	}
 	return nil
@@ -100,7 +109,7 @@ func (a *Agent) answerOrphanToolCalls(ctx context.Context, sessionID, runID stri
 // endInterruptedLog ends an interrupted run's event log after its last
 // stored event: agent_start if nothing was stored, the repair's tool
 // results, and agent_end.
-func (a *Agent) endInterruptedLog(ctx context.Context, r *persistence.Run, answered []*agentdv1.Entry) error {
+func (a *Agent) endInterruptedLog(ctx context.Context, r *persistence.Run, answered []*agentdv1.Entry, text string) error {
 	now := timestamppb.New(a.opts.Now())
 	var evs []*agentdv1.AgentEvent
 	if r.LastSeq == 0 {
@@ -112,7 +121,7 @@ func (a *Agent) endInterruptedLog(ctx context.Context, r *persistence.Run, answe
 			&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_MessageEnd{MessageEnd: &agentdv1.MessageEnd{Message: e.GetMessage(), EntryId: e.GetId()}}})
 	}
 	evs = append(evs, &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_AgentEnd{AgentEnd: &agentdv1.AgentEnd{
-		Outcome: agentdv1.RunOutcome_RUN_OUTCOME_INTERRUPTED, ErrorMessage: InterruptedText, Usage: &agentdv1.Usage{Cost: &agentdv1.Cost{}},
+		Outcome: agentdv1.RunOutcome_RUN_OUTCOME_INTERRUPTED, ErrorMessage: text, Usage: &agentdv1.Usage{Cost: &agentdv1.Cost{}},
 	}}})
 	batch := make([]persistence.Event, len(evs))
 	for i, ev := range evs {
@@ -128,7 +137,7 @@ func (a *Agent) endInterruptedLog(ctx context.Context, r *persistence.Run, answe
 
 // pruneLoop deletes expired event logs now and then until Close.
 func (a *Agent) pruneLoop() {
-	defer close(a.pruneDone)
+	defer a.bg.Done()
 	every := min(max(a.opts.EventRetention/4, time.Second), time.Hour)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -140,7 +149,7 @@ func (a *Agent) pruneLoop() {
 			a.opts.Logger.Debug("pruned expired event logs", "runs", n, "retention", a.opts.EventRetention)
 		}
 		select {
-		case <-a.pruneStop:
+		case <-a.stop:
 			return
 		case <-t.C:
 		}

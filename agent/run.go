@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -35,6 +36,12 @@ type Run struct {
 	steering *agentloop.Queue
 	followUp *agentloop.Queue
 	log      *eventLog
+	// writer is how the run writes: the store, or its claim on a shared
+	// store.
+	writer runWriter
+	// fenced says the run's claim was lost: its writes are refused, and
+	// its agent_end says why.
+	fenced atomic.Bool
 	// pending are the run's tool calls waiting for a client's answer.
 	pending pendingCalls
 	// ws is the session's workspace, opened by the first built-in tool of
@@ -182,8 +189,7 @@ func (a *Agent) register(sessionID, runID string, cfg *agentdv1.SessionConfig) (
 		return nil, r, nil
 	}
 	if r := a.bySession[sessionID]; r != nil {
-		return nil, nil, refuse(ErrBusy,
-			"session %q is already running run %q: use Steer or FollowUp to queue messages, Attach to follow the run, or wait for agent_end", sessionID, r.id)
+		return nil, nil, busyRefusal(sessionID, r.id)
 	}
 	if a.appending[sessionID] {
 		return nil, nil, refuse(ErrConflict, "session %q is being changed by AppendMessages, UpdateSession or Compact; retry when it returns", sessionID)
@@ -202,6 +208,7 @@ func (a *Agent) register(sessionID, runID string, cfg *agentdv1.SessionConfig) (
 		steering:  agentloop.NewQueue(cfg.GetSteeringMode()),
 		followUp:  agentloop.NewQueue(cfg.GetFollowUpMode()),
 		log:       newEventLog(a.store, a.opts.Logger, sessionID, runID),
+		writer:    a.store,
 		launched:  make(chan struct{}),
 		done:      make(chan struct{}),
 	}
@@ -290,8 +297,9 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 			return refuse(ErrPrecondition, "%v: Continue needs a transcript whose last message the model sees is a user message or a tool result; use Prompt instead", err)
 		}
 	}
-	if err := a.store.StartRun(ctx, r.sessionID, r.id); err != nil {
-		if !errors.Is(err, persistence.ErrConflict) {
+	if err := a.startRun(ctx, r); err != nil {
+		var busy *Error
+		if errors.As(err, &busy) || !errors.Is(err, persistence.ErrConflict) {
 			return err
 		}
 		stored, gerr := a.store.GetRun(ctx, r.id)
@@ -307,8 +315,8 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 		// After StartRun, so an idempotent retry of a run that went on
 		// from here never moves the leaf back. An empty id moves it before
 		// the first entry.
-		if err := a.store.SetLeaf(ctx, r.sessionID, req.ParentEntryID); err != nil {
-			if eerr := a.store.EndRun(ctx, r.id, agentdv1.RunOutcome_RUN_OUTCOME_ERROR, "could not move the leaf: "+err.Error()); eerr != nil {
+		if err := r.writer.SetLeaf(ctx, r.sessionID, req.ParentEntryID); err != nil {
+			if eerr := r.writer.EndRun(ctx, r.id, agentdv1.RunOutcome_RUN_OUTCOME_ERROR, "could not move the leaf: "+err.Error()); eerr != nil {
 				a.opts.Logger.ErrorContext(ctx, "could not record the end of a run that never started", "session", r.sessionID, "run", r.id, "err", eerr)
 			}
 			return err
@@ -336,14 +344,19 @@ func (a *Agent) execute(r *Run, state agentloop.State, cfg agentloop.Config, pro
 		// The loop promises agent_end; should it ever break that promise the
 		// session must still become idle and the run be closed.
 		msg := "the run ended without agent_end"
-		if err != nil {
+		if r.fenced.Load() || errors.Is(err, persistence.ErrFenced) {
+			msg = a.leaseLostText(r.id)
+		} else if err != nil {
 			msg = err.Error()
 		}
 		end := &agentdv1.AgentEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_ERROR, ErrorMessage: msg}
 		ctx := context.WithoutCancel(r.ctx)
+		started := r.log.started()
 		a.endRun(ctx, r, end)
 		// A run always has both ends, even one that failed before starting.
-		r.publish(&agentdv1.AgentEvent{Time: timestamppb.New(a.opts.Now()), Event: &agentdv1.AgentEvent_AgentStart{AgentStart: &agentdv1.AgentStart{}}})
+		if !started {
+			r.publish(&agentdv1.AgentEvent{Time: timestamppb.New(a.opts.Now()), Event: &agentdv1.AgentEvent_AgentStart{AgentStart: &agentdv1.AgentStart{}}})
+		}
 		r.publish(&agentdv1.AgentEvent{Time: timestamppb.New(a.opts.Now()), Event: &agentdv1.AgentEvent_AgentEnd{AgentEnd: end}})
 		r.storeLastEvents(ctx)
 		a.forget(r)
@@ -357,7 +370,10 @@ func (r *Run) sink(ctx context.Context, ev *agentdv1.AgentEvent) error {
 	switch e := ev.GetEvent().(type) {
 	case *agentdv1.AgentEvent_MessageEnd:
 		entry := &agentdv1.Entry{RunId: r.id, Payload: &agentdv1.Entry_Message{Message: e.MessageEnd.GetMessage()}}
-		if err := a.appendEntries(ctx, r.sessionID, entry); err != nil {
+		if err := a.appendEntries(ctx, r.writer, r.sessionID, entry); err != nil {
+			if errors.Is(err, persistence.ErrFenced) {
+				r.fenced.Store(true)
+			}
 			a.opts.Logger.ErrorContext(ctx, "could not store a message; aborting the run", "session", r.sessionID, "run", r.id, "err", err)
 			return fmt.Errorf("store the message: %w", err)
 		}
@@ -368,6 +384,9 @@ func (r *Run) sink(ctx context.Context, ev *agentdv1.AgentEvent) error {
 		r.log.flushOrWarn()
 		return nil
 	case *agentdv1.AgentEvent_AgentEnd:
+		if r.fenced.Load() {
+			e.AgentEnd.ErrorMessage = a.leaseLostText(r.id)
+		}
 		a.endRun(ctx, r, e.AgentEnd)
 		r.publish(ev)
 		r.storeLastEvents(ctx)
@@ -404,7 +423,7 @@ func (r *Run) storeLastEvents(ctx context.Context) {
 // once. Messages queued too late to be delivered are reported, not lost
 // silently.
 func (a *Agent) endRun(ctx context.Context, r *Run, end *agentdv1.AgentEnd) {
-	if err := a.store.EndRun(ctx, r.id, end.GetOutcome(), end.GetErrorMessage()); err != nil {
+	if err := r.writer.EndRun(ctx, r.id, end.GetOutcome(), end.GetErrorMessage()); err != nil {
 		a.opts.Logger.ErrorContext(ctx, "could not record the end of a run; it will be closed as interrupted at the next start",
 			"session", r.sessionID, "run", r.id, "err", err)
 	}
@@ -452,15 +471,40 @@ func (a *Agent) exited(r *Run) {
 // Steer queues a message for the session's active run, delivered after the
 // current turn's tools finish, and returns how many wait. ErrIdle when the
 // session has no active run.
-func (a *Agent) Steer(sessionID string, msg *agentdv1.AgentMessage) (int, error) {
-	return a.enqueue(sessionID, msg, false)
+func (a *Agent) Steer(ctx context.Context, sessionID string, msg *agentdv1.AgentMessage) (int, error) {
+	n, err := a.enqueue(sessionID, msg, false)
+	ans, err := a.orRelay(ctx, sessionID, err, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_Steer{Steer: msg}})
+	if ans != nil {
+		n = int(ans.GetQueued())
+	}
+	return n, err
 }
 
 // FollowUp queues a message for the session's active run, delivered when
 // the agent would otherwise stop, and returns how many wait. ErrIdle when
 // the session has no active run.
-func (a *Agent) FollowUp(sessionID string, msg *agentdv1.AgentMessage) (int, error) {
-	return a.enqueue(sessionID, msg, true)
+func (a *Agent) FollowUp(ctx context.Context, sessionID string, msg *agentdv1.AgentMessage) (int, error) {
+	n, err := a.enqueue(sessionID, msg, true)
+	ans, err := a.orRelay(ctx, sessionID, err, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_FollowUp{FollowUp: msg}})
+	if ans != nil {
+		n = int(ans.GetQueued())
+	}
+	return n, err
+}
+
+// orRelay returns localErr, the outcome of a request carried out here,
+// unless it says the session is idle here while another replica runs it:
+// then the request goes to that replica as ctl, and its answer is
+// returned.
+func (a *Agent) orRelay(ctx context.Context, sessionID string, localErr error, ctl *agentdv1.ReplicaControl) (*agentdv1.ReplicaControlAnswer, error) {
+	if a.shared == nil || !errors.Is(localErr, ErrIdle) {
+		return nil, localErr
+	}
+	ans, handled, err := a.relay(ctx, sessionID, ctl)
+	if !handled {
+		return nil, localErr
+	}
+	return ans, err
 }
 
 func (a *Agent) enqueue(sessionID string, msg *agentdv1.AgentMessage, followUp bool) (int, error) {
@@ -486,6 +530,15 @@ func (a *Agent) enqueue(sessionID string, msg *agentdv1.AgentMessage, followUp b
 // if it is the active one) and returns once the run has recorded its end,
 // so the session is idle when Abort returns. It returns the run's id.
 func (a *Agent) Abort(ctx context.Context, sessionID, runID string) (string, error) {
+	id, err := a.abortLocal(ctx, sessionID, runID)
+	ans, err := a.orRelay(ctx, sessionID, err, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_Abort{Abort: runID}})
+	if ans != nil {
+		id = ans.GetRunId()
+	}
+	return id, err
+}
+
+func (a *Agent) abortLocal(ctx context.Context, sessionID, runID string) (string, error) {
 	r := a.active(sessionID)
 	if r == nil {
 		return "", refuse(ErrIdle, "session %q has no active run to abort", sessionID)
@@ -501,7 +554,15 @@ func (a *Agent) Abort(ctx context.Context, sessionID, runID string) (string, err
 
 // SubmitToolResult answers a tool_call_requested event of the session's
 // active run.
-func (a *Agent) SubmitToolResult(sessionID, toolCallID string, result ToolResult) error {
+func (a *Agent) SubmitToolResult(ctx context.Context, sessionID, toolCallID string, result ToolResult) error {
+	err := a.submitToolResultLocal(sessionID, toolCallID, result)
+	_, err = a.orRelay(ctx, sessionID, err, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_ToolResult{ToolResult: &agentdv1.ReplicaToolResult{
+		ToolCallId: toolCallID, Content: result.Content, Details: result.Details, IsError: result.IsError,
+	}}})
+	return err
+}
+
+func (a *Agent) submitToolResultLocal(sessionID, toolCallID string, result ToolResult) error {
 	r := a.active(sessionID)
 	if r == nil {
 		return refuse(ErrIdle, "session %q has no active run, so no tool call waits for a result", sessionID)
@@ -511,7 +572,15 @@ func (a *Agent) SubmitToolResult(sessionID, toolCallID string, result ToolResult
 
 // ResolveApproval answers an approval_requested event of the session's
 // active run.
-func (a *Agent) ResolveApproval(sessionID, toolCallID string, decision Approval) error {
+func (a *Agent) ResolveApproval(ctx context.Context, sessionID, toolCallID string, decision Approval) error {
+	err := a.resolveApprovalLocal(sessionID, toolCallID, decision)
+	_, err = a.orRelay(ctx, sessionID, err, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_Approval{Approval: &agentdv1.ReplicaApproval{
+		ToolCallId: toolCallID, Allowed: decision.Allowed, Reason: decision.Reason, DecidedBy: decision.DecidedBy,
+	}}})
+	return err
+}
+
+func (a *Agent) resolveApprovalLocal(sessionID, toolCallID string, decision Approval) error {
 	r := a.active(sessionID)
 	if r == nil {
 		return refuse(ErrIdle, "session %q has no active run, so no tool call waits for approval", sessionID)

@@ -159,10 +159,10 @@ func TestOneRunPerSessionAndQueues(t *testing.T) {
 	wantKind(t, err, agent.ErrBusy, "use Steer or FollowUp")
 	_, err = h.a.AppendMessages(ctx, id, []*agentdv1.AgentMessage{user("note")})
 	wantKind(t, err, agent.ErrBusy, "AppendMessages needs an idle session")
-	if n, err := h.a.Steer(id, user("steer")); err != nil || n != 1 {
+	if n, err := h.a.Steer(ctx, id, user("steer")); err != nil || n != 1 {
 		t.Fatalf("Steer: %d, %v", n, err)
 	}
-	if n, err := h.a.FollowUp(id, user("follow")); err != nil || n != 1 {
+	if n, err := h.a.FollowUp(ctx, id, user("follow")); err != nil || n != 1 {
 		t.Fatalf("FollowUp: %d, %v", n, err)
 	}
 	g.open()
@@ -181,7 +181,7 @@ func TestOneRunPerSessionAndQueues(t *testing.T) {
 	if strings.Join(users, ",") != "go,steer,follow" {
 		t.Fatalf("users in order %v", users)
 	}
-	_, err = h.a.Steer(id, user("late"))
+	_, err = h.a.Steer(ctx, id, user("late"))
 	wantKind(t, err, agent.ErrIdle, "Prompt")
 }
 
@@ -219,7 +219,7 @@ func TestAbortAndDroppedFollowers(t *testing.T) {
 				}
 				return
 			}
-			if h.a.ActiveRun(id) != runID {
+			if activeRun(h.a, id) != runID {
 				t.Fatal("a detached run stopped when its follower went away")
 			}
 			if got, err := h.a.Abort(context.Background(), id, "other-run"); err == nil {
@@ -228,7 +228,7 @@ func TestAbortAndDroppedFollowers(t *testing.T) {
 			if got, err := h.a.Abort(context.Background(), id, ""); err != nil || got != runID {
 				t.Fatalf("Abort = %q, %v", got, err)
 			}
-			if h.a.ActiveRun(id) != "" {
+			if activeRun(h.a, id) != "" {
 				t.Fatal("the session is still running after Abort returned")
 			}
 			_, err = h.a.Abort(context.Background(), id, "")
@@ -256,7 +256,8 @@ func TestClientToolsAndApprovals(t *testing.T) {
 	var mu sync.Mutex
 	var got []*agentdv1.AgentEvent
 	answered := map[string]bool{}
-	err = h.a.Follow(context.Background(), id, runID, 0, agent.FollowOptions{}, func(e agent.Event) error {
+	ctx := context.Background()
+	err = h.a.Follow(ctx, id, runID, 0, agent.FollowOptions{}, func(e agent.Event) error {
 		ev, err := e.Decode()
 		if err != nil {
 			return err
@@ -268,9 +269,9 @@ func TestClientToolsAndApprovals(t *testing.T) {
 		case ev.GetApprovalRequested() != nil && !answered["approval"]:
 			answered["approval"] = true
 			// The client tool of the other call is asked for meanwhile.
-			return h.a.ResolveApproval(id, "note", agent.Approval{Allowed: true, Reason: "fine"})
+			return h.a.ResolveApproval(ctx, id, "note", agent.Approval{Allowed: true, Reason: "fine"})
 		case ev.GetToolCallRequested() != nil:
-			return h.a.SubmitToolResult(id, ev.GetToolCallRequested().GetToolCallId(),
+			return h.a.SubmitToolResult(ctx, id, ev.GetToolCallRequested().GetToolCallId(),
 				agent.ToolResult{Content: []*agentdv1.ContentBlock{faux.Text("answered " + ev.GetToolCallRequested().GetToolCallId())}})
 		}
 		return nil
@@ -295,5 +296,11 @@ func TestClientToolsAndApprovals(t *testing.T) {
 	if results["pick"] != "answered pick" || results["note"] != "answered note" || notices != 1 {
 		t.Fatalf("results %v, %d notices", results, notices)
 	}
-	wantKind(t, h.a.SubmitToolResult(id, "pick", agent.ToolResult{}), agent.ErrIdle, "no active run")
+	wantKind(t, h.a.SubmitToolResult(ctx, id, "pick", agent.ToolResult{}), agent.ErrIdle, "no active run")
+}
+
+// activeRun is the session's active run id, or "".
+func activeRun(a *agent.Agent, sessionID string) string {
+	id, _ := a.ActiveRun(context.Background(), sessionID)
+	return id
 }

@@ -72,7 +72,7 @@ func (a *Agent) Context(ctx context.Context, sessionID, leafEntryID string) (*Co
 // last answer before it that has no result yet (a *FieldError naming the
 // message otherwise). ErrBusy while a run is active.
 func (a *Agent) AppendMessages(ctx context.Context, sessionID string, msgs []*agentdv1.AgentMessage) ([]*agentdv1.Entry, error) {
-	release, err := a.hold(sessionID, "AppendMessages")
+	release, err := a.hold(ctx, sessionID, "AppendMessages")
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func (a *Agent) AppendMessages(ctx context.Context, sessionID string, msgs []*ag
 	for i, m := range msgs {
 		entries[i] = &agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: m}}
 	}
-	if err := a.appendEntries(ctx, sessionID, entries...); err != nil {
+	if err := a.appendEntries(ctx, a.store, sessionID, entries...); err != nil {
 		return nil, err
 	}
 	return entries, nil
@@ -96,12 +96,22 @@ func (a *Agent) AppendMessages(ctx context.Context, sessionID string, msgs []*ag
 
 // hold reserves an idle session for op (AppendMessages, UpdateSession,
 // Compact); release frees it.
-func (a *Agent) hold(sessionID, op string) (release func(), err error) {
+func (a *Agent) hold(ctx context.Context, sessionID, op string) (release func(), err error) {
+	remote, err := a.remoteRun(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	runID := ""
 	if r := a.bySession[sessionID]; r != nil {
+		runID = r.id
+	} else if remote != nil {
+		runID = remote.ID
+	}
+	if runID != "" {
 		return nil, refuse(ErrBusy,
-			"session %q is running run %q: %s needs an idle session; use Steer or FollowUp, or wait for agent_end", sessionID, r.id, op)
+			"session %q is running run %q: %s needs an idle session; use Steer or FollowUp, or wait for agent_end", sessionID, runID, op)
 	}
 	if a.appending[sessionID] {
 		return nil, refuse(ErrConflict, "session %q is being changed by another call; retry", sessionID)

@@ -87,7 +87,7 @@ func (a *Agent) importEntries(ctx context.Context, sessionID string, header *age
 				return err
 			}
 		}
-		err := a.appendEntries(ctx, sessionID, chain...)
+		err := a.appendEntries(ctx, a.store, sessionID, chain...)
 		chain = nil
 		return err
 	}

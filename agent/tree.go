@@ -26,7 +26,7 @@ func (a *Agent) SetLabel(ctx context.Context, sessionID, entryID, label string) 
 		return nil, err
 	}
 	e := &agentdv1.Entry{Payload: &agentdv1.Entry_Label{Label: &agentdv1.Label{TargetEntryId: entryID, Label: label}}}
-	if err := a.appendEntries(ctx, sessionID, e); err != nil {
+	if err := a.appendEntries(ctx, a.store, sessionID, e); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -48,7 +48,7 @@ type NavigateOptions struct {
 // it appends a BranchSummary entry at the new position, which becomes the
 // leaf. It returns that entry, or nil. ErrBusy while a run is active.
 func (a *Agent) Navigate(ctx context.Context, sessionID, entryID string, opts NavigateOptions) (*agentdv1.Entry, error) {
-	release, err := a.hold(sessionID, "Navigate")
+	release, err := a.hold(ctx, sessionID, "Navigate")
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func (a *Agent) Navigate(ctx context.Context, sessionID, entryID string, opts Na
 	e := &agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_BranchSummary{
 		BranchSummary: &agentdv1.BranchSummary{Summary: summary, FromEntryId: left[len(left)-1].GetId(), Timestamp: timestamppb.New(a.opts.Now())},
 	}}}}
-	if err := a.appendEntries(ctx, sessionID, e); err != nil {
+	if err := a.appendEntries(ctx, a.store, sessionID, e); err != nil {
 		return nil, fmt.Errorf("store the branch summary: %w", err)
 	}
 	return e, nil
@@ -113,7 +113,7 @@ func (a *Agent) summarizeBranch(ctx context.Context, sess *persistence.Session, 
 	if err != nil {
 		return "", err
 	}
-	c := compactor{a: a, sessionID: sess.ID, shaper: newShaper(sess.Config, model), stream: stream}
+	c := compactor{a: a, sessionID: sess.ID, shaper: newShaper(sess.Config, model), stream: stream, writer: a.store}
 	plan := compaction.Plan{Summarize: msgs}
 	if isFaux(sess.Config.GetModel()) {
 		return compaction.Digest(plan), nil
@@ -158,7 +158,7 @@ func (a *Agent) ForkSession(ctx context.Context, sessionID, entryID string, para
 			}
 			copies[i] = c
 		}
-		if err := a.appendEntries(ctx, fork.ID, copies...); err != nil {
+		if err := a.appendEntries(ctx, a.store, fork.ID, copies...); err != nil {
 			// Leave no half-made fork behind.
 			if derr := a.store.DeleteSession(context.WithoutCancel(ctx), fork.ID); derr != nil {
 				a.opts.Logger.ErrorContext(ctx, "could not delete a fork that failed", "session", fork.ID, "err", derr)

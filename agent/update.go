@@ -18,7 +18,7 @@ import (
 // transcript says which model answered what. ErrBusy while a run is
 // active.
 func (a *Agent) UpdateSession(ctx context.Context, sessionID string, u persistence.SessionUpdate) (*persistence.Session, []*agentdv1.Entry, error) {
-	release, err := a.hold(sessionID, "UpdateSession")
+	release, err := a.hold(ctx, sessionID, "UpdateSession")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -44,7 +44,7 @@ func (a *Agent) UpdateSession(ctx context.Context, sessionID string, u persisten
 		return nil, nil, err
 	}
 	if len(entries) > 0 {
-		if err := a.appendEntries(ctx, sessionID, entries...); err != nil {
+		if err := a.appendEntries(ctx, a.store, sessionID, entries...); err != nil {
 			return nil, nil, fmt.Errorf("record the model change of session %q: %w", sessionID, err)
 		}
 		if sess, err = a.store.GetSession(ctx, sessionID); err != nil {

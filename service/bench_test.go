@@ -30,6 +30,7 @@ import (
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/persistence/postgres/pgtest"
 	"github.com/agentd/agentd/persistence/sqlite"
 	"github.com/agentd/agentd/service"
 )
@@ -462,18 +463,22 @@ func generateLoad(file string) error {
 // "paced_staggered" sends the same prompts evenly over one second, as
 // independent users would. "unpaced" streams as fast as the CPU allows,
 // which saturates this machine and measures throughput (events/s) rather
-// than latency: every event then queues behind the others.
+// than latency: every event then queues behind the others. Each runs on
+// SQLite and on PostgreSQL (engine=postgres: one replica on a new
+// database; skipped without a server, see pgtest).
 func BenchmarkConcurrentSessions(b *testing.B) {
-	for _, tc := range []struct {
-		name   string
-		tps    uint32
-		spread time.Duration
-	}{{"paced", 50, 0}, {"paced_staggered", 50, time.Second}, {"unpaced", 0, 0}} {
-		b.Run(tc.name, func(b *testing.B) { benchConcurrentSessions(b, tc.tps, tc.spread) })
+	for _, engine := range []string{"sqlite", "postgres"} {
+		for _, tc := range []struct {
+			name   string
+			tps    uint32
+			spread time.Duration
+		}{{"paced", 50, 0}, {"paced_staggered", 50, time.Second}, {"unpaced", 0, 0}} {
+			b.Run("engine="+engine+"/"+tc.name, func(b *testing.B) { benchConcurrentSessions(b, engine, tc.tps, tc.spread) })
+		}
 	}
 }
 
-func benchConcurrentSessions(b *testing.B, tokensPerSecond uint32, spread time.Duration) {
+func benchConcurrentSessions(b *testing.B, engine string, tokensPerSecond uint32, spread time.Duration) {
 	sessions, turns := benchSessions, 10
 	tool := readOnlyTool{agentloop.FuncTool{
 		Def: &agentdv1.Tool{Name: "step", Description: "One step.", Parameters: mustStruct(b, map[string]any{"type": "object"})},
@@ -493,7 +498,12 @@ func benchConcurrentSessions(b *testing.B, tokensPerSecond uint32, spread time.D
 	for range b.N {
 		b.StopTimer()
 		metrics := service.NewMetrics()
-		h := newHarness(b, agent.Options{Tools: []agentloop.Tool{tool}, MaxConcurrentRuns: sessions, Metrics: metrics}, service.ServerOptions{})
+		opts := agent.Options{Tools: []agentloop.Tool{tool}, MaxConcurrentRuns: sessions, Metrics: metrics}
+		dsn := ""
+		if engine == "postgres" {
+			dsn, opts.ReplicaID = pgtest.DSN(b), "bench"
+		}
+		h := newHarnessOn(b, dsn, opts, service.ServerOptions{})
 		plan := loadPlan{Addr: h.addr, Conns: benchConns, Spread: spread}
 		for range sessions {
 			plan.Sessions = append(plan.Sessions, h.createSession(cfg))
@@ -669,3 +679,61 @@ var benchSessions = func() int {
 	}
 	return 1000
 }()
+
+// BenchmarkAttachThroughReplica streams one long answer (as fast as the
+// faux model goes) from a run on replica A of a PostgreSQL database to a
+// client attached to A, the owner, and to one attached to replica B, which
+// reads A's event log from the database when A signals new events. It
+// reports both rates (events/s from the first event to agent_end) and
+// their ratio.
+func BenchmarkAttachThroughReplica(b *testing.B) {
+	dsn := pgtest.DSN(b)
+	owner := newHarnessOn(b, dsn, agent.Options{ReplicaID: "a"}, service.ServerOptions{})
+	other := newHarnessOn(b, dsn, agent.Options{ReplicaID: "b"}, service.ServerOptions{})
+	answer := textAnswer(strings.Repeat("word ", 20_000))
+	cfg := &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{answer}}}
+	rate := map[string]float64{}
+	var events int
+	for range b.N {
+		for _, via := range []struct {
+			name string
+			h    *harness
+		}{{"owner", owner}, {"replica", other}} {
+			id := owner.createSession(cfg)
+			ctx := owner.ctx()
+			stream, err := owner.client.Prompt(ctx, &agentdv1.PromptRequest{SessionId: id, Content: texts("go"), Detach: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			first, err := stream.Recv()
+			if err != nil {
+				b.Fatal(err)
+			}
+			attached, err := via.h.client.Attach(ctx, &agentdv1.AttachRequest{SessionId: id, RunId: first.GetRunId()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var start time.Time
+			n := 0
+			for {
+				ev, err := attached.Recv()
+				if err != nil {
+					b.Fatalf("attached via %s: %v after %d events", via.name, err, n)
+				}
+				if n == 0 {
+					start = time.Now()
+				}
+				n++
+				if ev.GetAgentEnd() != nil {
+					break
+				}
+			}
+			rate[via.name] += float64(n) / time.Since(start).Seconds()
+			events = n
+		}
+	}
+	b.ReportMetric(float64(events), "events/run")
+	b.ReportMetric(rate["owner"]/float64(b.N), "owner-events/s")
+	b.ReportMetric(rate["replica"]/float64(b.N), "replica-events/s")
+	b.ReportMetric(rate["replica"]/rate["owner"], "replica/owner")
+}

@@ -77,7 +77,7 @@ func (s *Service) UpdateSession(ctx context.Context, req *agentdv1.UpdateSession
 	if err != nil {
 		return nil, s.status(ctx, "update session", err)
 	}
-	return &agentdv1.UpdateSessionResponse{Session: s.wireSession(sess), Entries: entries}, nil
+	return &agentdv1.UpdateSessionResponse{Session: s.wireSession(ctx, sess), Entries: entries}, nil
 }
 
 // Compact implements agentdv1.AgentServiceServer.
@@ -115,7 +115,7 @@ func (s *Service) SubmitContext(ctx context.Context, req *agentdv1.SubmitContext
 	items := req.GetItems()
 	if len(items) == 0 {
 		err := invalid("items", "at least one item is required")
-		s.agent.RefuseContext(req.GetSessionId(), req.GetRequestId(), err)
+		s.agent.RefuseContext(ctx, req.GetSessionId(), req.GetRequestId(), err)
 		return nil, err
 	}
 	sel := make([]agent.ContextSelection, len(items))
@@ -126,7 +126,7 @@ func (s *Service) SubmitContext(ctx context.Context, req *agentdv1.SubmitContext
 		case *agentdv1.ContextSelection_Message:
 			field := fmt.Sprintf("items[%d].message", i)
 			if err := s.limits.checkAgentMessage(field, x.Message); err != nil {
-				s.agent.RefuseContext(req.GetSessionId(), req.GetRequestId(), err)
+				s.agent.RefuseContext(ctx, req.GetSessionId(), req.GetRequestId(), err)
 				return nil, err
 			}
 			m := proto.CloneOf(x.Message)
@@ -134,11 +134,11 @@ func (s *Service) SubmitContext(ctx context.Context, req *agentdv1.SubmitContext
 			sel[i].Message = m
 		default:
 			err := invalid(fmt.Sprintf("items[%d]", i), "set entry_id or message")
-			s.agent.RefuseContext(req.GetSessionId(), req.GetRequestId(), err)
+			s.agent.RefuseContext(ctx, req.GetSessionId(), req.GetRequestId(), err)
 			return nil, err
 		}
 	}
-	if err := s.agent.SubmitContext(req.GetSessionId(), req.GetRequestId(), sel); err != nil {
+	if err := s.agent.SubmitContext(ctx, req.GetSessionId(), req.GetRequestId(), sel); err != nil {
 		return nil, s.status(ctx, "submit context", err)
 	}
 	return &agentdv1.SubmitContextResponse{}, nil

@@ -18,7 +18,7 @@ func (s *Service) SubmitToolResult(ctx context.Context, req *agentdv1.SubmitTool
 	if err := s.limits.checkContent("content", req.GetContent(), resultBlocks, false); err != nil {
 		return nil, err
 	}
-	err := s.agent.SubmitToolResult(req.GetSessionId(), req.GetToolCallId(),
+	err := s.agent.SubmitToolResult(ctx, req.GetSessionId(), req.GetToolCallId(),
 		agent.ToolResult{Content: req.GetContent(), Details: req.GetDetails(), IsError: req.GetIsError()})
 	if err != nil {
 		return nil, s.status(ctx, "submit a tool result", err)
@@ -45,7 +45,7 @@ func (s *Service) ResolveApproval(ctx context.Context, req *agentdv1.ResolveAppr
 	if len(req.GetDecidedBy()) > maxShortStringBytes {
 		return nil, invalid("decided_by", "%d bytes exceed the limit of %d", len(req.GetDecidedBy()), maxShortStringBytes)
 	}
-	err := s.agent.ResolveApproval(req.GetSessionId(), req.GetToolCallId(), agent.Approval{
+	err := s.agent.ResolveApproval(ctx, req.GetSessionId(), req.GetToolCallId(), agent.Approval{
 		Allowed:   req.GetDecision() == agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED,
 		Reason:    req.GetReason(),
 		DecidedBy: req.GetDecidedBy(),

@@ -20,20 +20,24 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/persistence/postgres"
 	"github.com/agentd/agentd/persistence/sqlite"
 	"github.com/agentd/agentd/service"
 )
 
 // harness runs a real agentd service on a loopback port over a SQLite file
-// and talks to it with the generated client.
+// (or, with dsn set, a PostgreSQL database) and talks to it with the
+// generated client.
 type harness struct {
 	t      testing.TB
 	dbPath string
+	dsn    string
 	opts   agent.Options
 	svopts service.Options
 	sopts  service.ServerOptions
 
-	store  *sqlite.Store
+	store  persistence.Store
 	agent  *agent.Agent
 	svc    *service.Service
 	srv    *service.Server
@@ -47,7 +51,14 @@ type harness struct {
 // optionally the service's (whose Metrics default to the agent's).
 func newHarness(t testing.TB, opts agent.Options, sopts service.ServerOptions, svopts ...service.Options) *harness {
 	t.Helper()
-	h := &harness{t: t, dbPath: filepath.Join(t.TempDir(), "agentd.db"), opts: opts, sopts: sopts}
+	return newHarnessOn(t, "", opts, sopts, svopts...)
+}
+
+// newHarnessOn is newHarness on the PostgreSQL database dsn, or on a new
+// SQLite file when dsn is empty.
+func newHarnessOn(t testing.TB, dsn string, opts agent.Options, sopts service.ServerOptions, svopts ...service.Options) *harness {
+	t.Helper()
+	h := &harness{t: t, dbPath: filepath.Join(t.TempDir(), "agentd.db"), dsn: dsn, opts: opts, sopts: sopts}
 	if len(svopts) > 0 {
 		h.svopts = svopts[0]
 	}
@@ -61,7 +72,13 @@ func newHarness(t testing.TB, opts agent.Options, sopts service.ServerOptions, s
 
 func (h *harness) start() {
 	h.t.Helper()
-	st, err := sqlite.Open(context.Background(), h.dbPath)
+	var st persistence.Store
+	var err error
+	if h.dsn != "" {
+		st, err = postgres.Open(context.Background(), h.dsn, postgres.Options{})
+	} else {
+		st, err = sqlite.Open(context.Background(), h.dbPath)
+	}
 	if err != nil {
 		h.t.Fatal(err)
 	}

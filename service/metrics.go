@@ -22,6 +22,9 @@ type Metrics struct {
 	eventsSent     prometheus.Counter
 	eventDelivery  prometheus.Histogram
 	storeSeconds   *prometheus.HistogramVec
+	leasesHeld     prometheus.Gauge
+	leasesLost     prometheus.Counter
+	notifyLag      prometheus.Histogram
 }
 
 // NewMetrics creates the metrics in a registry of their own (plus the Go
@@ -51,8 +54,19 @@ func NewMetrics() *Metrics {
 			Name: "agentd_store_latency_seconds", Help: "Latency of transcript store writes.",
 			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .05, .1, .5},
 		}, []string{"op"}),
+		leasesHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "agentd_leases_held", Help: "Run leases this replica holds (shared PostgreSQL store).",
+		}),
+		leasesLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentd_lease_losses_total", Help: "Active runs this replica stopped because it lost their lease.",
+		}),
+		notifyLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "agentd_notify_lag_seconds", Help: "Time from a NOTIFY of another replica (or this one) to its receipt here.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5},
+		}),
 	}
 	m.registry.MustRegister(m.grpc, m.activeRuns, m.runsStarted, m.eventsProduced, m.eventsSent, m.eventDelivery, m.storeSeconds,
+		m.leasesHeld, m.leasesLost, m.notifyLag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -99,5 +113,27 @@ func (m *Metrics) eventSent(created time.Time) {
 func (m *Metrics) StoreLatency(op string, d time.Duration) {
 	if m != nil {
 		m.storeSeconds.WithLabelValues(op).Observe(d.Seconds())
+	}
+}
+
+// LeasesHeld implements agent.Metrics.
+func (m *Metrics) LeasesHeld(n int) {
+	if m != nil {
+		m.leasesHeld.Set(float64(n))
+	}
+}
+
+// LeaseLost implements agent.Metrics.
+func (m *Metrics) LeaseLost() {
+	if m != nil {
+		m.leasesLost.Inc()
+	}
+}
+
+// NotifyLag observes the delay of a database notification between
+// replicas.
+func (m *Metrics) NotifyLag(d time.Duration) {
+	if m != nil {
+		m.notifyLag.Observe(d.Seconds())
 	}
 }

@@ -43,6 +43,12 @@ type ServerOptions struct {
 	// GRPC are extra grpc.ServerOptions (TLS credentials, message size
 	// limits, keepalive), applied after agentd's own.
 	GRPC []grpc.ServerOption
+	// Probe, when set, is called every ProbeInterval; health checks report
+	// NOT_SERVING while it fails (the database is unreachable) and SERVING
+	// again once it succeeds.
+	Probe func(context.Context) error
+	// ProbeInterval is how often Probe runs; default 2s.
+	ProbeInterval time.Duration
 }
 
 // Server is agentd's gRPC server: the AgentService plus the standard health
@@ -52,6 +58,9 @@ type Server struct {
 	grpc   *grpc.Server
 	health *health.Server
 	logger *slog.Logger
+	// stopProbe ends the probe loop; probeDone is closed when it ended.
+	stopProbe chan struct{}
+	probeDone chan struct{}
 }
 
 // NewServer assembles a gRPC server around svc.
@@ -92,9 +101,11 @@ func NewServer(svc agentdv1.AgentServiceServer, opts ServerOptions) *Server {
 		newEventCodecOption(),
 	}, opts.GRPC...)
 	s := &Server{
-		grpc:   grpc.NewServer(grpcOpts...),
-		health: health.NewServer(),
-		logger: logger,
+		grpc:      grpc.NewServer(grpcOpts...),
+		health:    health.NewServer(),
+		logger:    logger,
+		stopProbe: make(chan struct{}),
+		probeDone: make(chan struct{}),
 	}
 	agentdv1.RegisterAgentServiceServer(s.grpc, svc)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -109,9 +120,59 @@ func NewServer(svc agentdv1.AgentServiceServer, opts ServerOptions) *Server {
 	if opts.Metrics != nil {
 		opts.Metrics.grpc.InitializeMetrics(s.grpc)
 	}
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(agentdv1.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	s.setServing(true)
+	if opts.Probe == nil {
+		close(s.probeDone)
+	} else {
+		every := opts.ProbeInterval
+		if every <= 0 {
+			every = 2 * time.Second
+		}
+		go s.probeLoop(opts.Probe, every)
+	}
 	return s
+}
+
+// setServing sets the status of the server and of the AgentService.
+func (s *Server) setServing(ok bool) {
+	st := healthpb.HealthCheckResponse_SERVING
+	if !ok {
+		st = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	s.health.SetServingStatus("", st)
+	s.health.SetServingStatus(agentdv1.AgentService_ServiceDesc.ServiceName, st)
+}
+
+// probeLoop reports NOT_SERVING while probe fails, until Shutdown.
+func (s *Server) probeLoop(probe func(context.Context) error, every time.Duration) {
+	defer close(s.probeDone)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	serving := true
+	for {
+		select {
+		case <-s.stopProbe:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		err := probe(ctx)
+		cancel()
+		if ok := err == nil; ok != serving {
+			select {
+			case <-s.stopProbe: // Shutdown owns the status now
+				return
+			default:
+			}
+			serving = ok
+			s.setServing(ok)
+			if ok {
+				s.logger.Info("the database is reachable again; serving")
+			} else {
+				s.logger.Error("the database is unreachable; health reports NOT_SERVING", "err", err)
+			}
+		}
+	}
 }
 
 // bearerAuth accepts calls that carry the token as a bearer credential.
@@ -142,6 +203,12 @@ func (s *Server) Serve(lis net.Listener) error {
 // and waits for in-flight calls to finish until ctx is done; then it closes
 // the remaining ones.
 func (s *Server) Shutdown(ctx context.Context) {
+	select {
+	case <-s.stopProbe:
+	default:
+		close(s.stopProbe)
+	}
+	<-s.probeDone
 	s.health.Shutdown()
 	done := make(chan struct{})
 	go func() {

@@ -31,7 +31,7 @@ func (s *Service) CreateSession(ctx context.Context, req *agentdv1.CreateSession
 	if err != nil {
 		return nil, s.status(ctx, "create session", err)
 	}
-	return &agentdv1.CreateSessionResponse{Session: s.wireSession(rec)}, nil
+	return &agentdv1.CreateSessionResponse{Session: s.wireSession(ctx, rec)}, nil
 }
 
 // GetSession implements agentdv1.AgentServiceServer.
@@ -40,7 +40,7 @@ func (s *Service) GetSession(ctx context.Context, req *agentdv1.GetSessionReques
 	if err != nil {
 		return nil, err
 	}
-	return &agentdv1.GetSessionResponse{Session: s.wireSession(rec)}, nil
+	return &agentdv1.GetSessionResponse{Session: s.wireSession(ctx, rec)}, nil
 }
 
 // ListSessions implements agentdv1.AgentServiceServer.
@@ -68,7 +68,7 @@ func (s *Service) ListSessions(ctx context.Context, req *agentdv1.ListSessionsRe
 	}
 	resp := &agentdv1.ListSessionsResponse{NextPageToken: page.NextPageToken}
 	for _, rec := range page.Sessions {
-		resp.Sessions = append(resp.Sessions, s.wireSession(rec))
+		resp.Sessions = append(resp.Sessions, s.wireSession(ctx, rec))
 	}
 	return resp, nil
 }
@@ -92,7 +92,7 @@ func (s *Service) ForkSession(ctx context.Context, req *agentdv1.ForkSessionRequ
 	if err != nil {
 		return nil, s.status(ctx, "fork session", err)
 	}
-	return &agentdv1.ForkSessionResponse{Session: s.wireSession(rec)}, nil
+	return &agentdv1.ForkSessionResponse{Session: s.wireSession(ctx, rec)}, nil
 }
 
 // DeleteSession implements agentdv1.AgentServiceServer.
@@ -119,7 +119,7 @@ func (s *Service) session(ctx context.Context, id string) (*persistence.Session,
 }
 
 // wireSession adds the runtime state only the agent knows.
-func (s *Service) wireSession(rec *persistence.Session) *agentdv1.Session {
+func (s *Service) wireSession(ctx context.Context, rec *persistence.Session) *agentdv1.Session {
 	out := &agentdv1.Session{
 		Id:          rec.ID,
 		Title:       rec.Title,
@@ -133,7 +133,11 @@ func (s *Service) wireSession(rec *persistence.Session) *agentdv1.Session {
 	if rec.Origin.SessionID != "" {
 		out.Origin = &agentdv1.SessionOrigin{SessionId: rec.Origin.SessionID, EntryId: rec.Origin.EntryID}
 	}
-	if id := s.agent.ActiveRun(rec.ID); id != "" {
+	id, err := s.agent.ActiveRun(ctx, rec.ID)
+	if err != nil {
+		s.logger.WarnContext(ctx, "could not read whether another replica runs the session; showing it idle", "session", rec.ID, "err", err)
+	}
+	if id != "" {
 		out.State = agentdv1.SessionState_SESSION_STATE_RUNNING
 		out.ActiveRunId = id
 	}

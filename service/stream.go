@@ -104,7 +104,7 @@ func (s *Service) FollowUp(ctx context.Context, req *agentdv1.FollowUpRequest) (
 	return &agentdv1.FollowUpResponse{Queued: uint32(n)}, nil
 }
 
-func (s *Service) enqueue(ctx context.Context, sessionID string, content []*agentdv1.ContentBlock, push func(string, *agentdv1.AgentMessage) (int, error)) (int, error) {
+func (s *Service) enqueue(ctx context.Context, sessionID string, content []*agentdv1.ContentBlock, push func(context.Context, string, *agentdv1.AgentMessage) (int, error)) (int, error) {
 	if _, err := s.session(ctx, sessionID); err != nil {
 		return 0, err
 	}
@@ -112,7 +112,7 @@ func (s *Service) enqueue(ctx context.Context, sessionID string, content []*agen
 		return 0, err
 	}
 	msg := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{Content: content, Timestamp: timestamp(s.now())}}}
-	n, err := push(sessionID, msg)
+	n, err := push(ctx, sessionID, msg)
 	return n, s.status(ctx, "queue a message", err)
 }
 

@@ -78,7 +78,7 @@ func (s *Service) Navigate(ctx context.Context, req *agentdv1.NavigateRequest) (
 	if err != nil {
 		return nil, err
 	}
-	return &agentdv1.NavigateResponse{Session: s.wireSession(rec), BranchSummary: summary}, nil
+	return &agentdv1.NavigateResponse{Session: s.wireSession(ctx, rec), BranchSummary: summary}, nil
 }
 
 // ExportSession implements agentdv1.AgentServiceServer.
@@ -139,5 +139,5 @@ func (s *Service) ImportSession(stream grpc.ClientStreamingServer[agentdv1.Impor
 	if err != nil {
 		return s.status(ctx, "import session", err)
 	}
-	return stream.SendAndClose(&agentdv1.ImportSessionResponse{Session: s.wireSession(rec)})
+	return stream.SendAndClose(&agentdv1.ImportSessionResponse{Session: s.wireSession(ctx, rec)})
 }

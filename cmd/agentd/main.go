@@ -37,7 +37,6 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/agentd/agentd/agent"
-	"github.com/agentd/agentd/persistence/sqlite"
 	"github.com/agentd/agentd/provider/catalog"
 	"github.com/agentd/agentd/service"
 )
@@ -82,6 +81,9 @@ type config struct {
 	modelsConfig    string
 	workspaceRoots  []string
 	eventRetention  time.Duration
+	replicaID       string
+	lease           time.Duration
+	dbMaxConns      int
 }
 
 // parseConfig reads flags, falling back to environment variables for the
@@ -97,7 +99,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs := flag.NewFlagSet("agentd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "agentd runs LLM agent loops behind a gRPC API (agentd.v1.AgentService), storing every session in SQLite.\n\n"+
+		fmt.Fprint(stderr, "agentd runs LLM agent loops behind a gRPC API (agentd.v1.AgentService), storing every session in SQLite (one agentd) or PostgreSQL (several replicas).\n\n"+
 			"usage: agentd [flags]\n       agentd export|import ... (agentd export -h)\n\nflags:\n")
 		fs.PrintDefaults()
 	}
@@ -105,7 +107,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&cfg.listen, "listen", envOr("AGENTD_LISTEN", "127.0.0.1:7777"),
 		"address to serve gRPC on: host:port or unix:///path (env AGENTD_LISTEN)")
 	fs.StringVar(&cfg.dbPath, "db", envOr("AGENTD_DB", "./agentd.db"),
-		"SQLite database file holding sessions and transcripts (env AGENTD_DB)")
+		"where sessions and transcripts live: a SQLite database file, or a postgres:// URL shared by several agentd replicas (env AGENTD_DB)")
 	fs.TextVar(&cfg.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn or error")
 	fs.StringVar(&cfg.logFormat, "log-format", envOr("AGENTD_LOG_FORMAT", "text"), "log format: text or json (env AGENTD_LOG_FORMAT)")
 	fs.DurationVar(&cfg.shutdownGrace, "shutdown-grace", service.ShutdownTimeout,
@@ -125,6 +127,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		"JSON file adding or overriding providers and models (env AGENTD_MODELS_CONFIG)")
 	fs.DurationVar(&cfg.eventRetention, "event-retention", agent.DefaultEventRetention,
 		"how long the events of a finished run stay available to Attach; the transcript is kept regardless")
+	fs.StringVar(&cfg.replicaID, "replica-id", envOr("AGENTD_REPLICA_ID", defaultReplicaID()),
+		"this replica's name among those sharing a PostgreSQL database, recorded as the owner of its runs; unique per process (env AGENTD_REPLICA_ID)")
+	fs.DurationVar(&cfg.lease, "lease", agent.DefaultLease,
+		"PostgreSQL: how long a replica's claim on a run lasts without renewal; after it another replica closes the run as interrupted")
+	fs.IntVar(&cfg.dbMaxConns, "db-max-conns", 0, "PostgreSQL: most pooled connections (0: the driver's default, the larger of 4 and the CPUs)")
 	roots := fs.String("workspace-roots", getenv("AGENTD_WORKSPACE_ROOTS"),
 		"directories a session's workspace_root must lie in, separated by "+string(os.PathListSeparator)+"; empty allows any (env AGENTD_WORKSPACE_ROOTS)")
 	if err := fs.Parse(args); err != nil {
@@ -143,7 +150,16 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return config{}, fmt.Errorf("--log-format %q: want text or json", cfg.logFormat)
 	}
 	if cfg.dbPath == "" {
-		return config{}, errors.New("--db is empty: give the path of the SQLite database file")
+		return config{}, errors.New("--db is empty: give the path of a SQLite database file or a postgres:// URL")
+	}
+	if cfg.lease < time.Second {
+		return config{}, fmt.Errorf("--lease %v: want at least 1s", cfg.lease)
+	}
+	if cfg.dbMaxConns < 0 || cfg.dbMaxConns > 10000 {
+		return config{}, fmt.Errorf("--db-max-conns %d: want 0 (the default) to 10000", cfg.dbMaxConns)
+	}
+	if cfg.replicaID == "" || len(cfg.replicaID) > 128 {
+		return config{}, errors.New("--replica-id must be 1 to 128 bytes")
 	}
 	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
 		return config{}, errors.New("--tls-cert and --tls-key go together: give both or neither")
@@ -172,17 +188,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	logger := newLogger(cfg, stderr)
 
-	var storeOpts []sqlite.Option
-	if cfg.syncFull {
-		storeOpts = append(storeOpts, sqlite.WithSynchronous(sqlite.SyncFull))
-	}
-	if cfg.plainPayloads {
-		storeOpts = append(storeOpts, sqlite.WithPayloadCompression(false))
-	}
-	store, err := sqlite.Open(ctx, cfg.dbPath, storeOpts...)
+	metrics := service.NewMetrics()
+	db, err := openStore(ctx, cfg, logger, metrics)
 	if err != nil {
 		return err
 	}
+	store := db.store
 	defer store.Close()
 
 	grpcOpts := []grpc.ServerOption{
@@ -204,10 +215,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	metrics := service.NewMetrics()
 	runs, err := agent.New(ctx, store, agent.Options{
 		Logger:            logger,
-		SchemaVersion:     sqlite.SchemaVersion(),
+		SchemaVersion:     db.schemaVersion,
+		ReplicaID:         cfg.replicaID,
+		Lease:             cfg.lease,
 		MaxConcurrentRuns: cfg.maxRuns,
 		Metrics:           metrics,
 		Models:            models,
@@ -224,7 +236,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	srv := service.NewServer(svc, service.ServerOptions{
-		Logger: logger, Metrics: metrics, AuthToken: cfg.authToken, GRPC: grpcOpts,
+		Logger: logger, Metrics: metrics, AuthToken: cfg.authToken, GRPC: grpcOpts, Probe: db.probe,
 	})
 
 	serveErr := make(chan error, 2)
@@ -254,7 +266,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}()
 		logger.Info("metrics serving", "addr", mlis.Addr().String())
 	}
-	logger.Info("agentd serving", "addr", listenAddr(lis), "db", cfg.dbPath, "auth", cfg.authToken != "", "tls", cfg.tlsCert != "")
+	logger.Info("agentd serving", "addr", listenAddr(lis), "db", db.name, "replica", db.replica, "auth", cfg.authToken != "", "tls", cfg.tlsCert != "")
 
 	var runErr error
 	select {

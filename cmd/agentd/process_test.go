@@ -144,13 +144,19 @@ func (p *proc) waitExit(limit time.Duration) error {
 
 func (p *proc) client() agentdv1.AgentServiceClient {
 	p.t.Helper()
+	return agentdv1.NewAgentServiceClient(p.conn())
+}
+
+// conn is a new connection to agentd, closed at cleanup.
+func (p *proc) conn() *grpc.ClientConn {
+	p.t.Helper()
 	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(32<<20), grpc.MaxCallSendMsgSize(32<<20)))
 	if err != nil {
 		p.t.Fatal(err)
 	}
 	p.t.Cleanup(func() { conn.Close() })
-	return agentdv1.NewAgentServiceClient(conn)
+	return conn
 }
 
 func texts(s ...string) []*agentdv1.ContentBlock {
