@@ -115,6 +115,14 @@ func (a *Agent) leaseLostText(runID string) string {
 		"the run stopped here and another replica closes it as interrupted: Attach to its events for the end, then Continue", a.opts.ReplicaID, runID, a.opts.Lease)
 }
 
+// leaseLost records, once, that the run's claim is lost.
+func (r *Run) leaseLost() {
+	if r.fenced.CompareAndSwap(false, true) {
+		r.a.opts.Logger.Error("lost the lease of an active run; stopping it", "session", r.sessionID, "run", r.id)
+		r.a.opts.Metrics.LeaseLost()
+	}
+}
+
 // leaseLoop renews the leases of this replica's active runs until Close,
 // and stops the runs whose lease is lost. When the database cannot be
 // reached for a whole lease every active run is stopped: its writes are
@@ -157,9 +165,7 @@ func (a *Agent) leaseLoop() {
 		}
 		for _, id := range lost {
 			if r := a.lookup(id); r != nil && !r.log.isEnded() {
-				a.opts.Logger.Error("lost the lease of an active run; stopping it", "session", r.sessionID, "run", id)
-				a.opts.Metrics.LeaseLost()
-				r.fenced.Store(true)
+				r.leaseLost()
 				r.abort(a.leaseLostText(id))
 			}
 		}

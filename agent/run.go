@@ -372,7 +372,7 @@ func (r *Run) sink(ctx context.Context, ev *agentdv1.AgentEvent) error {
 		entry := &agentdv1.Entry{RunId: r.id, Payload: &agentdv1.Entry_Message{Message: e.MessageEnd.GetMessage()}}
 		if err := a.appendEntries(ctx, r.writer, r.sessionID, entry); err != nil {
 			if errors.Is(err, persistence.ErrFenced) {
-				r.fenced.Store(true)
+				r.leaseLost()
 			}
 			a.opts.Logger.ErrorContext(ctx, "could not store a message; aborting the run", "session", r.sessionID, "run", r.id, "err", err)
 			return fmt.Errorf("store the message: %w", err)

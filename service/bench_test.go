@@ -701,11 +701,15 @@ func BenchmarkAttachThroughReplica(b *testing.B) {
 		}{{"owner", owner}, {"replica", other}} {
 			id := owner.createSession(cfg)
 			ctx := owner.ctx()
-			stream, err := owner.client.Prompt(ctx, &agentdv1.PromptRequest{SessionId: id, Content: texts("go"), Detach: true})
+			// The prompt's own stream goes away after the first event (the
+			// run is detached), so only the attached client paces the run.
+			promptCtx, cancelPrompt := context.WithCancel(ctx)
+			stream, err := owner.client.Prompt(promptCtx, &agentdv1.PromptRequest{SessionId: id, Content: texts("go"), Detach: true})
 			if err != nil {
 				b.Fatal(err)
 			}
 			first, err := stream.Recv()
+			cancelPrompt()
 			if err != nil {
 				b.Fatal(err)
 			}

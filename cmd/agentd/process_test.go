@@ -368,13 +368,29 @@ func heapInUse(t testing.TB, metricsAddr string) (heap, rss float64) {
 		t.Fatal("no HeapInuse in the heap profile")
 	}
 	heap, _ = strconv.ParseFloat(m[1], 64)
-	sc := bufio.NewScanner(strings.NewReader(get("/metrics")))
+	return heap, metric(t, metricsAddr, "process_resident_memory_bytes")
+}
+
+// metric reads the value of an unlabelled metric from agentd's /metrics.
+func metric(t testing.TB, metricsAddr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "process_resident_memory_bytes "); ok {
-			rss, _ = strconv.ParseFloat(v, 64)
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metric %s: %v", name, err)
+			}
+			return f
 		}
 	}
-	return heap, rss
+	t.Fatalf("no metric %s at %s", name, metricsAddr)
+	return 0
 }
 
 // After 30 runs of 100,000 deltas each, agentd's heap is where it was

@@ -35,7 +35,7 @@ func startReplicas(t *testing.T, n int) (dsn string, ps []*proc) {
 	t.Helper()
 	dsn = pgtest.DSN(t)
 	for i := range n {
-		ps = append(ps, startProc(t, dsn, "--replica-id", fmt.Sprintf("replica-%d", i), "--lease", testLease.String()))
+		ps = append(ps, startProc(t, dsn, "--replica-id", fmt.Sprintf("replica-%d", i), "--lease", testLease.String(), "--metrics-listen", "127.0.0.1:0"))
 	}
 	return dsn, ps
 }
@@ -206,6 +206,13 @@ func TestKilledReplicasRunsAreClosedByAnother(t *testing.T) {
 			t.Fatalf("another replica sees session %s as %v, %v; want running %s", id, s.GetSession(), err, runIDs[i])
 		}
 	}
+	// The owner renews the leases of its runs every third of the lease.
+	for deadline := time.Now().Add(testLease); metric(t, ps[0].metrics, "agentd_leases_held") != runs; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the owner reports %v leases held, want %d", metric(t, ps[0].metrics, "agentd_leases_held"), runs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	killed := time.Now()
 	ps[0].kill()
 
@@ -298,6 +305,9 @@ func TestPausedReplicaIsFenced(t *testing.T) {
 	}
 	if end := rest[len(rest)-1].GetAgentEnd(); !strings.Contains(end.GetErrorMessage(), "lost its lease") {
 		t.Fatalf("the paused replica's client got %v %q, want a lost lease", end.GetOutcome(), end.GetErrorMessage())
+	}
+	if lost := metric(t, ps[0].metrics, "agentd_lease_losses_total"); lost != 1 {
+		t.Fatalf("the resumed replica counts %v lost leases, want 1", lost)
 	}
 	after := transcript(t, b, id)
 	if len(repaired) != len(before)+1 || len(after) != len(repaired) {

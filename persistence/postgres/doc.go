@@ -10,7 +10,9 @@
 // Ownership of runs (persistence.Shared) is a lease on the database's
 // clock and a fencing generation per run: every fenced write checks, in
 // its own transaction and under a lock on the run's row, that the claim
-// still holds. Wake-ups (Watch) travel as NOTIFY on one channel, sent in
-// the transaction of the write they announce, and are received by one
-// listening connection per Store that reconnects by itself.
+// still holds. Wake-ups (Watch) travel as NOTIFY on one channel — for
+// controls in the transaction of the write they announce, for event
+// batches just after it committed, gathered (see notify.go) — and are
+// received by one listening connection per Store that reconnects by
+// itself.
 package postgres

@@ -60,11 +60,11 @@ func (s *Store) appendEvents(ctx context.Context, f *persistence.Fence, runID st
 			var batch pgx.Batch
 			batch.Queue(`INSERT INTO run_events (run_id, first_seq, last_seq, encoding, payload) VALUES ($1, $2, $3, $4, $5)`, runID, first, last, int16(encoding), payload)
 			batch.Queue(`UPDATE runs SET last_seq = $2 WHERE id = $1`, runID, last)
-			if err := tx.SendBatch(ctx, &batch).Close(); err != nil {
-				return err
-			}
-			return notify(ctx, tx, persistence.EventsTopic(runID))
+			return tx.SendBatch(ctx, &batch).Close()
 		})
+	}
+	if err == nil {
+		s.notifier.post(persistence.EventsTopic(runID))
 	}
 	return opError(err, "append events %d to %d of run %q", events[0].Seq, events[len(events)-1].Seq, runID)
 }

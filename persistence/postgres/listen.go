@@ -132,7 +132,7 @@ func (l *listener) receive(ctx context.Context, conn *pgx.Conn) error {
 		if err != nil {
 			return err
 		}
-		topic, sent, ok := parsePayload(n.Payload)
+		topics, sent, ok := parsePayload(n.Payload)
 		if !ok {
 			l.log.Warn("postgres notification with an unknown payload", "payload", n.Payload)
 			continue
@@ -140,12 +140,15 @@ func (l *listener) receive(ctx context.Context, conn *pgx.Conn) error {
 		if l.onLag != nil {
 			l.onLag(time.Since(sent))
 		}
-		l.wake(topic)
+		for topic := range strings.SplitSeq(topics, "\n") {
+			l.wake(topic)
+		}
 	}
 }
 
-// parsePayload splits "<topic> <unix micros>"; topics may hold spaces,
-// the time never does.
+// parsePayload splits "<topics> <unix micros>", where topics are one or
+// more topics separated by newlines (see notify.go); topics may hold
+// spaces, the time never does.
 func parsePayload(p string) (topic string, sent time.Time, ok bool) {
 	i := strings.LastIndexByte(p, ' ')
 	if i < 0 {

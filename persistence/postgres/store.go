@@ -57,6 +57,7 @@ type Store struct {
 	encoders sync.Pool
 
 	listener *listener
+	notifier *notifier
 
 	closeOnce sync.Once
 }
@@ -122,6 +123,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store %s: listen for notifications: %w", where, err)
 	}
+	s.notifier = newNotifier(pool, s.log)
 	return s, nil
 }
 
@@ -235,6 +237,7 @@ func (s *Store) migrate(ctx context.Context) (int, error) {
 // other calls after Close fail.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.notifier.stop()
 		s.listener.stop()
 		s.pool.Close()
 	})
@@ -278,18 +281,6 @@ func (s *Store) encoder() (enc *rowcodec.Encoder, release func()) {
 		enc.Trim()
 		s.encoders.Put(enc)
 	}
-}
-
-// notify sends a wake-up of topic on the notify channel in tx, delivered
-// when tx commits. The payload is the topic and the sender's clock in
-// Unix microseconds (for OnNotifyLag); never data, which watchers read
-// from the tables.
-func notify(ctx context.Context, tx pgx.Tx, topic string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2 || ' ' || (extract(epoch FROM clock_timestamp()) * 1000000)::bigint::text)`, notifyChannel, topic)
-	if err != nil {
-		return fmt.Errorf("notify %s: %w", topic, err)
-	}
-	return nil
 }
 
 // opError wraps an error with the operation that failed, unless it is one
