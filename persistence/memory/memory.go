@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
@@ -278,19 +277,8 @@ func (s *Store) DeleteSession(_ context.Context, sessionID string) error {
 
 // Append implements persistence.Store.
 func (s *Store) Append(_ context.Context, sessionID string, entries ...*agentdv1.Entry) error {
-	if len(entries) == 0 {
-		return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: "no entries to append"}
-	}
-	for i, e := range entries {
-		if e == nil {
-			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: fmt.Sprintf("entry %d is nil", i)}
-		}
-		if _, err := persistence.EntryKind(e); err != nil {
-			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.GetId(), Detail: fmt.Sprintf("entry %d: %v", i, err)}
-		}
-		if len(e.GetId()) > persistence.MaxIDLength {
-			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: fmt.Sprintf("entry %d: id is %d bytes, more than %d", i, len(e.GetId()), persistence.MaxIDLength)}
-		}
+	if _, err := persistence.CheckAppend(sessionID, entries); err != nil {
+		return err
 	}
 	return s.write(func(d *data) error {
 		sess, err := d.session(sessionID)
@@ -300,34 +288,26 @@ func (s *Store) Append(_ context.Context, sessionID string, entries ...*agentdv1
 		parent := sess.leaf
 		if p := entries[0].GetParentId(); p != "" {
 			if _, ok := sess.index[p]; !ok {
-				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: p, Detail: "parent entry is not in this session"}
+				return persistence.ParentNotInSession(sessionID, p)
 			}
 			parent = p
 		}
 		// Work on copies, so a failure leaves the caller's entries as they
 		// were; fill the caller's in only once everything is stored.
-		now := timestamppb.New(d.nowTime())
 		filled := make([]*agentdv1.Entry, len(entries))
-		batch := map[string]bool{}
 		for i, e := range entries {
-			if i > 0 && e.GetParentId() != "" && e.GetParentId() != parent {
-				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.GetId(),
-					Detail: fmt.Sprintf("entry %d: parent %q is not the entry before it in the batch (%q); only the first entry of a batch may name a parent", i, e.GetParentId(), parent)}
-			}
-			c := proto.CloneOf(e)
-			if c.Id == "" {
-				c.Id = persistence.NewID()
-			}
+			filled[i] = proto.CloneOf(e)
+		}
+		leaf, err := persistence.LinkBatch(sessionID, filled, parent, d.nowTime())
+		if err != nil {
+			return err
+		}
+		batch := map[string]bool{}
+		for _, c := range filled {
 			if _, dup := sess.index[c.Id]; dup || batch[c.Id] {
 				return &persistence.Error{Kind: persistence.ErrConflict, SessionID: sessionID, EntryID: c.Id, Detail: "an entry with this id exists in the session"}
 			}
 			batch[c.Id] = true
-			c.ParentId = parent
-			if c.Time == nil {
-				c.Time = now
-			}
-			parent = c.Id
-			filled[i] = c
 		}
 		stored := make([]storedEntry, len(filled))
 		for i, c := range filled {
@@ -341,7 +321,7 @@ func (s *Store) Append(_ context.Context, sessionID string, entries ...*agentdv1
 			sess.index[st.id] = len(sess.entries)
 			sess.entries = append(sess.entries, st)
 		}
-		sess.leaf = parent
+		sess.leaf = leaf
 		sess.update = d.nowTime()
 		for i, e := range entries {
 			e.Id, e.ParentId, e.Time = filled[i].Id, filled[i].ParentId, filled[i].Time
@@ -440,8 +420,7 @@ func (s *Store) path(sessionID, to string) ([]*agentdv1.Entry, error) {
 			// is damage, and refusing it rules out cycles.
 			next, ok := sess.index[e.GetParentId()]
 			if !ok || next >= at {
-				return &persistence.CorruptEntryError{SessionID: sessionID, EntryID: e.GetId(), Seq: sess.entries[at].seq,
-					Err: fmt.Errorf("parent %q is missing or not older than the entry", e.GetParentId())}
+				return persistence.BrokenParent(sessionID, e.GetId(), sess.entries[at].seq, e.GetParentId())
 			}
 			at = next
 		}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/proto"
@@ -35,27 +33,16 @@ func (s *Store) AppendFenced(ctx context.Context, f persistence.Fence, sessionID
 // write of a session takes, so appends of several processes queue up
 // instead of racing for a seq.
 func (s *Store) append(ctx context.Context, f *persistence.Fence, sessionID string, entries []*agentdv1.Entry) error {
-	if len(entries) == 0 {
-		return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: "no entries to append"}
+	kinds, err := persistence.CheckAppend(sessionID, entries)
+	if err != nil {
+		return err
 	}
 	type saved struct {
 		id, parent string
 		time       *timestamppb.Timestamp
 	}
 	orig := make([]saved, len(entries))
-	kinds := make([]string, len(entries))
 	for i, e := range entries {
-		if e == nil {
-			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: fmt.Sprintf("entry %d is nil", i)}
-		}
-		k, err := persistence.EntryKind(e)
-		if err != nil {
-			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.GetId(), Detail: fmt.Sprintf("entry %d: %v", i, err)}
-		}
-		if len(e.GetId()) > persistence.MaxIDLength {
-			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: fmt.Sprintf("entry %d: id is %d bytes, more than %d", i, len(e.GetId()), persistence.MaxIDLength)}
-		}
-		kinds[i] = k
 		orig[i] = saved{e.GetId(), e.GetParentId(), e.GetTime()}
 	}
 	restore := func() {
@@ -66,7 +53,7 @@ func (s *Store) append(ctx context.Context, f *persistence.Fence, sessionID stri
 	enc, release := s.encoder()
 	defer release()
 	now := s.timeNow()
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	err = s.write(ctx, func(tx pgx.Tx) error {
 		var sess sessionState
 		err := tx.QueryRow(ctx, `SELECT pk, coalesce(leaf_entry_id, ''), last_seq FROM sessions WHERE id = $1 FOR NO KEY UPDATE`, sessionID).Scan(&sess.pk, &sess.leaf, &sess.lastSeq)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -84,7 +71,7 @@ func (s *Store) append(ctx context.Context, f *persistence.Fence, sessionID stri
 			var one int
 			err := tx.QueryRow(ctx, `SELECT 1 FROM entries WHERE session_pk = $1 AND id = $2`, sess.pk, p).Scan(&one)
 			if errors.Is(err, pgx.ErrNoRows) {
-				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: p, Detail: "parent entry is not in this session"}
+				return persistence.ParentNotInSession(sessionID, p)
 			} else if err != nil {
 				return err
 			}
@@ -93,21 +80,9 @@ func (s *Store) append(ctx context.Context, f *persistence.Fence, sessionID stri
 		if err := checkCallerIDs(ctx, tx, sessionID, sess.pk, entries); err != nil {
 			return err
 		}
-		for i, e := range entries {
-			if i > 0 && e.ParentId != "" && e.ParentId != parent {
-				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.Id,
-					Detail: fmt.Sprintf("entry %d: parent %q is not the entry before it in the batch (%q); only the first entry of a batch may name a parent", i, e.ParentId, parent)}
-			}
-			if e.Id == "" {
-				// 64 random bits: unique within the session by
-				// construction (see persistence.NewID).
-				e.Id = persistence.NewID()
-			}
-			e.ParentId = parent
-			if e.Time == nil {
-				e.Time = timestamppb.New(now)
-			}
-			parent = e.Id
+		leaf, err := persistence.LinkBatch(sessionID, entries, parent, now)
+		if err != nil {
+			return err
 		}
 		var batch pgx.Batch
 		var buf []byte
@@ -131,7 +106,7 @@ func (s *Store) append(ctx context.Context, f *persistence.Fence, sessionID stri
 				sess.pk, sess.lastSeq+int64(i)+1, e.Id, parentCol, kinds[i], e.Time.AsTime().UnixNano(), now, int16(encoding), persistence.Preview(e), slices.Clone(payload))
 		}
 		batch.Queue(`UPDATE sessions SET leaf_entry_id = $2, last_seq = $3, update_time = greatest(update_time, $4) WHERE pk = $1`,
-			sess.pk, parent, sess.lastSeq+int64(len(entries)), now)
+			sess.pk, leaf, sess.lastSeq+int64(len(entries)), now)
 		return tx.SendBatch(ctx, &batch).Close()
 	})
 	if err != nil {
@@ -261,13 +236,6 @@ func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.
 	return out, opError(err, "load the context path of session %q", sessionID)
 }
 
-// node is an entry row without payload.
-type node struct {
-	seq        int64
-	id, parent string
-	summary    bool
-}
-
 // path loads the entries from the root to entry to (the leaf when
 // empty), or only the part a model context is built from. The tree is
 // read without payloads and walked in memory; only the entries on the
@@ -290,15 +258,15 @@ func (s *Store) path(ctx context.Context, sessionID, to string, contextOnly bool
 		if err != nil {
 			return err
 		}
-		var all []node
+		var all []persistence.PathNode
 		index := map[string]int{}
 		for rows.Next() {
-			var n node
-			if err := rows.Scan(&n.seq, &n.id, &n.parent, &n.summary); err != nil {
+			var n persistence.PathNode
+			if err := rows.Scan(&n.Seq, &n.ID, &n.Parent, &n.Summary); err != nil {
 				rows.Close()
 				return err
 			}
-			index[n.id] = len(all)
+			index[n.ID] = len(all)
 			all = append(all, n)
 		}
 		rows.Close()
@@ -309,113 +277,44 @@ func (s *Store) path(ctx context.Context, sessionID, to string, contextOnly bool
 		if !ok {
 			return persistence.EntryNotFound(sessionID, to)
 		}
-		// Walk leaf to root (until the latest summary's first kept entry,
-		// for a context). Parents are always written before their
-		// children, so a parent comes earlier in append order; anything
-		// else is damage, and refusing it also rules out cycles.
-		var path []int // leaf first
-		summaryAt, firstKept := -1, ""
-		for {
-			path = append(path, at)
-			if contextOnly && all[at].summary && summaryAt < 0 {
-				summaryAt = len(path) - 1
-				e, err := entryInTx(ctx, tx, sessionID, sess.pk, all[at].id)
-				if err != nil {
-					return err
-				}
-				firstKept = e.GetMessage().GetCompactionSummary().GetFirstKeptEntryId()
-			}
-			if firstKept != "" && all[at].id == firstKept && len(path)-1 > summaryAt {
-				break
-			}
-			p := all[at].parent
-			if p == "" {
-				if summaryAt >= 0 {
-					// The first kept entry is not on the path: the
-					// context starts at the summary.
-					path = path[:summaryAt+1]
-				}
-				break
-			}
-			next, ok := index[p]
-			if !ok || next >= at {
-				return &persistence.CorruptEntryError{SessionID: sessionID, EntryID: all[at].id, Seq: all[at].seq,
-					Err: fmt.Errorf("parent %q is missing or not older than the entry", p)}
-			}
-			at = next
+		path, err := persistence.WalkToRoot(ctx, sessionID, all, index, at, persistence.WalkOptions{
+			ContextOnly: contextOnly,
+			FirstKept: func(ctx context.Context, id string) (string, error) {
+				e, err := entryInTx(ctx, tx, sessionID, sess.pk, id)
+				return e.GetMessage().GetCompactionSummary().GetFirstKeptEntryId(), err
+			},
+		})
+		if err != nil {
+			return err
 		}
-		slices.Reverse(path)
 		seqs := make([]int64, len(path))
 		want := make(map[int64]int, len(path)) // seq → position
 		for i, at := range path {
-			seqs[i] = all[at].seq
-			want[all[at].seq] = i
+			seqs[i] = all[at].Seq
+			want[all[at].Seq] = i
 		}
 		all = nil
 		rows, err = tx.Query(ctx, `SELECT `+entryColumns+` FROM entries WHERE session_pk = $1 AND seq = ANY($2)`, sess.pk, seqs)
 		if err != nil {
 			return err
 		}
-		found := make([]storedRow, len(path))
+		found := make([]rowcodec.Row, len(path))
 		for rows.Next() {
-			var r storedRow
-			if err := rows.Scan(&r.seq, &r.id, &r.parent, &r.encoding, &r.payload); err != nil {
+			var r rowcodec.Row
+			if err := rows.Scan(&r.Seq, &r.ID, &r.Parent, &r.Encoding, &r.Payload); err != nil {
 				rows.Close()
 				return err
 			}
-			found[want[r.seq]] = r
+			found[want[r.Seq]] = r
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		out, err = decodePath(sessionID, found)
+		out, err = rowcodec.DecodePath(sessionID, found)
 		return err
 	})
 	return out, err
-}
-
-// parallelDecodeMin is the fewest entries worth a decoding goroutine.
-const parallelDecodeMin = 512
-
-// decodePath decodes the rows of a path, spread over the CPUs: decoding
-// dominates loading a long transcript.
-func decodePath(sessionID string, found []storedRow) ([]*agentdv1.Entry, error) {
-	out := make([]*agentdv1.Entry, len(found))
-	decode := func(lo, hi int) error {
-		for i := lo; i < hi; i++ {
-			e, err := found[i].decode(sessionID)
-			if err != nil {
-				return err
-			}
-			out[i] = e
-		}
-		return nil
-	}
-	workers := min(runtime.GOMAXPROCS(0), (len(found)+parallelDecodeMin-1)/parallelDecodeMin)
-	if workers <= 1 {
-		if err := decode(0, len(found)); err != nil {
-			return nil, err
-		}
-		return out, nil
-	}
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[w] = decode(w*len(found)/workers, (w+1)*len(found)/workers)
-		}()
-	}
-	wg.Wait()
-	// The first failing chunk holds the first corrupt entry on the path.
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
 }
 
 // Entries implements persistence.Store. Page tokens carry the seq of the
@@ -518,20 +417,6 @@ func (s *Store) Labels(ctx context.Context, sessionID string) (map[string]string
 	return out, nil
 }
 
-// storedRow is an entry row as read, before decoding.
-type storedRow struct {
-	seq      int64
-	id       string
-	parent   string
-	encoding int64
-	payload  []byte
-}
-
-// decode decodes the row's payload and checks it against the row.
-func (r storedRow) decode(sessionID string) (*agentdv1.Entry, error) {
-	return rowcodec.DecodeEntry(sessionID, r.seq, r.id, r.parent, r.encoding, r.payload)
-}
-
 // decodeRows decodes rows of entryColumns and returns them with their
 // seqs. A row that does not decode fails the whole read with a
 // *persistence.CorruptEntryError.
@@ -540,16 +425,16 @@ func decodeRows(sessionID string, rows pgx.Rows) ([]*agentdv1.Entry, []int64, er
 	var out []*agentdv1.Entry
 	var seqs []int64
 	for rows.Next() {
-		var r storedRow
-		if err := rows.Scan(&r.seq, &r.id, &r.parent, &r.encoding, &r.payload); err != nil {
+		var r rowcodec.Row
+		if err := rows.Scan(&r.Seq, &r.ID, &r.Parent, &r.Encoding, &r.Payload); err != nil {
 			return nil, nil, err
 		}
-		e, err := r.decode(sessionID)
+		e, err := r.Decode(sessionID)
 		if err != nil {
 			return nil, nil, err
 		}
 		out = append(out, e)
-		seqs = append(seqs, r.seq)
+		seqs = append(seqs, r.Seq)
 	}
 	return out, seqs, rows.Err()
 }

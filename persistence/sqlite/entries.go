@@ -6,9 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"runtime"
-	"slices"
-	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -32,27 +29,16 @@ const (
 // migrations/0003_event_log_and_implied_leaf.sql), so the session's row is
 // not rewritten on every commit.
 func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentdv1.Entry) error {
-	if len(entries) == 0 {
-		return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: "no entries to append"}
+	kinds, err := persistence.CheckAppend(sessionID, entries)
+	if err != nil {
+		return err
 	}
 	type saved struct {
 		id, parent string
 		time       *timestamppb.Timestamp
 	}
 	orig := make([]saved, len(entries))
-	kinds := make([]string, len(entries))
 	for i, e := range entries {
-		if e == nil {
-			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: fmt.Sprintf("entry %d is nil", i)}
-		}
-		k, err := persistence.EntryKind(e)
-		if err != nil {
-			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.GetId(), Detail: fmt.Sprintf("entry %d: %v", i, err)}
-		}
-		if len(e.GetId()) > persistence.MaxIDLength {
-			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: fmt.Sprintf("entry %d: id is %d bytes, more than %d", i, len(e.GetId()), persistence.MaxIDLength)}
-		}
-		kinds[i] = k
 		orig[i] = saved{e.GetId(), e.GetParentId(), e.GetTime()}
 	}
 	restore := func() {
@@ -61,7 +47,7 @@ func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentd
 		}
 	}
 	now := s.now()
-	err := s.write(ctx, func(t *writeTx) error {
+	err = s.write(ctx, func(t *writeTx) error {
 		// The writer may run this again (see commitBatch): start from the
 		// caller's entries each time.
 		restore()
@@ -74,7 +60,7 @@ func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentd
 			var one int
 			err := t.queryRow(sqlEntryExists, sess.pk, p).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {
-				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: p, Detail: "parent entry is not in this session"}
+				return persistence.ParentNotInSession(sessionID, p)
 			} else if err != nil {
 				return err
 			}
@@ -83,21 +69,9 @@ func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentd
 		if err := t.checkCallerIDs(sessionID, sess.pk, entries); err != nil {
 			return err
 		}
-		for i, e := range entries {
-			if i > 0 && e.ParentId != "" && e.ParentId != parent {
-				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.Id,
-					Detail: fmt.Sprintf("entry %d: parent %q is not the entry before it in the batch (%q); only the first entry of a batch may name a parent", i, e.ParentId, parent)}
-			}
-			if e.Id == "" {
-				// 64 random bits: unique within the session by
-				// construction (see persistence.NewID).
-				e.Id = persistence.NewID()
-			}
-			e.ParentId = parent
-			if e.Time == nil {
-				e.Time = timestamppb.New(now)
-			}
-			parent = e.Id
+		leaf, err := persistence.LinkBatch(sessionID, entries, parent, now)
+		if err != nil {
+			return err
 		}
 		if sess.lastSeq+int64(len(entries)) > maxSeq {
 			return &persistence.Error{Kind: persistence.ErrConflict, SessionID: sessionID, Detail: fmt.Sprintf("the session holds the most entries one session can (%d)", maxSeq)}
@@ -120,7 +94,7 @@ func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentd
 				return err
 			}
 		}
-		t.stage(sessionID, sessionCache{pk: sess.pk, leaf: parent, lastSeq: sess.lastSeq + int64(len(entries))})
+		t.stage(sessionID, sessionCache{pk: sess.pk, leaf: leaf, lastSeq: sess.lastSeq + int64(len(entries))})
 		return nil
 	})
 	if err != nil {
@@ -263,18 +237,20 @@ func (s *Store) loadPath(ctx context.Context, tx *sql.Tx, sessionID string, pk i
 	if err != nil {
 		return nil, err
 	}
-	var all []storedRow
+	var all []rowcodec.Row
+	var nodes []persistence.PathNode
 	index := map[string]int{}
 	var raw sql.RawBytes
 	for rows.Next() {
-		var st storedRow
-		if err := rows.Scan(&st.seq, &st.id, &st.parent, &st.encoding, &raw); err != nil {
+		var r rowcodec.Row
+		if err := rows.Scan(&r.Seq, &r.ID, &r.Parent, &r.Encoding, &raw); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		st.payload = bytes.Clone(raw)
-		index[st.id] = len(all)
-		all = append(all, st)
+		r.Payload = bytes.Clone(raw)
+		index[r.ID] = len(all)
+		all = append(all, r)
+		nodes = append(nodes, persistence.PathNode{Seq: r.Seq, ID: r.ID, Parent: r.Parent})
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -284,71 +260,15 @@ func (s *Store) loadPath(ctx context.Context, tx *sql.Tx, sessionID string, pk i
 	if !ok {
 		return nil, persistence.EntryNotFound(sessionID, to)
 	}
-	// Walk leaf to root. Parents are always written before their children,
-	// so a parent comes earlier in append order; anything else is damage,
-	// and refusing it also rules out cycles.
-	var path []int // indexes into all, leaf first
-	for {
-		path = append(path, at)
-		p := all[at].parent
-		if p == "" {
-			break
-		}
-		next, ok := index[p]
-		if !ok || next >= at {
-			return nil, &persistence.CorruptEntryError{SessionID: sessionID, EntryID: all[at].id, Seq: all[at].seq,
-				Err: fmt.Errorf("parent %q is missing or not older than the entry", p)}
-		}
-		at = next
+	path, err := persistence.WalkToRoot(ctx, sessionID, nodes, index, at, persistence.WalkOptions{})
+	if err != nil {
+		return nil, err
 	}
-	slices.Reverse(path)
-	found := make([]storedRow, len(path))
+	found := make([]rowcodec.Row, len(path))
 	for i, at := range path {
 		found[i] = all[at]
 	}
-	all = nil
-	return decodePath(sessionID, found)
-}
-
-// decodePath decodes the rows of a path.
-func decodePath(sessionID string, found []storedRow) ([]*agentdv1.Entry, error) {
-	// Decoding dominates loading a long transcript: spread it over the
-	// CPUs.
-	out := make([]*agentdv1.Entry, len(found))
-	decode := func(lo, hi int) error {
-		for i := lo; i < hi; i++ {
-			e, err := found[i].decode(sessionID)
-			if err != nil {
-				return err
-			}
-			out[i] = e
-		}
-		return nil
-	}
-	workers := min(runtime.GOMAXPROCS(0), (len(found)+parallelDecodeMin-1)/parallelDecodeMin)
-	if workers <= 1 {
-		if err := decode(0, len(found)); err != nil {
-			return nil, err
-		}
-		return out, nil
-	}
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[w] = decode(w*len(found)/workers, (w+1)*len(found)/workers)
-		}()
-	}
-	wg.Wait()
-	// The first failing chunk holds the first corrupt entry on the path.
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return rowcodec.DecodePath(sessionID, found)
 }
 
 // ContextPath implements persistence.Store: it walks the session's tree
@@ -363,26 +283,21 @@ func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.
 			out = []*agentdv1.Entry{}
 			return err
 		}
-		type node struct {
-			seq        int64
-			id, parent string
-			summary    bool
-		}
 		rows, err := tx.StmtContext(ctx, s.rStructure).QueryContext(ctx, pk)
 		if err != nil {
 			return err
 		}
-		var all []node
+		var all []persistence.PathNode
 		index := map[string]int{}
 		for rows.Next() {
-			var n node
+			var n persistence.PathNode
 			var kind string
-			if err := rows.Scan(&n.seq, &n.id, &n.parent, &kind); err != nil {
+			if err := rows.Scan(&n.Seq, &n.ID, &n.Parent, &kind); err != nil {
 				rows.Close()
 				return err
 			}
-			n.summary = kind == "compaction_summary"
-			index[n.id] = len(all)
+			n.Summary = kind == "compaction_summary"
+			index[n.ID] = len(all)
 			all = append(all, n)
 		}
 		rows.Close()
@@ -393,74 +308,48 @@ func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.
 		if !ok {
 			return persistence.EntryNotFound(sessionID, leaf)
 		}
-		// Walk leaf to root until the latest summary's first kept entry.
-		var path []int // leaf first
-		summaryAt, firstKept := -1, ""
-		for {
-			path = append(path, at)
-			if all[at].summary && summaryAt < 0 {
-				summaryAt = len(path) - 1
-				e, err := s.entryInTx(ctx, tx, sessionID, pk, all[at].id)
-				if err != nil {
-					return err
-				}
-				firstKept = e.GetMessage().GetCompactionSummary().GetFirstKeptEntryId()
-			}
-			if firstKept != "" && all[at].id == firstKept && len(path)-1 > summaryAt {
-				break
-			}
-			p := all[at].parent
-			if p == "" {
-				if summaryAt >= 0 {
-					// The first kept entry is not on the path: the context
-					// starts at the summary.
-					path = path[:summaryAt+1]
-				}
-				break
-			}
-			next, ok := index[p]
-			if !ok || next >= at {
-				return &persistence.CorruptEntryError{SessionID: sessionID, EntryID: all[at].id, Seq: all[at].seq,
-					Err: fmt.Errorf("parent %q is missing or not older than the entry", p)}
-			}
-			at = next
+		path, err := persistence.WalkToRoot(ctx, sessionID, all, index, at, persistence.WalkOptions{
+			ContextOnly: true,
+			FirstKept: func(ctx context.Context, id string) (string, error) {
+				e, err := s.entryInTx(ctx, tx, sessionID, pk, id)
+				return e.GetMessage().GetCompactionSummary().GetFirstKeptEntryId(), err
+			},
+		})
+		if err != nil {
+			return err
 		}
-		slices.Reverse(path)
 		want := make(map[int64]int, len(path)) // seq → position
 		for i, at := range path {
-			want[all[at].seq] = i
+			want[all[at].Seq] = i
 		}
-		lo, hi := all[path[0]].seq, all[path[len(path)-1]].seq
+		lo, hi := all[path[0]].Seq, all[path[len(path)-1]].Seq
 		all = nil
 		rows, err = tx.StmtContext(ctx, s.rRange).QueryContext(ctx, pk, lo, hi)
 		if err != nil {
 			return err
 		}
-		found := make([]storedRow, len(path))
+		found := make([]rowcodec.Row, len(path))
 		var raw sql.RawBytes
 		for rows.Next() {
-			var st storedRow
-			if err := rows.Scan(&st.seq, &st.id, &st.parent, &st.encoding, &raw); err != nil {
+			var r rowcodec.Row
+			if err := rows.Scan(&r.Seq, &r.ID, &r.Parent, &r.Encoding, &raw); err != nil {
 				rows.Close()
 				return err
 			}
-			if i, ok := want[st.seq]; ok {
-				st.payload = bytes.Clone(raw)
-				found[i] = st
+			if i, ok := want[r.Seq]; ok {
+				r.Payload = bytes.Clone(raw)
+				found[i] = r
 			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		out, err = decodePath(sessionID, found)
+		out, err = rowcodec.DecodePath(sessionID, found)
 		return err
 	})
 	return out, opError(err, "load the context path of session %q", sessionID)
 }
-
-// parallelDecodeMin is the fewest entries worth a decoding goroutine.
-const parallelDecodeMin = 512
 
 // Entries implements persistence.Store. Page tokens carry the seq of the
 // last entry returned.
@@ -520,16 +409,16 @@ func (s *Store) Tree(ctx context.Context, sessionID string, req persistence.Entr
 			var n persistence.TreeNode
 			var created int64
 			var preview sql.NullString
-			var r storedRow
+			var r rowcodec.Row
 			var raw sql.RawBytes
-			if err := rows.Scan(&r.seq, &n.ID, &n.ParentID, &n.Kind, &created, &preview, &r.encoding, &raw); err != nil {
+			if err := rows.Scan(&r.Seq, &n.ID, &n.ParentID, &n.Kind, &created, &preview, &r.Encoding, &raw); err != nil {
 				return err
 			}
 			n.Time = time.Unix(0, created)
 			n.Preview = preview.String
 			if !preview.Valid {
-				r.id, r.parent, r.payload = n.ID, n.ParentID, raw
-				e, err := r.decode(sessionID)
+				r.ID, r.Parent, r.Payload = n.ID, n.ParentID, raw
+				e, err := r.Decode(sessionID)
 				if err != nil {
 					return err
 				}
@@ -540,7 +429,7 @@ func (s *Store) Tree(ctx context.Context, sessionID string, req persistence.Entr
 				break
 			}
 			page.Nodes = append(page.Nodes, n)
-			lastSeq = r.seq
+			lastSeq = r.Seq
 		}
 		return rows.Err()
 	})
@@ -575,21 +464,6 @@ func (s *Store) Labels(ctx context.Context, sessionID string) (map[string]string
 	return out, nil
 }
 
-// storedRow is an entry row as read, before decoding.
-type storedRow struct {
-	seq      int64
-	id       string
-	parent   string
-	encoding int64
-	payload  []byte
-}
-
-// decode decodes the row's payload (inflating it first when its encoding
-// says so) and checks it against the row.
-func (r storedRow) decode(sessionID string) (*agentdv1.Entry, error) {
-	return rowcodec.DecodeEntry(sessionID, r.seq, r.id, r.parent, r.encoding, r.payload)
-}
-
 // decodeRows decodes (seq, id, parent, encoding, payload) rows and returns
 // them with their seqs. A row that does not decode fails the whole read
 // with a *persistence.CorruptEntryError.
@@ -599,17 +473,17 @@ func decodeRows(sessionID string, rows *sql.Rows, capHint int) ([]*agentdv1.Entr
 	seqs := make([]int64, 0, capHint)
 	var raw sql.RawBytes
 	for rows.Next() {
-		var r storedRow
-		if err := rows.Scan(&r.seq, &r.id, &r.parent, &r.encoding, &raw); err != nil {
+		var r rowcodec.Row
+		if err := rows.Scan(&r.Seq, &r.ID, &r.Parent, &r.Encoding, &raw); err != nil {
 			return nil, nil, err
 		}
-		r.payload = raw
-		e, err := r.decode(sessionID)
+		r.Payload = raw
+		e, err := r.Decode(sessionID)
 		if err != nil {
 			return nil, nil, err
 		}
 		out = append(out, e)
-		seqs = append(seqs, r.seq)
+		seqs = append(seqs, r.Seq)
 	}
 	return out, seqs, rows.Err()
 }

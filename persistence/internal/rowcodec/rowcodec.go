@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 
 	// klauspost/compress writes and reads the same zlib format as the
@@ -167,31 +168,81 @@ func WithPlain(encoding int64, raw []byte, fn func(pb []byte) error) error {
 	return err
 }
 
-// DecodeEntry decodes a stored entry row: its payload (inflated first
-// when encoding says so) must decode (see persistence.DecodeEntry) and
-// name the row's id and parent. Anything else is a
-// *persistence.CorruptEntryError naming the session, entry and seq.
-func DecodeEntry(sessionID string, seq int64, id, parent string, encoding int64, payload []byte) (*agentdv1.Entry, error) {
+// Row is an entry row as an engine reads it, before decoding.
+type Row struct {
+	Seq      int64
+	ID       string
+	Parent   string
+	Encoding int64
+	Payload  []byte
+}
+
+// Decode decodes the row: its payload (inflated first when its encoding
+// says so) must decode (see persistence.DecodeEntry) and name the row's
+// id and parent. Anything else is a *persistence.CorruptEntryError naming
+// the session, entry and seq.
+func (r Row) Decode(sessionID string) (*agentdv1.Entry, error) {
 	var e *agentdv1.Entry
 	// DecodeEntry copies what it keeps, so the inflated bytes may be
 	// reused.
-	err := WithPlain(encoding, payload, func(pb []byte) error {
+	err := WithPlain(r.Encoding, r.Payload, func(pb []byte) error {
 		var err error
-		e, err = persistence.DecodeEntry(sessionID, seq, id, pb)
+		e, err = persistence.DecodeEntry(sessionID, r.Seq, r.ID, pb)
 		return err
 	})
 	var ce *persistence.CorruptEntryError
 	if err != nil && !errors.As(err, &ce) {
-		return nil, &persistence.CorruptEntryError{SessionID: sessionID, EntryID: id, Seq: seq, Err: err}
+		return nil, &persistence.CorruptEntryError{SessionID: sessionID, EntryID: r.ID, Seq: r.Seq, Err: err}
 	}
 	if err != nil {
 		return nil, err
 	}
-	if e.GetParentId() != parent {
-		return nil, &persistence.CorruptEntryError{SessionID: sessionID, EntryID: id, Seq: seq,
-			Err: fmt.Errorf("payload names parent %q, the row %q", e.GetParentId(), parent)}
+	if e.GetParentId() != r.Parent {
+		return nil, &persistence.CorruptEntryError{SessionID: sessionID, EntryID: r.ID, Seq: r.Seq,
+			Err: fmt.Errorf("payload names parent %q, the row %q", e.GetParentId(), r.Parent)}
 	}
 	return e, nil
+}
+
+// parallelDecodeMin is the fewest entries worth a decoding goroutine.
+const parallelDecodeMin = 512
+
+// DecodePath decodes the rows of a path in order, spread over the CPUs:
+// decoding dominates loading a long transcript. The error is the first
+// corrupt entry on the path.
+func DecodePath(sessionID string, rows []Row) ([]*agentdv1.Entry, error) {
+	out := make([]*agentdv1.Entry, len(rows))
+	decode := func(lo, hi int) error {
+		for i := lo; i < hi; i++ {
+			e, err := rows[i].Decode(sessionID)
+			if err != nil {
+				return err
+			}
+			out[i] = e
+		}
+		return nil
+	}
+	workers := min(runtime.GOMAXPROCS(0), (len(rows)+parallelDecodeMin-1)/parallelDecodeMin)
+	if workers <= 1 {
+		if err := decode(0, len(rows)); err != nil {
+			return nil, err
+		}
+		return out, nil
+	}
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() { errs[w] = decode(w*len(rows)/workers, (w+1)*len(rows)/workers) })
+	}
+	wg.Wait()
+	// Chunks are in path order, so the first failing one holds the first
+	// corrupt entry.
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // EncodeEvents is a batch's plain payload: the events' protobufs, each

@@ -58,11 +58,11 @@ func TestEntryRoundTrip(t *testing.T) {
 					t.Fatalf("the standard library inflates %d bytes (%v), want the %d of the protobuf", len(plain), err, len(pb))
 				}
 			}
-			got, err := rowcodec.DecodeEntry("s", 2, "e2", "e1", encoding, stored)
+			got, err := rowcodec.Row{Seq: 2, ID: "e2", Parent: "e1", Encoding: encoding, Payload: stored}.Decode("s")
 			if err != nil || !proto.Equal(got, e) {
 				t.Fatalf("DecodeEntry = %v, %v", got, err)
 			}
-			_, err = rowcodec.DecodeEntry("s", 2, "e2", "e0", encoding, stored)
+			_, err = rowcodec.Row{Seq: 2, ID: "e2", Parent: "e0", Encoding: encoding, Payload: stored}.Decode("s")
 			var ce *persistence.CorruptEntryError
 			if !errors.As(err, &ce) || ce.EntryID != "e2" {
 				t.Fatalf("another parent in the row: %v, want a *CorruptEntryError", err)
@@ -70,10 +70,10 @@ func TestEntryRoundTrip(t *testing.T) {
 		})
 	}
 	var ce *persistence.CorruptEntryError
-	if _, err := rowcodec.DecodeEntry("s", 1, "e1", "", 7, []byte{1}); !errors.As(err, &ce) {
+	if _, err := (rowcodec.Row{Seq: 1, ID: "e1", Parent: "", Encoding: 7, Payload: []byte{1}}).Decode("s"); !errors.As(err, &ce) {
 		t.Fatalf("unknown encoding: %v, want a *CorruptEntryError", err)
 	}
-	if _, err := rowcodec.DecodeEntry("s", 1, "e1", "", rowcodec.EncodingZlib, []byte("not zlib")); !errors.As(err, &ce) {
+	if _, err := (rowcodec.Row{Seq: 1, ID: "e1", Parent: "", Encoding: rowcodec.EncodingZlib, Payload: []byte("not zlib")}).Decode("s"); !errors.As(err, &ce) {
 		t.Fatalf("broken zlib: %v, want a *CorruptEntryError", err)
 	}
 }

@@ -1,0 +1,67 @@
+package persistence
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+)
+
+// CheckAppend refuses what no engine may store, before an Append touches
+// anything: an empty batch, a nil entry, an entry without a payload kind,
+// an id longer than MaxIDLength. It returns each entry's kind (see
+// [EntryKind]).
+func CheckAppend(sessionID string, entries []*agentdv1.Entry) ([]string, error) {
+	if len(entries) == 0 {
+		return nil, &Error{Kind: ErrInvalid, SessionID: sessionID, Detail: "no entries to append"}
+	}
+	kinds := make([]string, len(entries))
+	for i, e := range entries {
+		if e == nil {
+			return nil, &Error{Kind: ErrInvalid, SessionID: sessionID, Detail: fmt.Sprintf("entry %d is nil", i)}
+		}
+		k, err := EntryKind(e)
+		if err != nil {
+			return nil, &Error{Kind: ErrInvalid, SessionID: sessionID, EntryID: e.GetId(), Detail: fmt.Sprintf("entry %d: %v", i, err)}
+		}
+		if len(e.GetId()) > MaxIDLength {
+			return nil, &Error{Kind: ErrInvalid, SessionID: sessionID, Detail: fmt.Sprintf("entry %d: id is %d bytes, more than %d", i, len(e.GetId()), MaxIDLength)}
+		}
+		kinds[i] = k
+	}
+	return kinds, nil
+}
+
+// ParentNotInSession is the error for a batch whose first entry names a
+// parent the session does not hold.
+func ParentNotInSession(sessionID, parentID string) *Error {
+	return &Error{Kind: ErrInvalid, SessionID: sessionID, EntryID: parentID, Detail: "parent entry is not in this session"}
+}
+
+// LinkBatch fills in a checked batch in place as every engine stores it:
+// the batch hangs below parent (the first entry's parent_id when set,
+// which the engine has found in the session, else the leaf), each later
+// entry below the one before it, entries without an id get a fresh one
+// ([NewID]) and entries without a time get now. It returns the id of the
+// last entry, the session's new leaf. Only the first entry may name a
+// parent of its own.
+func LinkBatch(sessionID string, entries []*agentdv1.Entry, parent string, now time.Time) (string, error) {
+	for i, e := range entries {
+		if i > 0 && e.ParentId != "" && e.ParentId != parent {
+			return "", &Error{Kind: ErrInvalid, SessionID: sessionID, EntryID: e.Id,
+				Detail: fmt.Sprintf("entry %d: parent %q is not the entry before it in the batch (%q); only the first entry of a batch may name a parent", i, e.ParentId, parent)}
+		}
+		if e.Id == "" {
+			// 64 random bits: unique within the session by construction.
+			e.Id = NewID()
+		}
+		e.ParentId = parent
+		if e.Time == nil {
+			e.Time = timestamppb.New(now)
+		}
+		parent = e.Id
+	}
+	return parent, nil
+}
