@@ -17,6 +17,7 @@ import (
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/provider"
 	"github.com/agentd/agentd/tools"
+	"github.com/agentd/agentd/tools/mcp"
 )
 
 // Limits the agent applies to every session.
@@ -51,6 +52,10 @@ type Options struct {
 	WorkspaceRoots []string
 	// WorkspaceTools tunes the built-in tools' limits.
 	WorkspaceTools tools.Options
+	// MCP holds the MCP servers sessions may enable
+	// (SessionConfig.mcp_servers); nil offers none. Its owner closes it
+	// after the agent.
+	MCP *mcp.Manager
 	// Models resolves models of real providers; nil offers only the faux
 	// model.
 	Models ModelResolver
@@ -273,7 +278,7 @@ func (a *Agent) CheckConfig(cfg *agentdv1.SessionConfig) error {
 			return err
 		}
 	}
-	_, err := a.toolKit(cfg, nil)
+	_, err := a.toolKit(cfg, nil, nil)
 	return err
 }
 

@@ -244,16 +244,10 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 	retry agentloop.RetryFunc, req StartRequest) error {
 	requestID, prompt := req.RequestID, req.Prompt
 	cfg := sess.Config
-	kit, err := a.toolKit(cfg, r)
-	if err != nil {
-		// The configuration was valid when the session was created; what
-		// changed is the server (a workspace root gone or no longer
-		// allowed).
-		return refuse(ErrPrecondition, "session %q: its tools cannot be used now: %v", r.sessionID, err)
-	}
 	// The run needs only what its model calls see: after a compaction,
 	// the summary's kept entries and what follows.
 	var path []*agentdv1.Entry
+	var err error
 	if req.FromRoot {
 		if prompt == nil || req.ParentEntryID != "" {
 			return invalid("from_root", "starts a new root with a prompt; it cannot go with Continue or parent_entry_id")
@@ -266,6 +260,24 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 		path = full[persistence.ContextStart(full):]
 	} else if path, err = a.store.ContextPath(ctx, r.sessionID); err != nil {
 		return err
+	}
+	var offered mcpTools
+	var snapshots []*agentdv1.McpToolsSnapshot
+	if len(cfg.GetMcpServers()) > 0 && a.opts.MCP != nil {
+		stored := mcpTools{}
+		if !req.FromRoot {
+			if stored, err = a.storedMCPTools(ctx, r.sessionID, req.ParentEntryID, cfg, path); err != nil {
+				return err
+			}
+		}
+		offered, snapshots = a.runMCPTools(ctx, r.sessionID, cfg, stored)
+	}
+	kit, err := a.toolKit(cfg, r, offered)
+	if err != nil {
+		// The configuration was valid when the session was created; what
+		// changed is the server (a workspace root gone or no longer
+		// allowed, an MCP server no longer configured).
+		return refuse(ErrPrecondition, "session %q: its tools cannot be used now: %v", r.sessionID, err)
 	}
 	maxTurns := cfg.GetMaxTurns()
 	if maxTurns == 0 {
@@ -317,6 +329,16 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 		// the first entry.
 		if err := r.writer.SetLeaf(ctx, r.sessionID, req.ParentEntryID); err != nil {
 			if eerr := r.writer.EndRun(ctx, r.id, agentdv1.RunOutcome_RUN_OUTCOME_ERROR, "could not move the leaf: "+err.Error()); eerr != nil {
+				a.opts.Logger.ErrorContext(ctx, "could not record the end of a run that never started", "session", r.sessionID, "run", r.id, "err", eerr)
+			}
+			return err
+		}
+	}
+	if len(snapshots) > 0 {
+		// After the leaf moved, so the snapshots hang on the run's branch,
+		// before its prompt.
+		if err := a.appendEntries(ctx, r.writer, r.sessionID, mcpSnapshotEntries(r.id, snapshots)...); err != nil {
+			if eerr := r.writer.EndRun(ctx, r.id, agentdv1.RunOutcome_RUN_OUTCOME_ERROR, "could not store the MCP tool snapshots: "+err.Error()); eerr != nil {
 				a.opts.Logger.ErrorContext(ctx, "could not record the end of a run that never started", "session", r.sessionID, "run", r.id, "err", eerr)
 			}
 			return err

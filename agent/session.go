@@ -25,10 +25,6 @@ func (a *Agent) Context(ctx context.Context, sessionID, leafEntryID string) (*Co
 	if err != nil {
 		return nil, err
 	}
-	kit, err := a.toolKit(sess.Config, nil)
-	if err != nil {
-		return nil, refuse(ErrPrecondition, "session %q: its tools cannot be used now: %v", sessionID, err)
-	}
 	var path []*agentdv1.Entry
 	if leafEntryID != "" {
 		full, err := a.store.PathTo(ctx, sessionID, leafEntryID)
@@ -38,6 +34,14 @@ func (a *Agent) Context(ctx context.Context, sessionID, leafEntryID string) (*Co
 		path = full[persistence.ContextStart(full):]
 	} else if path, err = a.store.ContextPath(ctx, sessionID); err != nil {
 		return nil, err
+	}
+	stored, err := a.storedMCPTools(ctx, sessionID, leafEntryID, sess.Config, path)
+	if err != nil {
+		return nil, err
+	}
+	kit, err := a.toolKit(sess.Config, nil, a.contextMCPTools(ctx, sess.Config, stored))
+	if err != nil {
+		return nil, refuse(ErrPrecondition, "session %q: its tools cannot be used now: %v", sessionID, err)
 	}
 	model, _, _, _ := a.modelFor(sess.Config) // a model no longer usable still names itself
 	sh := newShaper(sess.Config, model)

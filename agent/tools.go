@@ -53,9 +53,10 @@ func readOnly(t agentloop.Tool) bool {
 }
 
 // toolKit builds the tools a session's run may call, with client tools
-// bound to run r (nil when only checking or previewing); its errors are
-// *FieldError naming the field.
-func (a *Agent) toolKit(cfg *agentdv1.SessionConfig, r *Run) (*toolKit, error) {
+// bound to run r (nil when only checking or previewing) and the MCP tools
+// of mcp (nil when only checking); its errors are *FieldError naming the
+// field.
+func (a *Agent) toolKit(cfg *agentdv1.SessionConfig, r *Run, mcp mcpTools) (*toolKit, error) {
 	decls := cfg.GetTools()
 	if len(decls) > MaxTools {
 		return nil, invalid("config.tools", "%d tools exceed the limit of %d", len(decls), MaxTools)
@@ -72,6 +73,9 @@ func (a *Agent) toolKit(cfg *agentdv1.SessionConfig, r *Run) (*toolKit, error) {
 			return nil, invalid(field+".name", "%q is already declared by config.tools[%d]; tool names must be unique", d.GetName(), j)
 		}
 		seen[d.GetName()] = i
+		if reservedToolName(d.GetName()) {
+			return nil, invalid(field+".name", "%q starts with %q, which names the tools of MCP servers; enable a server with config.mcp_servers, or choose another name", d.GetName(), "mcp__")
+		}
 		var tool agentloop.Tool
 		policy := d.GetApproval()
 		switch d.GetExecutor() {
@@ -126,6 +130,10 @@ func (a *Agent) toolKit(cfg *agentdv1.SessionConfig, r *Run) (*toolKit, error) {
 		}
 		list = append(list, tool)
 	}
+	if err := a.checkMCPServers(cfg); err != nil {
+		return nil, err
+	}
+	list = a.addMCPTools(cfg, mcp, list, kit.policies)
 	set, err := agentloop.NewToolSet(list...)
 	if err != nil {
 		return nil, invalid("config.tools", "%v", err)

@@ -29,7 +29,7 @@ func NewID() string {
 // AgentMessage kind ("user", "assistant", "tool_result", "approval_notice",
 // "bash_execution", "custom", "branch_summary", "compaction_summary",
 // "extension") or the entry payload ("model_change",
-// "thinking_level_change", "label"). An entry without payload is invalid.
+// "thinking_level_change", "label", "mcp_tools"). An entry without payload is invalid.
 func EntryKind(e *agentdv1.Entry) (string, error) {
 	switch p := e.GetPayload().(type) {
 	case *agentdv1.Entry_Message:
@@ -61,6 +61,8 @@ func EntryKind(e *agentdv1.Entry) (string, error) {
 		return "thinking_level_change", nil
 	case *agentdv1.Entry_Label:
 		return "label", nil
+	case *agentdv1.Entry_McpTools:
+		return "mcp_tools", nil
 	default:
 		return "", fmt.Errorf("entry has no payload set")
 	}
@@ -153,6 +155,8 @@ func Preview(e *agentdv1.Entry) string {
 		s = p.ThinkingLevelChange.GetThinkingLevel().String()
 	case *agentdv1.Entry_Label:
 		s = p.Label.GetLabel()
+	case *agentdv1.Entry_McpTools:
+		s = fmt.Sprintf("tools of MCP server %s: %d", p.McpTools.GetServer(), len(p.McpTools.GetTools()))
 	}
 	s = strings.Join(strings.Fields(s), " ")
 	if r := []rune(s); len(r) > MaxPreviewRunes {

@@ -31,6 +31,7 @@ func TestEntryKind(t *testing.T) {
 		{&agentdv1.Entry{Payload: &agentdv1.Entry_ModelChange{ModelChange: &agentdv1.ModelChange{}}}, "model_change", false},
 		{&agentdv1.Entry{Payload: &agentdv1.Entry_ThinkingLevelChange{ThinkingLevelChange: &agentdv1.ThinkingLevelChange{}}}, "thinking_level_change", false},
 		{&agentdv1.Entry{Payload: &agentdv1.Entry_Label{Label: &agentdv1.Label{}}}, "label", false},
+		{&agentdv1.Entry{Payload: &agentdv1.Entry_McpTools{McpTools: &agentdv1.McpToolsSnapshot{}}}, "mcp_tools", false},
 		{msg(&agentdv1.AgentMessage{}), "", true},
 		{&agentdv1.Entry{}, "", true},
 		{nil, "", true},

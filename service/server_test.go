@@ -204,13 +204,17 @@ func TestEveryRPCIsImplemented(t *testing.T) {
 		"GetTranscript":   func() error { _, err := c.GetTranscript(ctx, &agentdv1.GetTranscriptRequest{}); return err },
 		"GetContext":      func() error { _, err := c.GetContext(ctx, &agentdv1.GetContextRequest{}); return err },
 		"ListModels":      func() error { _, err := c.ListModels(ctx, &agentdv1.ListModelsRequest{}); return err },
-		"UpdateSession":   func() error { _, err := c.UpdateSession(ctx, &agentdv1.UpdateSessionRequest{}); return err },
-		"Compact":         func() error { return recv(c.Compact(ctx, &agentdv1.CompactRequest{})) },
-		"SubmitContext":   func() error { _, err := c.SubmitContext(ctx, &agentdv1.SubmitContextRequest{}); return err },
-		"GetTree":         func() error { _, err := c.GetTree(ctx, &agentdv1.GetTreeRequest{}); return err },
-		"SetLabel":        func() error { _, err := c.SetLabel(ctx, &agentdv1.SetLabelRequest{}); return err },
-		"Navigate":        func() error { _, err := c.Navigate(ctx, &agentdv1.NavigateRequest{}); return err },
-		"ForkSession":     func() error { _, err := c.ForkSession(ctx, &agentdv1.ForkSessionRequest{}); return err },
+		"ListToolSources": func() error {
+			_, err := c.ListToolSources(ctx, &agentdv1.ListToolSourcesRequest{})
+			return err
+		},
+		"UpdateSession": func() error { _, err := c.UpdateSession(ctx, &agentdv1.UpdateSessionRequest{}); return err },
+		"Compact":       func() error { return recv(c.Compact(ctx, &agentdv1.CompactRequest{})) },
+		"SubmitContext": func() error { _, err := c.SubmitContext(ctx, &agentdv1.SubmitContextRequest{}); return err },
+		"GetTree":       func() error { _, err := c.GetTree(ctx, &agentdv1.GetTreeRequest{}); return err },
+		"SetLabel":      func() error { _, err := c.SetLabel(ctx, &agentdv1.SetLabelRequest{}); return err },
+		"Navigate":      func() error { _, err := c.Navigate(ctx, &agentdv1.NavigateRequest{}); return err },
+		"ForkSession":   func() error { _, err := c.ForkSession(ctx, &agentdv1.ForkSessionRequest{}); return err },
 		"ExportSession": func() error {
 			st, err := c.ExportSession(ctx, &agentdv1.ExportSessionRequest{})
 			if err != nil {

@@ -39,6 +39,7 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/provider/catalog"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/tools/mcp"
 )
 
 func main() {
@@ -79,6 +80,7 @@ type config struct {
 	syncFull        bool
 	plainPayloads   bool
 	modelsConfig    string
+	mcpConfig       string
 	workspaceRoots  []string
 	eventRetention  time.Duration
 	replicaID       string
@@ -125,6 +127,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		"store every entry payload as plain protobuf: faster loads of long sessions, about 1.4x the disk (default: zlib for payloads of 2 KiB or more)")
 	fs.StringVar(&cfg.modelsConfig, "models-config", getenv("AGENTD_MODELS_CONFIG"),
 		"JSON file adding or overriding providers and models (env AGENTD_MODELS_CONFIG)")
+	fs.StringVar(&cfg.mcpConfig, "mcp-config", getenv("AGENTD_MCP_CONFIG"),
+		"JSON file of MCP servers (\"mcpServers\": stdio command or HTTP url) whose tools sessions may enable by name (env AGENTD_MCP_CONFIG)")
 	fs.DurationVar(&cfg.eventRetention, "event-retention", agent.DefaultEventRetention,
 		"how long the events of a finished run stay available to Attach; the transcript is kept regardless")
 	fs.StringVar(&cfg.replicaID, "replica-id", envOr("AGENTD_REPLICA_ID", defaultReplicaID()),
@@ -215,6 +219,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
+	var mcpCfg *mcp.Config
+	if cfg.mcpConfig != "" {
+		if mcpCfg, err = mcp.LoadConfig(cfg.mcpConfig, nil); err != nil {
+			return fmt.Errorf("--mcp-config: %w", err)
+		}
+	}
+	// Stopped after the runs, so no call is cut by agentd's own shutdown.
+	mcpServers := mcp.NewManager(mcpCfg, mcp.Options{Logger: logger, Version: version})
+	defer mcpServers.Close()
 	runs, err := agent.New(ctx, store, agent.Options{
 		Logger:            logger,
 		SchemaVersion:     db.schemaVersion,
@@ -225,6 +238,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Models:            models,
 		WorkspaceRoots:    cfg.workspaceRoots,
 		EventRetention:    cfg.eventRetention,
+		MCP:               mcpServers,
 	})
 	if err != nil {
 		return err

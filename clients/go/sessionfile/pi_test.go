@@ -259,3 +259,27 @@ func importFile(t *testing.T, c agentdv1.AgentServiceClient, path string) string
 	}
 	return sess.GetId()
 }
+
+// An MCP tools snapshot, which pi has no kind for, is exported as a custom
+// entry holding it.
+func TestPiLineOfMCPSnapshot(t *testing.T) {
+	e := &agentdv1.Entry{Id: "s1", ParentId: "p", Payload: &agentdv1.Entry_McpTools{McpTools: &agentdv1.McpToolsSnapshot{
+		Server: "fs", Tools: []*agentdv1.McpTool{{Name: "read_file", Description: "Reads."}}}}}
+	line, err := piLine(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := line.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := got["data"].(map[string]any)
+	tools, _ := data["tools"].([]any)
+	if got["type"] != "custom" || got["customType"] != "agentd.mcp_tools" || got["parentId"] != "p" || data["server"] != "fs" || len(tools) != 1 {
+		t.Fatalf("line %s", b)
+	}
+}

@@ -131,6 +131,16 @@ func piLine(e *agentdv1.Entry) (orderedJSON, error) {
 			line = append(line, kv{"label", p.Label.GetLabel()})
 		}
 		return line, nil
+	case *agentdv1.Entry_McpTools:
+		// pi has no kind for it: kept as a custom entry, as agentd's
+		// messages pi lacks are.
+		data, err := protojson.Marshal(p.McpTools)
+		if err != nil {
+			return nil, err
+		}
+		var v any
+		_ = json.Unmarshal(data, &v)
+		return append(base("custom"), kv{"customType", "agentd.mcp_tools"}, kv{"data", v}), nil
 	case *agentdv1.Entry_Message:
 		m := p.Message
 		switch k := m.GetKind().(type) {

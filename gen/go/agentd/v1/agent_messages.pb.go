@@ -1073,6 +1073,155 @@ func (x *ModelChange) GetModelId() string {
 	return ""
 }
 
+// McpToolsSnapshot records the tools an MCP server offered a session: written
+// by the first run that uses the server, and again by the first run after
+// the server's tool list changed (never during a run). The model calls of
+// the session see the server's tools as the latest snapshot on their path
+// declares them, so GetContext and a replay do not depend on the server
+// being up or unchanged.
+type McpToolsSnapshot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server's name in agentd's --mcp-config.
+	Server string `protobuf:"bytes,1,opt,name=server,proto3" json:"server,omitempty"`
+	// The tools the server declared, minus those the operator's allow and
+	// deny lists hide.
+	Tools         []*McpTool `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *McpToolsSnapshot) Reset() {
+	*x = McpToolsSnapshot{}
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpToolsSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpToolsSnapshot) ProtoMessage() {}
+
+func (x *McpToolsSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpToolsSnapshot.ProtoReflect.Descriptor instead.
+func (*McpToolsSnapshot) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *McpToolsSnapshot) GetServer() string {
+	if x != nil {
+		return x.Server
+	}
+	return ""
+}
+
+func (x *McpToolsSnapshot) GetTools() []*McpTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+// McpTool is a tool as an MCP server declares it (tools/list). The model
+// sees it as "mcp__<server>__<name>" (characters outside a-z A-Z 0-9 _ -
+// become "_"; a name longer than 64 characters is shortened and ends in a
+// hash of the whole).
+type McpTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server's name for the tool.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The server's description, given to the model.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// The JSON Schema of the arguments object, given to the model; calls are
+	// validated against it before they reach the server.
+	InputSchema *structpb.Struct `protobuf:"bytes,3,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	// A human-readable title, when the server gives one.
+	Title string `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
+	// The server's readOnlyHint annotation: it says the tool changes nothing.
+	// A hint for user interfaces; approval defaults follow the operator's
+	// read_only mark on the server, never a server's own claim.
+	ReadOnlyHint  bool `protobuf:"varint,5,opt,name=read_only_hint,json=readOnlyHint,proto3" json:"read_only_hint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *McpTool) Reset() {
+	*x = McpTool{}
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpTool) ProtoMessage() {}
+
+func (x *McpTool) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpTool.ProtoReflect.Descriptor instead.
+func (*McpTool) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *McpTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *McpTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *McpTool) GetInputSchema() *structpb.Struct {
+	if x != nil {
+		return x.InputSchema
+	}
+	return nil
+}
+
+func (x *McpTool) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *McpTool) GetReadOnlyHint() bool {
+	if x != nil {
+		return x.ReadOnlyHint
+	}
+	return false
+}
+
 // ThinkingLevelChange records that the session's thinking level changed from
 // this entry on.
 type ThinkingLevelChange struct {
@@ -1085,7 +1234,7 @@ type ThinkingLevelChange struct {
 
 func (x *ThinkingLevelChange) Reset() {
 	*x = ThinkingLevelChange{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[8]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1246,7 @@ func (x *ThinkingLevelChange) String() string {
 func (*ThinkingLevelChange) ProtoMessage() {}
 
 func (x *ThinkingLevelChange) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[8]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +1259,7 @@ func (x *ThinkingLevelChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThinkingLevelChange.ProtoReflect.Descriptor instead.
 func (*ThinkingLevelChange) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ThinkingLevelChange) GetThinkingLevel() ThinkingLevel {
@@ -1133,7 +1282,7 @@ type Label struct {
 
 func (x *Label) Reset() {
 	*x = Label{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[9]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1294,7 @@ func (x *Label) String() string {
 func (*Label) ProtoMessage() {}
 
 func (x *Label) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[9]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1307,7 @@ func (x *Label) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Label.ProtoReflect.Descriptor instead.
 func (*Label) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Label) GetTargetEntryId() string {
@@ -1199,6 +1348,7 @@ type Entry struct {
 	//	*Entry_ModelChange
 	//	*Entry_ThinkingLevelChange
 	//	*Entry_Label
+	//	*Entry_McpTools
 	Payload       isEntry_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1206,7 +1356,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[10]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1368,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[10]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1381,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Entry) GetId() string {
@@ -1305,6 +1455,15 @@ func (x *Entry) GetLabel() *Label {
 	return nil
 }
 
+func (x *Entry) GetMcpTools() *McpToolsSnapshot {
+	if x != nil {
+		if x, ok := x.Payload.(*Entry_McpTools); ok {
+			return x.McpTools
+		}
+	}
+	return nil
+}
+
 type isEntry_Payload interface {
 	isEntry_Payload()
 }
@@ -1329,6 +1488,12 @@ type Entry_Label struct {
 	Label *Label `protobuf:"bytes,13,opt,name=label,proto3,oneof"`
 }
 
+type Entry_McpTools struct {
+	// The tools an MCP server offers the session's model calls from this
+	// entry on.
+	McpTools *McpToolsSnapshot `protobuf:"bytes,14,opt,name=mcp_tools,json=mcpTools,proto3,oneof"`
+}
+
 func (*Entry_Message) isEntry_Payload() {}
 
 func (*Entry_ModelChange) isEntry_Payload() {}
@@ -1336,6 +1501,8 @@ func (*Entry_ModelChange) isEntry_Payload() {}
 func (*Entry_ThinkingLevelChange) isEntry_Payload() {}
 
 func (*Entry_Label) isEntry_Payload() {}
+
+func (*Entry_McpTools) isEntry_Payload() {}
 
 var File_agentd_v1_agent_messages_proto protoreflect.FileDescriptor
 
@@ -1407,12 +1574,21 @@ const file_agentd_v1_agent_messages_proto_rawDesc = "" +
 	"\x04kind\"D\n" +
 	"\vModelChange\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x19\n" +
-	"\bmodel_id\x18\x02 \x01(\tR\amodelId\"V\n" +
+	"\bmodel_id\x18\x02 \x01(\tR\amodelId\"T\n" +
+	"\x10McpToolsSnapshot\x12\x16\n" +
+	"\x06server\x18\x01 \x01(\tR\x06server\x12(\n" +
+	"\x05tools\x18\x02 \x03(\v2\x12.agentd.v1.McpToolR\x05tools\"\xb7\x01\n" +
+	"\aMcpTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12:\n" +
+	"\finput_schema\x18\x03 \x01(\v2\x17.google.protobuf.StructR\vinputSchema\x12\x14\n" +
+	"\x05title\x18\x04 \x01(\tR\x05title\x12$\n" +
+	"\x0eread_only_hint\x18\x05 \x01(\bR\freadOnlyHint\"V\n" +
 	"\x13ThinkingLevelChange\x12?\n" +
 	"\x0ethinking_level\x18\x01 \x01(\x0e2\x18.agentd.v1.ThinkingLevelR\rthinkingLevel\"E\n" +
 	"\x05Label\x12&\n" +
 	"\x0ftarget_entry_id\x18\x01 \x01(\tR\rtargetEntryId\x12\x14\n" +
-	"\x05label\x18\x02 \x01(\tR\x05label\"\xf8\x02\n" +
+	"\x05label\x18\x02 \x01(\tR\x05label\"\xb4\x03\n" +
 	"\x05Entry\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tparent_id\x18\x02 \x01(\tR\bparentId\x12.\n" +
@@ -1422,7 +1598,8 @@ const file_agentd_v1_agent_messages_proto_rawDesc = "" +
 	" \x01(\v2\x17.agentd.v1.AgentMessageH\x00R\amessage\x12;\n" +
 	"\fmodel_change\x18\v \x01(\v2\x16.agentd.v1.ModelChangeH\x00R\vmodelChange\x12T\n" +
 	"\x15thinking_level_change\x18\f \x01(\v2\x1e.agentd.v1.ThinkingLevelChangeH\x00R\x13thinkingLevelChange\x12(\n" +
-	"\x05label\x18\r \x01(\v2\x10.agentd.v1.LabelH\x00R\x05labelB\t\n" +
+	"\x05label\x18\r \x01(\v2\x10.agentd.v1.LabelH\x00R\x05label\x12:\n" +
+	"\tmcp_tools\x18\x0e \x01(\v2\x1b.agentd.v1.McpToolsSnapshotH\x00R\bmcpToolsB\t\n" +
 	"\apayload*\x93\x01\n" +
 	"\x10ApprovalDecision\x12!\n" +
 	"\x1dAPPROVAL_DECISION_UNSPECIFIED\x10\x00\x12\x1d\n" +
@@ -1456,7 +1633,7 @@ func file_agentd_v1_agent_messages_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_messages_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentd_v1_agent_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_agentd_v1_agent_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_agentd_v1_agent_messages_proto_goTypes = []any{
 	(ApprovalDecision)(0),         // 0: agentd.v1.ApprovalDecision
 	(CompactionReason)(0),         // 1: agentd.v1.CompactionReason
@@ -1469,50 +1646,56 @@ var file_agentd_v1_agent_messages_proto_goTypes = []any{
 	(*Extension)(nil),             // 8: agentd.v1.Extension
 	(*AgentMessage)(nil),          // 9: agentd.v1.AgentMessage
 	(*ModelChange)(nil),           // 10: agentd.v1.ModelChange
-	(*ThinkingLevelChange)(nil),   // 11: agentd.v1.ThinkingLevelChange
-	(*Label)(nil),                 // 12: agentd.v1.Label
-	(*Entry)(nil),                 // 13: agentd.v1.Entry
-	(*timestamppb.Timestamp)(nil), // 14: google.protobuf.Timestamp
-	(*ContentBlock)(nil),          // 15: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),        // 16: google.protobuf.Value
-	(*anypb.Any)(nil),             // 17: google.protobuf.Any
-	(*UserMessage)(nil),           // 18: agentd.v1.UserMessage
-	(*AssistantMessage)(nil),      // 19: agentd.v1.AssistantMessage
-	(*ToolResultMessage)(nil),     // 20: agentd.v1.ToolResultMessage
+	(*McpToolsSnapshot)(nil),      // 11: agentd.v1.McpToolsSnapshot
+	(*McpTool)(nil),               // 12: agentd.v1.McpTool
+	(*ThinkingLevelChange)(nil),   // 13: agentd.v1.ThinkingLevelChange
+	(*Label)(nil),                 // 14: agentd.v1.Label
+	(*Entry)(nil),                 // 15: agentd.v1.Entry
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*ContentBlock)(nil),          // 17: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),        // 18: google.protobuf.Value
+	(*anypb.Any)(nil),             // 19: google.protobuf.Any
+	(*UserMessage)(nil),           // 20: agentd.v1.UserMessage
+	(*AssistantMessage)(nil),      // 21: agentd.v1.AssistantMessage
+	(*ToolResultMessage)(nil),     // 22: agentd.v1.ToolResultMessage
+	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
 }
 var file_agentd_v1_agent_messages_proto_depIdxs = []int32{
 	0,  // 0: agentd.v1.ApprovalNotice.decision:type_name -> agentd.v1.ApprovalDecision
-	14, // 1: agentd.v1.ApprovalNotice.timestamp:type_name -> google.protobuf.Timestamp
-	14, // 2: agentd.v1.BashExecution.timestamp:type_name -> google.protobuf.Timestamp
-	15, // 3: agentd.v1.CustomMessage.content:type_name -> agentd.v1.ContentBlock
-	16, // 4: agentd.v1.CustomMessage.details:type_name -> google.protobuf.Value
-	14, // 5: agentd.v1.CustomMessage.timestamp:type_name -> google.protobuf.Timestamp
-	14, // 6: agentd.v1.BranchSummary.timestamp:type_name -> google.protobuf.Timestamp
-	14, // 7: agentd.v1.CompactionSummary.timestamp:type_name -> google.protobuf.Timestamp
+	16, // 1: agentd.v1.ApprovalNotice.timestamp:type_name -> google.protobuf.Timestamp
+	16, // 2: agentd.v1.BashExecution.timestamp:type_name -> google.protobuf.Timestamp
+	17, // 3: agentd.v1.CustomMessage.content:type_name -> agentd.v1.ContentBlock
+	18, // 4: agentd.v1.CustomMessage.details:type_name -> google.protobuf.Value
+	16, // 5: agentd.v1.CustomMessage.timestamp:type_name -> google.protobuf.Timestamp
+	16, // 6: agentd.v1.BranchSummary.timestamp:type_name -> google.protobuf.Timestamp
+	16, // 7: agentd.v1.CompactionSummary.timestamp:type_name -> google.protobuf.Timestamp
 	1,  // 8: agentd.v1.CompactionSummary.reason:type_name -> agentd.v1.CompactionReason
-	17, // 9: agentd.v1.Extension.payload:type_name -> google.protobuf.Any
-	15, // 10: agentd.v1.Extension.model_content:type_name -> agentd.v1.ContentBlock
-	14, // 11: agentd.v1.Extension.timestamp:type_name -> google.protobuf.Timestamp
-	18, // 12: agentd.v1.AgentMessage.user:type_name -> agentd.v1.UserMessage
-	19, // 13: agentd.v1.AgentMessage.assistant:type_name -> agentd.v1.AssistantMessage
-	20, // 14: agentd.v1.AgentMessage.tool_result:type_name -> agentd.v1.ToolResultMessage
+	19, // 9: agentd.v1.Extension.payload:type_name -> google.protobuf.Any
+	17, // 10: agentd.v1.Extension.model_content:type_name -> agentd.v1.ContentBlock
+	16, // 11: agentd.v1.Extension.timestamp:type_name -> google.protobuf.Timestamp
+	20, // 12: agentd.v1.AgentMessage.user:type_name -> agentd.v1.UserMessage
+	21, // 13: agentd.v1.AgentMessage.assistant:type_name -> agentd.v1.AssistantMessage
+	22, // 14: agentd.v1.AgentMessage.tool_result:type_name -> agentd.v1.ToolResultMessage
 	3,  // 15: agentd.v1.AgentMessage.approval_notice:type_name -> agentd.v1.ApprovalNotice
 	4,  // 16: agentd.v1.AgentMessage.bash_execution:type_name -> agentd.v1.BashExecution
 	5,  // 17: agentd.v1.AgentMessage.custom:type_name -> agentd.v1.CustomMessage
 	6,  // 18: agentd.v1.AgentMessage.branch_summary:type_name -> agentd.v1.BranchSummary
 	7,  // 19: agentd.v1.AgentMessage.compaction_summary:type_name -> agentd.v1.CompactionSummary
 	8,  // 20: agentd.v1.AgentMessage.extension:type_name -> agentd.v1.Extension
-	2,  // 21: agentd.v1.ThinkingLevelChange.thinking_level:type_name -> agentd.v1.ThinkingLevel
-	14, // 22: agentd.v1.Entry.time:type_name -> google.protobuf.Timestamp
-	9,  // 23: agentd.v1.Entry.message:type_name -> agentd.v1.AgentMessage
-	10, // 24: agentd.v1.Entry.model_change:type_name -> agentd.v1.ModelChange
-	11, // 25: agentd.v1.Entry.thinking_level_change:type_name -> agentd.v1.ThinkingLevelChange
-	12, // 26: agentd.v1.Entry.label:type_name -> agentd.v1.Label
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	12, // 21: agentd.v1.McpToolsSnapshot.tools:type_name -> agentd.v1.McpTool
+	23, // 22: agentd.v1.McpTool.input_schema:type_name -> google.protobuf.Struct
+	2,  // 23: agentd.v1.ThinkingLevelChange.thinking_level:type_name -> agentd.v1.ThinkingLevel
+	16, // 24: agentd.v1.Entry.time:type_name -> google.protobuf.Timestamp
+	9,  // 25: agentd.v1.Entry.message:type_name -> agentd.v1.AgentMessage
+	10, // 26: agentd.v1.Entry.model_change:type_name -> agentd.v1.ModelChange
+	13, // 27: agentd.v1.Entry.thinking_level_change:type_name -> agentd.v1.ThinkingLevelChange
+	14, // 28: agentd.v1.Entry.label:type_name -> agentd.v1.Label
+	11, // 29: agentd.v1.Entry.mcp_tools:type_name -> agentd.v1.McpToolsSnapshot
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_messages_proto_init() }
@@ -1534,11 +1717,12 @@ func file_agentd_v1_agent_messages_proto_init() {
 		(*AgentMessage_CompactionSummary)(nil),
 		(*AgentMessage_Extension)(nil),
 	}
-	file_agentd_v1_agent_messages_proto_msgTypes[10].OneofWrappers = []any{
+	file_agentd_v1_agent_messages_proto_msgTypes[12].OneofWrappers = []any{
 		(*Entry_Message)(nil),
 		(*Entry_ModelChange)(nil),
 		(*Entry_ThinkingLevelChange)(nil),
 		(*Entry_Label)(nil),
+		(*Entry_McpTools)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1546,7 +1730,7 @@ func file_agentd_v1_agent_messages_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_messages_proto_rawDesc), len(file_agentd_v1_agent_messages_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

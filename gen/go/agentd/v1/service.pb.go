@@ -24,6 +24,66 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ToolSourceState is where an MCP server is in its life.
+type ToolSourceState int32
+
+const (
+	// Not reported.
+	ToolSourceState_TOOL_SOURCE_STATE_UNSPECIFIED ToolSourceState = 0
+	// Not connected: never used yet, or stopped after being idle. The next
+	// use connects (starting a stdio server).
+	ToolSourceState_TOOL_SOURCE_STATE_STOPPED ToolSourceState = 1
+	// Connected and answering.
+	ToolSourceState_TOOL_SOURCE_STATE_READY ToolSourceState = 2
+	// The last start or call failed (last_error says how); the next use
+	// connects again, after a back-off that grows with each failure in a
+	// row.
+	ToolSourceState_TOOL_SOURCE_STATE_FAILED ToolSourceState = 3
+)
+
+// Enum value maps for ToolSourceState.
+var (
+	ToolSourceState_name = map[int32]string{
+		0: "TOOL_SOURCE_STATE_UNSPECIFIED",
+		1: "TOOL_SOURCE_STATE_STOPPED",
+		2: "TOOL_SOURCE_STATE_READY",
+		3: "TOOL_SOURCE_STATE_FAILED",
+	}
+	ToolSourceState_value = map[string]int32{
+		"TOOL_SOURCE_STATE_UNSPECIFIED": 0,
+		"TOOL_SOURCE_STATE_STOPPED":     1,
+		"TOOL_SOURCE_STATE_READY":       2,
+		"TOOL_SOURCE_STATE_FAILED":      3,
+	}
+)
+
+func (x ToolSourceState) Enum() *ToolSourceState {
+	p := new(ToolSourceState)
+	*p = x
+	return p
+}
+
+func (x ToolSourceState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolSourceState) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_service_proto_enumTypes[0].Descriptor()
+}
+
+func (ToolSourceState) Type() protoreflect.EnumType {
+	return &file_agentd_v1_service_proto_enumTypes[0]
+}
+
+func (x ToolSourceState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolSourceState.Descriptor instead.
+func (ToolSourceState) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
 // ExportSessionRequest is the input of ExportSession.
 type ExportSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3066,6 +3126,212 @@ func (x *ListModelsResponse) GetModels() []*Model {
 	return nil
 }
 
+// ListToolSourcesRequest is the input of ListToolSources.
+type ListToolSourcesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Connect to every server now (starting stdio servers that are not
+	// running) and list its tools; otherwise report what agentd knows
+	// without starting anything.
+	Refresh       bool `protobuf:"varint,1,opt,name=refresh,proto3" json:"refresh,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolSourcesRequest) Reset() {
+	*x = ListToolSourcesRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolSourcesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolSourcesRequest) ProtoMessage() {}
+
+func (x *ListToolSourcesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolSourcesRequest.ProtoReflect.Descriptor instead.
+func (*ListToolSourcesRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ListToolSourcesRequest) GetRefresh() bool {
+	if x != nil {
+		return x.Refresh
+	}
+	return false
+}
+
+// ListToolSourcesResponse is the output of ListToolSources.
+type ListToolSourcesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The configured MCP servers, by name.
+	Sources       []*ToolSource `protobuf:"bytes,1,rep,name=sources,proto3" json:"sources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListToolSourcesResponse) Reset() {
+	*x = ListToolSourcesResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListToolSourcesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListToolSourcesResponse) ProtoMessage() {}
+
+func (x *ListToolSourcesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListToolSourcesResponse.ProtoReflect.Descriptor instead.
+func (*ListToolSourcesResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ListToolSourcesResponse) GetSources() []*ToolSource {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+// ToolSource is one MCP server agentd is configured with.
+type ToolSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server's name in --mcp-config: what SessionConfig.mcp_servers
+	// names.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "stdio" (agentd starts the command) or "http" (streamable HTTP).
+	Transport string `protobuf:"bytes,2,opt,name=transport,proto3" json:"transport,omitempty"`
+	// The server's state.
+	State ToolSourceState `protobuf:"varint,3,opt,name=state,proto3,enum=agentd.v1.ToolSourceState" json:"state,omitempty"`
+	// Why the last start or call failed; empty otherwise.
+	LastError string `protobuf:"bytes,4,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// Whether the operator marked the server read-only: its tools run without
+	// approval unless a session asks otherwise.
+	ReadOnly bool `protobuf:"varint,5,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// The tools the server offers, after the operator's allow and deny lists,
+	// as last listed; empty until the server was first used (or refresh).
+	Tools []*McpTool `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The process id of a running stdio server; 0 otherwise.
+	Pid int32 `protobuf:"varint,7,opt,name=pid,proto3" json:"pid,omitempty"`
+	// How many times the server was connected again after a failure.
+	Restarts      uint32 `protobuf:"varint,8,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolSource) Reset() {
+	*x = ToolSource{}
+	mi := &file_agentd_v1_service_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolSource) ProtoMessage() {}
+
+func (x *ToolSource) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolSource.ProtoReflect.Descriptor instead.
+func (*ToolSource) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ToolSource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolSource) GetTransport() string {
+	if x != nil {
+		return x.Transport
+	}
+	return ""
+}
+
+func (x *ToolSource) GetState() ToolSourceState {
+	if x != nil {
+		return x.State
+	}
+	return ToolSourceState_TOOL_SOURCE_STATE_UNSPECIFIED
+}
+
+func (x *ToolSource) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *ToolSource) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *ToolSource) GetTools() []*McpTool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ToolSource) GetPid() int32 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *ToolSource) GetRestarts() uint32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
 var File_agentd_v1_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_service_proto_rawDesc = "" +
@@ -3294,7 +3560,27 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\rwould_compact\x18\x06 \x01(\bR\fwouldCompact\"\x13\n" +
 	"\x11ListModelsRequest\">\n" +
 	"\x12ListModelsResponse\x12(\n" +
-	"\x06models\x18\x01 \x03(\v2\x10.agentd.v1.ModelR\x06models2\xe7\x0e\n" +
+	"\x06models\x18\x01 \x03(\v2\x10.agentd.v1.ModelR\x06models\"2\n" +
+	"\x16ListToolSourcesRequest\x12\x18\n" +
+	"\arefresh\x18\x01 \x01(\bR\arefresh\"J\n" +
+	"\x17ListToolSourcesResponse\x12/\n" +
+	"\asources\x18\x01 \x03(\v2\x15.agentd.v1.ToolSourceR\asources\"\x84\x02\n" +
+	"\n" +
+	"ToolSource\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\ttransport\x18\x02 \x01(\tR\ttransport\x120\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x1a.agentd.v1.ToolSourceStateR\x05state\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x04 \x01(\tR\tlastError\x12\x1b\n" +
+	"\tread_only\x18\x05 \x01(\bR\breadOnly\x12(\n" +
+	"\x05tools\x18\x06 \x03(\v2\x12.agentd.v1.McpToolR\x05tools\x12\x10\n" +
+	"\x03pid\x18\a \x01(\x05R\x03pid\x12\x1a\n" +
+	"\brestarts\x18\b \x01(\rR\brestarts*\x8e\x01\n" +
+	"\x0fToolSourceState\x12!\n" +
+	"\x1dTOOL_SOURCE_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19TOOL_SOURCE_STATE_STOPPED\x10\x01\x12\x1b\n" +
+	"\x17TOOL_SOURCE_STATE_READY\x10\x02\x12\x1c\n" +
+	"\x18TOOL_SOURCE_STATE_FAILED\x10\x032\xc1\x0f\n" +
 	"\fAgentService\x12R\n" +
 	"\rCreateSession\x12\x1f.agentd.v1.CreateSessionRequest\x1a .agentd.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -3314,7 +3600,8 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"GetContext\x12\x1c.agentd.v1.GetContextRequest\x1a\x1d.agentd.v1.GetContextResponse\x12I\n" +
 	"\n" +
-	"ListModels\x12\x1c.agentd.v1.ListModelsRequest\x1a\x1d.agentd.v1.ListModelsResponse\x12R\n" +
+	"ListModels\x12\x1c.agentd.v1.ListModelsRequest\x1a\x1d.agentd.v1.ListModelsResponse\x12X\n" +
+	"\x0fListToolSources\x12!.agentd.v1.ListToolSourcesRequest\x1a\".agentd.v1.ListToolSourcesResponse\x12R\n" +
 	"\rUpdateSession\x12\x1f.agentd.v1.UpdateSessionRequest\x1a .agentd.v1.UpdateSessionResponse\x12=\n" +
 	"\aCompact\x12\x19.agentd.v1.CompactRequest\x1a\x15.agentd.v1.AgentEvent0\x01\x12R\n" +
 	"\rSubmitContext\x12\x1f.agentd.v1.SubmitContextRequest\x1a .agentd.v1.SubmitContextResponse\x12@\n" +
@@ -3337,171 +3624,182 @@ func file_agentd_v1_service_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_service_proto_rawDescData
 }
 
-var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_agentd_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_agentd_v1_service_proto_goTypes = []any{
-	(*ExportSessionRequest)(nil),     // 0: agentd.v1.ExportSessionRequest
-	(*SessionRecord)(nil),            // 1: agentd.v1.SessionRecord
-	(*SessionHeader)(nil),            // 2: agentd.v1.SessionHeader
-	(*ImportSessionRequest)(nil),     // 3: agentd.v1.ImportSessionRequest
-	(*ImportSessionResponse)(nil),    // 4: agentd.v1.ImportSessionResponse
-	(*ForkSessionRequest)(nil),       // 5: agentd.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),      // 6: agentd.v1.ForkSessionResponse
-	(*GetTreeRequest)(nil),           // 7: agentd.v1.GetTreeRequest
-	(*TreeNode)(nil),                 // 8: agentd.v1.TreeNode
-	(*GetTreeResponse)(nil),          // 9: agentd.v1.GetTreeResponse
-	(*SetLabelRequest)(nil),          // 10: agentd.v1.SetLabelRequest
-	(*SetLabelResponse)(nil),         // 11: agentd.v1.SetLabelResponse
-	(*NavigateRequest)(nil),          // 12: agentd.v1.NavigateRequest
-	(*NavigateResponse)(nil),         // 13: agentd.v1.NavigateResponse
-	(*UpdateSessionRequest)(nil),     // 14: agentd.v1.UpdateSessionRequest
-	(*UpdateSessionResponse)(nil),    // 15: agentd.v1.UpdateSessionResponse
-	(*CompactRequest)(nil),           // 16: agentd.v1.CompactRequest
-	(*SubmitContextRequest)(nil),     // 17: agentd.v1.SubmitContextRequest
-	(*ContextSelection)(nil),         // 18: agentd.v1.ContextSelection
-	(*SubmitContextResponse)(nil),    // 19: agentd.v1.SubmitContextResponse
-	(*CreateSessionRequest)(nil),     // 20: agentd.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),    // 21: agentd.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),        // 22: agentd.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),       // 23: agentd.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),      // 24: agentd.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 25: agentd.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),     // 26: agentd.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),    // 27: agentd.v1.DeleteSessionResponse
-	(*PromptRequest)(nil),            // 28: agentd.v1.PromptRequest
-	(*ContinueRequest)(nil),          // 29: agentd.v1.ContinueRequest
-	(*SteerRequest)(nil),             // 30: agentd.v1.SteerRequest
-	(*SteerResponse)(nil),            // 31: agentd.v1.SteerResponse
-	(*FollowUpRequest)(nil),          // 32: agentd.v1.FollowUpRequest
-	(*FollowUpResponse)(nil),         // 33: agentd.v1.FollowUpResponse
-	(*AbortRequest)(nil),             // 34: agentd.v1.AbortRequest
-	(*AbortResponse)(nil),            // 35: agentd.v1.AbortResponse
-	(*AttachRequest)(nil),            // 36: agentd.v1.AttachRequest
-	(*SubmitToolResultRequest)(nil),  // 37: agentd.v1.SubmitToolResultRequest
-	(*SubmitToolResultResponse)(nil), // 38: agentd.v1.SubmitToolResultResponse
-	(*ResolveApprovalRequest)(nil),   // 39: agentd.v1.ResolveApprovalRequest
-	(*ResolveApprovalResponse)(nil),  // 40: agentd.v1.ResolveApprovalResponse
-	(*AppendMessagesRequest)(nil),    // 41: agentd.v1.AppendMessagesRequest
-	(*AppendMessagesResponse)(nil),   // 42: agentd.v1.AppendMessagesResponse
-	(*GetTranscriptRequest)(nil),     // 43: agentd.v1.GetTranscriptRequest
-	(*GetTranscriptResponse)(nil),    // 44: agentd.v1.GetTranscriptResponse
-	(*GetContextRequest)(nil),        // 45: agentd.v1.GetContextRequest
-	(*GetContextResponse)(nil),       // 46: agentd.v1.GetContextResponse
-	(*ListModelsRequest)(nil),        // 47: agentd.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),       // 48: agentd.v1.ListModelsResponse
-	nil,                              // 49: agentd.v1.SessionHeader.LabelsEntry
-	nil,                              // 50: agentd.v1.ForkSessionRequest.LabelsEntry
-	nil,                              // 51: agentd.v1.UpdateSessionRequest.LabelsEntry
-	nil,                              // 52: agentd.v1.CreateSessionRequest.LabelsEntry
-	nil,                              // 53: agentd.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                              // 54: agentd.v1.GetTranscriptResponse.LabelsEntry
-	(*Entry)(nil),                    // 55: agentd.v1.Entry
-	(*SessionConfig)(nil),            // 56: agentd.v1.SessionConfig
-	(*Session)(nil),                  // 57: agentd.v1.Session
-	(*timestamppb.Timestamp)(nil),    // 58: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),    // 59: google.protobuf.FieldMask
-	(*AgentMessage)(nil),             // 60: agentd.v1.AgentMessage
-	(*ContentBlock)(nil),             // 61: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),           // 62: google.protobuf.Value
-	(ApprovalDecision)(0),            // 63: agentd.v1.ApprovalDecision
-	(*Context)(nil),                  // 64: agentd.v1.Context
-	(*Model)(nil),                    // 65: agentd.v1.Model
-	(*AgentEvent)(nil),               // 66: agentd.v1.AgentEvent
+	(ToolSourceState)(0),             // 0: agentd.v1.ToolSourceState
+	(*ExportSessionRequest)(nil),     // 1: agentd.v1.ExportSessionRequest
+	(*SessionRecord)(nil),            // 2: agentd.v1.SessionRecord
+	(*SessionHeader)(nil),            // 3: agentd.v1.SessionHeader
+	(*ImportSessionRequest)(nil),     // 4: agentd.v1.ImportSessionRequest
+	(*ImportSessionResponse)(nil),    // 5: agentd.v1.ImportSessionResponse
+	(*ForkSessionRequest)(nil),       // 6: agentd.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),      // 7: agentd.v1.ForkSessionResponse
+	(*GetTreeRequest)(nil),           // 8: agentd.v1.GetTreeRequest
+	(*TreeNode)(nil),                 // 9: agentd.v1.TreeNode
+	(*GetTreeResponse)(nil),          // 10: agentd.v1.GetTreeResponse
+	(*SetLabelRequest)(nil),          // 11: agentd.v1.SetLabelRequest
+	(*SetLabelResponse)(nil),         // 12: agentd.v1.SetLabelResponse
+	(*NavigateRequest)(nil),          // 13: agentd.v1.NavigateRequest
+	(*NavigateResponse)(nil),         // 14: agentd.v1.NavigateResponse
+	(*UpdateSessionRequest)(nil),     // 15: agentd.v1.UpdateSessionRequest
+	(*UpdateSessionResponse)(nil),    // 16: agentd.v1.UpdateSessionResponse
+	(*CompactRequest)(nil),           // 17: agentd.v1.CompactRequest
+	(*SubmitContextRequest)(nil),     // 18: agentd.v1.SubmitContextRequest
+	(*ContextSelection)(nil),         // 19: agentd.v1.ContextSelection
+	(*SubmitContextResponse)(nil),    // 20: agentd.v1.SubmitContextResponse
+	(*CreateSessionRequest)(nil),     // 21: agentd.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),    // 22: agentd.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),        // 23: agentd.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),       // 24: agentd.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),      // 25: agentd.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 26: agentd.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),     // 27: agentd.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),    // 28: agentd.v1.DeleteSessionResponse
+	(*PromptRequest)(nil),            // 29: agentd.v1.PromptRequest
+	(*ContinueRequest)(nil),          // 30: agentd.v1.ContinueRequest
+	(*SteerRequest)(nil),             // 31: agentd.v1.SteerRequest
+	(*SteerResponse)(nil),            // 32: agentd.v1.SteerResponse
+	(*FollowUpRequest)(nil),          // 33: agentd.v1.FollowUpRequest
+	(*FollowUpResponse)(nil),         // 34: agentd.v1.FollowUpResponse
+	(*AbortRequest)(nil),             // 35: agentd.v1.AbortRequest
+	(*AbortResponse)(nil),            // 36: agentd.v1.AbortResponse
+	(*AttachRequest)(nil),            // 37: agentd.v1.AttachRequest
+	(*SubmitToolResultRequest)(nil),  // 38: agentd.v1.SubmitToolResultRequest
+	(*SubmitToolResultResponse)(nil), // 39: agentd.v1.SubmitToolResultResponse
+	(*ResolveApprovalRequest)(nil),   // 40: agentd.v1.ResolveApprovalRequest
+	(*ResolveApprovalResponse)(nil),  // 41: agentd.v1.ResolveApprovalResponse
+	(*AppendMessagesRequest)(nil),    // 42: agentd.v1.AppendMessagesRequest
+	(*AppendMessagesResponse)(nil),   // 43: agentd.v1.AppendMessagesResponse
+	(*GetTranscriptRequest)(nil),     // 44: agentd.v1.GetTranscriptRequest
+	(*GetTranscriptResponse)(nil),    // 45: agentd.v1.GetTranscriptResponse
+	(*GetContextRequest)(nil),        // 46: agentd.v1.GetContextRequest
+	(*GetContextResponse)(nil),       // 47: agentd.v1.GetContextResponse
+	(*ListModelsRequest)(nil),        // 48: agentd.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),       // 49: agentd.v1.ListModelsResponse
+	(*ListToolSourcesRequest)(nil),   // 50: agentd.v1.ListToolSourcesRequest
+	(*ListToolSourcesResponse)(nil),  // 51: agentd.v1.ListToolSourcesResponse
+	(*ToolSource)(nil),               // 52: agentd.v1.ToolSource
+	nil,                              // 53: agentd.v1.SessionHeader.LabelsEntry
+	nil,                              // 54: agentd.v1.ForkSessionRequest.LabelsEntry
+	nil,                              // 55: agentd.v1.UpdateSessionRequest.LabelsEntry
+	nil,                              // 56: agentd.v1.CreateSessionRequest.LabelsEntry
+	nil,                              // 57: agentd.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                              // 58: agentd.v1.GetTranscriptResponse.LabelsEntry
+	(*Entry)(nil),                    // 59: agentd.v1.Entry
+	(*SessionConfig)(nil),            // 60: agentd.v1.SessionConfig
+	(*Session)(nil),                  // 61: agentd.v1.Session
+	(*timestamppb.Timestamp)(nil),    // 62: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),    // 63: google.protobuf.FieldMask
+	(*AgentMessage)(nil),             // 64: agentd.v1.AgentMessage
+	(*ContentBlock)(nil),             // 65: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),           // 66: google.protobuf.Value
+	(ApprovalDecision)(0),            // 67: agentd.v1.ApprovalDecision
+	(*Context)(nil),                  // 68: agentd.v1.Context
+	(*Model)(nil),                    // 69: agentd.v1.Model
+	(*McpTool)(nil),                  // 70: agentd.v1.McpTool
+	(*AgentEvent)(nil),               // 71: agentd.v1.AgentEvent
 }
 var file_agentd_v1_service_proto_depIdxs = []int32{
-	2,  // 0: agentd.v1.SessionRecord.header:type_name -> agentd.v1.SessionHeader
-	55, // 1: agentd.v1.SessionRecord.entry:type_name -> agentd.v1.Entry
-	56, // 2: agentd.v1.SessionHeader.config:type_name -> agentd.v1.SessionConfig
-	49, // 3: agentd.v1.SessionHeader.labels:type_name -> agentd.v1.SessionHeader.LabelsEntry
-	1,  // 4: agentd.v1.ImportSessionRequest.record:type_name -> agentd.v1.SessionRecord
-	57, // 5: agentd.v1.ImportSessionResponse.session:type_name -> agentd.v1.Session
-	56, // 6: agentd.v1.ForkSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	50, // 7: agentd.v1.ForkSessionRequest.labels:type_name -> agentd.v1.ForkSessionRequest.LabelsEntry
-	57, // 8: agentd.v1.ForkSessionResponse.session:type_name -> agentd.v1.Session
-	58, // 9: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
-	8,  // 10: agentd.v1.GetTreeResponse.nodes:type_name -> agentd.v1.TreeNode
-	55, // 11: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
-	57, // 12: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
-	55, // 13: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
-	56, // 14: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	51, // 15: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
-	59, // 16: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
-	57, // 17: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
-	55, // 18: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
-	18, // 19: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
-	60, // 20: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
-	56, // 21: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	52, // 22: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
-	57, // 23: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
-	57, // 24: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
-	53, // 25: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
-	57, // 26: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
-	61, // 27: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
-	61, // 28: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
-	61, // 29: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
-	61, // 30: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
-	62, // 31: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
-	63, // 32: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
-	60, // 33: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
-	55, // 34: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
-	55, // 35: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
-	54, // 36: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
-	64, // 37: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
-	65, // 38: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
-	20, // 39: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
-	22, // 40: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
-	24, // 41: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
-	26, // 42: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
-	28, // 43: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
-	29, // 44: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
-	30, // 45: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
-	32, // 46: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
-	34, // 47: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
-	36, // 48: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
-	37, // 49: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
-	39, // 50: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
-	41, // 51: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
-	43, // 52: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
-	45, // 53: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
-	47, // 54: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
-	14, // 55: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
-	16, // 56: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
-	17, // 57: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
-	7,  // 58: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
-	10, // 59: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
-	12, // 60: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
-	5,  // 61: agentd.v1.AgentService.ForkSession:input_type -> agentd.v1.ForkSessionRequest
-	0,  // 62: agentd.v1.AgentService.ExportSession:input_type -> agentd.v1.ExportSessionRequest
-	3,  // 63: agentd.v1.AgentService.ImportSession:input_type -> agentd.v1.ImportSessionRequest
-	21, // 64: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
-	23, // 65: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
-	25, // 66: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
-	27, // 67: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
-	66, // 68: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
-	66, // 69: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
-	31, // 70: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
-	33, // 71: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
-	35, // 72: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
-	66, // 73: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
-	38, // 74: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
-	40, // 75: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
-	42, // 76: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
-	44, // 77: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
-	46, // 78: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
-	48, // 79: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
-	15, // 80: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
-	66, // 81: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
-	19, // 82: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
-	9,  // 83: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
-	11, // 84: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
-	13, // 85: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
-	6,  // 86: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
-	1,  // 87: agentd.v1.AgentService.ExportSession:output_type -> agentd.v1.SessionRecord
-	4,  // 88: agentd.v1.AgentService.ImportSession:output_type -> agentd.v1.ImportSessionResponse
-	64, // [64:89] is the sub-list for method output_type
-	39, // [39:64] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	3,  // 0: agentd.v1.SessionRecord.header:type_name -> agentd.v1.SessionHeader
+	59, // 1: agentd.v1.SessionRecord.entry:type_name -> agentd.v1.Entry
+	60, // 2: agentd.v1.SessionHeader.config:type_name -> agentd.v1.SessionConfig
+	53, // 3: agentd.v1.SessionHeader.labels:type_name -> agentd.v1.SessionHeader.LabelsEntry
+	2,  // 4: agentd.v1.ImportSessionRequest.record:type_name -> agentd.v1.SessionRecord
+	61, // 5: agentd.v1.ImportSessionResponse.session:type_name -> agentd.v1.Session
+	60, // 6: agentd.v1.ForkSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	54, // 7: agentd.v1.ForkSessionRequest.labels:type_name -> agentd.v1.ForkSessionRequest.LabelsEntry
+	61, // 8: agentd.v1.ForkSessionResponse.session:type_name -> agentd.v1.Session
+	62, // 9: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
+	9,  // 10: agentd.v1.GetTreeResponse.nodes:type_name -> agentd.v1.TreeNode
+	59, // 11: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
+	61, // 12: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
+	59, // 13: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
+	60, // 14: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	55, // 15: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
+	63, // 16: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
+	61, // 17: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
+	59, // 18: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
+	19, // 19: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
+	64, // 20: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
+	60, // 21: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	56, // 22: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
+	61, // 23: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
+	61, // 24: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
+	57, // 25: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
+	61, // 26: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
+	65, // 27: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
+	65, // 28: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
+	65, // 29: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
+	65, // 30: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
+	66, // 31: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
+	67, // 32: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
+	64, // 33: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
+	59, // 34: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
+	59, // 35: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
+	58, // 36: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
+	68, // 37: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
+	69, // 38: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
+	52, // 39: agentd.v1.ListToolSourcesResponse.sources:type_name -> agentd.v1.ToolSource
+	0,  // 40: agentd.v1.ToolSource.state:type_name -> agentd.v1.ToolSourceState
+	70, // 41: agentd.v1.ToolSource.tools:type_name -> agentd.v1.McpTool
+	21, // 42: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
+	23, // 43: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
+	25, // 44: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
+	27, // 45: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
+	29, // 46: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
+	30, // 47: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
+	31, // 48: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
+	33, // 49: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
+	35, // 50: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
+	37, // 51: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
+	38, // 52: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
+	40, // 53: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
+	42, // 54: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
+	44, // 55: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
+	46, // 56: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
+	48, // 57: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
+	50, // 58: agentd.v1.AgentService.ListToolSources:input_type -> agentd.v1.ListToolSourcesRequest
+	15, // 59: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
+	17, // 60: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
+	18, // 61: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
+	8,  // 62: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
+	11, // 63: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
+	13, // 64: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
+	6,  // 65: agentd.v1.AgentService.ForkSession:input_type -> agentd.v1.ForkSessionRequest
+	1,  // 66: agentd.v1.AgentService.ExportSession:input_type -> agentd.v1.ExportSessionRequest
+	4,  // 67: agentd.v1.AgentService.ImportSession:input_type -> agentd.v1.ImportSessionRequest
+	22, // 68: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
+	24, // 69: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
+	26, // 70: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
+	28, // 71: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
+	71, // 72: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
+	71, // 73: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
+	32, // 74: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
+	34, // 75: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
+	36, // 76: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
+	71, // 77: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
+	39, // 78: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
+	41, // 79: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
+	43, // 80: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
+	45, // 81: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
+	47, // 82: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
+	49, // 83: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
+	51, // 84: agentd.v1.AgentService.ListToolSources:output_type -> agentd.v1.ListToolSourcesResponse
+	16, // 85: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
+	71, // 86: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
+	20, // 87: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
+	10, // 88: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
+	12, // 89: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
+	14, // 90: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
+	7,  // 91: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
+	2,  // 92: agentd.v1.AgentService.ExportSession:output_type -> agentd.v1.SessionRecord
+	5,  // 93: agentd.v1.AgentService.ImportSession:output_type -> agentd.v1.ImportSessionResponse
+	68, // [68:94] is the sub-list for method output_type
+	42, // [42:68] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_service_proto_init() }
@@ -3526,13 +3824,14 @@ func file_agentd_v1_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_service_proto_rawDesc), len(file_agentd_v1_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   55,
+			NumEnums:      1,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_agentd_v1_service_proto_goTypes,
 		DependencyIndexes: file_agentd_v1_service_proto_depIdxs,
+		EnumInfos:         file_agentd_v1_service_proto_enumTypes,
 		MessageInfos:      file_agentd_v1_service_proto_msgTypes,
 	}.Build()
 	File_agentd_v1_service_proto = out.File

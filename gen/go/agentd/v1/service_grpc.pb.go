@@ -35,6 +35,7 @@ const (
 	AgentService_GetTranscript_FullMethodName    = "/agentd.v1.AgentService/GetTranscript"
 	AgentService_GetContext_FullMethodName       = "/agentd.v1.AgentService/GetContext"
 	AgentService_ListModels_FullMethodName       = "/agentd.v1.AgentService/ListModels"
+	AgentService_ListToolSources_FullMethodName  = "/agentd.v1.AgentService/ListToolSources"
 	AgentService_UpdateSession_FullMethodName    = "/agentd.v1.AgentService/UpdateSession"
 	AgentService_Compact_FullMethodName          = "/agentd.v1.AgentService/Compact"
 	AgentService_SubmitContext_FullMethodName    = "/agentd.v1.AgentService/SubmitContext"
@@ -113,6 +114,9 @@ type AgentServiceClient interface {
 	GetContext(ctx context.Context, in *GetContextRequest, opts ...grpc.CallOption) (*GetContextResponse, error)
 	// ListModels lists the models agentd knows and whether each is usable.
 	ListModels(ctx context.Context, in *ListModelsRequest, opts ...grpc.CallOption) (*ListModelsResponse, error)
+	// ListToolSources lists the MCP servers agentd is configured with
+	// (--mcp-config), with each server's state and the tools it offers.
+	ListToolSources(ctx context.Context, in *ListToolSourcesRequest, opts ...grpc.CallOption) (*ListToolSourcesResponse, error)
 	// UpdateSession changes an idle session's configuration, title or labels:
 	// the fields named in update_mask. A change of model or thinking level is
 	// also written to the transcript (a ModelChange or ThinkingLevelChange
@@ -363,6 +367,16 @@ func (c *agentServiceClient) ListModels(ctx context.Context, in *ListModelsReque
 	return out, nil
 }
 
+func (c *agentServiceClient) ListToolSources(ctx context.Context, in *ListToolSourcesRequest, opts ...grpc.CallOption) (*ListToolSourcesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListToolSourcesResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListToolSources_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentServiceClient) UpdateSession(ctx context.Context, in *UpdateSessionRequest, opts ...grpc.CallOption) (*UpdateSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(UpdateSessionResponse)
@@ -541,6 +555,9 @@ type AgentServiceServer interface {
 	GetContext(context.Context, *GetContextRequest) (*GetContextResponse, error)
 	// ListModels lists the models agentd knows and whether each is usable.
 	ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error)
+	// ListToolSources lists the MCP servers agentd is configured with
+	// (--mcp-config), with each server's state and the tools it offers.
+	ListToolSources(context.Context, *ListToolSourcesRequest) (*ListToolSourcesResponse, error)
 	// UpdateSession changes an idle session's configuration, title or labels:
 	// the fields named in update_mask. A change of model or thinking level is
 	// also written to the transcript (a ModelChange or ThinkingLevelChange
@@ -651,6 +668,9 @@ func (UnimplementedAgentServiceServer) GetContext(context.Context, *GetContextRe
 }
 func (UnimplementedAgentServiceServer) ListModels(context.Context, *ListModelsRequest) (*ListModelsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListModels not implemented")
+}
+func (UnimplementedAgentServiceServer) ListToolSources(context.Context, *ListToolSourcesRequest) (*ListToolSourcesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListToolSources not implemented")
 }
 func (UnimplementedAgentServiceServer) UpdateSession(context.Context, *UpdateSessionRequest) (*UpdateSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateSession not implemented")
@@ -967,6 +987,24 @@ func _AgentService_ListModels_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_ListToolSources_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListToolSourcesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListToolSources(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListToolSources_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListToolSources(ctx, req.(*ListToolSourcesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgentService_UpdateSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(UpdateSessionRequest)
 	if err := dec(in); err != nil {
@@ -1162,6 +1200,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListModels",
 			Handler:    _AgentService_ListModels_Handler,
+		},
+		{
+			MethodName: "ListToolSources",
+			Handler:    _AgentService_ListToolSources_Handler,
 		},
 		{
 			MethodName: "UpdateSession",

@@ -696,6 +696,11 @@ type SessionConfig struct {
 	// bytes; each text at most 1 MiB. Change them between runs with
 	// UpdateSession (update_mask "context_blocks").
 	ContextBlocks []*ContextBlock `protobuf:"bytes,17,rep,name=context_blocks,json=contextBlocks,proto3" json:"context_blocks,omitempty"`
+	// The MCP servers (configured by agentd's operator with --mcp-config)
+	// whose tools the session's model may call, as "mcp__<server>__<tool>".
+	// A session cannot name a command or URL: only servers the operator
+	// configured. See ListToolSources.
+	McpServers    []*McpServer `protobuf:"bytes,18,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -849,6 +854,91 @@ func (x *SessionConfig) GetContextBlocks() []*ContextBlock {
 	return nil
 }
 
+func (x *SessionConfig) GetMcpServers() []*McpServer {
+	if x != nil {
+		return x.McpServers
+	}
+	return nil
+}
+
+// McpServer enables one of agentd's MCP servers for a session.
+type McpServer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The server's name in agentd's --mcp-config (see ListToolSources).
+	// Required, unique within the session.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// When set, only these tools of the server (by the server's own names,
+	// such as "read_file") are offered to the model; otherwise every tool the
+	// operator allows. A name the operator's allow or deny list hides is
+	// refused.
+	Tools []string `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Whether calls of the server's tools need approval. UNSPECIFIED: ALLOW
+	// for a server the operator marked read_only, ASK for the others.
+	Approval ApprovalPolicy `protobuf:"varint,3,opt,name=approval,proto3,enum=agentd.v1.ApprovalPolicy" json:"approval,omitempty"`
+	// Approval per tool (by the server's own name), over approval.
+	ToolApproval  map[string]ApprovalPolicy `protobuf:"bytes,4,rep,name=tool_approval,json=toolApproval,proto3" json:"tool_approval,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value,enum=agentd.v1.ApprovalPolicy"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *McpServer) Reset() {
+	*x = McpServer{}
+	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpServer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpServer) ProtoMessage() {}
+
+func (x *McpServer) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
+func (*McpServer) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *McpServer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *McpServer) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *McpServer) GetApproval() ApprovalPolicy {
+	if x != nil {
+		return x.Approval
+	}
+	return ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED
+}
+
+func (x *McpServer) GetToolApproval() map[string]ApprovalPolicy {
+	if x != nil {
+		return x.ToolApproval
+	}
+	return nil
+}
+
 // ContextPolicy is an ordered list of declarative rules that shape what the
 // model sees on each call (the transformContext step). Rules never change
 // the transcript and never fail a run: a rule that cannot apply is skipped
@@ -863,7 +953,7 @@ type ContextPolicy struct {
 
 func (x *ContextPolicy) Reset() {
 	*x = ContextPolicy{}
-	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	mi := &file_agentd_v1_session_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +965,7 @@ func (x *ContextPolicy) String() string {
 func (*ContextPolicy) ProtoMessage() {}
 
 func (x *ContextPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	mi := &file_agentd_v1_session_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +978,7 @@ func (x *ContextPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextPolicy.ProtoReflect.Descriptor instead.
 func (*ContextPolicy) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ContextPolicy) GetRules() []*ContextRule {
@@ -916,7 +1006,7 @@ type ContextRule struct {
 
 func (x *ContextRule) Reset() {
 	*x = ContextRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	mi := &file_agentd_v1_session_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1018,7 @@ func (x *ContextRule) String() string {
 func (*ContextRule) ProtoMessage() {}
 
 func (x *ContextRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	mi := &file_agentd_v1_session_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1031,7 @@ func (x *ContextRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextRule.ProtoReflect.Descriptor instead.
 func (*ContextRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ContextRule) GetRule() isContextRule_Rule {
@@ -1039,7 +1129,7 @@ type TokenBudgetRule struct {
 
 func (x *TokenBudgetRule) Reset() {
 	*x = TokenBudgetRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	mi := &file_agentd_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1141,7 @@ func (x *TokenBudgetRule) String() string {
 func (*TokenBudgetRule) ProtoMessage() {}
 
 func (x *TokenBudgetRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	mi := &file_agentd_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1154,7 @@ func (x *TokenBudgetRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenBudgetRule.ProtoReflect.Descriptor instead.
 func (*TokenBudgetRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TokenBudgetRule) GetMaxTokens() int64 {
@@ -1097,7 +1187,7 @@ type ElideToolResultsRule struct {
 
 func (x *ElideToolResultsRule) Reset() {
 	*x = ElideToolResultsRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[7]
+	mi := &file_agentd_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1199,7 @@ func (x *ElideToolResultsRule) String() string {
 func (*ElideToolResultsRule) ProtoMessage() {}
 
 func (x *ElideToolResultsRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[7]
+	mi := &file_agentd_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1212,7 @@ func (x *ElideToolResultsRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElideToolResultsRule.ProtoReflect.Descriptor instead.
 func (*ElideToolResultsRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ElideToolResultsRule) GetKeepTurns() uint32 {
@@ -1145,7 +1235,7 @@ type DropKindsRule struct {
 
 func (x *DropKindsRule) Reset() {
 	*x = DropKindsRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[8]
+	mi := &file_agentd_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1247,7 @@ func (x *DropKindsRule) String() string {
 func (*DropKindsRule) ProtoMessage() {}
 
 func (x *DropKindsRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[8]
+	mi := &file_agentd_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1260,7 @@ func (x *DropKindsRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropKindsRule.ProtoReflect.Descriptor instead.
 func (*DropKindsRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DropKindsRule) GetKinds() []MessageKind {
@@ -1192,7 +1282,7 @@ type CapImagesRule struct {
 
 func (x *CapImagesRule) Reset() {
 	*x = CapImagesRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[9]
+	mi := &file_agentd_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1294,7 @@ func (x *CapImagesRule) String() string {
 func (*CapImagesRule) ProtoMessage() {}
 
 func (x *CapImagesRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[9]
+	mi := &file_agentd_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1307,7 @@ func (x *CapImagesRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapImagesRule.ProtoReflect.Descriptor instead.
 func (*CapImagesRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CapImagesRule) GetMaxImages() uint32 {
@@ -1243,7 +1333,7 @@ type ContextBlock struct {
 
 func (x *ContextBlock) Reset() {
 	*x = ContextBlock{}
-	mi := &file_agentd_v1_session_proto_msgTypes[10]
+	mi := &file_agentd_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1345,7 @@ func (x *ContextBlock) String() string {
 func (*ContextBlock) ProtoMessage() {}
 
 func (x *ContextBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[10]
+	mi := &file_agentd_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1358,7 @@ func (x *ContextBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextBlock.ProtoReflect.Descriptor instead.
 func (*ContextBlock) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ContextBlock) GetName() string {
@@ -1304,7 +1394,7 @@ type ContextHook struct {
 
 func (x *ContextHook) Reset() {
 	*x = ContextHook{}
-	mi := &file_agentd_v1_session_proto_msgTypes[11]
+	mi := &file_agentd_v1_session_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1406,7 @@ func (x *ContextHook) String() string {
 func (*ContextHook) ProtoMessage() {}
 
 func (x *ContextHook) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[11]
+	mi := &file_agentd_v1_session_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1419,7 @@ func (x *ContextHook) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextHook.ProtoReflect.Descriptor instead.
 func (*ContextHook) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ContextHook) GetTimeout() *durationpb.Duration {
@@ -1375,7 +1465,7 @@ type CompactionSettings struct {
 
 func (x *CompactionSettings) Reset() {
 	*x = CompactionSettings{}
-	mi := &file_agentd_v1_session_proto_msgTypes[12]
+	mi := &file_agentd_v1_session_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1477,7 @@ func (x *CompactionSettings) String() string {
 func (*CompactionSettings) ProtoMessage() {}
 
 func (x *CompactionSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[12]
+	mi := &file_agentd_v1_session_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1490,7 @@ func (x *CompactionSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionSettings.ProtoReflect.Descriptor instead.
 func (*CompactionSettings) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CompactionSettings) GetDisableAuto() bool {
@@ -1470,7 +1560,7 @@ type FauxScript struct {
 
 func (x *FauxScript) Reset() {
 	*x = FauxScript{}
-	mi := &file_agentd_v1_session_proto_msgTypes[13]
+	mi := &file_agentd_v1_session_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1482,7 +1572,7 @@ func (x *FauxScript) String() string {
 func (*FauxScript) ProtoMessage() {}
 
 func (x *FauxScript) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[13]
+	mi := &file_agentd_v1_session_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1495,7 +1585,7 @@ func (x *FauxScript) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FauxScript.ProtoReflect.Descriptor instead.
 func (*FauxScript) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FauxScript) GetResponses() []*AssistantMessage {
@@ -1563,7 +1653,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_agentd_v1_session_proto_msgTypes[14]
+	mi := &file_agentd_v1_session_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1665,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[14]
+	mi := &file_agentd_v1_session_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +1678,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Session) GetId() string {
@@ -1674,7 +1764,7 @@ type SessionOrigin struct {
 
 func (x *SessionOrigin) Reset() {
 	*x = SessionOrigin{}
-	mi := &file_agentd_v1_session_proto_msgTypes[15]
+	mi := &file_agentd_v1_session_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +1776,7 @@ func (x *SessionOrigin) String() string {
 func (*SessionOrigin) ProtoMessage() {}
 
 func (x *SessionOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[15]
+	mi := &file_agentd_v1_session_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +1789,7 @@ func (x *SessionOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOrigin.ProtoReflect.Descriptor instead.
 func (*SessionOrigin) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SessionOrigin) GetSessionId() string {
@@ -1733,7 +1823,7 @@ type ModelPrice struct {
 
 func (x *ModelPrice) Reset() {
 	*x = ModelPrice{}
-	mi := &file_agentd_v1_session_proto_msgTypes[16]
+	mi := &file_agentd_v1_session_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1835,7 @@ func (x *ModelPrice) String() string {
 func (*ModelPrice) ProtoMessage() {}
 
 func (x *ModelPrice) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[16]
+	mi := &file_agentd_v1_session_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1848,7 @@ func (x *ModelPrice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
 func (*ModelPrice) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ModelPrice) GetInput() float64 {
@@ -1820,7 +1910,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_agentd_v1_session_proto_msgTypes[17]
+	mi := &file_agentd_v1_session_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +1922,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[17]
+	mi := &file_agentd_v1_session_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +1935,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Model) GetRef() *ModelRef {
@@ -1940,7 +2030,7 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\x05tools\x18\x03 \x03(\v2\x0f.agentd.v1.ToolR\x05tools\"6\n" +
 	"\bModelRef\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\xca\a\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\x81\b\n" +
 	"\rSessionConfig\x12)\n" +
 	"\x05model\x18\x01 \x01(\v2\x13.agentd.v1.ModelRefR\x05model\x12#\n" +
 	"\rsystem_prompt\x18\x02 \x01(\tR\fsystemPrompt\x12%\n" +
@@ -1961,7 +2051,17 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\n" +
 	"compaction\x18\x10 \x01(\v2\x1d.agentd.v1.CompactionSettingsR\n" +
 	"compaction\x12>\n" +
-	"\x0econtext_blocks\x18\x11 \x03(\v2\x17.agentd.v1.ContextBlockR\rcontextBlocks\"=\n" +
+	"\x0econtext_blocks\x18\x11 \x03(\v2\x17.agentd.v1.ContextBlockR\rcontextBlocks\x125\n" +
+	"\vmcp_servers\x18\x12 \x03(\v2\x14.agentd.v1.McpServerR\n" +
+	"mcpServers\"\x95\x02\n" +
+	"\tMcpServer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05tools\x18\x02 \x03(\tR\x05tools\x125\n" +
+	"\bapproval\x18\x03 \x01(\x0e2\x19.agentd.v1.ApprovalPolicyR\bapproval\x12K\n" +
+	"\rtool_approval\x18\x04 \x03(\v2&.agentd.v1.McpServer.ToolApprovalEntryR\ftoolApproval\x1aZ\n" +
+	"\x11ToolApprovalEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
+	"\x05value\x18\x02 \x01(\x0e2\x19.agentd.v1.ApprovalPolicyR\x05value:\x028\x01\"=\n" +
 	"\rContextPolicy\x12,\n" +
 	"\x05rules\x18\x01 \x03(\v2\x16.agentd.v1.ContextRuleR\x05rules\"\x9d\x02\n" +
 	"\vContextRule\x12?\n" +
@@ -2096,7 +2196,7 @@ func file_agentd_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_agentd_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_agentd_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_agentd_v1_session_proto_goTypes = []any{
 	(ToolExecutor)(0),             // 0: agentd.v1.ToolExecutor
 	(ApprovalPolicy)(0),           // 1: agentd.v1.ApprovalPolicy
@@ -2109,71 +2209,77 @@ var file_agentd_v1_session_proto_goTypes = []any{
 	(*Context)(nil),               // 8: agentd.v1.Context
 	(*ModelRef)(nil),              // 9: agentd.v1.ModelRef
 	(*SessionConfig)(nil),         // 10: agentd.v1.SessionConfig
-	(*ContextPolicy)(nil),         // 11: agentd.v1.ContextPolicy
-	(*ContextRule)(nil),           // 12: agentd.v1.ContextRule
-	(*TokenBudgetRule)(nil),       // 13: agentd.v1.TokenBudgetRule
-	(*ElideToolResultsRule)(nil),  // 14: agentd.v1.ElideToolResultsRule
-	(*DropKindsRule)(nil),         // 15: agentd.v1.DropKindsRule
-	(*CapImagesRule)(nil),         // 16: agentd.v1.CapImagesRule
-	(*ContextBlock)(nil),          // 17: agentd.v1.ContextBlock
-	(*ContextHook)(nil),           // 18: agentd.v1.ContextHook
-	(*CompactionSettings)(nil),    // 19: agentd.v1.CompactionSettings
-	(*FauxScript)(nil),            // 20: agentd.v1.FauxScript
-	(*Session)(nil),               // 21: agentd.v1.Session
-	(*SessionOrigin)(nil),         // 22: agentd.v1.SessionOrigin
-	(*ModelPrice)(nil),            // 23: agentd.v1.ModelPrice
-	(*Model)(nil),                 // 24: agentd.v1.Model
-	nil,                           // 25: agentd.v1.Session.LabelsEntry
-	(*structpb.Struct)(nil),       // 26: google.protobuf.Struct
-	(*Message)(nil),               // 27: agentd.v1.Message
-	(ThinkingLevel)(0),            // 28: agentd.v1.ThinkingLevel
-	(*durationpb.Duration)(nil),   // 29: google.protobuf.Duration
-	(*AssistantMessage)(nil),      // 30: agentd.v1.AssistantMessage
-	(*timestamppb.Timestamp)(nil), // 31: google.protobuf.Timestamp
+	(*McpServer)(nil),             // 11: agentd.v1.McpServer
+	(*ContextPolicy)(nil),         // 12: agentd.v1.ContextPolicy
+	(*ContextRule)(nil),           // 13: agentd.v1.ContextRule
+	(*TokenBudgetRule)(nil),       // 14: agentd.v1.TokenBudgetRule
+	(*ElideToolResultsRule)(nil),  // 15: agentd.v1.ElideToolResultsRule
+	(*DropKindsRule)(nil),         // 16: agentd.v1.DropKindsRule
+	(*CapImagesRule)(nil),         // 17: agentd.v1.CapImagesRule
+	(*ContextBlock)(nil),          // 18: agentd.v1.ContextBlock
+	(*ContextHook)(nil),           // 19: agentd.v1.ContextHook
+	(*CompactionSettings)(nil),    // 20: agentd.v1.CompactionSettings
+	(*FauxScript)(nil),            // 21: agentd.v1.FauxScript
+	(*Session)(nil),               // 22: agentd.v1.Session
+	(*SessionOrigin)(nil),         // 23: agentd.v1.SessionOrigin
+	(*ModelPrice)(nil),            // 24: agentd.v1.ModelPrice
+	(*Model)(nil),                 // 25: agentd.v1.Model
+	nil,                           // 26: agentd.v1.McpServer.ToolApprovalEntry
+	nil,                           // 27: agentd.v1.Session.LabelsEntry
+	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
+	(*Message)(nil),               // 29: agentd.v1.Message
+	(ThinkingLevel)(0),            // 30: agentd.v1.ThinkingLevel
+	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
+	(*AssistantMessage)(nil),      // 32: agentd.v1.AssistantMessage
+	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
 }
 var file_agentd_v1_session_proto_depIdxs = []int32{
-	26, // 0: agentd.v1.Tool.parameters:type_name -> google.protobuf.Struct
+	28, // 0: agentd.v1.Tool.parameters:type_name -> google.protobuf.Struct
 	0,  // 1: agentd.v1.Tool.executor:type_name -> agentd.v1.ToolExecutor
 	1,  // 2: agentd.v1.Tool.approval:type_name -> agentd.v1.ApprovalPolicy
-	27, // 3: agentd.v1.Context.messages:type_name -> agentd.v1.Message
+	29, // 3: agentd.v1.Context.messages:type_name -> agentd.v1.Message
 	7,  // 4: agentd.v1.Context.tools:type_name -> agentd.v1.Tool
 	9,  // 5: agentd.v1.SessionConfig.model:type_name -> agentd.v1.ModelRef
 	7,  // 6: agentd.v1.SessionConfig.tools:type_name -> agentd.v1.Tool
 	2,  // 7: agentd.v1.SessionConfig.tool_execution:type_name -> agentd.v1.ToolExecutionMode
 	3,  // 8: agentd.v1.SessionConfig.steering_mode:type_name -> agentd.v1.QueueMode
 	3,  // 9: agentd.v1.SessionConfig.follow_up_mode:type_name -> agentd.v1.QueueMode
-	28, // 10: agentd.v1.SessionConfig.thinking_level:type_name -> agentd.v1.ThinkingLevel
-	29, // 11: agentd.v1.SessionConfig.client_tool_timeout:type_name -> google.protobuf.Duration
-	29, // 12: agentd.v1.SessionConfig.approval_timeout:type_name -> google.protobuf.Duration
-	20, // 13: agentd.v1.SessionConfig.faux:type_name -> agentd.v1.FauxScript
-	11, // 14: agentd.v1.SessionConfig.context_policy:type_name -> agentd.v1.ContextPolicy
-	18, // 15: agentd.v1.SessionConfig.context_hook:type_name -> agentd.v1.ContextHook
-	19, // 16: agentd.v1.SessionConfig.compaction:type_name -> agentd.v1.CompactionSettings
-	17, // 17: agentd.v1.SessionConfig.context_blocks:type_name -> agentd.v1.ContextBlock
-	12, // 18: agentd.v1.ContextPolicy.rules:type_name -> agentd.v1.ContextRule
-	13, // 19: agentd.v1.ContextRule.token_budget:type_name -> agentd.v1.TokenBudgetRule
-	14, // 20: agentd.v1.ContextRule.elide_tool_results:type_name -> agentd.v1.ElideToolResultsRule
-	15, // 21: agentd.v1.ContextRule.drop_kinds:type_name -> agentd.v1.DropKindsRule
-	16, // 22: agentd.v1.ContextRule.cap_images:type_name -> agentd.v1.CapImagesRule
-	4,  // 23: agentd.v1.DropKindsRule.kinds:type_name -> agentd.v1.MessageKind
-	29, // 24: agentd.v1.ContextHook.timeout:type_name -> google.protobuf.Duration
-	9,  // 25: agentd.v1.CompactionSettings.model:type_name -> agentd.v1.ModelRef
-	30, // 26: agentd.v1.FauxScript.responses:type_name -> agentd.v1.AssistantMessage
-	25, // 27: agentd.v1.Session.labels:type_name -> agentd.v1.Session.LabelsEntry
-	10, // 28: agentd.v1.Session.config:type_name -> agentd.v1.SessionConfig
-	31, // 29: agentd.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	31, // 30: agentd.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	5,  // 31: agentd.v1.Session.state:type_name -> agentd.v1.SessionState
-	22, // 32: agentd.v1.Session.origin:type_name -> agentd.v1.SessionOrigin
-	9,  // 33: agentd.v1.Model.ref:type_name -> agentd.v1.ModelRef
-	6,  // 34: agentd.v1.Model.input_modalities:type_name -> agentd.v1.Modality
-	23, // 35: agentd.v1.Model.price:type_name -> agentd.v1.ModelPrice
-	26, // 36: agentd.v1.Model.metadata:type_name -> google.protobuf.Struct
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	30, // 10: agentd.v1.SessionConfig.thinking_level:type_name -> agentd.v1.ThinkingLevel
+	31, // 11: agentd.v1.SessionConfig.client_tool_timeout:type_name -> google.protobuf.Duration
+	31, // 12: agentd.v1.SessionConfig.approval_timeout:type_name -> google.protobuf.Duration
+	21, // 13: agentd.v1.SessionConfig.faux:type_name -> agentd.v1.FauxScript
+	12, // 14: agentd.v1.SessionConfig.context_policy:type_name -> agentd.v1.ContextPolicy
+	19, // 15: agentd.v1.SessionConfig.context_hook:type_name -> agentd.v1.ContextHook
+	20, // 16: agentd.v1.SessionConfig.compaction:type_name -> agentd.v1.CompactionSettings
+	18, // 17: agentd.v1.SessionConfig.context_blocks:type_name -> agentd.v1.ContextBlock
+	11, // 18: agentd.v1.SessionConfig.mcp_servers:type_name -> agentd.v1.McpServer
+	1,  // 19: agentd.v1.McpServer.approval:type_name -> agentd.v1.ApprovalPolicy
+	26, // 20: agentd.v1.McpServer.tool_approval:type_name -> agentd.v1.McpServer.ToolApprovalEntry
+	13, // 21: agentd.v1.ContextPolicy.rules:type_name -> agentd.v1.ContextRule
+	14, // 22: agentd.v1.ContextRule.token_budget:type_name -> agentd.v1.TokenBudgetRule
+	15, // 23: agentd.v1.ContextRule.elide_tool_results:type_name -> agentd.v1.ElideToolResultsRule
+	16, // 24: agentd.v1.ContextRule.drop_kinds:type_name -> agentd.v1.DropKindsRule
+	17, // 25: agentd.v1.ContextRule.cap_images:type_name -> agentd.v1.CapImagesRule
+	4,  // 26: agentd.v1.DropKindsRule.kinds:type_name -> agentd.v1.MessageKind
+	31, // 27: agentd.v1.ContextHook.timeout:type_name -> google.protobuf.Duration
+	9,  // 28: agentd.v1.CompactionSettings.model:type_name -> agentd.v1.ModelRef
+	32, // 29: agentd.v1.FauxScript.responses:type_name -> agentd.v1.AssistantMessage
+	27, // 30: agentd.v1.Session.labels:type_name -> agentd.v1.Session.LabelsEntry
+	10, // 31: agentd.v1.Session.config:type_name -> agentd.v1.SessionConfig
+	33, // 32: agentd.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	33, // 33: agentd.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	5,  // 34: agentd.v1.Session.state:type_name -> agentd.v1.SessionState
+	23, // 35: agentd.v1.Session.origin:type_name -> agentd.v1.SessionOrigin
+	9,  // 36: agentd.v1.Model.ref:type_name -> agentd.v1.ModelRef
+	6,  // 37: agentd.v1.Model.input_modalities:type_name -> agentd.v1.Modality
+	24, // 38: agentd.v1.Model.price:type_name -> agentd.v1.ModelPrice
+	28, // 39: agentd.v1.Model.metadata:type_name -> google.protobuf.Struct
+	1,  // 40: agentd.v1.McpServer.ToolApprovalEntry.value:type_name -> agentd.v1.ApprovalPolicy
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_session_proto_init() }
@@ -2183,7 +2289,7 @@ func file_agentd_v1_session_proto_init() {
 	}
 	file_agentd_v1_agent_messages_proto_init()
 	file_agentd_v1_messages_proto_init()
-	file_agentd_v1_session_proto_msgTypes[5].OneofWrappers = []any{
+	file_agentd_v1_session_proto_msgTypes[6].OneofWrappers = []any{
 		(*ContextRule_TokenBudget)(nil),
 		(*ContextRule_ElideToolResults)(nil),
 		(*ContextRule_DropKinds)(nil),
@@ -2195,7 +2301,7 @@ func file_agentd_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_session_proto_rawDesc), len(file_agentd_v1_session_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -137,9 +137,10 @@ class CustomMessage(_message.Message):
     def __init__(self, custom_type: _Optional[str] = ..., content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., visible_in_ui: bool = ..., include_in_model_context: bool = ..., timestamp: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Entry(_message.Message):
-    __slots__ = ["id", "label", "message", "model_change", "parent_id", "run_id", "thinking_level_change", "time"]
+    __slots__ = ["id", "label", "mcp_tools", "message", "model_change", "parent_id", "run_id", "thinking_level_change", "time"]
     ID_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
+    MCP_TOOLS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MODEL_CHANGE_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
@@ -148,13 +149,14 @@ class Entry(_message.Message):
     TIME_FIELD_NUMBER: _ClassVar[int]
     id: str
     label: Label
+    mcp_tools: McpToolsSnapshot
     message: AgentMessage
     model_change: ModelChange
     parent_id: str
     run_id: str
     thinking_level_change: ThinkingLevelChange
     time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., message: _Optional[_Union[AgentMessage, _Mapping]] = ..., model_change: _Optional[_Union[ModelChange, _Mapping]] = ..., thinking_level_change: _Optional[_Union[ThinkingLevelChange, _Mapping]] = ..., label: _Optional[_Union[Label, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., message: _Optional[_Union[AgentMessage, _Mapping]] = ..., model_change: _Optional[_Union[ModelChange, _Mapping]] = ..., thinking_level_change: _Optional[_Union[ThinkingLevelChange, _Mapping]] = ..., label: _Optional[_Union[Label, _Mapping]] = ..., mcp_tools: _Optional[_Union[McpToolsSnapshot, _Mapping]] = ...) -> None: ...
 
 class Extension(_message.Message):
     __slots__ = ["include_in_model_context", "model_content", "payload", "timestamp", "visible_in_ui"]
@@ -177,6 +179,28 @@ class Label(_message.Message):
     label: str
     target_entry_id: str
     def __init__(self, target_entry_id: _Optional[str] = ..., label: _Optional[str] = ...) -> None: ...
+
+class McpTool(_message.Message):
+    __slots__ = ["description", "input_schema", "name", "read_only_hint", "title"]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_HINT_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    description: str
+    input_schema: _struct_pb2.Struct
+    name: str
+    read_only_hint: bool
+    title: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., title: _Optional[str] = ..., read_only_hint: bool = ...) -> None: ...
+
+class McpToolsSnapshot(_message.Message):
+    __slots__ = ["server", "tools"]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    server: str
+    tools: _containers.RepeatedCompositeFieldContainer[McpTool]
+    def __init__(self, server: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[McpTool, _Mapping]]] = ...) -> None: ...
 
 class ModelChange(_message.Message):
     __slots__ = ["model_id", "provider"]

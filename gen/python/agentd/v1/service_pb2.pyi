@@ -6,11 +6,16 @@ from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+TOOL_SOURCE_STATE_FAILED: ToolSourceState
+TOOL_SOURCE_STATE_READY: ToolSourceState
+TOOL_SOURCE_STATE_STOPPED: ToolSourceState
+TOOL_SOURCE_STATE_UNSPECIFIED: ToolSourceState
 
 class AbortRequest(_message.Message):
     __slots__ = ["run_id", "session_id"]
@@ -300,6 +305,18 @@ class ListSessionsResponse(_message.Message):
     sessions: _containers.RepeatedCompositeFieldContainer[_session_pb2.Session]
     def __init__(self, sessions: _Optional[_Iterable[_Union[_session_pb2.Session, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
+class ListToolSourcesRequest(_message.Message):
+    __slots__ = ["refresh"]
+    REFRESH_FIELD_NUMBER: _ClassVar[int]
+    refresh: bool
+    def __init__(self, refresh: bool = ...) -> None: ...
+
+class ListToolSourcesResponse(_message.Message):
+    __slots__ = ["sources"]
+    SOURCES_FIELD_NUMBER: _ClassVar[int]
+    sources: _containers.RepeatedCompositeFieldContainer[ToolSource]
+    def __init__(self, sources: _Optional[_Iterable[_Union[ToolSource, _Mapping]]] = ...) -> None: ...
+
 class NavigateRequest(_message.Message):
     __slots__ = ["entry_id", "instructions", "session_id", "summarize", "summary"]
     ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
@@ -449,6 +466,26 @@ class SubmitToolResultResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class ToolSource(_message.Message):
+    __slots__ = ["last_error", "name", "pid", "read_only", "restarts", "state", "tools", "transport"]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    last_error: str
+    name: str
+    pid: int
+    read_only: bool
+    restarts: int
+    state: ToolSourceState
+    tools: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.McpTool]
+    transport: str
+    def __init__(self, name: _Optional[str] = ..., transport: _Optional[str] = ..., state: _Optional[_Union[ToolSourceState, str]] = ..., last_error: _Optional[str] = ..., read_only: bool = ..., tools: _Optional[_Iterable[_Union[_agent_messages_pb2.McpTool, _Mapping]]] = ..., pid: _Optional[int] = ..., restarts: _Optional[int] = ...) -> None: ...
+
 class TreeNode(_message.Message):
     __slots__ = ["id", "is_leaf", "kind", "label", "parent_id", "preview", "time"]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -495,3 +532,6 @@ class UpdateSessionResponse(_message.Message):
     entries: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.Entry]
     session: _session_pb2.Session
     def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[_agent_messages_pb2.Entry, _Mapping]]] = ...) -> None: ...
+
+class ToolSourceState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []

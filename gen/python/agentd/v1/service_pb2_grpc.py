@@ -107,6 +107,11 @@ class AgentServiceStub(object):
                 request_serializer=agentd_dot_v1_dot_service__pb2.ListModelsRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_service__pb2.ListModelsResponse.FromString,
                 )
+        self.ListToolSources = channel.unary_unary(
+                '/agentd.v1.AgentService/ListToolSources',
+                request_serializer=agentd_dot_v1_dot_service__pb2.ListToolSourcesRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.ListToolSourcesResponse.FromString,
+                )
         self.UpdateSession = channel.unary_unary(
                 '/agentd.v1.AgentService/UpdateSession',
                 request_serializer=agentd_dot_v1_dot_service__pb2.UpdateSessionRequest.SerializeToString,
@@ -299,6 +304,14 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListToolSources(self, request, context):
+        """ListToolSources lists the MCP servers agentd is configured with
+        (--mcp-config), with each server's state and the tools it offers.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def UpdateSession(self, request, context):
         """UpdateSession changes an idle session's configuration, title or labels:
         the fields named in update_mask. A change of model or thinking level is
@@ -479,6 +492,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ListModels,
                     request_deserializer=agentd_dot_v1_dot_service__pb2.ListModelsRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_service__pb2.ListModelsResponse.SerializeToString,
+            ),
+            'ListToolSources': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListToolSources,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.ListToolSourcesRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.ListToolSourcesResponse.SerializeToString,
             ),
             'UpdateSession': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateSession,
@@ -816,6 +834,23 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ListModels',
             agentd_dot_v1_dot_service__pb2.ListModelsRequest.SerializeToString,
             agentd_dot_v1_dot_service__pb2.ListModelsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListToolSources(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ListToolSources',
+            agentd_dot_v1_dot_service__pb2.ListToolSourcesRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.ListToolSourcesResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

@@ -130,6 +130,25 @@ class FauxScript(_message.Message):
     tokens_per_second: int
     def __init__(self, responses: _Optional[_Iterable[_Union[_messages_pb2.AssistantMessage, _Mapping]]] = ..., echo: bool = ..., tokens_per_second: _Optional[int] = ..., context_window: _Optional[int] = ..., summaries: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class McpServer(_message.Message):
+    __slots__ = ["approval", "name", "tool_approval", "tools"]
+    class ToolApprovalEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ApprovalPolicy
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ApprovalPolicy, str]] = ...) -> None: ...
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TOOL_APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    approval: ApprovalPolicy
+    name: str
+    tool_approval: _containers.ScalarMap[str, ApprovalPolicy]
+    tools: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., approval: _Optional[_Union[ApprovalPolicy, str]] = ..., tool_approval: _Optional[_Mapping[str, ApprovalPolicy]] = ...) -> None: ...
+
 class Model(_message.Message):
     __slots__ = ["api", "configured", "context_window", "input_modalities", "max_output_tokens", "metadata", "name", "price", "reasoning", "ref"]
     API_FIELD_NUMBER: _ClassVar[int]
@@ -206,7 +225,7 @@ class Session(_message.Message):
     def __init__(self, id: _Optional[str] = ..., title: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., config: _Optional[_Union[SessionConfig, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., leaf_entry_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., active_run_id: _Optional[str] = ..., origin: _Optional[_Union[SessionOrigin, _Mapping]] = ...) -> None: ...
 
 class SessionConfig(_message.Message):
-    __slots__ = ["approval_timeout", "client_tool_timeout", "compaction", "context_blocks", "context_hook", "context_policy", "faux", "follow_up_mode", "include_approvals_in_model_context", "max_turns", "model", "steering_mode", "system_prompt", "thinking_level", "tool_execution", "tools", "workspace_root"]
+    __slots__ = ["approval_timeout", "client_tool_timeout", "compaction", "context_blocks", "context_hook", "context_policy", "faux", "follow_up_mode", "include_approvals_in_model_context", "max_turns", "mcp_servers", "model", "steering_mode", "system_prompt", "thinking_level", "tool_execution", "tools", "workspace_root"]
     APPROVAL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     CLIENT_TOOL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_FIELD_NUMBER: _ClassVar[int]
@@ -217,6 +236,7 @@ class SessionConfig(_message.Message):
     FOLLOW_UP_MODE_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_APPROVALS_IN_MODEL_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     MAX_TURNS_FIELD_NUMBER: _ClassVar[int]
+    MCP_SERVERS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     STEERING_MODE_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
@@ -234,6 +254,7 @@ class SessionConfig(_message.Message):
     follow_up_mode: QueueMode
     include_approvals_in_model_context: bool
     max_turns: int
+    mcp_servers: _containers.RepeatedCompositeFieldContainer[McpServer]
     model: ModelRef
     steering_mode: QueueMode
     system_prompt: str
@@ -241,7 +262,7 @@ class SessionConfig(_message.Message):
     tool_execution: ToolExecutionMode
     tools: _containers.RepeatedCompositeFieldContainer[Tool]
     workspace_root: str
-    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., system_prompt: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_execution: _Optional[_Union[ToolExecutionMode, str]] = ..., steering_mode: _Optional[_Union[QueueMode, str]] = ..., follow_up_mode: _Optional[_Union[QueueMode, str]] = ..., thinking_level: _Optional[_Union[_agent_messages_pb2.ThinkingLevel, str]] = ..., workspace_root: _Optional[str] = ..., max_turns: _Optional[int] = ..., client_tool_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., include_approvals_in_model_context: bool = ..., faux: _Optional[_Union[FauxScript, _Mapping]] = ..., context_policy: _Optional[_Union[ContextPolicy, _Mapping]] = ..., context_hook: _Optional[_Union[ContextHook, _Mapping]] = ..., compaction: _Optional[_Union[CompactionSettings, _Mapping]] = ..., context_blocks: _Optional[_Iterable[_Union[ContextBlock, _Mapping]]] = ...) -> None: ...
+    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., system_prompt: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_execution: _Optional[_Union[ToolExecutionMode, str]] = ..., steering_mode: _Optional[_Union[QueueMode, str]] = ..., follow_up_mode: _Optional[_Union[QueueMode, str]] = ..., thinking_level: _Optional[_Union[_agent_messages_pb2.ThinkingLevel, str]] = ..., workspace_root: _Optional[str] = ..., max_turns: _Optional[int] = ..., client_tool_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., include_approvals_in_model_context: bool = ..., faux: _Optional[_Union[FauxScript, _Mapping]] = ..., context_policy: _Optional[_Union[ContextPolicy, _Mapping]] = ..., context_hook: _Optional[_Union[ContextHook, _Mapping]] = ..., compaction: _Optional[_Union[CompactionSettings, _Mapping]] = ..., context_blocks: _Optional[_Iterable[_Union[ContextBlock, _Mapping]]] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ...) -> None: ...
 
 class SessionOrigin(_message.Message):
     __slots__ = ["entry_id", "session_id"]

@@ -10,13 +10,13 @@ import type { AssistantMessage, ToolResultMessage, UserMessage } from "./message
 import { file_agentd_v1_messages } from "./messages_pb.js";
 import type { Any, Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_any, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { Message } from "@bufbuild/protobuf";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file agentd/v1/agent_messages.proto.
  */
 export const file_agentd_v1_agent_messages: GenFile = /*@__PURE__*/
-  fileDesc("Ch5hZ2VudGQvdjEvYWdlbnRfbWVzc2FnZXMucHJvdG8SCWFnZW50ZC52MSL0AQoOQXBwcm92YWxOb3RpY2USFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRItCghkZWNpc2lvbhgDIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgEIAEoCRISCgpkZWNpZGVkX2J5GAUgASgJEi0KCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdmlzaWJsZV9pbl91aRgHIAEoCBIgChhpbmNsdWRlX2luX21vZGVsX2NvbnRleHQYCCABKAgi/gEKDUJhc2hFeGVjdXRpb24SDwoHY29tbWFuZBgBIAEoCRIOCgZvdXRwdXQYAiABKAkSFgoJZXhpdF9jb2RlGAMgASgFSACIAQESEQoJY2FuY2VsbGVkGAQgASgIEhEKCXRydW5jYXRlZBgFIAEoCBIYChBmdWxsX291dHB1dF9wYXRoGAYgASgJEi0KCXRpbWVzdGFtcBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdmlzaWJsZV9pbl91aRgIIAEoCBIgChhpbmNsdWRlX2luX21vZGVsX2NvbnRleHQYCSABKAhCDAoKX2V4aXRfY29kZSLfAQoNQ3VzdG9tTWVzc2FnZRITCgtjdXN0b21fdHlwZRgBIAEoCRIoCgdjb250ZW50GAIgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhUKDXZpc2libGVfaW5fdWkYBCABKAgSIAoYaW5jbHVkZV9pbl9tb2RlbF9jb250ZXh0GAUgASgIEi0KCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZgoNQnJhbmNoU3VtbWFyeRIPCgdzdW1tYXJ5GAEgASgJEhUKDWZyb21fZW50cnlfaWQYAiABKAkSLQoJdGltZXN0YW1wGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCL2AQoRQ29tcGFjdGlvblN1bW1hcnkSDwoHc3VtbWFyeRgBIAEoCRIbChNmaXJzdF9rZXB0X2VudHJ5X2lkGAIgASgJEhUKDXRva2Vuc19iZWZvcmUYAyABKAMSLQoJdGltZXN0YW1wGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgx0b2tlbnNfYWZ0ZXIYBSABKAMSKwoGcmVhc29uGAYgASgOMhsuYWdlbnRkLnYxLkNvbXBhY3Rpb25SZWFzb24SEgoKcmVhZF9maWxlcxgHIAMoCRIWCg5tb2RpZmllZF9maWxlcxgIIAMoCSLKAQoJRXh0ZW5zaW9uEiUKB3BheWxvYWQYASABKAsyFC5nb29nbGUucHJvdG9idWYuQW55Ei4KDW1vZGVsX2NvbnRlbnQYAiADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEhUKDXZpc2libGVfaW5fdWkYAyABKAgSIAoYaW5jbHVkZV9pbl9tb2RlbF9jb250ZXh0GAQgASgIEi0KCXRpbWVzdGFtcBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi1gMKDEFnZW50TWVzc2FnZRImCgR1c2VyGAEgASgLMhYuYWdlbnRkLnYxLlVzZXJNZXNzYWdlSAASMAoJYXNzaXN0YW50GAIgASgLMhsuYWdlbnRkLnYxLkFzc2lzdGFudE1lc3NhZ2VIABIzCgt0b29sX3Jlc3VsdBgDIAEoCzIcLmFnZW50ZC52MS5Ub29sUmVzdWx0TWVzc2FnZUgAEjQKD2FwcHJvdmFsX25vdGljZRgEIAEoCzIZLmFnZW50ZC52MS5BcHByb3ZhbE5vdGljZUgAEjIKDmJhc2hfZXhlY3V0aW9uGAUgASgLMhguYWdlbnRkLnYxLkJhc2hFeGVjdXRpb25IABIqCgZjdXN0b20YBiABKAsyGC5hZ2VudGQudjEuQ3VzdG9tTWVzc2FnZUgAEjIKDmJyYW5jaF9zdW1tYXJ5GAcgASgLMhguYWdlbnRkLnYxLkJyYW5jaFN1bW1hcnlIABI6ChJjb21wYWN0aW9uX3N1bW1hcnkYCCABKAsyHC5hZ2VudGQudjEuQ29tcGFjdGlvblN1bW1hcnlIABIpCglleHRlbnNpb24YCSABKAsyFC5hZ2VudGQudjEuRXh0ZW5zaW9uSABCBgoEa2luZCIxCgtNb2RlbENoYW5nZRIQCghwcm92aWRlchgBIAEoCRIQCghtb2RlbF9pZBgCIAEoCSJHChNUaGlua2luZ0xldmVsQ2hhbmdlEjAKDnRoaW5raW5nX2xldmVsGAEgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwiLwoFTGFiZWwSFwoPdGFyZ2V0X2VudHJ5X2lkGAEgASgJEg0KBWxhYmVsGAIgASgJIqsCCgVFbnRyeRIKCgJpZBgBIAEoCRIRCglwYXJlbnRfaWQYAiABKAkSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcnVuX2lkGAQgASgJEioKB21lc3NhZ2UYCiABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlSAASLgoMbW9kZWxfY2hhbmdlGAsgASgLMhYuYWdlbnRkLnYxLk1vZGVsQ2hhbmdlSAASPwoVdGhpbmtpbmdfbGV2ZWxfY2hhbmdlGAwgASgLMh4uYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWxDaGFuZ2VIABIhCgVsYWJlbBgNIAEoCzIQLmFnZW50ZC52MS5MYWJlbEgAQgkKB3BheWxvYWQqkwEKEEFwcHJvdmFsRGVjaXNpb24SIQodQVBQUk9WQUxfREVDSVNJT05fVU5TUEVDSUZJRUQQABIdChlBUFBST1ZBTF9ERUNJU0lPTl9BTExPV0VEEAESHAoYQVBQUk9WQUxfREVDSVNJT05fREVOSUVEEAISHwobQVBQUk9WQUxfREVDSVNJT05fVElNRURfT1VUEAMqlAEKEENvbXBhY3Rpb25SZWFzb24SIQodQ09NUEFDVElPTl9SRUFTT05fVU5TUEVDSUZJRUQQABIcChhDT01QQUNUSU9OX1JFQVNPTl9NQU5VQUwQARIfChtDT01QQUNUSU9OX1JFQVNPTl9USFJFU0hPTEQQAhIeChpDT01QQUNUSU9OX1JFQVNPTl9PVkVSRkxPVxADKskBCg1UaGlua2luZ0xldmVsEh4KGlRISU5LSU5HX0xFVkVMX1VOU1BFQ0lGSUVEEAASFgoSVEhJTktJTkdfTEVWRUxfT0ZGEAESGgoWVEhJTktJTkdfTEVWRUxfTUlOSU1BTBACEhYKElRISU5LSU5HX0xFVkVMX0xPVxADEhkKFVRISU5LSU5HX0xFVkVMX01FRElVTRAEEhcKE1RISU5LSU5HX0xFVkVMX0hJR0gQBRIYChRUSElOS0lOR19MRVZFTF9YSElHSBAGQjRaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxYgZwcm90bzM", [file_agentd_v1_content, file_agentd_v1_messages, file_google_protobuf_any, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch5hZ2VudGQvdjEvYWdlbnRfbWVzc2FnZXMucHJvdG8SCWFnZW50ZC52MSL0AQoOQXBwcm92YWxOb3RpY2USFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRItCghkZWNpc2lvbhgDIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgEIAEoCRISCgpkZWNpZGVkX2J5GAUgASgJEi0KCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdmlzaWJsZV9pbl91aRgHIAEoCBIgChhpbmNsdWRlX2luX21vZGVsX2NvbnRleHQYCCABKAgi/gEKDUJhc2hFeGVjdXRpb24SDwoHY29tbWFuZBgBIAEoCRIOCgZvdXRwdXQYAiABKAkSFgoJZXhpdF9jb2RlGAMgASgFSACIAQESEQoJY2FuY2VsbGVkGAQgASgIEhEKCXRydW5jYXRlZBgFIAEoCBIYChBmdWxsX291dHB1dF9wYXRoGAYgASgJEi0KCXRpbWVzdGFtcBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdmlzaWJsZV9pbl91aRgIIAEoCBIgChhpbmNsdWRlX2luX21vZGVsX2NvbnRleHQYCSABKAhCDAoKX2V4aXRfY29kZSLfAQoNQ3VzdG9tTWVzc2FnZRITCgtjdXN0b21fdHlwZRgBIAEoCRIoCgdjb250ZW50GAIgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhUKDXZpc2libGVfaW5fdWkYBCABKAgSIAoYaW5jbHVkZV9pbl9tb2RlbF9jb250ZXh0GAUgASgIEi0KCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZgoNQnJhbmNoU3VtbWFyeRIPCgdzdW1tYXJ5GAEgASgJEhUKDWZyb21fZW50cnlfaWQYAiABKAkSLQoJdGltZXN0YW1wGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCL2AQoRQ29tcGFjdGlvblN1bW1hcnkSDwoHc3VtbWFyeRgBIAEoCRIbChNmaXJzdF9rZXB0X2VudHJ5X2lkGAIgASgJEhUKDXRva2Vuc19iZWZvcmUYAyABKAMSLQoJdGltZXN0YW1wGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgx0b2tlbnNfYWZ0ZXIYBSABKAMSKwoGcmVhc29uGAYgASgOMhsuYWdlbnRkLnYxLkNvbXBhY3Rpb25SZWFzb24SEgoKcmVhZF9maWxlcxgHIAMoCRIWCg5tb2RpZmllZF9maWxlcxgIIAMoCSLKAQoJRXh0ZW5zaW9uEiUKB3BheWxvYWQYASABKAsyFC5nb29nbGUucHJvdG9idWYuQW55Ei4KDW1vZGVsX2NvbnRlbnQYAiADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEhUKDXZpc2libGVfaW5fdWkYAyABKAgSIAoYaW5jbHVkZV9pbl9tb2RlbF9jb250ZXh0GAQgASgIEi0KCXRpbWVzdGFtcBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi1gMKDEFnZW50TWVzc2FnZRImCgR1c2VyGAEgASgLMhYuYWdlbnRkLnYxLlVzZXJNZXNzYWdlSAASMAoJYXNzaXN0YW50GAIgASgLMhsuYWdlbnRkLnYxLkFzc2lzdGFudE1lc3NhZ2VIABIzCgt0b29sX3Jlc3VsdBgDIAEoCzIcLmFnZW50ZC52MS5Ub29sUmVzdWx0TWVzc2FnZUgAEjQKD2FwcHJvdmFsX25vdGljZRgEIAEoCzIZLmFnZW50ZC52MS5BcHByb3ZhbE5vdGljZUgAEjIKDmJhc2hfZXhlY3V0aW9uGAUgASgLMhguYWdlbnRkLnYxLkJhc2hFeGVjdXRpb25IABIqCgZjdXN0b20YBiABKAsyGC5hZ2VudGQudjEuQ3VzdG9tTWVzc2FnZUgAEjIKDmJyYW5jaF9zdW1tYXJ5GAcgASgLMhguYWdlbnRkLnYxLkJyYW5jaFN1bW1hcnlIABI6ChJjb21wYWN0aW9uX3N1bW1hcnkYCCABKAsyHC5hZ2VudGQudjEuQ29tcGFjdGlvblN1bW1hcnlIABIpCglleHRlbnNpb24YCSABKAsyFC5hZ2VudGQudjEuRXh0ZW5zaW9uSABCBgoEa2luZCIxCgtNb2RlbENoYW5nZRIQCghwcm92aWRlchgBIAEoCRIQCghtb2RlbF9pZBgCIAEoCSJFChBNY3BUb29sc1NuYXBzaG90Eg4KBnNlcnZlchgBIAEoCRIhCgV0b29scxgCIAMoCzISLmFnZW50ZC52MS5NY3BUb29sIoIBCgdNY3BUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSLQoMaW5wdXRfc2NoZW1hGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBINCgV0aXRsZRgEIAEoCRIWCg5yZWFkX29ubHlfaGludBgFIAEoCCJHChNUaGlua2luZ0xldmVsQ2hhbmdlEjAKDnRoaW5raW5nX2xldmVsGAEgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwiLwoFTGFiZWwSFwoPdGFyZ2V0X2VudHJ5X2lkGAEgASgJEg0KBWxhYmVsGAIgASgJIt0CCgVFbnRyeRIKCgJpZBgBIAEoCRIRCglwYXJlbnRfaWQYAiABKAkSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcnVuX2lkGAQgASgJEioKB21lc3NhZ2UYCiABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlSAASLgoMbW9kZWxfY2hhbmdlGAsgASgLMhYuYWdlbnRkLnYxLk1vZGVsQ2hhbmdlSAASPwoVdGhpbmtpbmdfbGV2ZWxfY2hhbmdlGAwgASgLMh4uYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWxDaGFuZ2VIABIhCgVsYWJlbBgNIAEoCzIQLmFnZW50ZC52MS5MYWJlbEgAEjAKCW1jcF90b29scxgOIAEoCzIbLmFnZW50ZC52MS5NY3BUb29sc1NuYXBzaG90SABCCQoHcGF5bG9hZCqTAQoQQXBwcm92YWxEZWNpc2lvbhIhCh1BUFBST1ZBTF9ERUNJU0lPTl9VTlNQRUNJRklFRBAAEh0KGUFQUFJPVkFMX0RFQ0lTSU9OX0FMTE9XRUQQARIcChhBUFBST1ZBTF9ERUNJU0lPTl9ERU5JRUQQAhIfChtBUFBST1ZBTF9ERUNJU0lPTl9USU1FRF9PVVQQAyqUAQoQQ29tcGFjdGlvblJlYXNvbhIhCh1DT01QQUNUSU9OX1JFQVNPTl9VTlNQRUNJRklFRBAAEhwKGENPTVBBQ1RJT05fUkVBU09OX01BTlVBTBABEh8KG0NPTVBBQ1RJT05fUkVBU09OX1RIUkVTSE9MRBACEh4KGkNPTVBBQ1RJT05fUkVBU09OX09WRVJGTE9XEAMqyQEKDVRoaW5raW5nTGV2ZWwSHgoaVEhJTktJTkdfTEVWRUxfVU5TUEVDSUZJRUQQABIWChJUSElOS0lOR19MRVZFTF9PRkYQARIaChZUSElOS0lOR19MRVZFTF9NSU5JTUFMEAISFgoSVEhJTktJTkdfTEVWRUxfTE9XEAMSGQoVVEhJTktJTkdfTEVWRUxfTUVESVVNEAQSFwoTVEhJTktJTkdfTEVWRUxfSElHSBAFEhgKFFRISU5LSU5HX0xFVkVMX1hISUdIEAZCNFoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjFiBnByb3RvMw", [file_agentd_v1_content, file_agentd_v1_messages, file_google_protobuf_any, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * ApprovalNotice records a decision about a tool call that needed approval.
@@ -526,6 +526,95 @@ export const ModelChangeSchema: GenMessage<ModelChange> = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent_messages, 7);
 
 /**
+ * McpToolsSnapshot records the tools an MCP server offered a session: written
+ * by the first run that uses the server, and again by the first run after
+ * the server's tool list changed (never during a run). The model calls of
+ * the session see the server's tools as the latest snapshot on their path
+ * declares them, so GetContext and a replay do not depend on the server
+ * being up or unchanged.
+ *
+ * @generated from message agentd.v1.McpToolsSnapshot
+ */
+export type McpToolsSnapshot = Message<"agentd.v1.McpToolsSnapshot"> & {
+  /**
+   * The server's name in agentd's --mcp-config.
+   *
+   * @generated from field: string server = 1;
+   */
+  server: string;
+
+  /**
+   * The tools the server declared, minus those the operator's allow and
+   * deny lists hide.
+   *
+   * @generated from field: repeated agentd.v1.McpTool tools = 2;
+   */
+  tools: McpTool[];
+};
+
+/**
+ * Describes the message agentd.v1.McpToolsSnapshot.
+ * Use `create(McpToolsSnapshotSchema)` to create a new message.
+ */
+export const McpToolsSnapshotSchema: GenMessage<McpToolsSnapshot> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_messages, 8);
+
+/**
+ * McpTool is a tool as an MCP server declares it (tools/list). The model
+ * sees it as "mcp__<server>__<name>" (characters outside a-z A-Z 0-9 _ -
+ * become "_"; a name longer than 64 characters is shortened and ends in a
+ * hash of the whole).
+ *
+ * @generated from message agentd.v1.McpTool
+ */
+export type McpTool = Message<"agentd.v1.McpTool"> & {
+  /**
+   * The server's name for the tool.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The server's description, given to the model.
+   *
+   * @generated from field: string description = 2;
+   */
+  description: string;
+
+  /**
+   * The JSON Schema of the arguments object, given to the model; calls are
+   * validated against it before they reach the server.
+   *
+   * @generated from field: google.protobuf.Struct input_schema = 3;
+   */
+  inputSchema?: JsonObject | undefined;
+
+  /**
+   * A human-readable title, when the server gives one.
+   *
+   * @generated from field: string title = 4;
+   */
+  title: string;
+
+  /**
+   * The server's readOnlyHint annotation: it says the tool changes nothing.
+   * A hint for user interfaces; approval defaults follow the operator's
+   * read_only mark on the server, never a server's own claim.
+   *
+   * @generated from field: bool read_only_hint = 5;
+   */
+  readOnlyHint: boolean;
+};
+
+/**
+ * Describes the message agentd.v1.McpTool.
+ * Use `create(McpToolSchema)` to create a new message.
+ */
+export const McpToolSchema: GenMessage<McpTool> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_messages, 9);
+
+/**
  * ThinkingLevelChange records that the session's thinking level changed from
  * this entry on.
  *
@@ -545,7 +634,7 @@ export type ThinkingLevelChange = Message<"agentd.v1.ThinkingLevelChange"> & {
  * Use `create(ThinkingLevelChangeSchema)` to create a new message.
  */
 export const ThinkingLevelChangeSchema: GenMessage<ThinkingLevelChange> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 8);
+  messageDesc(file_agentd_v1_agent_messages, 10);
 
 /**
  * Label names an entry, like a bookmark.
@@ -573,7 +662,7 @@ export type Label = Message<"agentd.v1.Label"> & {
  * Use `create(LabelSchema)` to create a new message.
  */
 export const LabelSchema: GenMessage<Label> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 9);
+  messageDesc(file_agentd_v1_agent_messages, 11);
 
 /**
  * Entry is one node of a session's transcript. Entries form a tree through
@@ -651,6 +740,15 @@ export type Entry = Message<"agentd.v1.Entry"> & {
      */
     value: Label;
     case: "label";
+  } | {
+    /**
+     * The tools an MCP server offers the session's model calls from this
+     * entry on.
+     *
+     * @generated from field: agentd.v1.McpToolsSnapshot mcp_tools = 14;
+     */
+    value: McpToolsSnapshot;
+    case: "mcpTools";
   } | { case: undefined; value?: undefined };
 };
 
@@ -659,7 +757,7 @@ export type Entry = Message<"agentd.v1.Entry"> & {
  * Use `create(EntrySchema)` to create a new message.
  */
 export const EntrySchema: GenMessage<Entry> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 10);
+  messageDesc(file_agentd_v1_agent_messages, 12);
 
 /**
  * ApprovalDecision is the outcome of an approval request for one tool call.
