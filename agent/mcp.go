@@ -17,7 +17,7 @@ import (
 // mcpListTimeout bounds how long starting a run waits for an MCP server's
 // tool list (starting a stdio server included) before it goes on with the
 // session's stored snapshot.
-const mcpListTimeout = 30 * time.Second
+const mcpListTimeout = 10 * time.Second
 
 // mcpTools are the tools of a session's MCP servers as one run (or one
 // GetContext) sees them: server name → tools.

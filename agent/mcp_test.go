@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentd/agentd/agent"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/provider/faux"
 	"github.com/agentd/agentd/tools/mcp"
 	"github.com/agentd/agentd/tools/mcp/mcptest"
@@ -335,5 +336,67 @@ func TestMCPConfigChecks(t *testing.T) {
 	err := bare.a.CheckConfig(&agentdv1.SessionConfig{McpServers: []*agentdv1.McpServer{{Name: "everything"}}})
 	if fe, ok := err.(*agent.FieldError); !ok || !strings.Contains(fe.Description, "this agentd has none") {
 		t.Errorf("without MCP servers: %v", err)
+	}
+}
+
+// The tools a session saw stay with it: after a compaction has cut the
+// snapshot out of the context, and with the server unreachable, GetContext
+// and the next run still offer its tools from the stored snapshot, and a
+// call becomes an error result.
+func TestMCPSnapshotOutlivesCompactionAndServer(t *testing.T) {
+	hs := mcptest.NewHTTPServer(t)
+	h, _ := mcpHarness(t, map[string]*mcp.ServerConfig{"remote": {URL: hs.URL, ReadOnly: true}})
+	cfg := script(text("one"), text("two"))
+	cfg.McpServers = []*agentdv1.McpServer{{Name: "remote"}}
+	id := h.session(cfg)
+	runAnswering(t, h, id, "first", nil, nil)
+	runAnswering(t, h, id, "second", nil, nil)
+	err := h.a.Compact(context.Background(), id, agent.CompactOptions{Summary: "they said one", KeepRecentTokens: 1}, func(*agentdv1.AgentEvent) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxPath, err := h.store.ContextPath(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ctxPath {
+		if e.GetMcpTools() != nil {
+			t.Fatal("the compaction kept the snapshot in the context path: the test needs it cut")
+		}
+	}
+
+	unreachable := mcp.NewManager(&mcp.Config{Servers: map[string]*mcp.ServerConfig{"remote": {URL: "http://127.0.0.1:1/mcp", ReadOnly: true}}}, mcp.Options{})
+	t.Cleanup(func() { _ = unreachable.Close() })
+	h.opts.MCP = unreachable
+	h.restart()
+	rep, err := h.a.Context(context.Background(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tools := rep.Context.GetTools(); len(tools) != 2 {
+		t.Errorf("GetContext tools %v, want the 2 of the stored snapshot", tools)
+	}
+	// The faux model answers by the count of answers in its context,
+	// which the compaction changed: script the next run from there.
+	seen := 0
+	for _, m := range rep.Context.GetMessages() {
+		if m.GetAssistant() != nil {
+			seen++
+		}
+	}
+	next := script(append(make([]*agentdv1.AssistantMessage, seen), faux.Message(faux.ToolCall("f", "mcp__remote__fail", nil)), text("three"))...)
+	for i := range seen {
+		next.GetFaux().Responses[i] = text("unused")
+	}
+	next.McpServers = cfg.McpServers
+	if _, _, err := h.a.UpdateSession(context.Background(), id, persistence.SessionUpdate{Config: next}); err != nil {
+		t.Fatal(err)
+	}
+	evs := runAnswering(t, h, id, "third", nil, nil)
+	if end := evs[len(evs)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
+		t.Fatalf("%s: %v", kinds(evs), end)
+	}
+	if r := toolResults(evs)["f"]; !r.GetIsError() || !strings.Contains(resultText(r), `MCP server "remote" could not be used`) {
+		t.Errorf("call to the unreachable server: %v (%s)", r, kinds(evs))
 	}
 }

@@ -241,6 +241,9 @@ func TestEntryPayloadKindsRoundTrip(t *testing.T) {
 		"thinking_level_change": {Id: "c", ParentId: "b",
 			Payload: &agentdv1.Entry_ThinkingLevelChange{ThinkingLevelChange: &agentdv1.ThinkingLevelChange{ThinkingLevel: agentdv1.ThinkingLevel_THINKING_LEVEL_HIGH}}},
 		"label": {Id: "d", ParentId: "c", Payload: &agentdv1.Entry_Label{Label: &agentdv1.Label{TargetEntryId: "a", Label: "start"}}},
+		"mcp_tools": {Id: "e", ParentId: "d", RunId: "r", Payload: &agentdv1.Entry_McpTools{McpTools: &agentdv1.McpToolsSnapshot{Server: "fs", Tools: []*agentdv1.McpTool{{
+			Name: "read_text_file", Title: "Read", Description: "Reads a file.", ReadOnlyHint: true,
+			InputSchema: mustStruct(t, map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}}})}}}}},
 	}
 	requireEveryOneofField(t, (&agentdv1.Entry{}).ProtoReflect().Descriptor().Oneofs().ByName("payload"), cases)
 	for name, e := range cases {

@@ -1,13 +1,9 @@
 package mcp_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,24 +55,6 @@ func text(res *mcpsdk.CallToolResult) string {
 		}
 	}
 	return b.String()
-}
-
-// groupAlive reports whether a process of the process group pgid runs
-// (zombies, killed and waiting for their parent, do not count).
-func groupAlive(pgid int) bool {
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, path := range stats {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...: comm may hold spaces.
-		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(fields) > 2 && fields[0] != "Z" && fields[2] == strconv.Itoa(pgid) {
-			return true
-		}
-	}
-	return false
 }
 
 func TestEverythingOverStdio(t *testing.T) {
@@ -280,10 +258,8 @@ func TestHangingCallTimesOutAndServerStays(t *testing.T) {
 }
 
 func TestSharedProcessIdleStopAndShutdown(t *testing.T) {
-	ev := mcptest.Everything(t)
 	// A shell in front of node: its child must go with it.
-	ev.Args = append([]string{"-c", `"$0" "$@"; echo exited >&2`, ev.Command}, ev.Args...)
-	ev.Command = "/bin/sh"
+	ev := mcptest.BehindShell(mcptest.Everything(t))
 	idle := mcp.Duration(400 * time.Millisecond)
 	ev.IdleTimeout = &idle
 	m := mcp.NewManager(&mcp.Config{Servers: map[string]*mcp.ServerConfig{"everything": ev}}, mcp.Options{})
@@ -308,7 +284,7 @@ func TestSharedProcessIdleStopAndShutdown(t *testing.T) {
 		t.Fatalf("after 8 concurrent calls: %v, want one process", s)
 	}
 	pgid := int(s.GetPid())
-	waitFor(t, "the idle server to stop", func() bool { return !groupAlive(pgid) })
+	waitFor(t, "the idle server to stop", func() bool { return !mcptest.GroupAlive(pgid) })
 	if s := source(t, m, "everything"); s.GetState() != agentdv1.ToolSourceState_TOOL_SOURCE_STATE_STOPPED || s.GetLastError() != "" {
 		t.Errorf("after idling: %v, want STOPPED without an error", s)
 	}
@@ -317,13 +293,13 @@ func TestSharedProcessIdleStopAndShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	pgid = int(source(t, m, "everything").GetPid())
-	if !groupAlive(pgid) {
+	if !mcptest.GroupAlive(pgid) {
 		t.Fatal("restarted server is not running")
 	}
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if groupAlive(pgid) {
+	if mcptest.GroupAlive(pgid) {
 		t.Error("a process of the server's group outlived Close")
 	}
 	if _, err := m.Call(ctx, "everything", "echo", map[string]any{"message": "late"}, nil); err == nil || !strings.Contains(err.Error(), "shutting down") {
