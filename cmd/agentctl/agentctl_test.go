@@ -64,7 +64,7 @@ func TestSubcommands(t *testing.T) {
 	if code != 0 || len(lines) != 4 || protojson.Unmarshal([]byte(lines[0]), first) != nil || first.GetMessage().GetUser() == nil {
 		t.Fatalf("transcript --json: %d %q", code, out)
 	}
-	for _, args := range [][]string{{"context", id}, {"tree", id}, {"models"}, {"health"}, {"sessions", "show", id}} {
+	for _, args := range [][]string{{"context", id}, {"tree", id}, {"models"}, {"tool-sources"}, {"health"}, {"sessions", "show", id}} {
 		if code, out, stderr := ctl(t, addr, args...); code != 0 || out == "" {
 			t.Fatalf("%v: %d %q %q", args, code, out, stderr)
 		}

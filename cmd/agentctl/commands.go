@@ -392,6 +392,55 @@ func (a *app) modelsCommand() *cobra.Command {
 	}
 }
 
+func (a *app) toolSourcesCommand() *cobra.Command {
+	var refresh bool
+	cmd := &cobra.Command{
+		Use: "tool-sources", Short: "List agentd's MCP servers: state, process and tools", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			resp, err := c.ListToolSources(ctx, &agentdv1.ListToolSourcesRequest{Refresh: refresh})
+			if err != nil {
+				return err
+			}
+			if len(resp.GetSources()) == 0 && !a.json {
+				fmt.Fprintln(a.out, "no MCP servers (agentd --mcp-config names them)")
+			}
+			for _, s := range resp.GetSources() {
+				if err := a.print(s, func() {
+					state := strings.ToLower(strings.TrimPrefix(s.GetState().String(), "TOOL_SOURCE_STATE_"))
+					line := fmt.Sprintf("%s  %s  %s", s.GetName(), s.GetTransport(), state)
+					if s.GetPid() != 0 {
+						line += fmt.Sprintf("  pid %d", s.GetPid())
+					}
+					if s.GetReadOnly() {
+						line += "  read-only"
+					}
+					names := make([]string, len(s.GetTools()))
+					for i, t := range s.GetTools() {
+						names[i] = t.GetName()
+					}
+					line += fmt.Sprintf("  %d tools", len(names))
+					if len(names) > 0 {
+						line += ": " + strings.Join(names, ", ")
+					}
+					if s.GetLastError() != "" {
+						line += "  (last error: " + s.GetLastError() + ")"
+					}
+					fmt.Fprintln(a.out, line)
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&refresh, "refresh", false, "connect to every server (starting stdio ones) and list its tools now")
+	return cmd
+}
+
 func (a *app) healthCommand() *cobra.Command {
 	return &cobra.Command{
 		Use: "health", Short: "Check that agentd serves", Args: cobra.NoArgs,
