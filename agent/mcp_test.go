@@ -92,6 +92,7 @@ func TestMCPToolsInARun(t *testing.T) {
 			faux.ToolCall("long", "mcp__everything__trigger-long-running-operation", map[string]any{"duration": 0.3, "steps": 3}),
 			faux.ToolCall("sum", "mcp__everything__get-sum", map[string]any{"a": 1, "b": 2}),
 			faux.ToolCall("env", "mcp__everything__get-env", nil),
+			faux.ToolCall("bad", "mcp__everything__echo", map[string]any{"text": "no message"}),
 		),
 		text("done"),
 		text("again"))
@@ -131,6 +132,7 @@ func TestMCPToolsInARun(t *testing.T) {
 		{"long", "Long running operation completed", false},
 		{"sum", "denied", true},
 		{"env", "not found", true},
+		{"bad", `validation failed for tool "mcp__everything__echo"`, true}, // checked against the server's schema, never sent
 	}
 	for _, c := range checks {
 		r := results[c.call]
