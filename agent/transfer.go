@@ -50,8 +50,8 @@ func (a *Agent) ExportSession(ctx context.Context, sessionID string, send func(*
 // same leaf. Check the header's configuration with CheckConfig first. An
 // entry whose parent did not come before it, a repeated id, or a leaf that
 // is not an imported entry is a *FieldError, and no session is left.
-func (a *Agent) ImportSession(ctx context.Context, header *agentdv1.SessionHeader, next func() (*agentdv1.Entry, error)) (*persistence.Session, error) {
-	sess, err := a.store.CreateSession(ctx, persistence.CreateSessionParams{Title: header.GetTitle(), Labels: header.GetLabels(), Config: header.GetConfig()})
+func (a *Agent) ImportSession(ctx context.Context, tenant string, header *agentdv1.SessionHeader, next func() (*agentdv1.Entry, error)) (*persistence.Session, error) {
+	sess, err := a.store.CreateSession(ctx, persistence.CreateSessionParams{Title: header.GetTitle(), Labels: header.GetLabels(), Config: header.GetConfig(), Tenant: tenant})
 	if err != nil {
 		return nil, err
 	}

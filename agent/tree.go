@@ -145,6 +145,8 @@ func (a *Agent) ForkSession(ctx context.Context, sessionID, entryID string, para
 	}
 	params.ID = ""
 	params.Origin = persistence.Origin{SessionID: sessionID, EntryID: entryID}
+	// A fork belongs where its source does, whoever forks it.
+	params.Tenant = src.Tenant
 	fork, err := a.store.CreateSession(ctx, params)
 	if err != nil {
 		return nil, err

@@ -44,7 +44,11 @@ func DecodePageToken(listing, scope, token string) (int64, error) {
 
 // scope binds a page token to the listing's filters.
 func (r ListSessionsRequest) scope() string {
-	return LabelFilterScope(r.LabelFilter) + "origin=" + strconv.Quote(r.OriginSessionID)
+	tenant := "*"
+	if !r.AllTenants {
+		tenant = strconv.Quote(r.Tenant)
+	}
+	return LabelFilterScope(r.LabelFilter) + "origin=" + strconv.Quote(r.OriginSessionID) + ";tenant=" + tenant
 }
 
 // LabelFilterScope is the page token scope of a session listing with this

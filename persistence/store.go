@@ -121,6 +121,9 @@ type Session struct {
 	LeafEntryID string
 	// Origin is where the session was forked from; zero when it was not.
 	Origin Origin
+	// Tenant is the tenant the session belongs to; empty for a session of
+	// no tenant (agentd without tenants, or an admin's).
+	Tenant string
 }
 
 // Origin names the session and entry a session was forked from.
@@ -140,6 +143,9 @@ type CreateSessionParams struct {
 	Config *agentdv1.SessionConfig
 	// Origin is where a forked session comes from; optional.
 	Origin Origin
+	// Tenant the session belongs to; empty for none. At most MaxIDLength
+	// bytes.
+	Tenant string
 }
 
 // Prepare checks the params and returns the session's id (a fresh one when
@@ -151,6 +157,9 @@ func (p CreateSessionParams) Prepare() (id string, config []byte, err error) {
 		id = NewID()
 	} else if len(id) > MaxIDLength {
 		return "", nil, &Error{Kind: ErrInvalid, Detail: fmt.Sprintf("session id is %d bytes, more than %d", len(id), MaxIDLength)}
+	}
+	if len(p.Tenant) > MaxIDLength {
+		return "", nil, &Error{Kind: ErrInvalid, SessionID: id, Detail: fmt.Sprintf("tenant is %d bytes, more than %d", len(p.Tenant), MaxIDLength)}
 	}
 	cfg := p.Config
 	if cfg == nil {
@@ -205,6 +214,12 @@ type ListSessionsRequest struct {
 	LabelFilter map[string]string
 	// OriginSessionID, when set, keeps only sessions forked from it.
 	OriginSessionID string
+	// Tenant keeps only the sessions of this tenant ("": of no tenant),
+	// unless AllTenants is set. The zero value lists no tenant's
+	// sessions, so a caller that forgets to scope a listing shows too
+	// little, never another tenant's.
+	Tenant     string
+	AllTenants bool
 }
 
 // SessionPage is one page of ListSessions.

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -37,9 +36,14 @@ type ServerOptions struct {
 	// Metrics, when set, counts and times every RPC.
 	Metrics *Metrics
 	// AuthToken, when set, is required as "authorization: Bearer <token>"
-	// metadata on every AgentService call; health and reflection stay open
-	// so probes and grpcurl's list keep working.
+	// metadata on every AgentService call, and makes its caller an admin
+	// of no tenant; health and reflection stay open so probes and
+	// grpcurl's list keep working.
 	AuthToken string
+	// Auth, when set, maps credentials (bearer tokens, verified client
+	// certificates) to tenants and roles (see AuthConfig); every
+	// AgentService call needs one of them. It may go with AuthToken.
+	Auth *AuthConfig
 	// GRPC are extra grpc.ServerOptions (TLS credentials, message size
 	// limits, keepalive), applied after agentd's own.
 	GRPC []grpc.ServerOption
@@ -84,8 +88,8 @@ func NewServer(svc agentdv1.AgentServiceServer, opts ServerOptions) *Server {
 	}
 	unary = append(unary, logging.UnaryServerInterceptor(slogAdapter(logger), logOpts...))
 	stream = append(stream, logging.StreamServerInterceptor(slogAdapter(logger), logOpts...))
-	if opts.AuthToken != "" {
-		check := bearerAuth(opts.AuthToken)
+	if opts.AuthToken != "" || opts.Auth != nil {
+		check := newAuthenticator(opts.Auth, opts.AuthToken).authenticate
 		onlyAgentService := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
 			return c.Service == agentdv1.AgentService_ServiceDesc.ServiceName
 		})
@@ -172,21 +176,6 @@ func (s *Server) probeLoop(probe func(context.Context) error, every time.Duratio
 				s.logger.Error("the database is unreachable; health reports NOT_SERVING", "err", err)
 			}
 		}
-	}
-}
-
-// bearerAuth accepts calls that carry the token as a bearer credential.
-func bearerAuth(token string) auth.AuthFunc {
-	return func(ctx context.Context) (context.Context, error) {
-		got, err := auth.AuthFromMD(ctx, "bearer")
-		if err != nil {
-			return nil, status.Error(codes.Unauthenticated,
-				`missing credentials: send metadata "authorization: Bearer <token>" with the token agentd was started with (--auth-token or AGENTD_AUTH_TOKEN)`)
-		}
-		if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-			return nil, status.Error(codes.Unauthenticated, "invalid bearer token")
-		}
-		return ctx, nil
 	}
 }
 

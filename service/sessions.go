@@ -27,6 +27,7 @@ func (s *Service) CreateSession(ctx context.Context, req *agentdv1.CreateSession
 		Title:  req.GetTitle(),
 		Labels: req.GetLabels(),
 		Config: proto.CloneOf(cfg),
+		Tenant: CallerFrom(ctx).Tenant,
 	})
 	if err != nil {
 		return nil, s.status(ctx, "create session", err)
@@ -54,11 +55,14 @@ func (s *Service) ListSessions(ctx context.Context, req *agentdv1.ListSessionsRe
 	if err := checkOptionalID("origin_session_id", req.GetOriginSessionId()); err != nil {
 		return nil, err
 	}
+	caller := CallerFrom(ctx)
 	page, err := s.store.ListSessions(ctx, persistence.ListSessionsRequest{
 		PageSize:        int(req.GetPageSize()),
 		PageToken:       req.GetPageToken(),
 		LabelFilter:     req.GetLabelFilter(),
 		OriginSessionID: req.GetOriginSessionId(),
+		Tenant:          caller.Tenant,
+		AllTenants:      caller.Admin,
 	})
 	if err != nil {
 		if st := s.status(ctx, "list sessions", err); status.Code(st) == codes.InvalidArgument {
@@ -106,12 +110,17 @@ func (s *Service) DeleteSession(ctx context.Context, req *agentdv1.DeleteSession
 	return &agentdv1.DeleteSessionResponse{}, nil
 }
 
-// session loads a session record after checking the id.
+// session loads a session record after checking the id. Another tenant's
+// session is not found, exactly as an unknown id: its existence is not
+// the caller's to learn.
 func (s *Service) session(ctx context.Context, id string) (*persistence.Session, error) {
 	if err := checkID("session_id", id); err != nil {
 		return nil, err
 	}
 	rec, err := s.store.GetSession(ctx, id)
+	if err == nil && !CallerFrom(ctx).sees(rec.Tenant) {
+		rec, err = nil, persistence.SessionNotFound(id)
+	}
 	if err != nil {
 		return nil, s.status(ctx, "get session", err)
 	}

@@ -47,6 +47,9 @@ func (s *Service) run(ctx context.Context, req agent.StartRequest, detach bool, 
 	if err := checkOptionalID("parent_entry_id", req.ParentEntryID); err != nil {
 		return err
 	}
+	if _, err := s.session(ctx, req.SessionID); err != nil {
+		return err
+	}
 	runID, err := s.agent.Start(ctx, req)
 	if err != nil {
 		return s.status(ctx, "start a run", err)

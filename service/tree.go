@@ -135,7 +135,7 @@ func (s *Service) ImportSession(stream grpc.ClientStreamingServer[agentdv1.Impor
 		}
 		return e, nil
 	}
-	rec, err := s.agent.ImportSession(ctx, header, next)
+	rec, err := s.agent.ImportSession(ctx, CallerFrom(ctx).Tenant, header, next)
 	if err != nil {
 		return s.status(ctx, "import session", err)
 	}

@@ -17,6 +17,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -72,6 +74,8 @@ type config struct {
 	logFormat       string
 	shutdownGrace   time.Duration
 	authToken       string
+	authConfig      string
+	tlsClientCA     string
 	tlsCert         string
 	tlsKey          string
 	metricsListen   string
@@ -116,6 +120,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		"how long in-flight calls may take to finish on SIGINT/SIGTERM")
 	fs.StringVar(&cfg.authToken, "auth-token", getenv("AGENTD_AUTH_TOKEN"),
 		"require this bearer token on every AgentService call; empty disables auth (env AGENTD_AUTH_TOKEN)")
+	fs.StringVar(&cfg.authConfig, "auth-config", getenv("AGENTD_AUTH_CONFIG"),
+		"JSON file mapping credentials (SHA-256 of bearer tokens, client certificate subjects) to tenants and roles; each tenant sees only its sessions (env AGENTD_AUTH_CONFIG)")
+	fs.StringVar(&cfg.tlsClientCA, "tls-client-ca", getenv("AGENTD_TLS_CLIENT_CA"),
+		"PEM file of the CAs whose client certificates agentd verifies (mTLS), for --auth-config certificates; needs --tls-cert (env AGENTD_TLS_CLIENT_CA)")
 	fs.StringVar(&cfg.tlsCert, "tls-cert", getenv("AGENTD_TLS_CERT"), "PEM certificate file; with --tls-key serves TLS (env AGENTD_TLS_CERT)")
 	fs.StringVar(&cfg.tlsKey, "tls-key", getenv("AGENTD_TLS_KEY"), "PEM private key file for --tls-cert (env AGENTD_TLS_KEY)")
 	fs.StringVar(&cfg.metricsListen, "metrics-listen", getenv("AGENTD_METRICS_LISTEN"),
@@ -168,6 +176,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
 		return config{}, errors.New("--tls-cert and --tls-key go together: give both or neither")
 	}
+	if cfg.tlsClientCA != "" && cfg.tlsCert == "" {
+		return config{}, errors.New("--tls-client-ca needs --tls-cert and --tls-key: client certificates come with TLS")
+	}
 	if cfg.maxRuns < 1 {
 		return config{}, fmt.Errorf("--max-runs %d: want at least 1", cfg.maxRuns)
 	}
@@ -209,11 +220,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
 	if cfg.tlsCert != "" {
-		creds, err := credentials.NewServerTLSFromFile(cfg.tlsCert, cfg.tlsKey)
+		creds, err := serverTLS(cfg)
 		if err != nil {
-			return fmt.Errorf("load TLS certificate %s and key %s: %w", cfg.tlsCert, cfg.tlsKey, err)
+			return err
 		}
 		grpcOpts = append(grpcOpts, grpc.Creds(creds))
+	}
+	var authCfg *service.AuthConfig
+	if cfg.authConfig != "" {
+		if authCfg, err = service.LoadAuthConfig(cfg.authConfig); err != nil {
+			return fmt.Errorf("--auth-config: %w", err)
+		}
 	}
 	models, err := loadModels(cfg.modelsConfig)
 	if err != nil {
@@ -250,7 +267,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	srv := service.NewServer(svc, service.ServerOptions{
-		Logger: logger, Metrics: metrics, AuthToken: cfg.authToken, GRPC: grpcOpts, Probe: db.probe,
+		Logger: logger, Metrics: metrics, AuthToken: cfg.authToken, Auth: authCfg, GRPC: grpcOpts, Probe: db.probe,
 	})
 
 	serveErr := make(chan error, 2)
@@ -280,7 +297,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}()
 		logger.Info("metrics serving", "addr", mlis.Addr().String())
 	}
-	logger.Info("agentd serving", "addr", listenAddr(lis), "db", db.name, "replica", db.replica, "auth", cfg.authToken != "", "tls", cfg.tlsCert != "")
+	logger.Info("agentd serving", "addr", listenAddr(lis), "db", db.name, "replica", db.replica, "auth", cfg.authToken != "" || authCfg != nil, "tenants", authCfg != nil, "tls", cfg.tlsCert != "", "mtls", cfg.tlsClientCA != "")
 
 	var runErr error
 	select {
@@ -310,6 +327,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	logger.Info("agentd stopped")
 	return nil
+}
+
+// serverTLS loads the server's certificate and, with --tls-client-ca, the
+// CAs whose client certificates it verifies when a client offers one
+// (callers without one authenticate with a bearer token).
+func serverTLS(cfg config) (credentials.TransportCredentials, error) {
+	cert, err := tls.LoadX509KeyPair(cfg.tlsCert, cfg.tlsKey)
+	if err != nil {
+		return nil, fmt.Errorf("load TLS certificate %s and key %s: %w", cfg.tlsCert, cfg.tlsKey, err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if cfg.tlsClientCA != "" {
+		pem, err := os.ReadFile(cfg.tlsClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-client-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-client-ca %s: no PEM certificate in it", cfg.tlsClientCA)
+		}
+		tc.ClientCAs = pool
+		tc.ClientAuth = tls.VerifyClientCertIfGiven
+	}
+	return credentials.NewTLS(tc), nil
 }
 
 // loadModels builds the model catalog: the built-in one, extended or

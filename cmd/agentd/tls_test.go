@@ -5,9 +5,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"io"
 	"math/big"
@@ -107,5 +109,104 @@ func TestRunServesTLSWithBearerAuth(t *testing.T) {
 func TestParseConfigRejectsHalfTLS(t *testing.T) {
 	if _, err := parseConfig([]string{"--tls-cert", "c.pem"}, env(nil), io.Discard); err == nil {
 		t.Fatal("--tls-cert without --tls-key accepted")
+	}
+}
+
+// clientCA writes a CA certificate and returns a client certificate it
+// signed for subject.
+func clientCA(t *testing.T, dir string, subject pkix.Name) (caFile string, client tls.Certificate) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(3), Subject: subject,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile = filepath.Join(dir, subject.CommonName+"-ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return caFile, tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// With --tls-client-ca and --auth-config, a verified client certificate
+// is its subject's tenant; a bearer token still works beside it; a
+// certificate of another CA is refused at the handshake.
+func TestMutualTLSMapsCertificatesToTenants(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, pool := selfSigned(t, dir)
+	caFile, billing := clientCA(t, dir, pkix.Name{CommonName: "billing", Organization: []string{"Acme"}})
+	_, stranger := clientCA(t, dir, pkix.Name{CommonName: "billing-impostor", Organization: []string{"Acme"}})
+	authFile := filepath.Join(dir, "auth.json")
+	sum := sha256.Sum256([]byte("globex-token"))
+	if err := os.WriteFile(authFile, []byte(`{"certificates": [{"subject": "CN=billing,O=Acme", "tenant": "acme", "role": "user"}],
+		"tokens": [{"sha256": "`+hex.EncodeToString(sum[:])+`", "tenant": "globex", "role": "user"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "agentd.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--listen", "unix://" + sock, "--db", filepath.Join(dir, "a.db"),
+			"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", caFile, "--auth-config", authFile}, env(nil), io.Discard)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	dial := func(certs ...tls.Certificate) agentdv1.AgentServiceClient {
+		creds := credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12, Certificates: certs})
+		conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return agentdv1.NewAgentServiceClient(conn)
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer ccancel()
+	acme := dial(billing)
+	var created *agentdv1.CreateSessionResponse
+	var err error
+	for { // agentd may still be starting
+		created, err = acme.CreateSession(cctx, &agentdv1.CreateSessionRequest{Title: "acme's"}, grpc.WaitForReady(true))
+		if status.Code(err) != codes.Unavailable || cctx.Err() != nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("CreateSession with the client certificate: %v", err)
+	}
+	globex := dial()
+	gctx := metadata.AppendToOutgoingContext(cctx, "authorization", "Bearer globex-token")
+	if _, err := globex.GetSession(gctx, &agentdv1.GetSessionRequest{SessionId: created.GetSession().GetId()}); status.Code(err) != codes.NotFound {
+		t.Errorf("globex reads acme's session: %v, want NOT_FOUND", err)
+	}
+	list, err := acme.ListSessions(cctx, &agentdv1.ListSessionsRequest{})
+	if err != nil || len(list.GetSessions()) != 1 {
+		t.Errorf("acme lists %v, %v", list.GetSessions(), err)
+	}
+	if _, err := dial(stranger).ListSessions(cctx, &agentdv1.ListSessionsRequest{}); status.Code(err) != codes.Unavailable {
+		t.Errorf("a certificate of another CA: %v, want the handshake refused (UNAVAILABLE)", err)
 	}
 }

@@ -50,6 +50,7 @@ type session struct {
 	create, update time.Time
 	leaf           string
 	origin         persistence.Origin
+	tenant         string
 	entries        []storedEntry // append order
 	index          map[string]int
 }
@@ -135,7 +136,7 @@ func (s *Store) CreateSession(_ context.Context, p persistence.CreateSessionPara
 		}
 		d.nextPK++
 		now := d.nowTime()
-		sess := &session{pk: d.nextPK, id: id, title: p.Title, labels: maps.Clone(p.Labels), config: raw, origin: p.Origin,
+		sess := &session{pk: d.nextPK, id: id, title: p.Title, labels: maps.Clone(p.Labels), config: raw, origin: p.Origin, tenant: p.Tenant,
 			create: now, update: now, index: map[string]int{}}
 		if sess.labels == nil {
 			sess.labels = map[string]string{}
@@ -152,7 +153,7 @@ func (sess *session) record() (*persistence.Session, error) {
 	if err := proto.Unmarshal(sess.config, cfg); err != nil {
 		return nil, &persistence.Error{Kind: persistence.ErrCorrupt, SessionID: sess.id, Detail: fmt.Sprintf("config: %v", err)}
 	}
-	return &persistence.Session{ID: sess.id, Title: sess.title, Labels: maps.Clone(sess.labels), Config: cfg, Origin: sess.origin,
+	return &persistence.Session{ID: sess.id, Title: sess.title, Labels: maps.Clone(sess.labels), Config: cfg, Origin: sess.origin, Tenant: sess.tenant,
 		CreateTime: sess.create, UpdateTime: sess.update, LeafEntryID: sess.leaf}, nil
 }
 
@@ -224,7 +225,8 @@ func (s *Store) ListSessions(_ context.Context, req persistence.ListSessionsRequ
 	err = s.read(func(d *data) error {
 		var match []*session
 		for _, sess := range d.sessions {
-			if sess.pk < before && matches(sess.labels, req.LabelFilter) && (req.OriginSessionID == "" || sess.origin.SessionID == req.OriginSessionID) {
+			if sess.pk < before && matches(sess.labels, req.LabelFilter) && (req.OriginSessionID == "" || sess.origin.SessionID == req.OriginSessionID) &&
+				(req.AllTenants || sess.tenant == req.Tenant) {
 				match = append(match, sess)
 			}
 		}

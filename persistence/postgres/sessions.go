@@ -18,7 +18,7 @@ import (
 )
 
 // sessionColumns are a whole session record, with its pk.
-const sessionColumns = `s.pk, s.id, s.create_time, s.update_time, coalesce(s.leaf_entry_id, ''), s.title, s.config, coalesce(s.origin_session_id, ''), coalesce(s.origin_entry_id, '')`
+const sessionColumns = `s.pk, s.id, s.create_time, s.update_time, coalesce(s.leaf_entry_id, ''), s.title, s.config, coalesce(s.origin_session_id, ''), coalesce(s.origin_entry_id, ''), s.tenant`
 
 // CreateSession implements persistence.Store.
 func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionParams) (*persistence.Session, error) {
@@ -33,8 +33,8 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 			originSession, originEntry = &p.Origin.SessionID, &p.Origin.EntryID
 		}
 		var pk int64
-		err := tx.QueryRow(ctx, `INSERT INTO sessions (id, create_time, update_time, title, config, origin_session_id, origin_entry_id) VALUES ($1, $2, $2, $3, $4, $5, $6) RETURNING pk`,
-			id, now, p.Title, cfgBytes, originSession, originEntry).Scan(&pk)
+		err := tx.QueryRow(ctx, `INSERT INTO sessions (id, create_time, update_time, title, config, origin_session_id, origin_entry_id, tenant) VALUES ($1, $2, $2, $3, $4, $5, $6, $7) RETURNING pk`,
+			id, now, p.Title, cfgBytes, originSession, originEntry, p.Tenant).Scan(&pk)
 		if _, ok := uniqueViolation(err); ok {
 			return &persistence.Error{Kind: persistence.ErrConflict, SessionID: id, Detail: "a session with this id exists"}
 		} else if err != nil {
@@ -53,7 +53,7 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 	if p.Config != nil {
 		cfg = proto.CloneOf(p.Config)
 	}
-	return &persistence.Session{ID: id, Title: p.Title, Labels: labels, Config: cfg, Origin: p.Origin, CreateTime: now, UpdateTime: now}, nil
+	return &persistence.Session{ID: id, Title: p.Title, Labels: labels, Config: cfg, Origin: p.Origin, Tenant: p.Tenant, CreateTime: now, UpdateTime: now}, nil
 }
 
 // insertLabels stores a session's labels in one statement.
@@ -165,6 +165,9 @@ func (s *Store) ListSessions(ctx context.Context, req persistence.ListSessionsRe
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
+	if !req.AllTenants {
+		q.WriteString(` AND s.tenant = ` + arg(req.Tenant))
+	}
 	if req.OriginSessionID != "" {
 		q.WriteString(` AND s.origin_session_id = ` + arg(req.OriginSessionID))
 	}
@@ -208,7 +211,7 @@ func scanSessions(rows pgx.Rows) ([]*persistence.Session, []int64, error) {
 			cfg              []byte
 			created, updated time.Time
 		)
-		if err := rows.Scan(&pk, &sess.ID, &created, &updated, &sess.LeafEntryID, &sess.Title, &cfg, &sess.Origin.SessionID, &sess.Origin.EntryID); err != nil {
+		if err := rows.Scan(&pk, &sess.ID, &created, &updated, &sess.LeafEntryID, &sess.Title, &cfg, &sess.Origin.SessionID, &sess.Origin.EntryID, &sess.Tenant); err != nil {
 			return nil, nil, err
 		}
 		sess.CreateTime, sess.UpdateTime = created, updated

@@ -28,8 +28,8 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 		if p.Origin.SessionID != "" {
 			originSession, originEntry = p.Origin.SessionID, p.Origin.EntryID
 		}
-		res, err := t.exec(`INSERT INTO sessions (id, create_time, update_time, title, config, origin_session_id, origin_entry_id) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-			id, now.UnixNano(), now.UnixNano(), p.Title, cfgBytes, originSession, originEntry)
+		res, err := t.exec(`INSERT INTO sessions (id, create_time, update_time, title, config, origin_session_id, origin_entry_id, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			id, now.UnixNano(), now.UnixNano(), p.Title, cfgBytes, originSession, originEntry, p.Tenant)
 		if isUnique(err) {
 			return &persistence.Error{Kind: persistence.ErrConflict, SessionID: id, Detail: "a session with this id exists"}
 		} else if err != nil {
@@ -58,7 +58,7 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 	if p.Config != nil {
 		cfg = proto.CloneOf(p.Config)
 	}
-	return &persistence.Session{ID: id, Title: p.Title, Labels: labels, Config: cfg, Origin: p.Origin,
+	return &persistence.Session{ID: id, Title: p.Title, Labels: labels, Config: cfg, Origin: p.Origin, Tenant: p.Tenant,
 		CreateTime: time.Unix(0, now.UnixNano()), UpdateTime: time.Unix(0, now.UnixNano())}, nil
 }
 
@@ -137,6 +137,10 @@ func (s *Store) ListSessions(ctx context.Context, req persistence.ListSessionsRe
 	q := strings.Builder{}
 	q.WriteString(`SELECT ` + sessionColumns + sessionFrom + ` WHERE s.pk < ?`)
 	args := []any{before}
+	if !req.AllTenants {
+		q.WriteString(` AND s.tenant = ?`)
+		args = append(args, req.Tenant)
+	}
 	if req.OriginSessionID != "" {
 		q.WriteString(` AND s.origin_session_id = ?`)
 		args = append(args, req.OriginSessionID)
@@ -183,7 +187,7 @@ func scanSessions(rows *sql.Rows) ([]*persistence.Session, []int64, error) {
 			cfg                           []byte
 		)
 		var originSession, originEntry sql.NullString
-		if err := rows.Scan(&pk, &sess.LeafEntryID, &lastSeq, &sess.ID, &created, &updated, &sess.Title, &cfg, &originSession, &originEntry); err != nil {
+		if err := rows.Scan(&pk, &sess.LeafEntryID, &lastSeq, &sess.ID, &created, &updated, &sess.Title, &cfg, &originSession, &originEntry, &sess.Tenant); err != nil {
 			return nil, nil, err
 		}
 		sess.CreateTime, sess.UpdateTime = time.Unix(0, created), time.Unix(0, updated)

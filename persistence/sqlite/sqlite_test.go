@@ -251,13 +251,13 @@ func TestOpenErrors(t *testing.T) {
 
 func TestSchemaVersionError(t *testing.T) {
 	path := newDB(t)
-	if _, err := rawDB(t, path).Exec("PRAGMA user_version = 7"); err != nil {
+	if _, err := rawDB(t, path).Exec("PRAGMA user_version = 9"); err != nil {
 		t.Fatal(err)
 	}
 	_, err := sqlite.Open(context.Background(), path)
 	var sv *sqlite.SchemaVersionError
-	if !errors.As(err, &sv) || sv.Found != 7 || sv.Supported != sqlite.SchemaVersion() || sv.Supported != 5 {
-		t.Fatalf("Open: %v, want *SchemaVersionError{Found: 7, Supported: 3}", err)
+	if !errors.As(err, &sv) || sv.Found != 9 || sv.Supported != sqlite.SchemaVersion() || sv.Supported != 6 {
+		t.Fatalf("Open: %v, want *SchemaVersionError{Found: 9, Supported: 6}", err)
 	}
 }
 

@@ -70,7 +70,7 @@ const (
 	// session's path: pk, leaf, and the highest seq.
 	sessionState = `s.pk, CASE WHEN coalesce(last.seq, 0) <= s.leaf_seq THEN coalesce(s.leaf_entry_id, '') ELSE last.id END, coalesce(last.seq, 0)`
 	// sessionColumns are a whole session record.
-	sessionColumns = sessionState + `, s.id, s.create_time, max(s.update_time, coalesce(last.append_time, 0)), s.title, s.config, s.origin_session_id, s.origin_entry_id`
+	sessionColumns = sessionState + `, s.id, s.create_time, max(s.update_time, coalesce(last.append_time, 0)), s.title, s.config, s.origin_session_id, s.origin_entry_id, s.tenant`
 	sqlSessionByID = `SELECT ` + sessionState + sessionFrom + ` WHERE s.id = ?`
 	// A path is loaded with one range scan of the session's key range (a
 	// sequential read in append order); the tree is walked in memory and

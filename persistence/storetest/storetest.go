@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -50,6 +52,7 @@ func Run(t *testing.T, h Harness) {
 		{"ContextPath", testContextPath},
 		{"TreeAndLabels", testTreeAndLabels},
 		{"Origin", testOrigin},
+		{"TenantIsolation", testTenantIsolation},
 		{"NewRoot", testNewRoot},
 		{"EntryPaging", testEntryPaging},
 		{"ConcurrentAppends", testConcurrentAppends},
@@ -885,6 +888,78 @@ func testOrigin(t *testing.T, h Harness) {
 	}
 	_, err = s.ListSessions(ctx, persistence.ListSessionsRequest{OriginSessionID: parent.ID, PageToken: page.NextPageToken})
 	wantErr(t, "a token of another listing", err, persistence.ErrInvalid, "", "")
+}
+
+// testTenantIsolation: a session keeps its tenant through reopening, and
+// listings show one tenant's sessions (the zero request: those of no
+// tenant), all of them only when asked, with page tokens bound to the
+// tenant.
+func testTenantIsolation(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	byTenant := map[string][]string{}
+	for i, tenant := range []string{"acme", "globex", "", "acme", "globex", "acme"} {
+		sess := mustCreate(t, s, persistence.CreateSessionParams{Tenant: tenant, Labels: map[string]string{"n": strconv.Itoa(i)}})
+		if sess.Tenant != tenant {
+			t.Fatalf("created session has tenant %q, want %q", sess.Tenant, tenant)
+		}
+		byTenant[tenant] = append(byTenant[tenant], sess.ID)
+	}
+	if _, err := s.CreateSession(ctx, persistence.CreateSessionParams{Tenant: strings.Repeat("t", persistence.MaxIDLength+1)}); !errors.Is(err, persistence.ErrInvalid) {
+		t.Fatalf("an overlong tenant: %v, want ErrInvalid", err)
+	}
+	s = h.Reopen(t, s)
+	t.Cleanup(func() { _ = s.Close() })
+	for tenant, want := range byTenant {
+		for _, id := range want {
+			got, err := s.GetSession(ctx, id)
+			if err != nil {
+				t.Fatalf("GetSession(%s) after reopen: %v", id, err)
+			}
+			if got.Tenant != tenant {
+				t.Fatalf("GetSession(%s) after reopen: tenant %q, want %q", id, got.Tenant, tenant)
+			}
+		}
+		var listed []string
+		token := ""
+		for {
+			page, err := s.ListSessions(ctx, persistence.ListSessionsRequest{Tenant: tenant, PageSize: 2, PageToken: token})
+			if err != nil {
+				t.Fatalf("ListSessions(tenant %q): %v", tenant, err)
+			}
+			for _, sess := range page.Sessions {
+				listed = append(listed, sess.ID)
+				if sess.Tenant != tenant {
+					t.Fatalf("ListSessions(tenant %q) returned a session of tenant %q", tenant, sess.Tenant)
+				}
+			}
+			if page.NextPageToken == "" {
+				break
+			}
+			if tenant == "acme" && token == "" {
+				// A token of one tenant's listing does not page another's.
+				_, err := s.ListSessions(ctx, persistence.ListSessionsRequest{Tenant: "globex", PageToken: page.NextPageToken})
+				wantErr(t, "a token of another tenant's listing", err, persistence.ErrInvalid, "", "")
+			}
+			token = page.NextPageToken
+		}
+		slices.Sort(listed)
+		slices.Sort(want)
+		if !slices.Equal(listed, want) {
+			t.Fatalf("tenant %q lists %v, want %v", tenant, listed, want)
+		}
+	}
+	page, err := s.ListSessions(ctx, persistence.ListSessionsRequest{AllTenants: true, LabelFilter: map[string]string{"n": "3"}})
+	if err != nil || len(page.Sessions) != 1 || page.Sessions[0].Tenant != "acme" {
+		t.Fatalf("ListSessions(all tenants, n=3): %+v, %v", page, err)
+	}
+	page, err = s.ListSessions(ctx, persistence.ListSessionsRequest{AllTenants: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Sessions) != 6 {
+		t.Fatalf("ListSessions(all tenants): %d sessions, want 6", len(page.Sessions))
+	}
 }
 
 func testUpdateSession(t *testing.T, h Harness) {

@@ -1,0 +1,215 @@
+package service
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// Roles a credential may carry.
+const (
+	// RoleAdmin sees and changes the sessions of every tenant.
+	RoleAdmin = "admin"
+	// RoleUser sees only the sessions of its own tenant.
+	RoleUser = "user"
+)
+
+// Caller is who made a call, as its credentials say; never taken from a
+// request field.
+type Caller struct {
+	// Tenant the caller's new sessions belong to; "" for none.
+	Tenant string
+	// Admin callers see every tenant's sessions.
+	Admin bool
+}
+
+// callerKey carries the Caller in a call's context.
+type callerKey struct{}
+
+// CallerFrom returns the caller of the call ctx belongs to. Without
+// authentication (no --auth-token or --auth-config) every caller is an
+// admin of no tenant: agentd as one app's sidecar.
+func CallerFrom(ctx context.Context) Caller {
+	if c, ok := ctx.Value(callerKey{}).(Caller); ok {
+		return c
+	}
+	return Caller{Admin: true}
+}
+
+// sees reports whether the caller may see a session of tenant.
+func (c Caller) sees(tenant string) bool { return c.Admin || c.Tenant == tenant }
+
+// AuthConfig is the --auth-config file: which credentials are which
+// tenant's, and with which role. Tokens are stored as their SHA-256, never
+// in clear.
+type AuthConfig struct {
+	// Tokens are bearer tokens ("authorization: Bearer <token>").
+	Tokens []TokenGrant `json:"tokens"`
+	// Certificates are TLS client certificates, by subject; they need
+	// agentd to verify client certificates (--tls-client-ca).
+	Certificates []CertificateGrant `json:"certificates,omitempty"`
+}
+
+// TokenGrant maps one bearer token to a caller.
+type TokenGrant struct {
+	// SHA256 is the hex SHA-256 of the token (`printf %s "$TOKEN" | sha256sum`).
+	SHA256 string `json:"sha256"`
+	// Tenant of the caller; required for role user.
+	Tenant string `json:"tenant,omitempty"`
+	// Role is "admin" or "user".
+	Role string `json:"role"`
+}
+
+// CertificateGrant maps a client certificate's subject to a caller.
+type CertificateGrant struct {
+	// Subject is the certificate's subject as Go prints it, such as
+	// "CN=billing,O=Acme".
+	Subject string `json:"subject"`
+	Tenant  string `json:"tenant,omitempty"`
+	Role    string `json:"role"`
+}
+
+// tenantPattern is what a tenant's name may be.
+var tenantPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}$`)
+
+// LoadAuthConfig reads and checks an --auth-config file.
+func LoadAuthConfig(path string) (*AuthConfig, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("auth config: %w", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	var cfg AuthConfig
+	if err := dec.Decode(&cfg); err != nil {
+		return nil, fmt.Errorf("auth config %s: %w", path, err)
+	}
+	if err := cfg.check(); err != nil {
+		return nil, fmt.Errorf("auth config %s: %w", path, err)
+	}
+	return &cfg, nil
+}
+
+func (c *AuthConfig) check() error {
+	if len(c.Tokens)+len(c.Certificates) == 0 {
+		return errors.New(`no "tokens" or "certificates": nobody could call agentd`)
+	}
+	seen := map[string]int{}
+	for i, g := range c.Tokens {
+		field := fmt.Sprintf("tokens[%d]", i)
+		if b, err := hex.DecodeString(g.SHA256); err != nil || len(b) != sha256.Size {
+			return fmt.Errorf("%s.sha256: want the 64 hex digits of the token's SHA-256, not the token", field)
+		}
+		h := strings.ToLower(g.SHA256)
+		if j, dup := seen[h]; dup {
+			return fmt.Errorf("%s.sha256: the same token as tokens[%d]", field, j)
+		}
+		seen[h] = i
+		if err := checkGrant(field, g.Tenant, g.Role); err != nil {
+			return err
+		}
+	}
+	for i, g := range c.Certificates {
+		field := fmt.Sprintf("certificates[%d]", i)
+		if g.Subject == "" {
+			return fmt.Errorf("%s.subject: required", field)
+		}
+		if err := checkGrant(field, g.Tenant, g.Role); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkGrant(field, tenant, role string) error {
+	switch role {
+	case RoleAdmin:
+	case RoleUser:
+		if tenant == "" {
+			return fmt.Errorf("%s.tenant: required for role user", field)
+		}
+	default:
+		return fmt.Errorf("%s.role: %q, want admin or user", field, role)
+	}
+	if tenant != "" && !tenantPattern.MatchString(tenant) {
+		return fmt.Errorf("%s.tenant: %q is not 1 to 64 characters of a-z A-Z 0-9 . _ - starting with a letter or digit", field, tenant)
+	}
+	return nil
+}
+
+// authenticator turns credentials into a Caller.
+type authenticator struct {
+	tokens   map[[sha256.Size]byte]Caller
+	subjects map[string]Caller
+	// hint is how to authenticate, for the error without credentials.
+	hint string
+}
+
+func newAuthenticator(cfg *AuthConfig, legacyToken string) *authenticator {
+	a := &authenticator{tokens: map[[sha256.Size]byte]Caller{}, subjects: map[string]Caller{},
+		hint: `send metadata "authorization: Bearer <token>" with a token of agentd's --auth-config`}
+	if legacyToken != "" {
+		a.tokens[sha256.Sum256([]byte(legacyToken))] = Caller{Admin: true}
+		a.hint = `send metadata "authorization: Bearer <token>" with the token agentd was started with (--auth-token or AGENTD_AUTH_TOKEN)`
+	}
+	if cfg != nil {
+		for _, g := range cfg.Tokens {
+			var h [sha256.Size]byte
+			b, _ := hex.DecodeString(g.SHA256) // checked by LoadAuthConfig
+			copy(h[:], b)
+			a.tokens[h] = Caller{Tenant: g.Tenant, Admin: g.Role == RoleAdmin}
+		}
+		for _, g := range cfg.Certificates {
+			a.subjects[g.Subject] = Caller{Tenant: g.Tenant, Admin: g.Role == RoleAdmin}
+		}
+	}
+	return a
+}
+
+// authenticate implements auth.AuthFunc: a verified client certificate
+// whose subject is granted, or a granted bearer token.
+func (a *authenticator) authenticate(ctx context.Context) (context.Context, error) {
+	if leaf := verifiedClientCert(ctx); leaf != nil {
+		if c, ok := a.subjects[leaf.Subject.String()]; ok {
+			return context.WithValue(ctx, callerKey{}, c), nil
+		}
+	}
+	token, err := auth.AuthFromMD(ctx, "bearer")
+	if err != nil {
+		return nil, status.Error(codes.Unauthenticated, "missing credentials: "+a.hint)
+	}
+	// Looked up by the token's hash, which is all agentd keeps: the
+	// lookup's timing says nothing about the token itself.
+	c, ok := a.tokens[sha256.Sum256([]byte(token))]
+	if !ok {
+		return nil, status.Error(codes.Unauthenticated, "invalid bearer token")
+	}
+	return context.WithValue(ctx, callerKey{}, c), nil
+}
+
+// verifiedClientCert is the client certificate TLS verified for the call's
+// connection, if any.
+func verifiedClientCert(ctx context.Context) *x509.Certificate {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
+		return nil
+	}
+	return info.State.VerifiedChains[0][0]
+}
