@@ -25,8 +25,16 @@ type Store interface {
 	// the session as it is now; UpdateTime moves.
 	UpdateSession(ctx context.Context, sessionID string, u SessionUpdate) (*Session, error)
 	// DeleteSession removes a session with its entries and runs. Later calls
-	// naming it fail with ErrNotFound.
+	// naming it fail with ErrNotFound. What its model calls cost stays
+	// counted for its tenant (TenantSpend).
 	DeleteSession(ctx context.Context, sessionID string) error
+	// SessionSpend returns what the model calls stored in a session cost,
+	// on every branch (see EntrySpend).
+	SessionSpend(ctx context.Context, sessionID string) (Spend, error)
+	// TenantSpend returns what the model calls stored in the sessions of
+	// tenant ("": of no tenant) since since cost, deleted sessions
+	// included.
+	TenantSpend(ctx context.Context, tenant string, since time.Time) (Spend, error)
 
 	// Append stores entries as a chain in one transaction: the first entry
 	// hangs below its ParentId when set (a branch), otherwise below the

@@ -40,6 +40,15 @@ type data struct {
 	nextPK   int64
 	sessions map[string]*session
 	runs     map[string]*run
+	spend    []spendRow
+}
+
+// spendRow is what one stored message cost; it outlives its session.
+type spendRow struct {
+	sessionPK int64
+	tenant    string
+	time      time.Time
+	spent     persistence.Spend
 }
 
 type session struct {
@@ -259,6 +268,38 @@ func matches(labels, filter map[string]string) bool {
 	return true
 }
 
+// SessionSpend implements persistence.Store.
+func (s *Store) SessionSpend(_ context.Context, sessionID string) (persistence.Spend, error) {
+	var out persistence.Spend
+	err := s.read(func(d *data) error {
+		sess, err := d.session(sessionID)
+		if err != nil {
+			return err
+		}
+		for _, r := range d.spend {
+			if r.sessionPK == sess.pk {
+				out = out.Add(r.spent)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// TenantSpend implements persistence.Store.
+func (s *Store) TenantSpend(_ context.Context, tenant string, since time.Time) (persistence.Spend, error) {
+	var out persistence.Spend
+	err := s.read(func(d *data) error {
+		for _, r := range d.spend {
+			if r.tenant == tenant && !r.time.Before(since) {
+				out = out.Add(r.spent)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 // DeleteSession implements persistence.Store.
 func (s *Store) DeleteSession(_ context.Context, sessionID string) error {
 	return s.write(func(d *data) error {
@@ -325,6 +366,11 @@ func (s *Store) Append(_ context.Context, sessionID string, entries ...*agentdv1
 		}
 		sess.leaf = leaf
 		sess.update = d.nowTime()
+		for _, c := range filled {
+			if spent, ok := persistence.EntrySpend(c); ok {
+				d.spend = append(d.spend, spendRow{sessionPK: sess.pk, tenant: sess.tenant, time: sess.update, spent: spent})
+			}
+		}
 		for i, e := range entries {
 			e.Id, e.ParentId, e.Time = filled[i].Id, filled[i].ParentId, filled[i].Time
 		}

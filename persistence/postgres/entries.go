@@ -104,6 +104,10 @@ func (s *Store) append(ctx context.Context, f *persistence.Fence, sessionID stri
 			// the encoder's and buf's next use.
 			batch.Queue(`INSERT INTO entries (session_pk, seq, id, parent_id, kind, create_time, append_time, encoding, preview, payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 				sess.pk, sess.lastSeq+int64(i)+1, e.Id, parentCol, kinds[i], e.Time.AsTime().UnixNano(), now, int16(encoding), persistence.Preview(e), slices.Clone(payload))
+			if spent, ok := persistence.EntrySpend(e); ok {
+				batch.Queue(`INSERT INTO spend (session_pk, tenant, time, tokens, cost) SELECT pk, tenant, $2, $3, $4 FROM sessions WHERE pk = $1`,
+					sess.pk, now, spent.Tokens, spent.CostUSD)
+			}
 		}
 		batch.Queue(`UPDATE sessions SET leaf_entry_id = $2, last_seq = $3, update_time = greatest(update_time, $4) WHERE pk = $1`,
 			sess.pk, leaf, sess.lastSeq+int64(len(entries)), now)

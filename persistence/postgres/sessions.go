@@ -251,6 +251,28 @@ func loadLabels(ctx context.Context, tx pgx.Tx, list []*persistence.Session, pks
 	return rows.Err()
 }
 
+// SessionSpend implements persistence.Store.
+func (s *Store) SessionSpend(ctx context.Context, sessionID string) (persistence.Spend, error) {
+	var out persistence.Spend
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		sess, err := lookupSession(ctx, tx, sessionID)
+		if err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT coalesce(sum(tokens), 0)::bigint, coalesce(sum(cost), 0) FROM spend WHERE session_pk = $1`, sess.pk).Scan(&out.Tokens, &out.CostUSD)
+	})
+	return out, opError(err, "sum the spending of session %q", sessionID)
+}
+
+// TenantSpend implements persistence.Store.
+func (s *Store) TenantSpend(ctx context.Context, tenant string, since time.Time) (persistence.Spend, error) {
+	var out persistence.Spend
+	err := s.read(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `SELECT coalesce(sum(tokens), 0)::bigint, coalesce(sum(cost), 0) FROM spend WHERE tenant = $1 AND time >= $2`, tenant, since).Scan(&out.Tokens, &out.CostUSD)
+	})
+	return out, opError(err, "sum the spending of tenant %q", tenant)
+}
+
 // DeleteSession implements persistence.Store. Its entries, runs, event
 // logs and controls go with it (ON DELETE CASCADE).
 func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {

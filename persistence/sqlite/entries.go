@@ -93,6 +93,11 @@ func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentd
 			if _, err := t.exec(sqlInsertEntry, sess.pk, sess.lastSeq+int64(i)+1, e.Id, parentCol, kinds[i], e.Time.AsTime().UnixNano(), payload, encoding, now.UnixNano(), persistence.Preview(e)); err != nil {
 				return err
 			}
+			if spent, ok := persistence.EntrySpend(e); ok {
+				if _, err := t.exec(sqlInsertSpend, now.UnixNano(), spent.Tokens, spent.CostUSD, sess.pk); err != nil {
+					return err
+				}
+			}
 		}
 		t.stage(sessionID, sessionCache{pk: sess.pk, leaf: leaf, lastSeq: sess.lastSeq + int64(len(entries))})
 		return nil

@@ -249,6 +249,32 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
 	return opError(err, "delete session %q", sessionID)
 }
 
+// sqlInsertSpend records what a stored message cost, with its session's
+// tenant.
+const sqlInsertSpend = `INSERT INTO spend (session_pk, tenant, time, tokens, cost) SELECT pk, tenant, ?, ?, ? FROM sessions WHERE pk = ?`
+
+// SessionSpend implements persistence.Store.
+func (s *Store) SessionSpend(ctx context.Context, sessionID string) (persistence.Spend, error) {
+	var out persistence.Spend
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		pk, _, err := s.lookupSession(ctx, tx, sessionID)
+		if err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT coalesce(sum(tokens), 0), coalesce(sum(cost), 0) FROM spend WHERE session_pk = ?`, pk).Scan(&out.Tokens, &out.CostUSD)
+	})
+	return out, opError(err, "sum the spending of session %q", sessionID)
+}
+
+// TenantSpend implements persistence.Store.
+func (s *Store) TenantSpend(ctx context.Context, tenant string, since time.Time) (persistence.Spend, error) {
+	var out persistence.Spend
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `SELECT coalesce(sum(tokens), 0), coalesce(sum(cost), 0) FROM spend WHERE tenant = ? AND time >= ?`, tenant, since.UnixNano()).Scan(&out.Tokens, &out.CostUSD)
+	})
+	return out, opError(err, "sum the spending of tenant %q", tenant)
+}
+
 // lookupSession finds a session's pk and leaf in a read transaction.
 func (s *Store) lookupSession(ctx context.Context, tx *sql.Tx, sessionID string) (pk int64, leaf string, err error) {
 	var lastSeq int64

@@ -137,12 +137,12 @@ func TestOpenErrors(t *testing.T) {
 			name: "newer schema version",
 			setup: func(t *testing.T) string {
 				path := newDB(t)
-				if _, err := rawDB(t, path).Exec("PRAGMA user_version = 7"); err != nil {
+				if _, err := rawDB(t, path).Exec("PRAGMA user_version = 9"); err != nil {
 					t.Fatal(err)
 				}
 				return path
 			},
-			contains: []string{fmt.Sprintf("schema version 7 is newer than this agentd supports (%d); upgrade agentd", sqlite.SchemaVersion())},
+			contains: []string{fmt.Sprintf("schema version 9 is newer than this agentd supports (%d); upgrade agentd", sqlite.SchemaVersion())},
 		},
 		{
 			name: "locked by another process",
@@ -256,8 +256,8 @@ func TestSchemaVersionError(t *testing.T) {
 	}
 	_, err := sqlite.Open(context.Background(), path)
 	var sv *sqlite.SchemaVersionError
-	if !errors.As(err, &sv) || sv.Found != 9 || sv.Supported != sqlite.SchemaVersion() || sv.Supported != 6 {
-		t.Fatalf("Open: %v, want *SchemaVersionError{Found: 9, Supported: 6}", err)
+	if !errors.As(err, &sv) || sv.Found != 9 || sv.Supported != sqlite.SchemaVersion() || sv.Supported != 7 {
+		t.Fatalf("Open: %v, want *SchemaVersionError{Found: 9, Supported: 7}", err)
 	}
 }
 

@@ -53,6 +53,7 @@ func Run(t *testing.T, h Harness) {
 		{"TreeAndLabels", testTreeAndLabels},
 		{"Origin", testOrigin},
 		{"TenantIsolation", testTenantIsolation},
+		{"Spend", testSpend},
 		{"NewRoot", testNewRoot},
 		{"EntryPaging", testEntryPaging},
 		{"ConcurrentAppends", testConcurrentAppends},
@@ -960,6 +961,56 @@ func testTenantIsolation(t *testing.T, h Harness) {
 	if len(page.Sessions) != 6 {
 		t.Fatalf("ListSessions(all tenants): %d sessions, want 6", len(page.Sessions))
 	}
+}
+
+// testSpend: what assistant messages cost is summed per session (every
+// branch) and per tenant since a time, survives a reopen, and a deleted
+// session's spending stays its tenant's.
+func testSpend(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	answer := func(tokens int64, cost float64) *agentdv1.Entry {
+		return &agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{
+			Assistant: &agentdv1.AssistantMessage{Usage: &agentdv1.Usage{TotalTokens: tokens, Cost: &agentdv1.Cost{Total: cost}}}}}}}
+	}
+	start := time.Now().Add(-time.Second)
+	a1 := mustCreate(t, s, persistence.CreateSessionParams{Tenant: "acme"})
+	mustAppend(t, s, a1.ID, userEntry("q"), answer(10, 0.5))
+	branchFrom := allEntries(t, s, a1.ID)[0].GetId()
+	branch := answer(5, 0.25)
+	branch.ParentId = branchFrom
+	mustAppend(t, s, a1.ID, branch, answer(0, 0)) // an answer that used nothing counts nothing
+	a2 := mustCreate(t, s, persistence.CreateSessionParams{Tenant: "acme"})
+	mustAppend(t, s, a2.ID, answer(1, 1))
+	g := mustCreate(t, s, persistence.CreateSessionParams{Tenant: "globex"})
+	mustAppend(t, s, g.ID, answer(100, 2))
+
+	check := func(when string) {
+		t.Helper()
+		if got, err := s.SessionSpend(ctx, a1.ID); err != nil || got != (persistence.Spend{Tokens: 15, CostUSD: 0.75}) {
+			t.Fatalf("%s: SessionSpend(a1) = %+v, %v; want 15 tokens, $0.75 (both branches)", when, got, err)
+		}
+		if got, err := s.TenantSpend(ctx, "acme", start); err != nil || got != (persistence.Spend{Tokens: 16, CostUSD: 1.75}) {
+			t.Fatalf("%s: TenantSpend(acme) = %+v, %v; want 16 tokens, $1.75", when, got, err)
+		}
+		if got, err := s.TenantSpend(ctx, "globex", start); err != nil || got.Tokens != 100 {
+			t.Fatalf("%s: TenantSpend(globex) = %+v, %v", when, got, err)
+		}
+		if got, err := s.TenantSpend(ctx, "acme", time.Now().Add(time.Hour)); err != nil || got != (persistence.Spend{}) {
+			t.Fatalf("%s: TenantSpend(acme, from an hour on) = %+v, %v; want nothing", when, got, err)
+		}
+	}
+	check("before reopen")
+	s = h.Reopen(t, s)
+	t.Cleanup(func() { _ = s.Close() })
+	check("after reopen")
+	if err := s.DeleteSession(ctx, a2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SessionSpend(ctx, a2.ID); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("SessionSpend of a deleted session: %v, want ErrNotFound", err)
+	}
+	check("after deleting a2")
 }
 
 func testUpdateSession(t *testing.T, h Harness) {
