@@ -270,6 +270,9 @@ func (a *Agent) CheckConfig(cfg *agentdv1.SessionConfig) error {
 	if err := checkContextConfig(cfg); err != nil {
 		return err
 	}
+	if err := checkBudget(cfg.GetBudget()); err != nil {
+		return err
+	}
 	if ref := cfg.GetCompaction().GetModel(); ref != nil {
 		if err := a.checkModel(ref); err != nil {
 			if fe, ok := err.(*FieldError); ok {
@@ -327,6 +330,24 @@ func (a *Agent) ActiveRun(ctx context.Context, sessionID string) (string, error)
 		return "", err
 	}
 	return run.ID, nil
+}
+
+// TenantRuns returns how many runs of the sessions of tenant are active
+// on this agent.
+func (a *Agent) TenantRuns(tenant string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.tenantRunsLocked(tenant)
+}
+
+func (a *Agent) tenantRunsLocked(tenant string) int {
+	n := 0
+	for _, r := range a.bySession {
+		if r.tenant == tenant {
+			n++
+		}
+	}
+	return n
 }
 
 // active returns the session's active run, or nil.

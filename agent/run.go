@@ -28,6 +28,7 @@ type Run struct {
 	a         *Agent
 	id        string
 	sessionID string
+	tenant    string // the session's
 	// ctx is the run's own context: independent of the request that
 	// started it, cancelled by Abort, a dropped stream without detach, or
 	// shutdown.
@@ -57,6 +58,8 @@ type Run struct {
 	done chan struct{}
 	// context is the run's context pipeline state; nil until launched.
 	context *runContext
+	// budget enforces the session's budget; nil until launched.
+	budget *budget
 }
 
 // ID returns the run's id.
@@ -112,6 +115,10 @@ type StartRequest struct {
 	// FromRoot starts the run on a new root of the tree (edit and resend
 	// of the first message): its context is the prompt alone.
 	FromRoot bool
+	// MaxTenantRuns, when positive, is the most runs the session's tenant
+	// may have active on this agent at once; a run beyond it is refused
+	// with ErrLimit.
+	MaxTenantRuns int
 }
 
 // Start starts a run of the session, with the request's prompt appended
@@ -138,7 +145,7 @@ func (a *Agent) Start(ctx context.Context, req StartRequest) (string, error) {
 		return "", refuse(ErrPrecondition, "session %q: its model cannot be used now: %v", sessionID, err)
 	}
 	id := runID(sessionID, requestID)
-	r, existing, err := a.register(sessionID, id, cfg)
+	r, existing, err := a.register(sess, id, cfg, req.MaxTenantRuns)
 	if err != nil {
 		return "", err
 	}
@@ -176,7 +183,8 @@ var errStoredRun = errors.New("the run was started before")
 // register reserves the session for a new run with id runID. When a run
 // with that id is already known (an idempotent retry), it returns that run
 // as existing instead.
-func (a *Agent) register(sessionID, runID string, cfg *agentdv1.SessionConfig) (r, existing *Run, err error) {
+func (a *Agent) register(sess *persistence.Session, runID string, cfg *agentdv1.SessionConfig, maxTenantRuns int) (r, existing *Run, err error) {
+	sessionID := sess.ID
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closing {
@@ -198,6 +206,10 @@ func (a *Agent) register(sessionID, runID string, cfg *agentdv1.SessionConfig) (
 		return nil, nil, refuse(ErrLimit,
 			"%d runs are active, the most this agentd allows (--max-runs); retry when one ends", len(a.bySession))
 	}
+	if n := a.tenantRunsLocked(sess.Tenant); maxTenantRuns > 0 && n >= maxTenantRuns {
+		return nil, nil, refuse(ErrLimit,
+			"tenant %q has %d runs active, the most its max_concurrent_runs allows (agentd's --auth-config); retry when one ends", sess.Tenant, n)
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r = &Run{
 		a:         a,
@@ -205,6 +217,7 @@ func (a *Agent) register(sessionID, runID string, cfg *agentdv1.SessionConfig) (
 		cancel:    cancel,
 		id:        runID,
 		sessionID: sessionID,
+		tenant:    sess.Tenant,
 		steering:  agentloop.NewQueue(cfg.GetSteeringMode()),
 		followUp:  agentloop.NewQueue(cfg.GetFollowUpMode()),
 		log:       newEventLog(a.store, a.opts.Logger, sessionID, runID),
@@ -283,6 +296,9 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 	if maxTurns == 0 {
 		maxTurns = a.opts.MaxTurns
 	}
+	if r.budget, err = a.openBudget(ctx, r.sessionID, cfg.GetBudget()); err != nil {
+		return err
+	}
 	gate := approvalGate{run: r, policies: kit.policies, now: a.opts.Now,
 		timeout:        durationOr(cfg.GetApprovalTimeout(), DefaultApprovalTimeout),
 		includeInModel: cfg.GetIncludeApprovalsInModelContext()}
@@ -295,7 +311,7 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 		ToolExecution:  cfg.GetToolExecution(),
 		BeforeToolCall: gate.before,
 		ShouldStopAfterTurn: func(_ context.Context, info agentloop.TurnInfo) bool {
-			return info.Turn >= maxTurns
+			return r.budget.turnEnded(r, info.Turn, len(info.ToolResults)) || info.Turn >= maxTurns
 		},
 		Now: a.opts.Now,
 	}
@@ -353,6 +369,8 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 func (a *Agent) execute(r *Run, state agentloop.State, cfg agentloop.Config, prompt *agentdv1.AgentMessage) {
 	defer a.exited(r)
 	defer r.cancel(nil)
+	r.budget.start(r)
+	defer r.budget.stop()
 	var err error
 	if prompt != nil {
 		_, err = agentloop.Run(r.ctx, []*agentdv1.AgentMessage{prompt}, state, cfg, r.sink)
@@ -402,12 +420,15 @@ func (r *Run) sink(ctx context.Context, ev *agentdv1.AgentEvent) error {
 		e.MessageEnd.EntryId = entry.GetId()
 		r.context.appendEntry(entry)
 		r.publish(ev)
+		r.budget.answered(r, entry)
 		// The event log covers every message the transcript holds.
 		r.log.flushOrWarn()
 		return nil
 	case *agentdv1.AgentEvent_AgentEnd:
 		if r.fenced.Load() {
 			e.AgentEnd.ErrorMessage = a.leaseLostText(r.id)
+		} else if errEv := r.budget.end(e.AgentEnd, a.opts.Now()); errEv != nil {
+			r.publish(errEv)
 		}
 		a.endRun(ctx, r, e.AgentEnd)
 		r.publish(ev)

@@ -204,6 +204,10 @@ func TestEveryRPCIsImplemented(t *testing.T) {
 		"GetTranscript":   func() error { _, err := c.GetTranscript(ctx, &agentdv1.GetTranscriptRequest{}); return err },
 		"GetContext":      func() error { _, err := c.GetContext(ctx, &agentdv1.GetContextRequest{}); return err },
 		"ListModels":      func() error { _, err := c.ListModels(ctx, &agentdv1.ListModelsRequest{}); return err },
+		"GetTenantUsage": func() error {
+			_, err := c.GetTenantUsage(ctx, &agentdv1.GetTenantUsageRequest{})
+			return err
+		},
 		"ListToolSources": func() error {
 			_, err := c.ListToolSources(ctx, &agentdv1.ListToolSourcesRequest{})
 			return err

@@ -24,6 +24,8 @@ type Options struct {
 	Metrics *Metrics
 	// Now is the clock; defaults to time.Now.
 	Now func() time.Time
+	// Tenants are the tenants' limits (AuthConfig.Tenants), by name.
+	Tenants map[string]TenantLimits
 }
 
 // Service implements agentdv1.AgentServiceServer: it validates requests,
@@ -38,6 +40,7 @@ type Service struct {
 	limits  Limits
 	metrics *Metrics
 	now     func() time.Time
+	tenants map[string]TenantLimits
 }
 
 // New returns the service over store, whose runs a runs.
@@ -55,6 +58,7 @@ func New(store persistence.Store, a *agent.Agent, opts Options) *Service {
 		limits:  opts.Limits.withDefaults(),
 		metrics: opts.Metrics,
 		now:     opts.Now,
+		tenants: opts.Tenants,
 	}
 }
 

@@ -41,7 +41,13 @@ func (s *Service) GetSession(ctx context.Context, req *agentdv1.GetSessionReques
 	if err != nil {
 		return nil, err
 	}
-	return &agentdv1.GetSessionResponse{Session: s.wireSession(ctx, rec)}, nil
+	out := s.wireSession(ctx, rec)
+	spent, err := s.store.SessionSpend(ctx, rec.ID)
+	if err != nil {
+		return nil, s.status(ctx, "sum the session's spending", err)
+	}
+	out.Spent = &agentdv1.Spend{Tokens: spent.Tokens, CostUsd: spent.CostUSD}
+	return &agentdv1.GetSessionResponse{Session: out}, nil
 }
 
 // ListSessions implements agentdv1.AgentServiceServer.

@@ -47,7 +47,11 @@ func (s *Service) run(ctx context.Context, req agent.StartRequest, detach bool, 
 	if err := checkOptionalID("parent_entry_id", req.ParentEntryID); err != nil {
 		return err
 	}
-	if _, err := s.session(ctx, req.SessionID); err != nil {
+	rec, err := s.session(ctx, req.SessionID)
+	if err != nil {
+		return err
+	}
+	if req.MaxTenantRuns, err = s.checkTenantLimits(ctx, rec.Tenant); err != nil {
 		return err
 	}
 	runID, err := s.agent.Start(ctx, req)

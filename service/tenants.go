@@ -8,15 +8,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
 // Roles a credential may carry.
@@ -61,6 +65,19 @@ type AuthConfig struct {
 	// Certificates are TLS client certificates, by subject; they need
 	// agentd to verify client certificates (--tls-client-ca).
 	Certificates []CertificateGrant `json:"certificates,omitempty"`
+	// Tenants are the limits of tenants, by name.
+	Tenants map[string]TenantLimits `json:"tenants,omitempty"`
+}
+
+// TenantLimits cap what one tenant may spend. A zero field sets no limit.
+type TenantLimits struct {
+	// MaxCostPerDayUSD is the most the tenant's model calls may cost per
+	// day (UTC); a Prompt or Continue beyond it is refused until the next
+	// day. Runs under way are not cut.
+	MaxCostPerDayUSD float64 `json:"maxCostPerDayUsd,omitempty"`
+	// MaxConcurrentRuns is the most runs the tenant may have active at
+	// once on one agentd.
+	MaxConcurrentRuns int `json:"maxConcurrentRuns,omitempty"`
 }
 
 // TokenGrant maps one bearer token to a caller.
@@ -120,6 +137,17 @@ func (c *AuthConfig) check() error {
 		seen[h] = i
 		if err := checkGrant(field, g.Tenant, g.Role); err != nil {
 			return err
+		}
+	}
+	for name, l := range c.Tenants {
+		if !tenantPattern.MatchString(name) {
+			return fmt.Errorf("tenants.%s: not 1 to 64 characters of a-z A-Z 0-9 . _ - starting with a letter or digit", name)
+		}
+		if l.MaxCostPerDayUSD < 0 || math.IsNaN(l.MaxCostPerDayUSD) || math.IsInf(l.MaxCostPerDayUSD, 0) {
+			return fmt.Errorf("tenants.%s.maxCostPerDayUsd: %v is not a positive number of US dollars", name, l.MaxCostPerDayUSD)
+		}
+		if l.MaxConcurrentRuns < 0 {
+			return fmt.Errorf("tenants.%s.maxConcurrentRuns: %d is negative", name, l.MaxConcurrentRuns)
 		}
 	}
 	for i, g := range c.Certificates {
@@ -212,4 +240,55 @@ func verifiedClientCert(ctx context.Context) *x509.Certificate {
 		return nil
 	}
 	return info.State.VerifiedChains[0][0]
+}
+
+// dayStart is the start of t's day in UTC, when daily limits reset.
+func dayStart(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
+// checkTenantLimits refuses a new run of the caller's tenant over its
+// daily cost limit, naming the limit and when it resets; it returns the
+// concurrency limit for the agent to apply.
+func (s *Service) checkTenantLimits(ctx context.Context, tenant string) (maxRuns int, err error) {
+	l := s.tenants[tenant]
+	if l.MaxCostPerDayUSD > 0 {
+		start := dayStart(s.now())
+		spent, err := s.store.TenantSpend(ctx, tenant, start)
+		if err != nil {
+			return 0, s.status(ctx, "sum the tenant's spending", err)
+		}
+		if spent.CostUSD >= l.MaxCostPerDayUSD {
+			return 0, status.Errorf(codes.ResourceExhausted, "tenant %q has spent $%.4f today, its maxCostPerDayUsd is $%.4f (agentd's --auth-config); it resets at %s",
+				tenant, spent.CostUSD, l.MaxCostPerDayUSD, start.Add(24*time.Hour).Format(time.RFC3339))
+		}
+	}
+	return l.MaxConcurrentRuns, nil
+}
+
+// GetTenantUsage implements agentdv1.AgentServiceServer.
+func (s *Service) GetTenantUsage(ctx context.Context, req *agentdv1.GetTenantUsageRequest) (*agentdv1.GetTenantUsageResponse, error) {
+	caller := CallerFrom(ctx)
+	tenant := caller.Tenant
+	if req.GetTenant() != "" {
+		if !caller.Admin && req.GetTenant() != caller.Tenant {
+			return nil, status.Errorf(codes.PermissionDenied, "tenant: only an admin may ask for another tenant's usage; leave it empty for your own (%q)", caller.Tenant)
+		}
+		tenant = req.GetTenant()
+	}
+	start := dayStart(s.now())
+	spent, err := s.store.TenantSpend(ctx, tenant, start)
+	if err != nil {
+		return nil, s.status(ctx, "sum the tenant's spending", err)
+	}
+	l := s.tenants[tenant]
+	return &agentdv1.GetTenantUsageResponse{
+		Tenant:            tenant,
+		SpentToday:        &agentdv1.Spend{Tokens: spent.Tokens, CostUsd: spent.CostUSD},
+		DayStart:          timestamp(start),
+		MaxCostPerDayUsd:  l.MaxCostPerDayUSD,
+		ActiveRuns:        uint32(s.agent.TenantRuns(tenant)),
+		MaxConcurrentRuns: uint32(l.MaxConcurrentRuns),
+	}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -162,7 +163,7 @@ func TestTenantsAreIsolated(t *testing.T) {
 		},
 	}
 	// Every RPC is here or scoped below.
-	global := map[string]bool{"CreateSession": true, "ListSessions": true, "ListModels": true, "ListToolSources": true, "ImportSession": true}
+	global := map[string]bool{"CreateSession": true, "ListSessions": true, "ListModels": true, "ListToolSources": true, "ImportSession": true, "GetTenantUsage": true}
 	methods := agentdv1.File_agentd_v1_service_proto.Services().ByName("AgentService").Methods()
 	for i := range methods.Len() {
 		if name := string(methods.Get(i).Name()); calls[name] == nil && !global[name] {
@@ -267,4 +268,87 @@ func TestLoadAuthConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A tenant over its daily cost limit gets RESOURCE_EXHAUSTED naming the
+// limit and when it resets; its concurrency limit refuses a second run;
+// spending shows in GetSession and GetTenantUsage, which only an admin
+// asks for another tenant.
+func TestTenantLimits(t *testing.T) {
+	h := newHarness(t, agent.Options{}, service.ServerOptions{Auth: &service.AuthConfig{Tokens: []service.TokenGrant{
+		{SHA256: tokenHash("acme-token"), Tenant: "acme", Role: service.RoleUser},
+		{SHA256: tokenHash("globex-token"), Tenant: "globex", Role: service.RoleUser},
+		{SHA256: tokenHash("root-token"), Role: service.RoleAdmin},
+	}}}, service.Options{Tenants: map[string]service.TenantLimits{
+		"acme":   {MaxCostPerDayUSD: 1},
+		"globex": {MaxConcurrentRuns: 1},
+	}})
+	ctx := context.Background()
+	acme, globex, admin := as(ctx, "acme-token"), as(ctx, "globex-token"), as(ctx, "root-token")
+	c := h.client
+	pricey := faux.Message(faux.Text("expensive"))
+	pricey.Usage = &agentdv1.Usage{TotalTokens: 42, Cost: &agentdv1.Cost{Total: 1.5}}
+	created, err := c.CreateSession(acme, &agentdv1.CreateSessionRequest{Config: &agentdv1.SessionConfig{
+		Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{pricey, pricey}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.GetSession().GetId()
+	stream, err := c.Prompt(acme, &agentdv1.PromptRequest{SessionId: id, Content: texts("go")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drain(stream); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GetSession(acme, &agentdv1.GetSessionRequest{SessionId: id})
+	if err != nil || got.GetSession().GetSpent().GetCostUsd() != 1.5 || got.GetSession().GetSpent().GetTokens() != 42 {
+		t.Fatalf("GetSession spent %v, %v; want 42 tokens, $1.5", got.GetSession().GetSpent(), err)
+	}
+	usage, err := c.GetTenantUsage(acme, &agentdv1.GetTenantUsageRequest{})
+	if err != nil || usage.GetTenant() != "acme" || usage.GetSpentToday().GetCostUsd() != 1.5 || usage.GetMaxCostPerDayUsd() != 1 {
+		t.Fatalf("GetTenantUsage: %v, %v", usage, err)
+	}
+	stream, err = c.Prompt(acme, &agentdv1.PromptRequest{SessionId: id, Content: texts("again")})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	wantCode(t, err, codes.ResourceExhausted, `tenant "acme" has spent $1.5000 today, its maxCostPerDayUsd is $1.0000`)
+	if !strings.Contains(status.Convert(err).Message(), "it resets at "+usage.GetDayStart().AsTime().Add(24*time.Hour).Format(time.RFC3339)) {
+		t.Errorf("the refusal does not say when the limit resets: %v", err)
+	}
+	if _, err := c.GetTenantUsage(globex, &agentdv1.GetTenantUsageRequest{Tenant: "acme"}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("globex asking for acme's usage: %v, want PERMISSION_DENIED", err)
+	}
+	if u, err := c.GetTenantUsage(admin, &agentdv1.GetTenantUsageRequest{Tenant: "acme"}); err != nil || u.GetSpentToday().GetCostUsd() != 1.5 {
+		t.Errorf("the admin asking for acme's usage: %v, %v", u, err)
+	}
+
+	// globex may run one run at a time.
+	slow := &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{TokensPerSecond: 20, Responses: []*agentdv1.AssistantMessage{faux.Message(faux.Text(strings.Repeat("slow ", 200)))}}}
+	first, err := c.CreateSession(globex, &agentdv1.CreateSessionRequest{Config: slow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.CreateSession(globex, &agentdv1.CreateSessionRequest{Config: slow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(globex)
+	defer cancel()
+	running, err := c.Prompt(runCtx, &agentdv1.PromptRequest{SessionId: first.GetSession().GetId(), Content: texts("go")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := running.Recv(); err != nil { // agent_start: the run is active
+		t.Fatal(err)
+	}
+	if u, err := c.GetTenantUsage(globex, &agentdv1.GetTenantUsageRequest{}); err != nil || u.GetActiveRuns() != 1 || u.GetMaxConcurrentRuns() != 1 {
+		t.Errorf("globex usage while running: %v, %v", u, err)
+	}
+	stream, err = c.Prompt(globex, &agentdv1.PromptRequest{SessionId: second.GetSession().GetId(), Content: texts("go")})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	wantCode(t, err, codes.ResourceExhausted, `tenant "globex" has 1 runs active, the most its max_concurrent_runs allows`)
 }

@@ -260,7 +260,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	svc := service.New(store, runs, service.Options{Logger: logger, Metrics: metrics})
+	svcOpts := service.Options{Logger: logger, Metrics: metrics}
+	if authCfg != nil {
+		svcOpts.Tenants = authCfg.Tenants
+	}
+	svc := service.New(store, runs, svcOpts)
 
 	lis, err := listen(cfg.listen)
 	if err != nil {

@@ -296,7 +296,11 @@ func (s *streamer) run(resp Response, call Call) {
 	if final.StopReason == agentdv1.StopReason_STOP_REASON_UNSPECIFIED {
 		final.StopReason = agentdv1.StopReason_STOP_REASON_STOP
 	}
-	s.estimateUsage(final)
+	if final.Usage == nil {
+		// A response that states its usage (and cost) keeps it, so
+		// scripts can exercise budgets.
+		s.estimateUsage(final)
+	}
 	s.streamDeltas(final, h)
 }
 

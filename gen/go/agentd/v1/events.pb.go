@@ -38,6 +38,11 @@ const (
 	// agentd stopped while the run was active (crash or kill); recorded when
 	// agentd started again.
 	RunOutcome_RUN_OUTCOME_INTERRUPTED RunOutcome = 4
+	// A limit of the session's budget was reached (see SessionConfig.budget):
+	// the message being generated was finished or aborted, agent_end's
+	// error_message and an error event name the limit. The transcript is
+	// whole: Continue goes on once the budget allows.
+	RunOutcome_RUN_OUTCOME_BUDGET_EXCEEDED RunOutcome = 5
 )
 
 // Enum value maps for RunOutcome.
@@ -48,13 +53,15 @@ var (
 		2: "RUN_OUTCOME_ABORTED",
 		3: "RUN_OUTCOME_ERROR",
 		4: "RUN_OUTCOME_INTERRUPTED",
+		5: "RUN_OUTCOME_BUDGET_EXCEEDED",
 	}
 	RunOutcome_value = map[string]int32{
-		"RUN_OUTCOME_UNSPECIFIED": 0,
-		"RUN_OUTCOME_COMPLETED":   1,
-		"RUN_OUTCOME_ABORTED":     2,
-		"RUN_OUTCOME_ERROR":       3,
-		"RUN_OUTCOME_INTERRUPTED": 4,
+		"RUN_OUTCOME_UNSPECIFIED":     0,
+		"RUN_OUTCOME_COMPLETED":       1,
+		"RUN_OUTCOME_ABORTED":         2,
+		"RUN_OUTCOME_ERROR":           3,
+		"RUN_OUTCOME_INTERRUPTED":     4,
+		"RUN_OUTCOME_BUDGET_EXCEEDED": 5,
 	}
 )
 
@@ -2437,14 +2444,15 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"AgentError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x14\n" +
-	"\x05fatal\x18\x03 \x01(\bR\x05fatal*\x91\x01\n" +
+	"\x05fatal\x18\x03 \x01(\bR\x05fatal*\xb2\x01\n" +
 	"\n" +
 	"RunOutcome\x12\x1b\n" +
 	"\x17RUN_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15RUN_OUTCOME_COMPLETED\x10\x01\x12\x17\n" +
 	"\x13RUN_OUTCOME_ABORTED\x10\x02\x12\x15\n" +
 	"\x11RUN_OUTCOME_ERROR\x10\x03\x12\x1b\n" +
-	"\x17RUN_OUTCOME_INTERRUPTED\x10\x04B4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
+	"\x17RUN_OUTCOME_INTERRUPTED\x10\x04\x12\x1f\n" +
+	"\x1bRUN_OUTCOME_BUDGET_EXCEEDED\x10\x05B4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
 
 var (
 	file_agentd_v1_events_proto_rawDescOnce sync.Once

@@ -3126,6 +3126,145 @@ func (x *ListModelsResponse) GetModels() []*Model {
 	return nil
 }
 
+// GetTenantUsageRequest is the input of GetTenantUsage.
+type GetTenantUsageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant; empty for the caller's own. Only an admin may name another.
+	Tenant        string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTenantUsageRequest) Reset() {
+	*x = GetTenantUsageRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTenantUsageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTenantUsageRequest) ProtoMessage() {}
+
+func (x *GetTenantUsageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTenantUsageRequest.ProtoReflect.Descriptor instead.
+func (*GetTenantUsageRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *GetTenantUsageRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// GetTenantUsageResponse is the output of GetTenantUsage.
+type GetTenantUsageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tenant reported ("" for sessions of no tenant).
+	Tenant string `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// What the tenant's sessions spent since day_start, deleted sessions
+	// included.
+	SpentToday *Spend `protobuf:"bytes,2,opt,name=spent_today,json=spentToday,proto3" json:"spent_today,omitempty"`
+	// The start of the current day (UTC midnight); the daily limit resets at
+	// the next one.
+	DayStart *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=day_start,json=dayStart,proto3" json:"day_start,omitempty"`
+	// The tenant's daily cost limit in US dollars; 0 when none.
+	MaxCostPerDayUsd float64 `protobuf:"fixed64,4,opt,name=max_cost_per_day_usd,json=maxCostPerDayUsd,proto3" json:"max_cost_per_day_usd,omitempty"`
+	// Runs of the tenant's sessions active on this agentd now.
+	ActiveRuns uint32 `protobuf:"varint,5,opt,name=active_runs,json=activeRuns,proto3" json:"active_runs,omitempty"`
+	// The most runs the tenant may have active at once; 0 when no limit.
+	MaxConcurrentRuns uint32 `protobuf:"varint,6,opt,name=max_concurrent_runs,json=maxConcurrentRuns,proto3" json:"max_concurrent_runs,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *GetTenantUsageResponse) Reset() {
+	*x = GetTenantUsageResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTenantUsageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTenantUsageResponse) ProtoMessage() {}
+
+func (x *GetTenantUsageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTenantUsageResponse.ProtoReflect.Descriptor instead.
+func (*GetTenantUsageResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *GetTenantUsageResponse) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *GetTenantUsageResponse) GetSpentToday() *Spend {
+	if x != nil {
+		return x.SpentToday
+	}
+	return nil
+}
+
+func (x *GetTenantUsageResponse) GetDayStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DayStart
+	}
+	return nil
+}
+
+func (x *GetTenantUsageResponse) GetMaxCostPerDayUsd() float64 {
+	if x != nil {
+		return x.MaxCostPerDayUsd
+	}
+	return 0
+}
+
+func (x *GetTenantUsageResponse) GetActiveRuns() uint32 {
+	if x != nil {
+		return x.ActiveRuns
+	}
+	return 0
+}
+
+func (x *GetTenantUsageResponse) GetMaxConcurrentRuns() uint32 {
+	if x != nil {
+		return x.MaxConcurrentRuns
+	}
+	return 0
+}
+
 // ListToolSourcesRequest is the input of ListToolSources.
 type ListToolSourcesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3139,7 +3278,7 @@ type ListToolSourcesRequest struct {
 
 func (x *ListToolSourcesRequest) Reset() {
 	*x = ListToolSourcesRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[49]
+	mi := &file_agentd_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3151,7 +3290,7 @@ func (x *ListToolSourcesRequest) String() string {
 func (*ListToolSourcesRequest) ProtoMessage() {}
 
 func (x *ListToolSourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[49]
+	mi := &file_agentd_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3164,7 +3303,7 @@ func (x *ListToolSourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolSourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListToolSourcesRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListToolSourcesRequest) GetRefresh() bool {
@@ -3185,7 +3324,7 @@ type ListToolSourcesResponse struct {
 
 func (x *ListToolSourcesResponse) Reset() {
 	*x = ListToolSourcesResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[50]
+	mi := &file_agentd_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3197,7 +3336,7 @@ func (x *ListToolSourcesResponse) String() string {
 func (*ListToolSourcesResponse) ProtoMessage() {}
 
 func (x *ListToolSourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[50]
+	mi := &file_agentd_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3210,7 +3349,7 @@ func (x *ListToolSourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolSourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListToolSourcesResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListToolSourcesResponse) GetSources() []*ToolSource {
@@ -3248,7 +3387,7 @@ type ToolSource struct {
 
 func (x *ToolSource) Reset() {
 	*x = ToolSource{}
-	mi := &file_agentd_v1_service_proto_msgTypes[51]
+	mi := &file_agentd_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3260,7 +3399,7 @@ func (x *ToolSource) String() string {
 func (*ToolSource) ProtoMessage() {}
 
 func (x *ToolSource) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[51]
+	mi := &file_agentd_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3273,7 +3412,7 @@ func (x *ToolSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSource.ProtoReflect.Descriptor instead.
 func (*ToolSource) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ToolSource) GetName() string {
@@ -3560,7 +3699,18 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\rwould_compact\x18\x06 \x01(\bR\fwouldCompact\"\x13\n" +
 	"\x11ListModelsRequest\">\n" +
 	"\x12ListModelsResponse\x12(\n" +
-	"\x06models\x18\x01 \x03(\v2\x10.agentd.v1.ModelR\x06models\"2\n" +
+	"\x06models\x18\x01 \x03(\v2\x10.agentd.v1.ModelR\x06models\"/\n" +
+	"\x15GetTenantUsageRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\"\x9d\x02\n" +
+	"\x16GetTenantUsageResponse\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x121\n" +
+	"\vspent_today\x18\x02 \x01(\v2\x10.agentd.v1.SpendR\n" +
+	"spentToday\x127\n" +
+	"\tday_start\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdayStart\x12.\n" +
+	"\x14max_cost_per_day_usd\x18\x04 \x01(\x01R\x10maxCostPerDayUsd\x12\x1f\n" +
+	"\vactive_runs\x18\x05 \x01(\rR\n" +
+	"activeRuns\x12.\n" +
+	"\x13max_concurrent_runs\x18\x06 \x01(\rR\x11maxConcurrentRuns\"2\n" +
 	"\x16ListToolSourcesRequest\x12\x18\n" +
 	"\arefresh\x18\x01 \x01(\bR\arefresh\"J\n" +
 	"\x17ListToolSourcesResponse\x12/\n" +
@@ -3580,7 +3730,7 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\x1dTOOL_SOURCE_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19TOOL_SOURCE_STATE_STOPPED\x10\x01\x12\x1b\n" +
 	"\x17TOOL_SOURCE_STATE_READY\x10\x02\x12\x1c\n" +
-	"\x18TOOL_SOURCE_STATE_FAILED\x10\x032\xc1\x0f\n" +
+	"\x18TOOL_SOURCE_STATE_FAILED\x10\x032\x98\x10\n" +
 	"\fAgentService\x12R\n" +
 	"\rCreateSession\x12\x1f.agentd.v1.CreateSessionRequest\x1a .agentd.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -3601,7 +3751,8 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"GetContext\x12\x1c.agentd.v1.GetContextRequest\x1a\x1d.agentd.v1.GetContextResponse\x12I\n" +
 	"\n" +
 	"ListModels\x12\x1c.agentd.v1.ListModelsRequest\x1a\x1d.agentd.v1.ListModelsResponse\x12X\n" +
-	"\x0fListToolSources\x12!.agentd.v1.ListToolSourcesRequest\x1a\".agentd.v1.ListToolSourcesResponse\x12R\n" +
+	"\x0fListToolSources\x12!.agentd.v1.ListToolSourcesRequest\x1a\".agentd.v1.ListToolSourcesResponse\x12U\n" +
+	"\x0eGetTenantUsage\x12 .agentd.v1.GetTenantUsageRequest\x1a!.agentd.v1.GetTenantUsageResponse\x12R\n" +
 	"\rUpdateSession\x12\x1f.agentd.v1.UpdateSessionRequest\x1a .agentd.v1.UpdateSessionResponse\x12=\n" +
 	"\aCompact\x12\x19.agentd.v1.CompactRequest\x1a\x15.agentd.v1.AgentEvent0\x01\x12R\n" +
 	"\rSubmitContext\x12\x1f.agentd.v1.SubmitContextRequest\x1a .agentd.v1.SubmitContextResponse\x12@\n" +
@@ -3625,7 +3776,7 @@ func file_agentd_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_agentd_v1_service_proto_goTypes = []any{
 	(ToolSourceState)(0),             // 0: agentd.v1.ToolSourceState
 	(*ExportSessionRequest)(nil),     // 1: agentd.v1.ExportSessionRequest
@@ -3677,129 +3828,136 @@ var file_agentd_v1_service_proto_goTypes = []any{
 	(*GetContextResponse)(nil),       // 47: agentd.v1.GetContextResponse
 	(*ListModelsRequest)(nil),        // 48: agentd.v1.ListModelsRequest
 	(*ListModelsResponse)(nil),       // 49: agentd.v1.ListModelsResponse
-	(*ListToolSourcesRequest)(nil),   // 50: agentd.v1.ListToolSourcesRequest
-	(*ListToolSourcesResponse)(nil),  // 51: agentd.v1.ListToolSourcesResponse
-	(*ToolSource)(nil),               // 52: agentd.v1.ToolSource
-	nil,                              // 53: agentd.v1.SessionHeader.LabelsEntry
-	nil,                              // 54: agentd.v1.ForkSessionRequest.LabelsEntry
-	nil,                              // 55: agentd.v1.UpdateSessionRequest.LabelsEntry
-	nil,                              // 56: agentd.v1.CreateSessionRequest.LabelsEntry
-	nil,                              // 57: agentd.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                              // 58: agentd.v1.GetTranscriptResponse.LabelsEntry
-	(*Entry)(nil),                    // 59: agentd.v1.Entry
-	(*SessionConfig)(nil),            // 60: agentd.v1.SessionConfig
-	(*Session)(nil),                  // 61: agentd.v1.Session
-	(*timestamppb.Timestamp)(nil),    // 62: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),    // 63: google.protobuf.FieldMask
-	(*AgentMessage)(nil),             // 64: agentd.v1.AgentMessage
-	(*ContentBlock)(nil),             // 65: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),           // 66: google.protobuf.Value
-	(ApprovalDecision)(0),            // 67: agentd.v1.ApprovalDecision
-	(*Context)(nil),                  // 68: agentd.v1.Context
-	(*Model)(nil),                    // 69: agentd.v1.Model
-	(*McpTool)(nil),                  // 70: agentd.v1.McpTool
-	(*AgentEvent)(nil),               // 71: agentd.v1.AgentEvent
+	(*GetTenantUsageRequest)(nil),    // 50: agentd.v1.GetTenantUsageRequest
+	(*GetTenantUsageResponse)(nil),   // 51: agentd.v1.GetTenantUsageResponse
+	(*ListToolSourcesRequest)(nil),   // 52: agentd.v1.ListToolSourcesRequest
+	(*ListToolSourcesResponse)(nil),  // 53: agentd.v1.ListToolSourcesResponse
+	(*ToolSource)(nil),               // 54: agentd.v1.ToolSource
+	nil,                              // 55: agentd.v1.SessionHeader.LabelsEntry
+	nil,                              // 56: agentd.v1.ForkSessionRequest.LabelsEntry
+	nil,                              // 57: agentd.v1.UpdateSessionRequest.LabelsEntry
+	nil,                              // 58: agentd.v1.CreateSessionRequest.LabelsEntry
+	nil,                              // 59: agentd.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                              // 60: agentd.v1.GetTranscriptResponse.LabelsEntry
+	(*Entry)(nil),                    // 61: agentd.v1.Entry
+	(*SessionConfig)(nil),            // 62: agentd.v1.SessionConfig
+	(*Session)(nil),                  // 63: agentd.v1.Session
+	(*timestamppb.Timestamp)(nil),    // 64: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),    // 65: google.protobuf.FieldMask
+	(*AgentMessage)(nil),             // 66: agentd.v1.AgentMessage
+	(*ContentBlock)(nil),             // 67: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),           // 68: google.protobuf.Value
+	(ApprovalDecision)(0),            // 69: agentd.v1.ApprovalDecision
+	(*Context)(nil),                  // 70: agentd.v1.Context
+	(*Model)(nil),                    // 71: agentd.v1.Model
+	(*Spend)(nil),                    // 72: agentd.v1.Spend
+	(*McpTool)(nil),                  // 73: agentd.v1.McpTool
+	(*AgentEvent)(nil),               // 74: agentd.v1.AgentEvent
 }
 var file_agentd_v1_service_proto_depIdxs = []int32{
 	3,  // 0: agentd.v1.SessionRecord.header:type_name -> agentd.v1.SessionHeader
-	59, // 1: agentd.v1.SessionRecord.entry:type_name -> agentd.v1.Entry
-	60, // 2: agentd.v1.SessionHeader.config:type_name -> agentd.v1.SessionConfig
-	53, // 3: agentd.v1.SessionHeader.labels:type_name -> agentd.v1.SessionHeader.LabelsEntry
+	61, // 1: agentd.v1.SessionRecord.entry:type_name -> agentd.v1.Entry
+	62, // 2: agentd.v1.SessionHeader.config:type_name -> agentd.v1.SessionConfig
+	55, // 3: agentd.v1.SessionHeader.labels:type_name -> agentd.v1.SessionHeader.LabelsEntry
 	2,  // 4: agentd.v1.ImportSessionRequest.record:type_name -> agentd.v1.SessionRecord
-	61, // 5: agentd.v1.ImportSessionResponse.session:type_name -> agentd.v1.Session
-	60, // 6: agentd.v1.ForkSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	54, // 7: agentd.v1.ForkSessionRequest.labels:type_name -> agentd.v1.ForkSessionRequest.LabelsEntry
-	61, // 8: agentd.v1.ForkSessionResponse.session:type_name -> agentd.v1.Session
-	62, // 9: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
+	63, // 5: agentd.v1.ImportSessionResponse.session:type_name -> agentd.v1.Session
+	62, // 6: agentd.v1.ForkSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	56, // 7: agentd.v1.ForkSessionRequest.labels:type_name -> agentd.v1.ForkSessionRequest.LabelsEntry
+	63, // 8: agentd.v1.ForkSessionResponse.session:type_name -> agentd.v1.Session
+	64, // 9: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
 	9,  // 10: agentd.v1.GetTreeResponse.nodes:type_name -> agentd.v1.TreeNode
-	59, // 11: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
-	61, // 12: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
-	59, // 13: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
-	60, // 14: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	55, // 15: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
-	63, // 16: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
-	61, // 17: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
-	59, // 18: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
+	61, // 11: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
+	63, // 12: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
+	61, // 13: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
+	62, // 14: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	57, // 15: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
+	65, // 16: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
+	63, // 17: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
+	61, // 18: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
 	19, // 19: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
-	64, // 20: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
-	60, // 21: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	56, // 22: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
-	61, // 23: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
-	61, // 24: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
-	57, // 25: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
-	61, // 26: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
-	65, // 27: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
-	65, // 28: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
-	65, // 29: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
-	65, // 30: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
-	66, // 31: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
-	67, // 32: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
-	64, // 33: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
-	59, // 34: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
-	59, // 35: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
-	58, // 36: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
-	68, // 37: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
-	69, // 38: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
-	52, // 39: agentd.v1.ListToolSourcesResponse.sources:type_name -> agentd.v1.ToolSource
-	0,  // 40: agentd.v1.ToolSource.state:type_name -> agentd.v1.ToolSourceState
-	70, // 41: agentd.v1.ToolSource.tools:type_name -> agentd.v1.McpTool
-	21, // 42: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
-	23, // 43: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
-	25, // 44: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
-	27, // 45: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
-	29, // 46: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
-	30, // 47: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
-	31, // 48: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
-	33, // 49: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
-	35, // 50: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
-	37, // 51: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
-	38, // 52: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
-	40, // 53: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
-	42, // 54: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
-	44, // 55: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
-	46, // 56: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
-	48, // 57: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
-	50, // 58: agentd.v1.AgentService.ListToolSources:input_type -> agentd.v1.ListToolSourcesRequest
-	15, // 59: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
-	17, // 60: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
-	18, // 61: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
-	8,  // 62: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
-	11, // 63: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
-	13, // 64: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
-	6,  // 65: agentd.v1.AgentService.ForkSession:input_type -> agentd.v1.ForkSessionRequest
-	1,  // 66: agentd.v1.AgentService.ExportSession:input_type -> agentd.v1.ExportSessionRequest
-	4,  // 67: agentd.v1.AgentService.ImportSession:input_type -> agentd.v1.ImportSessionRequest
-	22, // 68: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
-	24, // 69: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
-	26, // 70: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
-	28, // 71: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
-	71, // 72: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
-	71, // 73: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
-	32, // 74: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
-	34, // 75: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
-	36, // 76: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
-	71, // 77: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
-	39, // 78: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
-	41, // 79: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
-	43, // 80: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
-	45, // 81: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
-	47, // 82: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
-	49, // 83: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
-	51, // 84: agentd.v1.AgentService.ListToolSources:output_type -> agentd.v1.ListToolSourcesResponse
-	16, // 85: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
-	71, // 86: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
-	20, // 87: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
-	10, // 88: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
-	12, // 89: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
-	14, // 90: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
-	7,  // 91: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
-	2,  // 92: agentd.v1.AgentService.ExportSession:output_type -> agentd.v1.SessionRecord
-	5,  // 93: agentd.v1.AgentService.ImportSession:output_type -> agentd.v1.ImportSessionResponse
-	68, // [68:94] is the sub-list for method output_type
-	42, // [42:68] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	66, // 20: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
+	62, // 21: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	58, // 22: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
+	63, // 23: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
+	63, // 24: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
+	59, // 25: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
+	63, // 26: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
+	67, // 27: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
+	67, // 28: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
+	67, // 29: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
+	67, // 30: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
+	68, // 31: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
+	69, // 32: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
+	66, // 33: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
+	61, // 34: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
+	61, // 35: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
+	60, // 36: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
+	70, // 37: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
+	71, // 38: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
+	72, // 39: agentd.v1.GetTenantUsageResponse.spent_today:type_name -> agentd.v1.Spend
+	64, // 40: agentd.v1.GetTenantUsageResponse.day_start:type_name -> google.protobuf.Timestamp
+	54, // 41: agentd.v1.ListToolSourcesResponse.sources:type_name -> agentd.v1.ToolSource
+	0,  // 42: agentd.v1.ToolSource.state:type_name -> agentd.v1.ToolSourceState
+	73, // 43: agentd.v1.ToolSource.tools:type_name -> agentd.v1.McpTool
+	21, // 44: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
+	23, // 45: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
+	25, // 46: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
+	27, // 47: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
+	29, // 48: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
+	30, // 49: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
+	31, // 50: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
+	33, // 51: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
+	35, // 52: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
+	37, // 53: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
+	38, // 54: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
+	40, // 55: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
+	42, // 56: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
+	44, // 57: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
+	46, // 58: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
+	48, // 59: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
+	52, // 60: agentd.v1.AgentService.ListToolSources:input_type -> agentd.v1.ListToolSourcesRequest
+	50, // 61: agentd.v1.AgentService.GetTenantUsage:input_type -> agentd.v1.GetTenantUsageRequest
+	15, // 62: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
+	17, // 63: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
+	18, // 64: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
+	8,  // 65: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
+	11, // 66: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
+	13, // 67: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
+	6,  // 68: agentd.v1.AgentService.ForkSession:input_type -> agentd.v1.ForkSessionRequest
+	1,  // 69: agentd.v1.AgentService.ExportSession:input_type -> agentd.v1.ExportSessionRequest
+	4,  // 70: agentd.v1.AgentService.ImportSession:input_type -> agentd.v1.ImportSessionRequest
+	22, // 71: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
+	24, // 72: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
+	26, // 73: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
+	28, // 74: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
+	74, // 75: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
+	74, // 76: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
+	32, // 77: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
+	34, // 78: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
+	36, // 79: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
+	74, // 80: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
+	39, // 81: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
+	41, // 82: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
+	43, // 83: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
+	45, // 84: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
+	47, // 85: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
+	49, // 86: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
+	53, // 87: agentd.v1.AgentService.ListToolSources:output_type -> agentd.v1.ListToolSourcesResponse
+	51, // 88: agentd.v1.AgentService.GetTenantUsage:output_type -> agentd.v1.GetTenantUsageResponse
+	16, // 89: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
+	74, // 90: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
+	20, // 91: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
+	10, // 92: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
+	12, // 93: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
+	14, // 94: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
+	7,  // 95: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
+	2,  // 96: agentd.v1.AgentService.ExportSession:output_type -> agentd.v1.SessionRecord
+	5,  // 97: agentd.v1.AgentService.ImportSession:output_type -> agentd.v1.ImportSessionResponse
+	71, // [71:98] is the sub-list for method output_type
+	44, // [44:71] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_service_proto_init() }
@@ -3825,7 +3983,7 @@ func file_agentd_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_service_proto_rawDesc), len(file_agentd_v1_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   58,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,7 @@ const (
 	AgentService_GetContext_FullMethodName       = "/agentd.v1.AgentService/GetContext"
 	AgentService_ListModels_FullMethodName       = "/agentd.v1.AgentService/ListModels"
 	AgentService_ListToolSources_FullMethodName  = "/agentd.v1.AgentService/ListToolSources"
+	AgentService_GetTenantUsage_FullMethodName   = "/agentd.v1.AgentService/GetTenantUsage"
 	AgentService_UpdateSession_FullMethodName    = "/agentd.v1.AgentService/UpdateSession"
 	AgentService_Compact_FullMethodName          = "/agentd.v1.AgentService/Compact"
 	AgentService_SubmitContext_FullMethodName    = "/agentd.v1.AgentService/SubmitContext"
@@ -117,6 +118,10 @@ type AgentServiceClient interface {
 	// ListToolSources lists the MCP servers agentd is configured with
 	// (--mcp-config), with each server's state and the tools it offers.
 	ListToolSources(ctx context.Context, in *ListToolSourcesRequest, opts ...grpc.CallOption) (*ListToolSourcesResponse, error)
+	// GetTenantUsage returns what a tenant's sessions spent today (UTC) and
+	// its limits from agentd's --auth-config. A caller sees its own tenant;
+	// an admin may name any.
+	GetTenantUsage(ctx context.Context, in *GetTenantUsageRequest, opts ...grpc.CallOption) (*GetTenantUsageResponse, error)
 	// UpdateSession changes an idle session's configuration, title or labels:
 	// the fields named in update_mask. A change of model or thinking level is
 	// also written to the transcript (a ModelChange or ThinkingLevelChange
@@ -377,6 +382,16 @@ func (c *agentServiceClient) ListToolSources(ctx context.Context, in *ListToolSo
 	return out, nil
 }
 
+func (c *agentServiceClient) GetTenantUsage(ctx context.Context, in *GetTenantUsageRequest, opts ...grpc.CallOption) (*GetTenantUsageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetTenantUsageResponse)
+	err := c.cc.Invoke(ctx, AgentService_GetTenantUsage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentServiceClient) UpdateSession(ctx context.Context, in *UpdateSessionRequest, opts ...grpc.CallOption) (*UpdateSessionResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(UpdateSessionResponse)
@@ -558,6 +573,10 @@ type AgentServiceServer interface {
 	// ListToolSources lists the MCP servers agentd is configured with
 	// (--mcp-config), with each server's state and the tools it offers.
 	ListToolSources(context.Context, *ListToolSourcesRequest) (*ListToolSourcesResponse, error)
+	// GetTenantUsage returns what a tenant's sessions spent today (UTC) and
+	// its limits from agentd's --auth-config. A caller sees its own tenant;
+	// an admin may name any.
+	GetTenantUsage(context.Context, *GetTenantUsageRequest) (*GetTenantUsageResponse, error)
 	// UpdateSession changes an idle session's configuration, title or labels:
 	// the fields named in update_mask. A change of model or thinking level is
 	// also written to the transcript (a ModelChange or ThinkingLevelChange
@@ -671,6 +690,9 @@ func (UnimplementedAgentServiceServer) ListModels(context.Context, *ListModelsRe
 }
 func (UnimplementedAgentServiceServer) ListToolSources(context.Context, *ListToolSourcesRequest) (*ListToolSourcesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListToolSources not implemented")
+}
+func (UnimplementedAgentServiceServer) GetTenantUsage(context.Context, *GetTenantUsageRequest) (*GetTenantUsageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetTenantUsage not implemented")
 }
 func (UnimplementedAgentServiceServer) UpdateSession(context.Context, *UpdateSessionRequest) (*UpdateSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UpdateSession not implemented")
@@ -1005,6 +1027,24 @@ func _AgentService_ListToolSources_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_GetTenantUsage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetTenantUsageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).GetTenantUsage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_GetTenantUsage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).GetTenantUsage(ctx, req.(*GetTenantUsageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgentService_UpdateSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(UpdateSessionRequest)
 	if err := dec(in); err != nil {
@@ -1204,6 +1244,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListToolSources",
 			Handler:    _AgentService_ListToolSources_Handler,
+		},
+		{
+			MethodName: "GetTenantUsage",
+			Handler:    _AgentService_GetTenantUsage_Handler,
 		},
 		{
 			MethodName: "UpdateSession",

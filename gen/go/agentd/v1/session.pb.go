@@ -700,7 +700,12 @@ type SessionConfig struct {
 	// whose tools the session's model may call, as "mcp__<server>__<tool>".
 	// A session cannot name a command or URL: only servers the operator
 	// configured. See ListToolSources.
-	McpServers    []*McpServer `protobuf:"bytes,18,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
+	McpServers []*McpServer `protobuf:"bytes,18,rep,name=mcp_servers,json=mcpServers,proto3" json:"mcp_servers,omitempty"`
+	// Limits on what the session's runs may spend. A run that reaches one
+	// ends with outcome BUDGET_EXCEEDED and an error event naming it; a
+	// Prompt or Continue on a session already over its cost or token limit
+	// is refused with RESOURCE_EXHAUSTED.
+	Budget        *Budget `protobuf:"bytes,19,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -861,6 +866,143 @@ func (x *SessionConfig) GetMcpServers() []*McpServer {
 	return nil
 }
 
+func (x *SessionConfig) GetBudget() *Budget {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+// Budget caps what a session's runs may spend. A zero field sets no limit.
+type Budget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The most the session's model calls may cost in all, in US dollars
+	// (every run and branch, as Session.spent counts it).
+	MaxCostUsd float64 `protobuf:"fixed64,1,opt,name=max_cost_usd,json=maxCostUsd,proto3" json:"max_cost_usd,omitempty"`
+	// The most tokens the session's model calls may use in all.
+	MaxTokens int64 `protobuf:"varint,2,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	// The most turns (model calls) one run may take.
+	MaxTurnsPerRun uint32 `protobuf:"varint,3,opt,name=max_turns_per_run,json=maxTurnsPerRun,proto3" json:"max_turns_per_run,omitempty"`
+	// The longest one run may last; the message being generated then is
+	// aborted.
+	MaxRunTime    *durationpb.Duration `protobuf:"bytes,4,opt,name=max_run_time,json=maxRunTime,proto3" json:"max_run_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Budget) Reset() {
+	*x = Budget{}
+	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Budget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Budget) ProtoMessage() {}
+
+func (x *Budget) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Budget.ProtoReflect.Descriptor instead.
+func (*Budget) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Budget) GetMaxCostUsd() float64 {
+	if x != nil {
+		return x.MaxCostUsd
+	}
+	return 0
+}
+
+func (x *Budget) GetMaxTokens() int64 {
+	if x != nil {
+		return x.MaxTokens
+	}
+	return 0
+}
+
+func (x *Budget) GetMaxTurnsPerRun() uint32 {
+	if x != nil {
+		return x.MaxTurnsPerRun
+	}
+	return 0
+}
+
+func (x *Budget) GetMaxRunTime() *durationpb.Duration {
+	if x != nil {
+		return x.MaxRunTime
+	}
+	return nil
+}
+
+// Spend is what model calls cost: the tokens they used and their price.
+type Spend struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Total tokens (input, output and cache).
+	Tokens int64 `protobuf:"varint,1,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	// Total cost in US dollars, as the model catalog prices it.
+	CostUsd       float64 `protobuf:"fixed64,2,opt,name=cost_usd,json=costUsd,proto3" json:"cost_usd,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Spend) Reset() {
+	*x = Spend{}
+	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Spend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Spend) ProtoMessage() {}
+
+func (x *Spend) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Spend.ProtoReflect.Descriptor instead.
+func (*Spend) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Spend) GetTokens() int64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return 0
+}
+
+func (x *Spend) GetCostUsd() float64 {
+	if x != nil {
+		return x.CostUsd
+	}
+	return 0
+}
+
 // McpServer enables one of agentd's MCP servers for a session.
 type McpServer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -883,7 +1025,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	mi := &file_agentd_v1_session_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1037,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	mi := &file_agentd_v1_session_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1050,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *McpServer) GetName() string {
@@ -953,7 +1095,7 @@ type ContextPolicy struct {
 
 func (x *ContextPolicy) Reset() {
 	*x = ContextPolicy{}
-	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	mi := &file_agentd_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1107,7 @@ func (x *ContextPolicy) String() string {
 func (*ContextPolicy) ProtoMessage() {}
 
 func (x *ContextPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	mi := &file_agentd_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1120,7 @@ func (x *ContextPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextPolicy.ProtoReflect.Descriptor instead.
 func (*ContextPolicy) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ContextPolicy) GetRules() []*ContextRule {
@@ -1006,7 +1148,7 @@ type ContextRule struct {
 
 func (x *ContextRule) Reset() {
 	*x = ContextRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	mi := &file_agentd_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1160,7 @@ func (x *ContextRule) String() string {
 func (*ContextRule) ProtoMessage() {}
 
 func (x *ContextRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	mi := &file_agentd_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1173,7 @@ func (x *ContextRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextRule.ProtoReflect.Descriptor instead.
 func (*ContextRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ContextRule) GetRule() isContextRule_Rule {
@@ -1129,7 +1271,7 @@ type TokenBudgetRule struct {
 
 func (x *TokenBudgetRule) Reset() {
 	*x = TokenBudgetRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[7]
+	mi := &file_agentd_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1283,7 @@ func (x *TokenBudgetRule) String() string {
 func (*TokenBudgetRule) ProtoMessage() {}
 
 func (x *TokenBudgetRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[7]
+	mi := &file_agentd_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1296,7 @@ func (x *TokenBudgetRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenBudgetRule.ProtoReflect.Descriptor instead.
 func (*TokenBudgetRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TokenBudgetRule) GetMaxTokens() int64 {
@@ -1187,7 +1329,7 @@ type ElideToolResultsRule struct {
 
 func (x *ElideToolResultsRule) Reset() {
 	*x = ElideToolResultsRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[8]
+	mi := &file_agentd_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1341,7 @@ func (x *ElideToolResultsRule) String() string {
 func (*ElideToolResultsRule) ProtoMessage() {}
 
 func (x *ElideToolResultsRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[8]
+	mi := &file_agentd_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1354,7 @@ func (x *ElideToolResultsRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElideToolResultsRule.ProtoReflect.Descriptor instead.
 func (*ElideToolResultsRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ElideToolResultsRule) GetKeepTurns() uint32 {
@@ -1235,7 +1377,7 @@ type DropKindsRule struct {
 
 func (x *DropKindsRule) Reset() {
 	*x = DropKindsRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[9]
+	mi := &file_agentd_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1389,7 @@ func (x *DropKindsRule) String() string {
 func (*DropKindsRule) ProtoMessage() {}
 
 func (x *DropKindsRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[9]
+	mi := &file_agentd_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1402,7 @@ func (x *DropKindsRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropKindsRule.ProtoReflect.Descriptor instead.
 func (*DropKindsRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DropKindsRule) GetKinds() []MessageKind {
@@ -1282,7 +1424,7 @@ type CapImagesRule struct {
 
 func (x *CapImagesRule) Reset() {
 	*x = CapImagesRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[10]
+	mi := &file_agentd_v1_session_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1436,7 @@ func (x *CapImagesRule) String() string {
 func (*CapImagesRule) ProtoMessage() {}
 
 func (x *CapImagesRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[10]
+	mi := &file_agentd_v1_session_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1449,7 @@ func (x *CapImagesRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapImagesRule.ProtoReflect.Descriptor instead.
 func (*CapImagesRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CapImagesRule) GetMaxImages() uint32 {
@@ -1333,7 +1475,7 @@ type ContextBlock struct {
 
 func (x *ContextBlock) Reset() {
 	*x = ContextBlock{}
-	mi := &file_agentd_v1_session_proto_msgTypes[11]
+	mi := &file_agentd_v1_session_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1487,7 @@ func (x *ContextBlock) String() string {
 func (*ContextBlock) ProtoMessage() {}
 
 func (x *ContextBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[11]
+	mi := &file_agentd_v1_session_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1500,7 @@ func (x *ContextBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextBlock.ProtoReflect.Descriptor instead.
 func (*ContextBlock) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ContextBlock) GetName() string {
@@ -1394,7 +1536,7 @@ type ContextHook struct {
 
 func (x *ContextHook) Reset() {
 	*x = ContextHook{}
-	mi := &file_agentd_v1_session_proto_msgTypes[12]
+	mi := &file_agentd_v1_session_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1548,7 @@ func (x *ContextHook) String() string {
 func (*ContextHook) ProtoMessage() {}
 
 func (x *ContextHook) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[12]
+	mi := &file_agentd_v1_session_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1561,7 @@ func (x *ContextHook) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextHook.ProtoReflect.Descriptor instead.
 func (*ContextHook) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ContextHook) GetTimeout() *durationpb.Duration {
@@ -1465,7 +1607,7 @@ type CompactionSettings struct {
 
 func (x *CompactionSettings) Reset() {
 	*x = CompactionSettings{}
-	mi := &file_agentd_v1_session_proto_msgTypes[13]
+	mi := &file_agentd_v1_session_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1477,7 +1619,7 @@ func (x *CompactionSettings) String() string {
 func (*CompactionSettings) ProtoMessage() {}
 
 func (x *CompactionSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[13]
+	mi := &file_agentd_v1_session_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1490,7 +1632,7 @@ func (x *CompactionSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionSettings.ProtoReflect.Descriptor instead.
 func (*CompactionSettings) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CompactionSettings) GetDisableAuto() bool {
@@ -1560,7 +1702,7 @@ type FauxScript struct {
 
 func (x *FauxScript) Reset() {
 	*x = FauxScript{}
-	mi := &file_agentd_v1_session_proto_msgTypes[14]
+	mi := &file_agentd_v1_session_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1714,7 @@ func (x *FauxScript) String() string {
 func (*FauxScript) ProtoMessage() {}
 
 func (x *FauxScript) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[14]
+	mi := &file_agentd_v1_session_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1727,7 @@ func (x *FauxScript) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FauxScript.ProtoReflect.Descriptor instead.
 func (*FauxScript) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FauxScript) GetResponses() []*AssistantMessage {
@@ -1646,14 +1788,17 @@ type Session struct {
 	ActiveRunId string `protobuf:"bytes,9,opt,name=active_run_id,json=activeRunId,proto3" json:"active_run_id,omitempty"`
 	// Where the session was forked from (ForkSession); unset for a session
 	// created with CreateSession.
-	Origin        *SessionOrigin `protobuf:"bytes,10,opt,name=origin,proto3" json:"origin,omitempty"`
+	Origin *SessionOrigin `protobuf:"bytes,10,opt,name=origin,proto3" json:"origin,omitempty"`
+	// What the session's model calls cost so far, every run and branch
+	// counted (GetSession only; unset in ListSessions).
+	Spent         *Spend `protobuf:"bytes,11,opt,name=spent,proto3" json:"spent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_agentd_v1_session_proto_msgTypes[15]
+	mi := &file_agentd_v1_session_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1665,7 +1810,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[15]
+	mi := &file_agentd_v1_session_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1678,7 +1823,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Session) GetId() string {
@@ -1751,6 +1896,13 @@ func (x *Session) GetOrigin() *SessionOrigin {
 	return nil
 }
 
+func (x *Session) GetSpent() *Spend {
+	if x != nil {
+		return x.Spent
+	}
+	return nil
+}
+
 // SessionOrigin names the session and entry a session was forked from.
 type SessionOrigin struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1764,7 +1916,7 @@ type SessionOrigin struct {
 
 func (x *SessionOrigin) Reset() {
 	*x = SessionOrigin{}
-	mi := &file_agentd_v1_session_proto_msgTypes[16]
+	mi := &file_agentd_v1_session_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1928,7 @@ func (x *SessionOrigin) String() string {
 func (*SessionOrigin) ProtoMessage() {}
 
 func (x *SessionOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[16]
+	mi := &file_agentd_v1_session_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1941,7 @@ func (x *SessionOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOrigin.ProtoReflect.Descriptor instead.
 func (*SessionOrigin) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SessionOrigin) GetSessionId() string {
@@ -1823,7 +1975,7 @@ type ModelPrice struct {
 
 func (x *ModelPrice) Reset() {
 	*x = ModelPrice{}
-	mi := &file_agentd_v1_session_proto_msgTypes[17]
+	mi := &file_agentd_v1_session_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1835,7 +1987,7 @@ func (x *ModelPrice) String() string {
 func (*ModelPrice) ProtoMessage() {}
 
 func (x *ModelPrice) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[17]
+	mi := &file_agentd_v1_session_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1848,7 +2000,7 @@ func (x *ModelPrice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
 func (*ModelPrice) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ModelPrice) GetInput() float64 {
@@ -1910,7 +2062,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_agentd_v1_session_proto_msgTypes[18]
+	mi := &file_agentd_v1_session_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1922,7 +2074,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[18]
+	mi := &file_agentd_v1_session_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1935,7 +2087,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Model) GetRef() *ModelRef {
@@ -2030,7 +2182,7 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\x05tools\x18\x03 \x03(\v2\x0f.agentd.v1.ToolR\x05tools\"6\n" +
 	"\bModelRef\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\x81\b\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\xac\b\n" +
 	"\rSessionConfig\x12)\n" +
 	"\x05model\x18\x01 \x01(\v2\x13.agentd.v1.ModelRefR\x05model\x12#\n" +
 	"\rsystem_prompt\x18\x02 \x01(\tR\fsystemPrompt\x12%\n" +
@@ -2053,7 +2205,19 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"compaction\x12>\n" +
 	"\x0econtext_blocks\x18\x11 \x03(\v2\x17.agentd.v1.ContextBlockR\rcontextBlocks\x125\n" +
 	"\vmcp_servers\x18\x12 \x03(\v2\x14.agentd.v1.McpServerR\n" +
-	"mcpServers\"\x95\x02\n" +
+	"mcpServers\x12)\n" +
+	"\x06budget\x18\x13 \x01(\v2\x11.agentd.v1.BudgetR\x06budget\"\xb1\x01\n" +
+	"\x06Budget\x12 \n" +
+	"\fmax_cost_usd\x18\x01 \x01(\x01R\n" +
+	"maxCostUsd\x12\x1d\n" +
+	"\n" +
+	"max_tokens\x18\x02 \x01(\x03R\tmaxTokens\x12)\n" +
+	"\x11max_turns_per_run\x18\x03 \x01(\rR\x0emaxTurnsPerRun\x12;\n" +
+	"\fmax_run_time\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"maxRunTime\":\n" +
+	"\x05Spend\x12\x16\n" +
+	"\x06tokens\x18\x01 \x01(\x03R\x06tokens\x12\x19\n" +
+	"\bcost_usd\x18\x02 \x01(\x01R\acostUsd\"\x95\x02\n" +
 	"\tMcpServer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05tools\x18\x02 \x03(\tR\x05tools\x125\n" +
@@ -2102,7 +2266,7 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\x04echo\x18\x02 \x01(\bR\x04echo\x12*\n" +
 	"\x11tokens_per_second\x18\x03 \x01(\rR\x0ftokensPerSecond\x12%\n" +
 	"\x0econtext_window\x18\x04 \x01(\x03R\rcontextWindow\x12\x1c\n" +
-	"\tsummaries\x18\x05 \x03(\tR\tsummaries\"\xf7\x03\n" +
+	"\tsummaries\x18\x05 \x03(\tR\tsummaries\"\x9f\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x126\n" +
@@ -2116,7 +2280,8 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\x05state\x18\b \x01(\x0e2\x17.agentd.v1.SessionStateR\x05state\x12\"\n" +
 	"\ractive_run_id\x18\t \x01(\tR\vactiveRunId\x120\n" +
 	"\x06origin\x18\n" +
-	" \x01(\v2\x18.agentd.v1.SessionOriginR\x06origin\x1a9\n" +
+	" \x01(\v2\x18.agentd.v1.SessionOriginR\x06origin\x12&\n" +
+	"\x05spent\x18\v \x01(\v2\x10.agentd.v1.SpendR\x05spent\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +
@@ -2196,7 +2361,7 @@ func file_agentd_v1_session_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_agentd_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_agentd_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_agentd_v1_session_proto_goTypes = []any{
 	(ToolExecutor)(0),             // 0: agentd.v1.ToolExecutor
 	(ApprovalPolicy)(0),           // 1: agentd.v1.ApprovalPolicy
@@ -2209,77 +2374,82 @@ var file_agentd_v1_session_proto_goTypes = []any{
 	(*Context)(nil),               // 8: agentd.v1.Context
 	(*ModelRef)(nil),              // 9: agentd.v1.ModelRef
 	(*SessionConfig)(nil),         // 10: agentd.v1.SessionConfig
-	(*McpServer)(nil),             // 11: agentd.v1.McpServer
-	(*ContextPolicy)(nil),         // 12: agentd.v1.ContextPolicy
-	(*ContextRule)(nil),           // 13: agentd.v1.ContextRule
-	(*TokenBudgetRule)(nil),       // 14: agentd.v1.TokenBudgetRule
-	(*ElideToolResultsRule)(nil),  // 15: agentd.v1.ElideToolResultsRule
-	(*DropKindsRule)(nil),         // 16: agentd.v1.DropKindsRule
-	(*CapImagesRule)(nil),         // 17: agentd.v1.CapImagesRule
-	(*ContextBlock)(nil),          // 18: agentd.v1.ContextBlock
-	(*ContextHook)(nil),           // 19: agentd.v1.ContextHook
-	(*CompactionSettings)(nil),    // 20: agentd.v1.CompactionSettings
-	(*FauxScript)(nil),            // 21: agentd.v1.FauxScript
-	(*Session)(nil),               // 22: agentd.v1.Session
-	(*SessionOrigin)(nil),         // 23: agentd.v1.SessionOrigin
-	(*ModelPrice)(nil),            // 24: agentd.v1.ModelPrice
-	(*Model)(nil),                 // 25: agentd.v1.Model
-	nil,                           // 26: agentd.v1.McpServer.ToolApprovalEntry
-	nil,                           // 27: agentd.v1.Session.LabelsEntry
-	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
-	(*Message)(nil),               // 29: agentd.v1.Message
-	(ThinkingLevel)(0),            // 30: agentd.v1.ThinkingLevel
-	(*durationpb.Duration)(nil),   // 31: google.protobuf.Duration
-	(*AssistantMessage)(nil),      // 32: agentd.v1.AssistantMessage
-	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
+	(*Budget)(nil),                // 11: agentd.v1.Budget
+	(*Spend)(nil),                 // 12: agentd.v1.Spend
+	(*McpServer)(nil),             // 13: agentd.v1.McpServer
+	(*ContextPolicy)(nil),         // 14: agentd.v1.ContextPolicy
+	(*ContextRule)(nil),           // 15: agentd.v1.ContextRule
+	(*TokenBudgetRule)(nil),       // 16: agentd.v1.TokenBudgetRule
+	(*ElideToolResultsRule)(nil),  // 17: agentd.v1.ElideToolResultsRule
+	(*DropKindsRule)(nil),         // 18: agentd.v1.DropKindsRule
+	(*CapImagesRule)(nil),         // 19: agentd.v1.CapImagesRule
+	(*ContextBlock)(nil),          // 20: agentd.v1.ContextBlock
+	(*ContextHook)(nil),           // 21: agentd.v1.ContextHook
+	(*CompactionSettings)(nil),    // 22: agentd.v1.CompactionSettings
+	(*FauxScript)(nil),            // 23: agentd.v1.FauxScript
+	(*Session)(nil),               // 24: agentd.v1.Session
+	(*SessionOrigin)(nil),         // 25: agentd.v1.SessionOrigin
+	(*ModelPrice)(nil),            // 26: agentd.v1.ModelPrice
+	(*Model)(nil),                 // 27: agentd.v1.Model
+	nil,                           // 28: agentd.v1.McpServer.ToolApprovalEntry
+	nil,                           // 29: agentd.v1.Session.LabelsEntry
+	(*structpb.Struct)(nil),       // 30: google.protobuf.Struct
+	(*Message)(nil),               // 31: agentd.v1.Message
+	(ThinkingLevel)(0),            // 32: agentd.v1.ThinkingLevel
+	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
+	(*AssistantMessage)(nil),      // 34: agentd.v1.AssistantMessage
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
 }
 var file_agentd_v1_session_proto_depIdxs = []int32{
-	28, // 0: agentd.v1.Tool.parameters:type_name -> google.protobuf.Struct
+	30, // 0: agentd.v1.Tool.parameters:type_name -> google.protobuf.Struct
 	0,  // 1: agentd.v1.Tool.executor:type_name -> agentd.v1.ToolExecutor
 	1,  // 2: agentd.v1.Tool.approval:type_name -> agentd.v1.ApprovalPolicy
-	29, // 3: agentd.v1.Context.messages:type_name -> agentd.v1.Message
+	31, // 3: agentd.v1.Context.messages:type_name -> agentd.v1.Message
 	7,  // 4: agentd.v1.Context.tools:type_name -> agentd.v1.Tool
 	9,  // 5: agentd.v1.SessionConfig.model:type_name -> agentd.v1.ModelRef
 	7,  // 6: agentd.v1.SessionConfig.tools:type_name -> agentd.v1.Tool
 	2,  // 7: agentd.v1.SessionConfig.tool_execution:type_name -> agentd.v1.ToolExecutionMode
 	3,  // 8: agentd.v1.SessionConfig.steering_mode:type_name -> agentd.v1.QueueMode
 	3,  // 9: agentd.v1.SessionConfig.follow_up_mode:type_name -> agentd.v1.QueueMode
-	30, // 10: agentd.v1.SessionConfig.thinking_level:type_name -> agentd.v1.ThinkingLevel
-	31, // 11: agentd.v1.SessionConfig.client_tool_timeout:type_name -> google.protobuf.Duration
-	31, // 12: agentd.v1.SessionConfig.approval_timeout:type_name -> google.protobuf.Duration
-	21, // 13: agentd.v1.SessionConfig.faux:type_name -> agentd.v1.FauxScript
-	12, // 14: agentd.v1.SessionConfig.context_policy:type_name -> agentd.v1.ContextPolicy
-	19, // 15: agentd.v1.SessionConfig.context_hook:type_name -> agentd.v1.ContextHook
-	20, // 16: agentd.v1.SessionConfig.compaction:type_name -> agentd.v1.CompactionSettings
-	18, // 17: agentd.v1.SessionConfig.context_blocks:type_name -> agentd.v1.ContextBlock
-	11, // 18: agentd.v1.SessionConfig.mcp_servers:type_name -> agentd.v1.McpServer
-	1,  // 19: agentd.v1.McpServer.approval:type_name -> agentd.v1.ApprovalPolicy
-	26, // 20: agentd.v1.McpServer.tool_approval:type_name -> agentd.v1.McpServer.ToolApprovalEntry
-	13, // 21: agentd.v1.ContextPolicy.rules:type_name -> agentd.v1.ContextRule
-	14, // 22: agentd.v1.ContextRule.token_budget:type_name -> agentd.v1.TokenBudgetRule
-	15, // 23: agentd.v1.ContextRule.elide_tool_results:type_name -> agentd.v1.ElideToolResultsRule
-	16, // 24: agentd.v1.ContextRule.drop_kinds:type_name -> agentd.v1.DropKindsRule
-	17, // 25: agentd.v1.ContextRule.cap_images:type_name -> agentd.v1.CapImagesRule
-	4,  // 26: agentd.v1.DropKindsRule.kinds:type_name -> agentd.v1.MessageKind
-	31, // 27: agentd.v1.ContextHook.timeout:type_name -> google.protobuf.Duration
-	9,  // 28: agentd.v1.CompactionSettings.model:type_name -> agentd.v1.ModelRef
-	32, // 29: agentd.v1.FauxScript.responses:type_name -> agentd.v1.AssistantMessage
-	27, // 30: agentd.v1.Session.labels:type_name -> agentd.v1.Session.LabelsEntry
-	10, // 31: agentd.v1.Session.config:type_name -> agentd.v1.SessionConfig
-	33, // 32: agentd.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	33, // 33: agentd.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	5,  // 34: agentd.v1.Session.state:type_name -> agentd.v1.SessionState
-	23, // 35: agentd.v1.Session.origin:type_name -> agentd.v1.SessionOrigin
-	9,  // 36: agentd.v1.Model.ref:type_name -> agentd.v1.ModelRef
-	6,  // 37: agentd.v1.Model.input_modalities:type_name -> agentd.v1.Modality
-	24, // 38: agentd.v1.Model.price:type_name -> agentd.v1.ModelPrice
-	28, // 39: agentd.v1.Model.metadata:type_name -> google.protobuf.Struct
-	1,  // 40: agentd.v1.McpServer.ToolApprovalEntry.value:type_name -> agentd.v1.ApprovalPolicy
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	32, // 10: agentd.v1.SessionConfig.thinking_level:type_name -> agentd.v1.ThinkingLevel
+	33, // 11: agentd.v1.SessionConfig.client_tool_timeout:type_name -> google.protobuf.Duration
+	33, // 12: agentd.v1.SessionConfig.approval_timeout:type_name -> google.protobuf.Duration
+	23, // 13: agentd.v1.SessionConfig.faux:type_name -> agentd.v1.FauxScript
+	14, // 14: agentd.v1.SessionConfig.context_policy:type_name -> agentd.v1.ContextPolicy
+	21, // 15: agentd.v1.SessionConfig.context_hook:type_name -> agentd.v1.ContextHook
+	22, // 16: agentd.v1.SessionConfig.compaction:type_name -> agentd.v1.CompactionSettings
+	20, // 17: agentd.v1.SessionConfig.context_blocks:type_name -> agentd.v1.ContextBlock
+	13, // 18: agentd.v1.SessionConfig.mcp_servers:type_name -> agentd.v1.McpServer
+	11, // 19: agentd.v1.SessionConfig.budget:type_name -> agentd.v1.Budget
+	33, // 20: agentd.v1.Budget.max_run_time:type_name -> google.protobuf.Duration
+	1,  // 21: agentd.v1.McpServer.approval:type_name -> agentd.v1.ApprovalPolicy
+	28, // 22: agentd.v1.McpServer.tool_approval:type_name -> agentd.v1.McpServer.ToolApprovalEntry
+	15, // 23: agentd.v1.ContextPolicy.rules:type_name -> agentd.v1.ContextRule
+	16, // 24: agentd.v1.ContextRule.token_budget:type_name -> agentd.v1.TokenBudgetRule
+	17, // 25: agentd.v1.ContextRule.elide_tool_results:type_name -> agentd.v1.ElideToolResultsRule
+	18, // 26: agentd.v1.ContextRule.drop_kinds:type_name -> agentd.v1.DropKindsRule
+	19, // 27: agentd.v1.ContextRule.cap_images:type_name -> agentd.v1.CapImagesRule
+	4,  // 28: agentd.v1.DropKindsRule.kinds:type_name -> agentd.v1.MessageKind
+	33, // 29: agentd.v1.ContextHook.timeout:type_name -> google.protobuf.Duration
+	9,  // 30: agentd.v1.CompactionSettings.model:type_name -> agentd.v1.ModelRef
+	34, // 31: agentd.v1.FauxScript.responses:type_name -> agentd.v1.AssistantMessage
+	29, // 32: agentd.v1.Session.labels:type_name -> agentd.v1.Session.LabelsEntry
+	10, // 33: agentd.v1.Session.config:type_name -> agentd.v1.SessionConfig
+	35, // 34: agentd.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	35, // 35: agentd.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	5,  // 36: agentd.v1.Session.state:type_name -> agentd.v1.SessionState
+	25, // 37: agentd.v1.Session.origin:type_name -> agentd.v1.SessionOrigin
+	12, // 38: agentd.v1.Session.spent:type_name -> agentd.v1.Spend
+	9,  // 39: agentd.v1.Model.ref:type_name -> agentd.v1.ModelRef
+	6,  // 40: agentd.v1.Model.input_modalities:type_name -> agentd.v1.Modality
+	26, // 41: agentd.v1.Model.price:type_name -> agentd.v1.ModelPrice
+	30, // 42: agentd.v1.Model.metadata:type_name -> google.protobuf.Struct
+	1,  // 43: agentd.v1.McpServer.ToolApprovalEntry.value:type_name -> agentd.v1.ApprovalPolicy
+	44, // [44:44] is the sub-list for method output_type
+	44, // [44:44] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_session_proto_init() }
@@ -2289,7 +2459,7 @@ func file_agentd_v1_session_proto_init() {
 	}
 	file_agentd_v1_agent_messages_proto_init()
 	file_agentd_v1_messages_proto_init()
-	file_agentd_v1_session_proto_msgTypes[6].OneofWrappers = []any{
+	file_agentd_v1_session_proto_msgTypes[8].OneofWrappers = []any{
 		(*ContextRule_TokenBudget)(nil),
 		(*ContextRule_ElideToolResults)(nil),
 		(*ContextRule_DropKinds)(nil),
@@ -2301,7 +2471,7 @@ func file_agentd_v1_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_session_proto_rawDesc), len(file_agentd_v1_session_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

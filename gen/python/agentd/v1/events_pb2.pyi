@@ -12,6 +12,7 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 
 DESCRIPTOR: _descriptor.FileDescriptor
 RUN_OUTCOME_ABORTED: RunOutcome
+RUN_OUTCOME_BUDGET_EXCEEDED: RunOutcome
 RUN_OUTCOME_COMPLETED: RunOutcome
 RUN_OUTCOME_ERROR: RunOutcome
 RUN_OUTCOME_INTERRUPTED: RunOutcome

@@ -207,6 +207,28 @@ class GetSessionResponse(_message.Message):
     session: _session_pb2.Session
     def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ...) -> None: ...
 
+class GetTenantUsageRequest(_message.Message):
+    __slots__ = ["tenant"]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    def __init__(self, tenant: _Optional[str] = ...) -> None: ...
+
+class GetTenantUsageResponse(_message.Message):
+    __slots__ = ["active_runs", "day_start", "max_concurrent_runs", "max_cost_per_day_usd", "spent_today", "tenant"]
+    ACTIVE_RUNS_FIELD_NUMBER: _ClassVar[int]
+    DAY_START_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENT_RUNS_FIELD_NUMBER: _ClassVar[int]
+    MAX_COST_PER_DAY_USD_FIELD_NUMBER: _ClassVar[int]
+    SPENT_TODAY_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    active_runs: int
+    day_start: _timestamp_pb2.Timestamp
+    max_concurrent_runs: int
+    max_cost_per_day_usd: float
+    spent_today: _session_pb2.Spend
+    tenant: str
+    def __init__(self, tenant: _Optional[str] = ..., spent_today: _Optional[_Union[_session_pb2.Spend, _Mapping]] = ..., day_start: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., max_cost_per_day_usd: _Optional[float] = ..., active_runs: _Optional[int] = ..., max_concurrent_runs: _Optional[int] = ...) -> None: ...
+
 class GetTranscriptRequest(_message.Message):
     __slots__ = ["leaf_entry_id", "page_size", "page_token", "session_id"]
     LEAF_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]

@@ -112,6 +112,11 @@ class AgentServiceStub(object):
                 request_serializer=agentd_dot_v1_dot_service__pb2.ListToolSourcesRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_service__pb2.ListToolSourcesResponse.FromString,
                 )
+        self.GetTenantUsage = channel.unary_unary(
+                '/agentd.v1.AgentService/GetTenantUsage',
+                request_serializer=agentd_dot_v1_dot_service__pb2.GetTenantUsageRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.GetTenantUsageResponse.FromString,
+                )
         self.UpdateSession = channel.unary_unary(
                 '/agentd.v1.AgentService/UpdateSession',
                 request_serializer=agentd_dot_v1_dot_service__pb2.UpdateSessionRequest.SerializeToString,
@@ -312,6 +317,15 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetTenantUsage(self, request, context):
+        """GetTenantUsage returns what a tenant's sessions spent today (UTC) and
+        its limits from agentd's --auth-config. A caller sees its own tenant;
+        an admin may name any.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def UpdateSession(self, request, context):
         """UpdateSession changes an idle session's configuration, title or labels:
         the fields named in update_mask. A change of model or thinking level is
@@ -497,6 +511,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ListToolSources,
                     request_deserializer=agentd_dot_v1_dot_service__pb2.ListToolSourcesRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_service__pb2.ListToolSourcesResponse.SerializeToString,
+            ),
+            'GetTenantUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTenantUsage,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.GetTenantUsageRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.GetTenantUsageResponse.SerializeToString,
             ),
             'UpdateSession': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateSession,
@@ -851,6 +870,23 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ListToolSources',
             agentd_dot_v1_dot_service__pb2.ListToolSourcesRequest.SerializeToString,
             agentd_dot_v1_dot_service__pb2.ListToolSourcesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetTenantUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/GetTenantUsage',
+            agentd_dot_v1_dot_service__pb2.GetTenantUsageRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.GetTenantUsageResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

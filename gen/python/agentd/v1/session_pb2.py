@@ -18,7 +18,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61gentd/v1/session.proto\x12\tagentd.v1\x1a\x1e\x61gentd/v1/agent_messages.proto\x1a\x18\x61gentd/v1/messages.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x81\x02\n\x04Tool\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12\x37\n\nparameters\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\nparameters\x12\x33\n\x08\x65xecutor\x18\x04 \x01(\x0e\x32\x17.agentd.v1.ToolExecutorR\x08\x65xecutor\x12\x35\n\x08\x61pproval\x18\x05 \x01(\x0e\x32\x19.agentd.v1.ApprovalPolicyR\x08\x61pproval\x12\x1e\n\nsequential\x18\x06 \x01(\x08R\nsequential\"\x85\x01\n\x07\x43ontext\x12#\n\rsystem_prompt\x18\x01 \x01(\tR\x0csystemPrompt\x12.\n\x08messages\x18\x02 \x03(\x0b\x32\x12.agentd.v1.MessageR\x08messages\x12%\n\x05tools\x18\x03 \x03(\x0b\x32\x0f.agentd.v1.ToolR\x05tools\"6\n\x08ModelRef\x12\x1a\n\x08provider\x18\x01 \x01(\tR\x08provider\x12\x0e\n\x02id\x18\x02 \x01(\tR\x02id\"\x81\x08\n\rSessionConfig\x12)\n\x05model\x18\x01 \x01(\x0b\x32\x13.agentd.v1.ModelRefR\x05model\x12#\n\rsystem_prompt\x18\x02 \x01(\tR\x0csystemPrompt\x12%\n\x05tools\x18\x03 \x03(\x0b\x32\x0f.agentd.v1.ToolR\x05tools\x12\x43\n\x0etool_execution\x18\x04 \x01(\x0e\x32\x1c.agentd.v1.ToolExecutionModeR\rtoolExecution\x12\x39\n\rsteering_mode\x18\x05 \x01(\x0e\x32\x14.agentd.v1.QueueModeR\x0csteeringMode\x12:\n\x0e\x66ollow_up_mode\x18\x06 \x01(\x0e\x32\x14.agentd.v1.QueueModeR\x0c\x66ollowUpMode\x12?\n\x0ethinking_level\x18\x07 \x01(\x0e\x32\x18.agentd.v1.ThinkingLevelR\rthinkingLevel\x12%\n\x0eworkspace_root\x18\x08 \x01(\tR\rworkspaceRoot\x12\x1b\n\tmax_turns\x18\t \x01(\rR\x08maxTurns\x12I\n\x13\x63lient_tool_timeout\x18\n \x01(\x0b\x32\x19.google.protobuf.DurationR\x11\x63lientToolTimeout\x12\x44\n\x10\x61pproval_timeout\x18\x0b \x01(\x0b\x32\x19.google.protobuf.DurationR\x0f\x61pprovalTimeout\x12J\n\"include_approvals_in_model_context\x18\x0c \x01(\x08R\x1eincludeApprovalsInModelContext\x12)\n\x04\x66\x61ux\x18\r \x01(\x0b\x32\x15.agentd.v1.FauxScriptR\x04\x66\x61ux\x12?\n\x0e\x63ontext_policy\x18\x0e \x01(\x0b\x32\x18.agentd.v1.ContextPolicyR\rcontextPolicy\x12\x39\n\x0c\x63ontext_hook\x18\x0f \x01(\x0b\x32\x16.agentd.v1.ContextHookR\x0b\x63ontextHook\x12=\n\ncompaction\x18\x10 \x01(\x0b\x32\x1d.agentd.v1.CompactionSettingsR\ncompaction\x12>\n\x0e\x63ontext_blocks\x18\x11 \x03(\x0b\x32\x17.agentd.v1.ContextBlockR\rcontextBlocks\x12\x35\n\x0bmcp_servers\x18\x12 \x03(\x0b\x32\x14.agentd.v1.McpServerR\nmcpServers\"\x95\x02\n\tMcpServer\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n\x05tools\x18\x02 \x03(\tR\x05tools\x12\x35\n\x08\x61pproval\x18\x03 \x01(\x0e\x32\x19.agentd.v1.ApprovalPolicyR\x08\x61pproval\x12K\n\rtool_approval\x18\x04 \x03(\x0b\x32&.agentd.v1.McpServer.ToolApprovalEntryR\x0ctoolApproval\x1aZ\n\x11ToolApprovalEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12/\n\x05value\x18\x02 \x01(\x0e\x32\x19.agentd.v1.ApprovalPolicyR\x05value:\x02\x38\x01\"=\n\rContextPolicy\x12,\n\x05rules\x18\x01 \x03(\x0b\x32\x16.agentd.v1.ContextRuleR\x05rules\"\x9d\x02\n\x0b\x43ontextRule\x12?\n\x0ctoken_budget\x18\x01 \x01(\x0b\x32\x1a.agentd.v1.TokenBudgetRuleH\x00R\x0btokenBudget\x12O\n\x12\x65lide_tool_results\x18\x02 \x01(\x0b\x32\x1f.agentd.v1.ElideToolResultsRuleH\x00R\x10\x65lideToolResults\x12\x39\n\ndrop_kinds\x18\x03 \x01(\x0b\x32\x18.agentd.v1.DropKindsRuleH\x00R\tdropKinds\x12\x39\n\ncap_images\x18\x04 \x01(\x0b\x32\x18.agentd.v1.CapImagesRuleH\x00R\tcapImagesB\x06\n\x04rule\"Y\n\x0fTokenBudgetRule\x12\x1d\n\nmax_tokens\x18\x01 \x01(\x03R\tmaxTokens\x12\'\n\x0fpinned_messages\x18\x02 \x01(\rR\x0epinnedMessages\"5\n\x14\x45lideToolResultsRule\x12\x1d\n\nkeep_turns\x18\x01 \x01(\rR\tkeepTurns\"=\n\rDropKindsRule\x12,\n\x05kinds\x18\x01 \x03(\x0e\x32\x16.agentd.v1.MessageKindR\x05kinds\".\n\rCapImagesRule\x12\x1d\n\nmax_images\x18\x01 \x01(\rR\tmaxImages\"6\n\x0c\x43ontextBlock\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n\x04text\x18\x02 \x01(\tR\x04text\"m\n\x0b\x43ontextHook\x12\x33\n\x07timeout\x18\x01 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\x12)\n\x10include_messages\x18\x02 \x01(\x08R\x0fincludeMessages\"\xf3\x01\n\x12\x43ompactionSettings\x12!\n\x0c\x64isable_auto\x18\x01 \x01(\x08R\x0b\x64isableAuto\x12%\n\x0ereserve_tokens\x18\x02 \x01(\x03R\rreserveTokens\x12,\n\x12keep_recent_tokens\x18\x03 \x01(\x03R\x10keepRecentTokens\x12)\n\x05model\x18\x04 \x01(\x0b\x32\x13.agentd.v1.ModelRefR\x05model\x12:\n\x19\x64isable_overflow_recovery\x18\x05 \x01(\x08R\x17\x64isableOverflowRecovery\"\xcc\x01\n\nFauxScript\x12\x39\n\tresponses\x18\x01 \x03(\x0b\x32\x1b.agentd.v1.AssistantMessageR\tresponses\x12\x12\n\x04\x65\x63ho\x18\x02 \x01(\x08R\x04\x65\x63ho\x12*\n\x11tokens_per_second\x18\x03 \x01(\rR\x0ftokensPerSecond\x12%\n\x0e\x63ontext_window\x18\x04 \x01(\x03R\rcontextWindow\x12\x1c\n\tsummaries\x18\x05 \x03(\tR\tsummaries\"\xf7\x03\n\x07Session\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n\x05title\x18\x02 \x01(\tR\x05title\x12\x36\n\x06labels\x18\x03 \x03(\x0b\x32\x1e.agentd.v1.Session.LabelsEntryR\x06labels\x12\x30\n\x06\x63onfig\x18\x04 \x01(\x0b\x32\x18.agentd.v1.SessionConfigR\x06\x63onfig\x12;\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0bupdate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdateTime\x12\"\n\rleaf_entry_id\x18\x07 \x01(\tR\x0bleafEntryId\x12-\n\x05state\x18\x08 \x01(\x0e\x32\x17.agentd.v1.SessionStateR\x05state\x12\"\n\ractive_run_id\x18\t \x01(\tR\x0b\x61\x63tiveRunId\x12\x30\n\x06origin\x18\n \x01(\x0b\x32\x18.agentd.v1.SessionOriginR\x06origin\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"I\n\rSessionOrigin\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n\x08\x65ntry_id\x18\x02 \x01(\tR\x07\x65ntryId\"z\n\nModelPrice\x12\x14\n\x05input\x18\x01 \x01(\x01R\x05input\x12\x16\n\x06output\x18\x02 \x01(\x01R\x06output\x12\x1d\n\ncache_read\x18\x03 \x01(\x01R\tcacheRead\x12\x1f\n\x0b\x63\x61\x63he_write\x18\x04 \x01(\x01R\ncacheWrite\"\x87\x03\n\x05Model\x12%\n\x03ref\x18\x01 \x01(\x0b\x32\x13.agentd.v1.ModelRefR\x03ref\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n\x03\x61pi\x18\x03 \x01(\tR\x03\x61pi\x12%\n\x0e\x63ontext_window\x18\x04 \x01(\x03R\rcontextWindow\x12*\n\x11max_output_tokens\x18\x05 \x01(\x03R\x0fmaxOutputTokens\x12>\n\x10input_modalities\x18\x06 \x03(\x0e\x32\x13.agentd.v1.ModalityR\x0finputModalities\x12\x1c\n\treasoning\x18\x07 \x01(\x08R\treasoning\x12+\n\x05price\x18\x08 \x01(\x0b\x32\x15.agentd.v1.ModelPriceR\x05price\x12\x1e\n\nconfigured\x18\t \x01(\x08R\nconfigured\x12\x33\n\x08metadata\x18\n \x01(\x0b\x32\x17.google.protobuf.StructR\x08metadata*a\n\x0cToolExecutor\x12\x1d\n\x19TOOL_EXECUTOR_UNSPECIFIED\x10\x00\x12\x18\n\x14TOOL_EXECUTOR_SERVER\x10\x01\x12\x18\n\x14TOOL_EXECUTOR_CLIENT\x10\x02*\x7f\n\x0e\x41pprovalPolicy\x12\x1f\n\x1b\x41PPROVAL_POLICY_UNSPECIFIED\x10\x00\x12\x19\n\x15\x41PPROVAL_POLICY_ALLOW\x10\x01\x12\x17\n\x13\x41PPROVAL_POLICY_ASK\x10\x02\x12\x18\n\x14\x41PPROVAL_POLICY_DENY\x10\x03*~\n\x11ToolExecutionMode\x12#\n\x1fTOOL_EXECUTION_MODE_UNSPECIFIED\x10\x00\x12 \n\x1cTOOL_EXECUTION_MODE_PARALLEL\x10\x01\x12\"\n\x1eTOOL_EXECUTION_MODE_SEQUENTIAL\x10\x02*Y\n\tQueueMode\x12\x1a\n\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x1c\n\x18QUEUE_MODE_ONE_AT_A_TIME\x10\x01\x12\x12\n\x0eQUEUE_MODE_ALL\x10\x02*\xba\x02\n\x0bMessageKind\x12\x1c\n\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11MESSAGE_KIND_USER\x10\x01\x12\x1a\n\x16MESSAGE_KIND_ASSISTANT\x10\x02\x12\x1c\n\x18MESSAGE_KIND_TOOL_RESULT\x10\x03\x12 \n\x1cMESSAGE_KIND_APPROVAL_NOTICE\x10\x04\x12\x1f\n\x1bMESSAGE_KIND_BASH_EXECUTION\x10\x05\x12\x17\n\x13MESSAGE_KIND_CUSTOM\x10\x06\x12\x1f\n\x1bMESSAGE_KIND_BRANCH_SUMMARY\x10\x07\x12#\n\x1fMESSAGE_KIND_COMPACTION_SUMMARY\x10\x08\x12\x1a\n\x16MESSAGE_KIND_EXTENSION\x10\t*`\n\x0cSessionState\x12\x1d\n\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12SESSION_STATE_IDLE\x10\x01\x12\x19\n\x15SESSION_STATE_RUNNING\x10\x02*K\n\x08Modality\x12\x18\n\x14MODALITY_UNSPECIFIED\x10\x00\x12\x11\n\rMODALITY_TEXT\x10\x01\x12\x12\n\x0eMODALITY_IMAGE\x10\x02\x42\x34Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61gentd/v1/session.proto\x12\tagentd.v1\x1a\x1e\x61gentd/v1/agent_messages.proto\x1a\x18\x61gentd/v1/messages.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x81\x02\n\x04Tool\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12 \n\x0b\x64\x65scription\x18\x02 \x01(\tR\x0b\x64\x65scription\x12\x37\n\nparameters\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\nparameters\x12\x33\n\x08\x65xecutor\x18\x04 \x01(\x0e\x32\x17.agentd.v1.ToolExecutorR\x08\x65xecutor\x12\x35\n\x08\x61pproval\x18\x05 \x01(\x0e\x32\x19.agentd.v1.ApprovalPolicyR\x08\x61pproval\x12\x1e\n\nsequential\x18\x06 \x01(\x08R\nsequential\"\x85\x01\n\x07\x43ontext\x12#\n\rsystem_prompt\x18\x01 \x01(\tR\x0csystemPrompt\x12.\n\x08messages\x18\x02 \x03(\x0b\x32\x12.agentd.v1.MessageR\x08messages\x12%\n\x05tools\x18\x03 \x03(\x0b\x32\x0f.agentd.v1.ToolR\x05tools\"6\n\x08ModelRef\x12\x1a\n\x08provider\x18\x01 \x01(\tR\x08provider\x12\x0e\n\x02id\x18\x02 \x01(\tR\x02id\"\xac\x08\n\rSessionConfig\x12)\n\x05model\x18\x01 \x01(\x0b\x32\x13.agentd.v1.ModelRefR\x05model\x12#\n\rsystem_prompt\x18\x02 \x01(\tR\x0csystemPrompt\x12%\n\x05tools\x18\x03 \x03(\x0b\x32\x0f.agentd.v1.ToolR\x05tools\x12\x43\n\x0etool_execution\x18\x04 \x01(\x0e\x32\x1c.agentd.v1.ToolExecutionModeR\rtoolExecution\x12\x39\n\rsteering_mode\x18\x05 \x01(\x0e\x32\x14.agentd.v1.QueueModeR\x0csteeringMode\x12:\n\x0e\x66ollow_up_mode\x18\x06 \x01(\x0e\x32\x14.agentd.v1.QueueModeR\x0c\x66ollowUpMode\x12?\n\x0ethinking_level\x18\x07 \x01(\x0e\x32\x18.agentd.v1.ThinkingLevelR\rthinkingLevel\x12%\n\x0eworkspace_root\x18\x08 \x01(\tR\rworkspaceRoot\x12\x1b\n\tmax_turns\x18\t \x01(\rR\x08maxTurns\x12I\n\x13\x63lient_tool_timeout\x18\n \x01(\x0b\x32\x19.google.protobuf.DurationR\x11\x63lientToolTimeout\x12\x44\n\x10\x61pproval_timeout\x18\x0b \x01(\x0b\x32\x19.google.protobuf.DurationR\x0f\x61pprovalTimeout\x12J\n\"include_approvals_in_model_context\x18\x0c \x01(\x08R\x1eincludeApprovalsInModelContext\x12)\n\x04\x66\x61ux\x18\r \x01(\x0b\x32\x15.agentd.v1.FauxScriptR\x04\x66\x61ux\x12?\n\x0e\x63ontext_policy\x18\x0e \x01(\x0b\x32\x18.agentd.v1.ContextPolicyR\rcontextPolicy\x12\x39\n\x0c\x63ontext_hook\x18\x0f \x01(\x0b\x32\x16.agentd.v1.ContextHookR\x0b\x63ontextHook\x12=\n\ncompaction\x18\x10 \x01(\x0b\x32\x1d.agentd.v1.CompactionSettingsR\ncompaction\x12>\n\x0e\x63ontext_blocks\x18\x11 \x03(\x0b\x32\x17.agentd.v1.ContextBlockR\rcontextBlocks\x12\x35\n\x0bmcp_servers\x18\x12 \x03(\x0b\x32\x14.agentd.v1.McpServerR\nmcpServers\x12)\n\x06\x62udget\x18\x13 \x01(\x0b\x32\x11.agentd.v1.BudgetR\x06\x62udget\"\xb1\x01\n\x06\x42udget\x12 \n\x0cmax_cost_usd\x18\x01 \x01(\x01R\nmaxCostUsd\x12\x1d\n\nmax_tokens\x18\x02 \x01(\x03R\tmaxTokens\x12)\n\x11max_turns_per_run\x18\x03 \x01(\rR\x0emaxTurnsPerRun\x12;\n\x0cmax_run_time\x18\x04 \x01(\x0b\x32\x19.google.protobuf.DurationR\nmaxRunTime\":\n\x05Spend\x12\x16\n\x06tokens\x18\x01 \x01(\x03R\x06tokens\x12\x19\n\x08\x63ost_usd\x18\x02 \x01(\x01R\x07\x63ostUsd\"\x95\x02\n\tMcpServer\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n\x05tools\x18\x02 \x03(\tR\x05tools\x12\x35\n\x08\x61pproval\x18\x03 \x01(\x0e\x32\x19.agentd.v1.ApprovalPolicyR\x08\x61pproval\x12K\n\rtool_approval\x18\x04 \x03(\x0b\x32&.agentd.v1.McpServer.ToolApprovalEntryR\x0ctoolApproval\x1aZ\n\x11ToolApprovalEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12/\n\x05value\x18\x02 \x01(\x0e\x32\x19.agentd.v1.ApprovalPolicyR\x05value:\x02\x38\x01\"=\n\rContextPolicy\x12,\n\x05rules\x18\x01 \x03(\x0b\x32\x16.agentd.v1.ContextRuleR\x05rules\"\x9d\x02\n\x0b\x43ontextRule\x12?\n\x0ctoken_budget\x18\x01 \x01(\x0b\x32\x1a.agentd.v1.TokenBudgetRuleH\x00R\x0btokenBudget\x12O\n\x12\x65lide_tool_results\x18\x02 \x01(\x0b\x32\x1f.agentd.v1.ElideToolResultsRuleH\x00R\x10\x65lideToolResults\x12\x39\n\ndrop_kinds\x18\x03 \x01(\x0b\x32\x18.agentd.v1.DropKindsRuleH\x00R\tdropKinds\x12\x39\n\ncap_images\x18\x04 \x01(\x0b\x32\x18.agentd.v1.CapImagesRuleH\x00R\tcapImagesB\x06\n\x04rule\"Y\n\x0fTokenBudgetRule\x12\x1d\n\nmax_tokens\x18\x01 \x01(\x03R\tmaxTokens\x12\'\n\x0fpinned_messages\x18\x02 \x01(\rR\x0epinnedMessages\"5\n\x14\x45lideToolResultsRule\x12\x1d\n\nkeep_turns\x18\x01 \x01(\rR\tkeepTurns\"=\n\rDropKindsRule\x12,\n\x05kinds\x18\x01 \x03(\x0e\x32\x16.agentd.v1.MessageKindR\x05kinds\".\n\rCapImagesRule\x12\x1d\n\nmax_images\x18\x01 \x01(\rR\tmaxImages\"6\n\x0c\x43ontextBlock\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n\x04text\x18\x02 \x01(\tR\x04text\"m\n\x0b\x43ontextHook\x12\x33\n\x07timeout\x18\x01 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\x12)\n\x10include_messages\x18\x02 \x01(\x08R\x0fincludeMessages\"\xf3\x01\n\x12\x43ompactionSettings\x12!\n\x0c\x64isable_auto\x18\x01 \x01(\x08R\x0b\x64isableAuto\x12%\n\x0ereserve_tokens\x18\x02 \x01(\x03R\rreserveTokens\x12,\n\x12keep_recent_tokens\x18\x03 \x01(\x03R\x10keepRecentTokens\x12)\n\x05model\x18\x04 \x01(\x0b\x32\x13.agentd.v1.ModelRefR\x05model\x12:\n\x19\x64isable_overflow_recovery\x18\x05 \x01(\x08R\x17\x64isableOverflowRecovery\"\xcc\x01\n\nFauxScript\x12\x39\n\tresponses\x18\x01 \x03(\x0b\x32\x1b.agentd.v1.AssistantMessageR\tresponses\x12\x12\n\x04\x65\x63ho\x18\x02 \x01(\x08R\x04\x65\x63ho\x12*\n\x11tokens_per_second\x18\x03 \x01(\rR\x0ftokensPerSecond\x12%\n\x0e\x63ontext_window\x18\x04 \x01(\x03R\rcontextWindow\x12\x1c\n\tsummaries\x18\x05 \x03(\tR\tsummaries\"\x9f\x04\n\x07Session\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n\x05title\x18\x02 \x01(\tR\x05title\x12\x36\n\x06labels\x18\x03 \x03(\x0b\x32\x1e.agentd.v1.Session.LabelsEntryR\x06labels\x12\x30\n\x06\x63onfig\x18\x04 \x01(\x0b\x32\x18.agentd.v1.SessionConfigR\x06\x63onfig\x12;\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0bupdate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdateTime\x12\"\n\rleaf_entry_id\x18\x07 \x01(\tR\x0bleafEntryId\x12-\n\x05state\x18\x08 \x01(\x0e\x32\x17.agentd.v1.SessionStateR\x05state\x12\"\n\ractive_run_id\x18\t \x01(\tR\x0b\x61\x63tiveRunId\x12\x30\n\x06origin\x18\n \x01(\x0b\x32\x18.agentd.v1.SessionOriginR\x06origin\x12&\n\x05spent\x18\x0b \x01(\x0b\x32\x10.agentd.v1.SpendR\x05spent\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\"I\n\rSessionOrigin\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n\x08\x65ntry_id\x18\x02 \x01(\tR\x07\x65ntryId\"z\n\nModelPrice\x12\x14\n\x05input\x18\x01 \x01(\x01R\x05input\x12\x16\n\x06output\x18\x02 \x01(\x01R\x06output\x12\x1d\n\ncache_read\x18\x03 \x01(\x01R\tcacheRead\x12\x1f\n\x0b\x63\x61\x63he_write\x18\x04 \x01(\x01R\ncacheWrite\"\x87\x03\n\x05Model\x12%\n\x03ref\x18\x01 \x01(\x0b\x32\x13.agentd.v1.ModelRefR\x03ref\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n\x03\x61pi\x18\x03 \x01(\tR\x03\x61pi\x12%\n\x0e\x63ontext_window\x18\x04 \x01(\x03R\rcontextWindow\x12*\n\x11max_output_tokens\x18\x05 \x01(\x03R\x0fmaxOutputTokens\x12>\n\x10input_modalities\x18\x06 \x03(\x0e\x32\x13.agentd.v1.ModalityR\x0finputModalities\x12\x1c\n\treasoning\x18\x07 \x01(\x08R\treasoning\x12+\n\x05price\x18\x08 \x01(\x0b\x32\x15.agentd.v1.ModelPriceR\x05price\x12\x1e\n\nconfigured\x18\t \x01(\x08R\nconfigured\x12\x33\n\x08metadata\x18\n \x01(\x0b\x32\x17.google.protobuf.StructR\x08metadata*a\n\x0cToolExecutor\x12\x1d\n\x19TOOL_EXECUTOR_UNSPECIFIED\x10\x00\x12\x18\n\x14TOOL_EXECUTOR_SERVER\x10\x01\x12\x18\n\x14TOOL_EXECUTOR_CLIENT\x10\x02*\x7f\n\x0e\x41pprovalPolicy\x12\x1f\n\x1b\x41PPROVAL_POLICY_UNSPECIFIED\x10\x00\x12\x19\n\x15\x41PPROVAL_POLICY_ALLOW\x10\x01\x12\x17\n\x13\x41PPROVAL_POLICY_ASK\x10\x02\x12\x18\n\x14\x41PPROVAL_POLICY_DENY\x10\x03*~\n\x11ToolExecutionMode\x12#\n\x1fTOOL_EXECUTION_MODE_UNSPECIFIED\x10\x00\x12 \n\x1cTOOL_EXECUTION_MODE_PARALLEL\x10\x01\x12\"\n\x1eTOOL_EXECUTION_MODE_SEQUENTIAL\x10\x02*Y\n\tQueueMode\x12\x1a\n\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x1c\n\x18QUEUE_MODE_ONE_AT_A_TIME\x10\x01\x12\x12\n\x0eQUEUE_MODE_ALL\x10\x02*\xba\x02\n\x0bMessageKind\x12\x1c\n\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11MESSAGE_KIND_USER\x10\x01\x12\x1a\n\x16MESSAGE_KIND_ASSISTANT\x10\x02\x12\x1c\n\x18MESSAGE_KIND_TOOL_RESULT\x10\x03\x12 \n\x1cMESSAGE_KIND_APPROVAL_NOTICE\x10\x04\x12\x1f\n\x1bMESSAGE_KIND_BASH_EXECUTION\x10\x05\x12\x17\n\x13MESSAGE_KIND_CUSTOM\x10\x06\x12\x1f\n\x1bMESSAGE_KIND_BRANCH_SUMMARY\x10\x07\x12#\n\x1fMESSAGE_KIND_COMPACTION_SUMMARY\x10\x08\x12\x1a\n\x16MESSAGE_KIND_EXTENSION\x10\t*`\n\x0cSessionState\x12\x1d\n\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n\x12SESSION_STATE_IDLE\x10\x01\x12\x19\n\x15SESSION_STATE_RUNNING\x10\x02*K\n\x08Modality\x12\x18\n\x14MODALITY_UNSPECIFIED\x10\x00\x12\x11\n\rMODALITY_TEXT\x10\x01\x12\x12\n\x0eMODALITY_IMAGE\x10\x02\x42\x34Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.v1.session_pb2', globals())
@@ -30,20 +30,20 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _MCPSERVER_TOOLAPPROVALENTRY._serialized_options = b'8\001'
   _SESSION_LABELSENTRY._options = None
   _SESSION_LABELSENTRY._serialized_options = b'8\001'
-  _TOOLEXECUTOR._serialized_start=4278
-  _TOOLEXECUTOR._serialized_end=4375
-  _APPROVALPOLICY._serialized_start=4377
-  _APPROVALPOLICY._serialized_end=4504
-  _TOOLEXECUTIONMODE._serialized_start=4506
-  _TOOLEXECUTIONMODE._serialized_end=4632
-  _QUEUEMODE._serialized_start=4634
-  _QUEUEMODE._serialized_end=4723
-  _MESSAGEKIND._serialized_start=4726
-  _MESSAGEKIND._serialized_end=5040
-  _SESSIONSTATE._serialized_start=5042
-  _SESSIONSTATE._serialized_end=5138
-  _MODALITY._serialized_start=5140
-  _MODALITY._serialized_end=5215
+  _TOOLEXECUTOR._serialized_start=4601
+  _TOOLEXECUTOR._serialized_end=4698
+  _APPROVALPOLICY._serialized_start=4700
+  _APPROVALPOLICY._serialized_end=4827
+  _TOOLEXECUTIONMODE._serialized_start=4829
+  _TOOLEXECUTIONMODE._serialized_end=4955
+  _QUEUEMODE._serialized_start=4957
+  _QUEUEMODE._serialized_end=5046
+  _MESSAGEKIND._serialized_start=5049
+  _MESSAGEKIND._serialized_end=5363
+  _SESSIONSTATE._serialized_start=5365
+  _SESSIONSTATE._serialized_end=5461
+  _MODALITY._serialized_start=5463
+  _MODALITY._serialized_end=5538
   _TOOL._serialized_start=192
   _TOOL._serialized_end=449
   _CONTEXT._serialized_start=452
@@ -51,39 +51,43 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _MODELREF._serialized_start=587
   _MODELREF._serialized_end=641
   _SESSIONCONFIG._serialized_start=644
-  _SESSIONCONFIG._serialized_end=1669
-  _MCPSERVER._serialized_start=1672
-  _MCPSERVER._serialized_end=1949
-  _MCPSERVER_TOOLAPPROVALENTRY._serialized_start=1859
-  _MCPSERVER_TOOLAPPROVALENTRY._serialized_end=1949
-  _CONTEXTPOLICY._serialized_start=1951
-  _CONTEXTPOLICY._serialized_end=2012
-  _CONTEXTRULE._serialized_start=2015
-  _CONTEXTRULE._serialized_end=2300
-  _TOKENBUDGETRULE._serialized_start=2302
-  _TOKENBUDGETRULE._serialized_end=2391
-  _ELIDETOOLRESULTSRULE._serialized_start=2393
-  _ELIDETOOLRESULTSRULE._serialized_end=2446
-  _DROPKINDSRULE._serialized_start=2448
-  _DROPKINDSRULE._serialized_end=2509
-  _CAPIMAGESRULE._serialized_start=2511
-  _CAPIMAGESRULE._serialized_end=2557
-  _CONTEXTBLOCK._serialized_start=2559
-  _CONTEXTBLOCK._serialized_end=2613
-  _CONTEXTHOOK._serialized_start=2615
-  _CONTEXTHOOK._serialized_end=2724
-  _COMPACTIONSETTINGS._serialized_start=2727
-  _COMPACTIONSETTINGS._serialized_end=2970
-  _FAUXSCRIPT._serialized_start=2973
-  _FAUXSCRIPT._serialized_end=3177
-  _SESSION._serialized_start=3180
-  _SESSION._serialized_end=3683
-  _SESSION_LABELSENTRY._serialized_start=3626
-  _SESSION_LABELSENTRY._serialized_end=3683
-  _SESSIONORIGIN._serialized_start=3685
-  _SESSIONORIGIN._serialized_end=3758
-  _MODELPRICE._serialized_start=3760
-  _MODELPRICE._serialized_end=3882
-  _MODEL._serialized_start=3885
-  _MODEL._serialized_end=4276
+  _SESSIONCONFIG._serialized_end=1712
+  _BUDGET._serialized_start=1715
+  _BUDGET._serialized_end=1892
+  _SPEND._serialized_start=1894
+  _SPEND._serialized_end=1952
+  _MCPSERVER._serialized_start=1955
+  _MCPSERVER._serialized_end=2232
+  _MCPSERVER_TOOLAPPROVALENTRY._serialized_start=2142
+  _MCPSERVER_TOOLAPPROVALENTRY._serialized_end=2232
+  _CONTEXTPOLICY._serialized_start=2234
+  _CONTEXTPOLICY._serialized_end=2295
+  _CONTEXTRULE._serialized_start=2298
+  _CONTEXTRULE._serialized_end=2583
+  _TOKENBUDGETRULE._serialized_start=2585
+  _TOKENBUDGETRULE._serialized_end=2674
+  _ELIDETOOLRESULTSRULE._serialized_start=2676
+  _ELIDETOOLRESULTSRULE._serialized_end=2729
+  _DROPKINDSRULE._serialized_start=2731
+  _DROPKINDSRULE._serialized_end=2792
+  _CAPIMAGESRULE._serialized_start=2794
+  _CAPIMAGESRULE._serialized_end=2840
+  _CONTEXTBLOCK._serialized_start=2842
+  _CONTEXTBLOCK._serialized_end=2896
+  _CONTEXTHOOK._serialized_start=2898
+  _CONTEXTHOOK._serialized_end=3007
+  _COMPACTIONSETTINGS._serialized_start=3010
+  _COMPACTIONSETTINGS._serialized_end=3253
+  _FAUXSCRIPT._serialized_start=3256
+  _FAUXSCRIPT._serialized_end=3460
+  _SESSION._serialized_start=3463
+  _SESSION._serialized_end=4006
+  _SESSION_LABELSENTRY._serialized_start=3949
+  _SESSION_LABELSENTRY._serialized_end=4006
+  _SESSIONORIGIN._serialized_start=4008
+  _SESSIONORIGIN._serialized_end=4081
+  _MODELPRICE._serialized_start=4083
+  _MODELPRICE._serialized_end=4205
+  _MODEL._serialized_start=4208
+  _MODEL._serialized_end=4599
 # @@protoc_insertion_point(module_scope)

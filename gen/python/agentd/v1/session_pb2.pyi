@@ -40,6 +40,18 @@ TOOL_EXECUTOR_CLIENT: ToolExecutor
 TOOL_EXECUTOR_SERVER: ToolExecutor
 TOOL_EXECUTOR_UNSPECIFIED: ToolExecutor
 
+class Budget(_message.Message):
+    __slots__ = ["max_cost_usd", "max_run_time", "max_tokens", "max_turns_per_run"]
+    MAX_COST_USD_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUN_TIME_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TURNS_PER_RUN_FIELD_NUMBER: _ClassVar[int]
+    max_cost_usd: float
+    max_run_time: _duration_pb2.Duration
+    max_tokens: int
+    max_turns_per_run: int
+    def __init__(self, max_cost_usd: _Optional[float] = ..., max_tokens: _Optional[int] = ..., max_turns_per_run: _Optional[int] = ..., max_run_time: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+
 class CapImagesRule(_message.Message):
     __slots__ = ["max_images"]
     MAX_IMAGES_FIELD_NUMBER: _ClassVar[int]
@@ -194,7 +206,7 @@ class ModelRef(_message.Message):
     def __init__(self, provider: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
 
 class Session(_message.Message):
-    __slots__ = ["active_run_id", "config", "create_time", "id", "labels", "leaf_entry_id", "origin", "state", "title", "update_time"]
+    __slots__ = ["active_run_id", "config", "create_time", "id", "labels", "leaf_entry_id", "origin", "spent", "state", "title", "update_time"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -209,6 +221,7 @@ class Session(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     LEAF_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    SPENT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -219,14 +232,16 @@ class Session(_message.Message):
     labels: _containers.ScalarMap[str, str]
     leaf_entry_id: str
     origin: SessionOrigin
+    spent: Spend
     state: SessionState
     title: str
     update_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., title: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., config: _Optional[_Union[SessionConfig, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., leaf_entry_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., active_run_id: _Optional[str] = ..., origin: _Optional[_Union[SessionOrigin, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., title: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., config: _Optional[_Union[SessionConfig, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., leaf_entry_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., active_run_id: _Optional[str] = ..., origin: _Optional[_Union[SessionOrigin, _Mapping]] = ..., spent: _Optional[_Union[Spend, _Mapping]] = ...) -> None: ...
 
 class SessionConfig(_message.Message):
-    __slots__ = ["approval_timeout", "client_tool_timeout", "compaction", "context_blocks", "context_hook", "context_policy", "faux", "follow_up_mode", "include_approvals_in_model_context", "max_turns", "mcp_servers", "model", "steering_mode", "system_prompt", "thinking_level", "tool_execution", "tools", "workspace_root"]
+    __slots__ = ["approval_timeout", "budget", "client_tool_timeout", "compaction", "context_blocks", "context_hook", "context_policy", "faux", "follow_up_mode", "include_approvals_in_model_context", "max_turns", "mcp_servers", "model", "steering_mode", "system_prompt", "thinking_level", "tool_execution", "tools", "workspace_root"]
     APPROVAL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_FIELD_NUMBER: _ClassVar[int]
     CLIENT_TOOL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     COMPACTION_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_BLOCKS_FIELD_NUMBER: _ClassVar[int]
@@ -245,6 +260,7 @@ class SessionConfig(_message.Message):
     TOOL_EXECUTION_FIELD_NUMBER: _ClassVar[int]
     WORKSPACE_ROOT_FIELD_NUMBER: _ClassVar[int]
     approval_timeout: _duration_pb2.Duration
+    budget: Budget
     client_tool_timeout: _duration_pb2.Duration
     compaction: CompactionSettings
     context_blocks: _containers.RepeatedCompositeFieldContainer[ContextBlock]
@@ -262,7 +278,7 @@ class SessionConfig(_message.Message):
     tool_execution: ToolExecutionMode
     tools: _containers.RepeatedCompositeFieldContainer[Tool]
     workspace_root: str
-    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., system_prompt: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_execution: _Optional[_Union[ToolExecutionMode, str]] = ..., steering_mode: _Optional[_Union[QueueMode, str]] = ..., follow_up_mode: _Optional[_Union[QueueMode, str]] = ..., thinking_level: _Optional[_Union[_agent_messages_pb2.ThinkingLevel, str]] = ..., workspace_root: _Optional[str] = ..., max_turns: _Optional[int] = ..., client_tool_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., include_approvals_in_model_context: bool = ..., faux: _Optional[_Union[FauxScript, _Mapping]] = ..., context_policy: _Optional[_Union[ContextPolicy, _Mapping]] = ..., context_hook: _Optional[_Union[ContextHook, _Mapping]] = ..., compaction: _Optional[_Union[CompactionSettings, _Mapping]] = ..., context_blocks: _Optional[_Iterable[_Union[ContextBlock, _Mapping]]] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ...) -> None: ...
+    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., system_prompt: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_execution: _Optional[_Union[ToolExecutionMode, str]] = ..., steering_mode: _Optional[_Union[QueueMode, str]] = ..., follow_up_mode: _Optional[_Union[QueueMode, str]] = ..., thinking_level: _Optional[_Union[_agent_messages_pb2.ThinkingLevel, str]] = ..., workspace_root: _Optional[str] = ..., max_turns: _Optional[int] = ..., client_tool_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., include_approvals_in_model_context: bool = ..., faux: _Optional[_Union[FauxScript, _Mapping]] = ..., context_policy: _Optional[_Union[ContextPolicy, _Mapping]] = ..., context_hook: _Optional[_Union[ContextHook, _Mapping]] = ..., compaction: _Optional[_Union[CompactionSettings, _Mapping]] = ..., context_blocks: _Optional[_Iterable[_Union[ContextBlock, _Mapping]]] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ...) -> None: ...
 
 class SessionOrigin(_message.Message):
     __slots__ = ["entry_id", "session_id"]
@@ -271,6 +287,14 @@ class SessionOrigin(_message.Message):
     entry_id: str
     session_id: str
     def __init__(self, session_id: _Optional[str] = ..., entry_id: _Optional[str] = ...) -> None: ...
+
+class Spend(_message.Message):
+    __slots__ = ["cost_usd", "tokens"]
+    COST_USD_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    cost_usd: float
+    tokens: int
+    def __init__(self, tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ...) -> None: ...
 
 class TokenBudgetRule(_message.Message):
     __slots__ = ["max_tokens", "pinned_messages"]

@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/session.proto.
  */
 export const file_agentd_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("ChdhZ2VudGQvdjEvc2Vzc2lvbi5wcm90bxIJYWdlbnRkLnYxIsIBCgRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSKwoKcGFyYW1ldGVycxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKQoIZXhlY3V0b3IYBCABKA4yFy5hZ2VudGQudjEuVG9vbEV4ZWN1dG9yEisKCGFwcHJvdmFsGAUgASgOMhkuYWdlbnRkLnYxLkFwcHJvdmFsUG9saWN5EhIKCnNlcXVlbnRpYWwYBiABKAgiZgoHQ29udGV4dBIVCg1zeXN0ZW1fcHJvbXB0GAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHgoFdG9vbHMYAyADKAsyDy5hZ2VudGQudjEuVG9vbCIoCghNb2RlbFJlZhIQCghwcm92aWRlchgBIAEoCRIKCgJpZBgCIAEoCSKFBgoNU2Vzc2lvbkNvbmZpZxIiCgVtb2RlbBgBIAEoCzITLmFnZW50ZC52MS5Nb2RlbFJlZhIVCg1zeXN0ZW1fcHJvbXB0GAIgASgJEh4KBXRvb2xzGAMgAygLMg8uYWdlbnRkLnYxLlRvb2wSNAoOdG9vbF9leGVjdXRpb24YBCABKA4yHC5hZ2VudGQudjEuVG9vbEV4ZWN1dGlvbk1vZGUSKwoNc3RlZXJpbmdfbW9kZRgFIAEoDjIULmFnZW50ZC52MS5RdWV1ZU1vZGUSLAoOZm9sbG93X3VwX21vZGUYBiABKA4yFC5hZ2VudGQudjEuUXVldWVNb2RlEjAKDnRoaW5raW5nX2xldmVsGAcgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwSFgoOd29ya3NwYWNlX3Jvb3QYCCABKAkSEQoJbWF4X3R1cm5zGAkgASgNEjYKE2NsaWVudF90b29sX3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMwoQYXBwcm92YWxfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCiJpbmNsdWRlX2FwcHJvdmFsc19pbl9tb2RlbF9jb250ZXh0GAwgASgIEiMKBGZhdXgYDSABKAsyFS5hZ2VudGQudjEuRmF1eFNjcmlwdBIwCg5jb250ZXh0X3BvbGljeRgOIAEoCzIYLmFnZW50ZC52MS5Db250ZXh0UG9saWN5EiwKDGNvbnRleHRfaG9vaxgPIAEoCzIWLmFnZW50ZC52MS5Db250ZXh0SG9vaxIxCgpjb21wYWN0aW9uGBAgASgLMh0uYWdlbnRkLnYxLkNvbXBhY3Rpb25TZXR0aW5ncxIvCg5jb250ZXh0X2Jsb2NrcxgRIAMoCzIXLmFnZW50ZC52MS5Db250ZXh0QmxvY2sSKQoLbWNwX3NlcnZlcnMYEiADKAsyFC5hZ2VudGQudjEuTWNwU2VydmVyIuQBCglNY3BTZXJ2ZXISDAoEbmFtZRgBIAEoCRINCgV0b29scxgCIAMoCRIrCghhcHByb3ZhbBgDIAEoDjIZLmFnZW50ZC52MS5BcHByb3ZhbFBvbGljeRI9Cg10b29sX2FwcHJvdmFsGAQgAygLMiYuYWdlbnRkLnYxLk1jcFNlcnZlci5Ub29sQXBwcm92YWxFbnRyeRpOChFUb29sQXBwcm92YWxFbnRyeRILCgNrZXkYASABKAkSKAoFdmFsdWUYAiABKA4yGS5hZ2VudGQudjEuQXBwcm92YWxQb2xpY3k6AjgBIjYKDUNvbnRleHRQb2xpY3kSJQoFcnVsZXMYASADKAsyFi5hZ2VudGQudjEuQ29udGV4dFJ1bGUi6AEKC0NvbnRleHRSdWxlEjIKDHRva2VuX2J1ZGdldBgBIAEoCzIaLmFnZW50ZC52MS5Ub2tlbkJ1ZGdldFJ1bGVIABI9ChJlbGlkZV90b29sX3Jlc3VsdHMYAiABKAsyHy5hZ2VudGQudjEuRWxpZGVUb29sUmVzdWx0c1J1bGVIABIuCgpkcm9wX2tpbmRzGAMgASgLMhguYWdlbnRkLnYxLkRyb3BLaW5kc1J1bGVIABIuCgpjYXBfaW1hZ2VzGAQgASgLMhguYWdlbnRkLnYxLkNhcEltYWdlc1J1bGVIAEIGCgRydWxlIj4KD1Rva2VuQnVkZ2V0UnVsZRISCgptYXhfdG9rZW5zGAEgASgDEhcKD3Bpbm5lZF9tZXNzYWdlcxgCIAEoDSIqChRFbGlkZVRvb2xSZXN1bHRzUnVsZRISCgprZWVwX3R1cm5zGAEgASgNIjYKDURyb3BLaW5kc1J1bGUSJQoFa2luZHMYASADKA4yFi5hZ2VudGQudjEuTWVzc2FnZUtpbmQiIwoNQ2FwSW1hZ2VzUnVsZRISCgptYXhfaW1hZ2VzGAEgASgNIioKDENvbnRleHRCbG9jaxIMCgRuYW1lGAEgASgJEgwKBHRleHQYAiABKAkiUwoLQ29udGV4dEhvb2sSKgoHdGltZW91dBgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIYChBpbmNsdWRlX21lc3NhZ2VzGAIgASgIIqUBChJDb21wYWN0aW9uU2V0dGluZ3MSFAoMZGlzYWJsZV9hdXRvGAEgASgIEhYKDnJlc2VydmVfdG9rZW5zGAIgASgDEhoKEmtlZXBfcmVjZW50X3Rva2VucxgDIAEoAxIiCgVtb2RlbBgEIAEoCzITLmFnZW50ZC52MS5Nb2RlbFJlZhIhChlkaXNhYmxlX292ZXJmbG93X3JlY292ZXJ5GAUgASgIIpABCgpGYXV4U2NyaXB0Ei4KCXJlc3BvbnNlcxgBIAMoCzIbLmFnZW50ZC52MS5Bc3Npc3RhbnRNZXNzYWdlEgwKBGVjaG8YAiABKAgSGQoRdG9rZW5zX3Blcl9zZWNvbmQYAyABKA0SFgoOY29udGV4dF93aW5kb3cYBCABKAMSEQoJc3VtbWFyaWVzGAUgAygJIo8DCgdTZXNzaW9uEgoKAmlkGAEgASgJEg0KBXRpdGxlGAIgASgJEi4KBmxhYmVscxgDIAMoCzIeLmFnZW50ZC52MS5TZXNzaW9uLkxhYmVsc0VudHJ5EigKBmNvbmZpZxgEIAEoCzIYLmFnZW50ZC52MS5TZXNzaW9uQ29uZmlnEi8KC2NyZWF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGVhZl9lbnRyeV9pZBgHIAEoCRImCgVzdGF0ZRgIIAEoDjIXLmFnZW50ZC52MS5TZXNzaW9uU3RhdGUSFQoNYWN0aXZlX3J1bl9pZBgJIAEoCRIoCgZvcmlnaW4YCiABKAsyGC5hZ2VudGQudjEuU2Vzc2lvbk9yaWdpbhotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjUKDVNlc3Npb25PcmlnaW4SEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghlbnRyeV9pZBgCIAEoCSJUCgpNb2RlbFByaWNlEg0KBWlucHV0GAEgASgBEg4KBm91dHB1dBgCIAEoARISCgpjYWNoZV9yZWFkGAMgASgBEhMKC2NhY2hlX3dyaXRlGAQgASgBIp4CCgVNb2RlbBIgCgNyZWYYASABKAsyEy5hZ2VudGQudjEuTW9kZWxSZWYSDAoEbmFtZRgCIAEoCRILCgNhcGkYAyABKAkSFgoOY29udGV4dF93aW5kb3cYBCABKAMSGQoRbWF4X291dHB1dF90b2tlbnMYBSABKAMSLQoQaW5wdXRfbW9kYWxpdGllcxgGIAMoDjITLmFnZW50ZC52MS5Nb2RhbGl0eRIRCglyZWFzb25pbmcYByABKAgSJAoFcHJpY2UYCCABKAsyFS5hZ2VudGQudjEuTW9kZWxQcmljZRISCgpjb25maWd1cmVkGAkgASgIEikKCG1ldGFkYXRhGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCphCgxUb29sRXhlY3V0b3ISHQoZVE9PTF9FWEVDVVRPUl9VTlNQRUNJRklFRBAAEhgKFFRPT0xfRVhFQ1VUT1JfU0VSVkVSEAESGAoUVE9PTF9FWEVDVVRPUl9DTElFTlQQAip/Cg5BcHByb3ZhbFBvbGljeRIfChtBUFBST1ZBTF9QT0xJQ1lfVU5TUEVDSUZJRUQQABIZChVBUFBST1ZBTF9QT0xJQ1lfQUxMT1cQARIXChNBUFBST1ZBTF9QT0xJQ1lfQVNLEAISGAoUQVBQUk9WQUxfUE9MSUNZX0RFTlkQAyp+ChFUb29sRXhlY3V0aW9uTW9kZRIjCh9UT09MX0VYRUNVVElPTl9NT0RFX1VOU1BFQ0lGSUVEEAASIAocVE9PTF9FWEVDVVRJT05fTU9ERV9QQVJBTExFTBABEiIKHlRPT0xfRVhFQ1VUSU9OX01PREVfU0VRVUVOVElBTBACKlkKCVF1ZXVlTW9kZRIaChZRVUVVRV9NT0RFX1VOU1BFQ0lGSUVEEAASHAoYUVVFVUVfTU9ERV9PTkVfQVRfQV9USU1FEAESEgoOUVVFVUVfTU9ERV9BTEwQAiq6AgoLTWVzc2FnZUtpbmQSHAoYTUVTU0FHRV9LSU5EX1VOU1BFQ0lGSUVEEAASFQoRTUVTU0FHRV9LSU5EX1VTRVIQARIaChZNRVNTQUdFX0tJTkRfQVNTSVNUQU5UEAISHAoYTUVTU0FHRV9LSU5EX1RPT0xfUkVTVUxUEAMSIAocTUVTU0FHRV9LSU5EX0FQUFJPVkFMX05PVElDRRAEEh8KG01FU1NBR0VfS0lORF9CQVNIX0VYRUNVVElPThAFEhcKE01FU1NBR0VfS0lORF9DVVNUT00QBhIfChtNRVNTQUdFX0tJTkRfQlJBTkNIX1NVTU1BUlkQBxIjCh9NRVNTQUdFX0tJTkRfQ09NUEFDVElPTl9TVU1NQVJZEAgSGgoWTUVTU0FHRV9LSU5EX0VYVEVOU0lPThAJKmAKDFNlc3Npb25TdGF0ZRIdChlTRVNTSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSU0VTU0lPTl9TVEFURV9JRExFEAESGQoVU0VTU0lPTl9TVEFURV9SVU5OSU5HEAIqSwoITW9kYWxpdHkSGAoUTU9EQUxJVFlfVU5TUEVDSUZJRUQQABIRCg1NT0RBTElUWV9URVhUEAESEgoOTU9EQUxJVFlfSU1BR0UQAkI0WjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MWIGcHJvdG8z", [file_agentd_v1_agent_messages, file_agentd_v1_messages, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChdhZ2VudGQvdjEvc2Vzc2lvbi5wcm90bxIJYWdlbnRkLnYxIsIBCgRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSKwoKcGFyYW1ldGVycxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKQoIZXhlY3V0b3IYBCABKA4yFy5hZ2VudGQudjEuVG9vbEV4ZWN1dG9yEisKCGFwcHJvdmFsGAUgASgOMhkuYWdlbnRkLnYxLkFwcHJvdmFsUG9saWN5EhIKCnNlcXVlbnRpYWwYBiABKAgiZgoHQ29udGV4dBIVCg1zeXN0ZW1fcHJvbXB0GAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHgoFdG9vbHMYAyADKAsyDy5hZ2VudGQudjEuVG9vbCIoCghNb2RlbFJlZhIQCghwcm92aWRlchgBIAEoCRIKCgJpZBgCIAEoCSKoBgoNU2Vzc2lvbkNvbmZpZxIiCgVtb2RlbBgBIAEoCzITLmFnZW50ZC52MS5Nb2RlbFJlZhIVCg1zeXN0ZW1fcHJvbXB0GAIgASgJEh4KBXRvb2xzGAMgAygLMg8uYWdlbnRkLnYxLlRvb2wSNAoOdG9vbF9leGVjdXRpb24YBCABKA4yHC5hZ2VudGQudjEuVG9vbEV4ZWN1dGlvbk1vZGUSKwoNc3RlZXJpbmdfbW9kZRgFIAEoDjIULmFnZW50ZC52MS5RdWV1ZU1vZGUSLAoOZm9sbG93X3VwX21vZGUYBiABKA4yFC5hZ2VudGQudjEuUXVldWVNb2RlEjAKDnRoaW5raW5nX2xldmVsGAcgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwSFgoOd29ya3NwYWNlX3Jvb3QYCCABKAkSEQoJbWF4X3R1cm5zGAkgASgNEjYKE2NsaWVudF90b29sX3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMwoQYXBwcm92YWxfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCiJpbmNsdWRlX2FwcHJvdmFsc19pbl9tb2RlbF9jb250ZXh0GAwgASgIEiMKBGZhdXgYDSABKAsyFS5hZ2VudGQudjEuRmF1eFNjcmlwdBIwCg5jb250ZXh0X3BvbGljeRgOIAEoCzIYLmFnZW50ZC52MS5Db250ZXh0UG9saWN5EiwKDGNvbnRleHRfaG9vaxgPIAEoCzIWLmFnZW50ZC52MS5Db250ZXh0SG9vaxIxCgpjb21wYWN0aW9uGBAgASgLMh0uYWdlbnRkLnYxLkNvbXBhY3Rpb25TZXR0aW5ncxIvCg5jb250ZXh0X2Jsb2NrcxgRIAMoCzIXLmFnZW50ZC52MS5Db250ZXh0QmxvY2sSKQoLbWNwX3NlcnZlcnMYEiADKAsyFC5hZ2VudGQudjEuTWNwU2VydmVyEiEKBmJ1ZGdldBgTIAEoCzIRLmFnZW50ZC52MS5CdWRnZXQifgoGQnVkZ2V0EhQKDG1heF9jb3N0X3VzZBgBIAEoARISCgptYXhfdG9rZW5zGAIgASgDEhkKEW1heF90dXJuc19wZXJfcnVuGAMgASgNEi8KDG1heF9ydW5fdGltZRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIpCgVTcGVuZBIOCgZ0b2tlbnMYASABKAMSEAoIY29zdF91c2QYAiABKAEi5AEKCU1jcFNlcnZlchIMCgRuYW1lGAEgASgJEg0KBXRvb2xzGAIgAygJEisKCGFwcHJvdmFsGAMgASgOMhkuYWdlbnRkLnYxLkFwcHJvdmFsUG9saWN5Ej0KDXRvb2xfYXBwcm92YWwYBCADKAsyJi5hZ2VudGQudjEuTWNwU2VydmVyLlRvb2xBcHByb3ZhbEVudHJ5Gk4KEVRvb2xBcHByb3ZhbEVudHJ5EgsKA2tleRgBIAEoCRIoCgV2YWx1ZRgCIAEoDjIZLmFnZW50ZC52MS5BcHByb3ZhbFBvbGljeToCOAEiNgoNQ29udGV4dFBvbGljeRIlCgVydWxlcxgBIAMoCzIWLmFnZW50ZC52MS5Db250ZXh0UnVsZSLoAQoLQ29udGV4dFJ1bGUSMgoMdG9rZW5fYnVkZ2V0GAEgASgLMhouYWdlbnRkLnYxLlRva2VuQnVkZ2V0UnVsZUgAEj0KEmVsaWRlX3Rvb2xfcmVzdWx0cxgCIAEoCzIfLmFnZW50ZC52MS5FbGlkZVRvb2xSZXN1bHRzUnVsZUgAEi4KCmRyb3Bfa2luZHMYAyABKAsyGC5hZ2VudGQudjEuRHJvcEtpbmRzUnVsZUgAEi4KCmNhcF9pbWFnZXMYBCABKAsyGC5hZ2VudGQudjEuQ2FwSW1hZ2VzUnVsZUgAQgYKBHJ1bGUiPgoPVG9rZW5CdWRnZXRSdWxlEhIKCm1heF90b2tlbnMYASABKAMSFwoPcGlubmVkX21lc3NhZ2VzGAIgASgNIioKFEVsaWRlVG9vbFJlc3VsdHNSdWxlEhIKCmtlZXBfdHVybnMYASABKA0iNgoNRHJvcEtpbmRzUnVsZRIlCgVraW5kcxgBIAMoDjIWLmFnZW50ZC52MS5NZXNzYWdlS2luZCIjCg1DYXBJbWFnZXNSdWxlEhIKCm1heF9pbWFnZXMYASABKA0iKgoMQ29udGV4dEJsb2NrEgwKBG5hbWUYASABKAkSDAoEdGV4dBgCIAEoCSJTCgtDb250ZXh0SG9vaxIqCgd0aW1lb3V0GAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhgKEGluY2x1ZGVfbWVzc2FnZXMYAiABKAgipQEKEkNvbXBhY3Rpb25TZXR0aW5ncxIUCgxkaXNhYmxlX2F1dG8YASABKAgSFgoOcmVzZXJ2ZV90b2tlbnMYAiABKAMSGgoSa2VlcF9yZWNlbnRfdG9rZW5zGAMgASgDEiIKBW1vZGVsGAQgASgLMhMuYWdlbnRkLnYxLk1vZGVsUmVmEiEKGWRpc2FibGVfb3ZlcmZsb3dfcmVjb3ZlcnkYBSABKAgikAEKCkZhdXhTY3JpcHQSLgoJcmVzcG9uc2VzGAEgAygLMhsuYWdlbnRkLnYxLkFzc2lzdGFudE1lc3NhZ2USDAoEZWNobxgCIAEoCBIZChF0b2tlbnNfcGVyX3NlY29uZBgDIAEoDRIWCg5jb250ZXh0X3dpbmRvdxgEIAEoAxIRCglzdW1tYXJpZXMYBSADKAkisAMKB1Nlc3Npb24SCgoCaWQYASABKAkSDQoFdGl0bGUYAiABKAkSLgoGbGFiZWxzGAMgAygLMh4uYWdlbnRkLnYxLlNlc3Npb24uTGFiZWxzRW50cnkSKAoGY29uZmlnGAQgASgLMhguYWdlbnRkLnYxLlNlc3Npb25Db25maWcSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1sZWFmX2VudHJ5X2lkGAcgASgJEiYKBXN0YXRlGAggASgOMhcuYWdlbnRkLnYxLlNlc3Npb25TdGF0ZRIVCg1hY3RpdmVfcnVuX2lkGAkgASgJEigKBm9yaWdpbhgKIAEoCzIYLmFnZW50ZC52MS5TZXNzaW9uT3JpZ2luEh8KBXNwZW50GAsgASgLMhAuYWdlbnRkLnYxLlNwZW5kGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiNQoNU2Vzc2lvbk9yaWdpbhISCgpzZXNzaW9uX2lkGAEgASgJEhAKCGVudHJ5X2lkGAIgASgJIlQKCk1vZGVsUHJpY2USDQoFaW5wdXQYASABKAESDgoGb3V0cHV0GAIgASgBEhIKCmNhY2hlX3JlYWQYAyABKAESEwoLY2FjaGVfd3JpdGUYBCABKAEingIKBU1vZGVsEiAKA3JlZhgBIAEoCzITLmFnZW50ZC52MS5Nb2RlbFJlZhIMCgRuYW1lGAIgASgJEgsKA2FwaRgDIAEoCRIWCg5jb250ZXh0X3dpbmRvdxgEIAEoAxIZChFtYXhfb3V0cHV0X3Rva2VucxgFIAEoAxItChBpbnB1dF9tb2RhbGl0aWVzGAYgAygOMhMuYWdlbnRkLnYxLk1vZGFsaXR5EhEKCXJlYXNvbmluZxgHIAEoCBIkCgVwcmljZRgIIAEoCzIVLmFnZW50ZC52MS5Nb2RlbFByaWNlEhIKCmNvbmZpZ3VyZWQYCSABKAgSKQoIbWV0YWRhdGEYCiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0KmEKDFRvb2xFeGVjdXRvchIdChlUT09MX0VYRUNVVE9SX1VOU1BFQ0lGSUVEEAASGAoUVE9PTF9FWEVDVVRPUl9TRVJWRVIQARIYChRUT09MX0VYRUNVVE9SX0NMSUVOVBACKn8KDkFwcHJvdmFsUG9saWN5Eh8KG0FQUFJPVkFMX1BPTElDWV9VTlNQRUNJRklFRBAAEhkKFUFQUFJPVkFMX1BPTElDWV9BTExPVxABEhcKE0FQUFJPVkFMX1BPTElDWV9BU0sQAhIYChRBUFBST1ZBTF9QT0xJQ1lfREVOWRADKn4KEVRvb2xFeGVjdXRpb25Nb2RlEiMKH1RPT0xfRVhFQ1VUSU9OX01PREVfVU5TUEVDSUZJRUQQABIgChxUT09MX0VYRUNVVElPTl9NT0RFX1BBUkFMTEVMEAESIgoeVE9PTF9FWEVDVVRJT05fTU9ERV9TRVFVRU5USUFMEAIqWQoJUXVldWVNb2RlEhoKFlFVRVVFX01PREVfVU5TUEVDSUZJRUQQABIcChhRVUVVRV9NT0RFX09ORV9BVF9BX1RJTUUQARISCg5RVUVVRV9NT0RFX0FMTBACKroCCgtNZXNzYWdlS2luZBIcChhNRVNTQUdFX0tJTkRfVU5TUEVDSUZJRUQQABIVChFNRVNTQUdFX0tJTkRfVVNFUhABEhoKFk1FU1NBR0VfS0lORF9BU1NJU1RBTlQQAhIcChhNRVNTQUdFX0tJTkRfVE9PTF9SRVNVTFQQAxIgChxNRVNTQUdFX0tJTkRfQVBQUk9WQUxfTk9USUNFEAQSHwobTUVTU0FHRV9LSU5EX0JBU0hfRVhFQ1VUSU9OEAUSFwoTTUVTU0FHRV9LSU5EX0NVU1RPTRAGEh8KG01FU1NBR0VfS0lORF9CUkFOQ0hfU1VNTUFSWRAHEiMKH01FU1NBR0VfS0lORF9DT01QQUNUSU9OX1NVTU1BUlkQCBIaChZNRVNTQUdFX0tJTkRfRVhURU5TSU9OEAkqYAoMU2Vzc2lvblN0YXRlEh0KGVNFU1NJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIWChJTRVNTSU9OX1NUQVRFX0lETEUQARIZChVTRVNTSU9OX1NUQVRFX1JVTk5JTkcQAipLCghNb2RhbGl0eRIYChRNT0RBTElUWV9VTlNQRUNJRklFRBAAEhEKDU1PREFMSVRZX1RFWFQQARISCg5NT0RBTElUWV9JTUFHRRACQjRaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxYgZwcm90bzM", [file_agentd_v1_agent_messages, file_agentd_v1_messages, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Tool declares a tool the model may call.
@@ -290,6 +290,16 @@ export type SessionConfig = Message<"agentd.v1.SessionConfig"> & {
    * @generated from field: repeated agentd.v1.McpServer mcp_servers = 18;
    */
   mcpServers: McpServer[];
+
+  /**
+   * Limits on what the session's runs may spend. A run that reaches one
+   * ends with outcome BUDGET_EXCEEDED and an error event naming it; a
+   * Prompt or Continue on a session already over its cost or token limit
+   * is refused with RESOURCE_EXHAUSTED.
+   *
+   * @generated from field: agentd.v1.Budget budget = 19;
+   */
+  budget?: Budget | undefined;
 };
 
 /**
@@ -298,6 +308,78 @@ export type SessionConfig = Message<"agentd.v1.SessionConfig"> & {
  */
 export const SessionConfigSchema: GenMessage<SessionConfig> = /*@__PURE__*/
   messageDesc(file_agentd_v1_session, 3);
+
+/**
+ * Budget caps what a session's runs may spend. A zero field sets no limit.
+ *
+ * @generated from message agentd.v1.Budget
+ */
+export type Budget = Message<"agentd.v1.Budget"> & {
+  /**
+   * The most the session's model calls may cost in all, in US dollars
+   * (every run and branch, as Session.spent counts it).
+   *
+   * @generated from field: double max_cost_usd = 1;
+   */
+  maxCostUsd: number;
+
+  /**
+   * The most tokens the session's model calls may use in all.
+   *
+   * @generated from field: int64 max_tokens = 2;
+   */
+  maxTokens: bigint;
+
+  /**
+   * The most turns (model calls) one run may take.
+   *
+   * @generated from field: uint32 max_turns_per_run = 3;
+   */
+  maxTurnsPerRun: number;
+
+  /**
+   * The longest one run may last; the message being generated then is
+   * aborted.
+   *
+   * @generated from field: google.protobuf.Duration max_run_time = 4;
+   */
+  maxRunTime?: Duration | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.Budget.
+ * Use `create(BudgetSchema)` to create a new message.
+ */
+export const BudgetSchema: GenMessage<Budget> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 4);
+
+/**
+ * Spend is what model calls cost: the tokens they used and their price.
+ *
+ * @generated from message agentd.v1.Spend
+ */
+export type Spend = Message<"agentd.v1.Spend"> & {
+  /**
+   * Total tokens (input, output and cache).
+   *
+   * @generated from field: int64 tokens = 1;
+   */
+  tokens: bigint;
+
+  /**
+   * Total cost in US dollars, as the model catalog prices it.
+   *
+   * @generated from field: double cost_usd = 2;
+   */
+  costUsd: number;
+};
+
+/**
+ * Describes the message agentd.v1.Spend.
+ * Use `create(SpendSchema)` to create a new message.
+ */
+export const SpendSchema: GenMessage<Spend> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 5);
 
 /**
  * McpServer enables one of agentd's MCP servers for a session.
@@ -344,7 +426,7 @@ export type McpServer = Message<"agentd.v1.McpServer"> & {
  * Use `create(McpServerSchema)` to create a new message.
  */
 export const McpServerSchema: GenMessage<McpServer> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 4);
+  messageDesc(file_agentd_v1_session, 6);
 
 /**
  * ContextPolicy is an ordered list of declarative rules that shape what the
@@ -368,7 +450,7 @@ export type ContextPolicy = Message<"agentd.v1.ContextPolicy"> & {
  * Use `create(ContextPolicySchema)` to create a new message.
  */
 export const ContextPolicySchema: GenMessage<ContextPolicy> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 5);
+  messageDesc(file_agentd_v1_session, 7);
 
 /**
  * ContextRule is one rule of a ContextPolicy.
@@ -421,7 +503,7 @@ export type ContextRule = Message<"agentd.v1.ContextRule"> & {
  * Use `create(ContextRuleSchema)` to create a new message.
  */
 export const ContextRuleSchema: GenMessage<ContextRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 6);
+  messageDesc(file_agentd_v1_session, 8);
 
 /**
  * TokenBudgetRule drops the oldest turns until the estimated size (about
@@ -456,7 +538,7 @@ export type TokenBudgetRule = Message<"agentd.v1.TokenBudgetRule"> & {
  * Use `create(TokenBudgetRuleSchema)` to create a new message.
  */
 export const TokenBudgetRuleSchema: GenMessage<TokenBudgetRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 7);
+  messageDesc(file_agentd_v1_session, 9);
 
 /**
  * ElideToolResultsRule replaces the content of old tool results with one
@@ -482,7 +564,7 @@ export type ElideToolResultsRule = Message<"agentd.v1.ElideToolResultsRule"> & {
  * Use `create(ElideToolResultsRuleSchema)` to create a new message.
  */
 export const ElideToolResultsRuleSchema: GenMessage<ElideToolResultsRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 8);
+  messageDesc(file_agentd_v1_session, 10);
 
 /**
  * DropKindsRule drops every message of the given kinds. User, assistant and
@@ -505,7 +587,7 @@ export type DropKindsRule = Message<"agentd.v1.DropKindsRule"> & {
  * Use `create(DropKindsRuleSchema)` to create a new message.
  */
 export const DropKindsRuleSchema: GenMessage<DropKindsRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 9);
+  messageDesc(file_agentd_v1_session, 11);
 
 /**
  * CapImagesRule keeps the newest max_images images of the context and turns
@@ -527,7 +609,7 @@ export type CapImagesRule = Message<"agentd.v1.CapImagesRule"> & {
  * Use `create(CapImagesRuleSchema)` to create a new message.
  */
 export const CapImagesRuleSchema: GenMessage<CapImagesRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 10);
+  messageDesc(file_agentd_v1_session, 12);
 
 /**
  * ContextBlock is a named piece of text the client keeps up to date; every
@@ -558,7 +640,7 @@ export type ContextBlock = Message<"agentd.v1.ContextBlock"> & {
  * Use `create(ContextBlockSchema)` to create a new message.
  */
 export const ContextBlockSchema: GenMessage<ContextBlock> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 11);
+  messageDesc(file_agentd_v1_session, 13);
 
 /**
  * ContextHook lets a client reshape each model call's context: before each
@@ -592,7 +674,7 @@ export type ContextHook = Message<"agentd.v1.ContextHook"> & {
  * Use `create(ContextHookSchema)` to create a new message.
  */
 export const ContextHookSchema: GenMessage<ContextHook> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 12);
+  messageDesc(file_agentd_v1_session, 14);
 
 /**
  * CompactionSettings say when and how a session's history is compacted:
@@ -651,7 +733,7 @@ export type CompactionSettings = Message<"agentd.v1.CompactionSettings"> & {
  * Use `create(CompactionSettingsSchema)` to create a new message.
  */
 export const CompactionSettingsSchema: GenMessage<CompactionSettings> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 13);
+  messageDesc(file_agentd_v1_session, 15);
 
 /**
  * FauxScript scripts the faux model, so clients in any language can write
@@ -713,7 +795,7 @@ export type FauxScript = Message<"agentd.v1.FauxScript"> & {
  * Use `create(FauxScriptSchema)` to create a new message.
  */
 export const FauxScriptSchema: GenMessage<FauxScript> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 14);
+  messageDesc(file_agentd_v1_session, 16);
 
 /**
  * Session is one conversation with its configuration.
@@ -791,6 +873,14 @@ export type Session = Message<"agentd.v1.Session"> & {
    * @generated from field: agentd.v1.SessionOrigin origin = 10;
    */
   origin?: SessionOrigin | undefined;
+
+  /**
+   * What the session's model calls cost so far, every run and branch
+   * counted (GetSession only; unset in ListSessions).
+   *
+   * @generated from field: agentd.v1.Spend spent = 11;
+   */
+  spent?: Spend | undefined;
 };
 
 /**
@@ -798,7 +888,7 @@ export type Session = Message<"agentd.v1.Session"> & {
  * Use `create(SessionSchema)` to create a new message.
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 15);
+  messageDesc(file_agentd_v1_session, 17);
 
 /**
  * SessionOrigin names the session and entry a session was forked from.
@@ -826,7 +916,7 @@ export type SessionOrigin = Message<"agentd.v1.SessionOrigin"> & {
  * Use `create(SessionOriginSchema)` to create a new message.
  */
 export const SessionOriginSchema: GenMessage<SessionOrigin> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 16);
+  messageDesc(file_agentd_v1_session, 18);
 
 /**
  * ModelPrice is a model's price in US dollars per million tokens.
@@ -868,7 +958,7 @@ export type ModelPrice = Message<"agentd.v1.ModelPrice"> & {
  * Use `create(ModelPriceSchema)` to create a new message.
  */
 export const ModelPriceSchema: GenMessage<ModelPrice> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 17);
+  messageDesc(file_agentd_v1_session, 19);
 
 /**
  * Model describes a model agentd can call.
@@ -954,7 +1044,7 @@ export type Model = Message<"agentd.v1.Model"> & {
  * Use `create(ModelSchema)` to create a new message.
  */
 export const ModelSchema: GenMessage<Model> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 18);
+  messageDesc(file_agentd_v1_session, 20);
 
 /**
  * ToolExecutor says who runs a tool.
