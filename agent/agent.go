@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentd/agentd/agent/contextpolicy"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -84,6 +86,15 @@ type Options struct {
 	// Lease is how long this replica's claim on a run lasts without a
 	// renewal, on a shared store. Default DefaultLease.
 	Lease time.Duration
+	// TracerProvider, when set, makes each run an invoke_agent span (a
+	// child of the span of the request that started it), each model call
+	// a chat span and each tool call an execute_tool span, with the
+	// OpenTelemetry GenAI semantic conventions' attributes, and puts the
+	// trace id on every event. nil traces nothing.
+	TracerProvider trace.TracerProvider
+	// CaptureContent records messages, tool arguments and results on the
+	// spans; off by default, as they may hold personal data.
+	CaptureContent bool
 }
 
 // Metrics receives the agent's operational measurements.
@@ -134,6 +145,7 @@ type Agent struct {
 	opts           Options
 	tools          map[string]agentloop.Tool
 	workspaceRoots []string
+	tracer         *tracer // nil without a TracerProvider
 
 	mu        sync.Mutex
 	bySession map[string]*Run // active runs
@@ -179,6 +191,10 @@ func New(ctx context.Context, store persistence.Store, opts Options) (*Agent, er
 		byID:      map[string]*Run{},
 		appending: map[string]bool{},
 		stop:      make(chan struct{}),
+	}
+	if opts.TracerProvider != nil {
+		t := newTracer(opts.TracerProvider, opts.CaptureContent)
+		a.tracer = &t
 	}
 	if shared, ok := store.(persistence.Shared); ok {
 		if opts.ReplicaID == "" {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -85,6 +86,14 @@ func isAgentEnd(data []byte) bool {
 // eventLog is the event log of one active run: the events not stored yet
 // and the newest stored ones, in seq order, with a wake-up for followers.
 // Older events are read back from the store.
+// setTraceID stamps the run's events with its trace (when valid); called
+// before the run logs anything.
+func (l *eventLog) setTraceID(id trace.TraceID) {
+	if id.IsValid() {
+		l.traceID = id[:]
+	}
+}
+
 type eventLog struct {
 	// store is where batches go: the store, or the run's claim on it.
 	store interface {
@@ -92,6 +101,7 @@ type eventLog struct {
 	}
 	logger           *slog.Logger
 	sessionID, runID string
+	traceID          []byte // the run's trace, set before its first event
 
 	mu      sync.Mutex
 	tail    []Event // seqs first..next-1
@@ -184,7 +194,7 @@ func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged bool) {
 		l.mu.Unlock()
 		return false
 	}
-	ev.SessionId, ev.RunId, ev.Seq = l.sessionID, l.runID, l.next
+	ev.SessionId, ev.RunId, ev.Seq, ev.TraceId = l.sessionID, l.runID, l.next, l.traceID
 	data, err := proto.Marshal(ev)
 	if err != nil {
 		// Generated messages always encode; an invalid UTF-8 string from a

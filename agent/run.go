@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -60,6 +62,8 @@ type Run struct {
 	context *runContext
 	// budget enforces the session's budget; nil until launched.
 	budget *budget
+	// span is the run's invoke_agent span; nil without tracing.
+	span trace.Span
 }
 
 // ID returns the run's id.
@@ -160,6 +164,10 @@ func (a *Agent) Start(ctx context.Context, req StartRequest) (string, error) {
 		}
 		return existing.id, nil
 	}
+	if a.tracer != nil {
+		r.span = a.tracer.startRun(ctx, r, model)
+		r.log.setTraceID(r.span.SpanContext().TraceID())
+	}
 	// From here on the client's cancellation no longer matters: a retry
 	// with the same request id may already be waiting for this launch.
 	err = a.launch(context.WithoutCancel(ctx), r, sess, model, stream, retry, req)
@@ -244,6 +252,12 @@ func (a *Agent) unregister(r *Run, launchErr error) {
 	}
 	a.mu.Unlock()
 	r.launchErr = launchErr
+	if r.span != nil {
+		if launchErr != nil {
+			r.span.SetStatus(codes.Error, launchErr.Error())
+		}
+		r.span.End()
+	}
 	close(r.launched)
 	r.cancel(errors.New("the run never started"))
 	close(r.done)
@@ -284,6 +298,9 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 			}
 		}
 		offered, snapshots = a.runMCPTools(ctx, r.sessionID, cfg, stored)
+	}
+	if a.tracer != nil {
+		stream = a.tracer.stream(stream)
 	}
 	kit, err := a.toolKit(cfg, r, offered)
 	if err != nil {
@@ -372,10 +389,14 @@ func (a *Agent) execute(r *Run, state agentloop.State, cfg agentloop.Config, pro
 	r.budget.start(r)
 	defer r.budget.stop()
 	var err error
+	ctx := r.ctx
+	if r.span != nil {
+		ctx = trace.ContextWithSpan(ctx, r.span)
+	}
 	if prompt != nil {
-		_, err = agentloop.Run(r.ctx, []*agentdv1.AgentMessage{prompt}, state, cfg, r.sink)
+		_, err = agentloop.Run(ctx, []*agentdv1.AgentMessage{prompt}, state, cfg, r.sink)
 	} else {
-		_, err = agentloop.Continue(r.ctx, state, cfg, r.sink)
+		_, err = agentloop.Continue(ctx, state, cfg, r.sink)
 	}
 	if err != nil {
 		a.opts.Logger.Warn("run stopped by an internal failure", "session", r.sessionID, "run", r.id, "err", err)
@@ -466,6 +487,7 @@ func (r *Run) storeLastEvents(ctx context.Context) {
 // once. Messages queued too late to be delivered are reported, not lost
 // silently.
 func (a *Agent) endRun(ctx context.Context, r *Run, end *agentdv1.AgentEnd) {
+	endRunSpan(r.span, end)
 	if err := r.writer.EndRun(ctx, r.id, end.GetOutcome(), end.GetErrorMessage()); err != nil {
 		a.opts.Logger.ErrorContext(ctx, "could not record the end of a run; it will be closed as interrupted at the next start",
 			"session", r.sessionID, "run", r.id, "err", err)

@@ -134,6 +134,9 @@ func (a *Agent) toolKit(cfg *agentdv1.SessionConfig, r *Run, mcp mcpTools) (*too
 		return nil, err
 	}
 	list = a.addMCPTools(cfg, mcp, list, kit.policies)
+	if r != nil && a.tracer != nil {
+		list = a.tracer.tools(list)
+	}
 	set, err := agentloop.NewToolSet(list...)
 	if err != nil {
 		return nil, invalid("config.tools", "%v", err)

@@ -3,6 +3,8 @@ package service_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,9 +22,13 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -44,6 +50,7 @@ const (
 	benchRoleEnv   = "AGENTD_BENCH_ROLE"
 	benchArgEnv    = "AGENTD_BENCH_ARG"
 	roleAgentd     = "agentd"
+	roleTraced     = "agentd-traced"
 	roleBare       = "bare"
 	roleLoad       = "load"
 	benchReadyLine = "bench listening on "
@@ -57,7 +64,9 @@ func runBenchRole() bool {
 	case "":
 		return false
 	case roleAgentd:
-		err = serveAgentdForBench(os.Getenv(benchArgEnv))
+		err = serveAgentdForBench(os.Getenv(benchArgEnv), false)
+	case roleTraced:
+		err = serveAgentdForBench(os.Getenv(benchArgEnv), true)
 	case roleBare:
 		err = serveBareForBench(os.Getenv(benchArgEnv))
 	case roleLoad:
@@ -88,15 +97,23 @@ func serveUntilStdinCloses(register func(*grpc.Server), opts ...grpc.ServerOptio
 	return nil
 }
 
-// serveAgentdForBench runs agentd as cmd/agentd does, on a database in dir.
-func serveAgentdForBench(dir string) error {
+// serveAgentdForBench runs agentd as cmd/agentd does, on a database in
+// dir; traced, with spans batched to an exporter that drops them (the
+// cost of tracing inside agentd, not of a collector).
+func serveAgentdForBench(dir string, traced bool) error {
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, filepath.Join(dir, "agentd.db"))
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	a, err := agent.New(ctx, st, agent.Options{MaxConcurrentRuns: 10_000})
+	var tp trace.TracerProvider
+	if traced {
+		sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		defer sdk.Shutdown(ctx)
+		tp = sdk
+	}
+	a, err := agent.New(ctx, st, agent.Options{MaxConcurrentRuns: 10_000, TracerProvider: tp})
 	if err != nil {
 		return err
 	}
@@ -105,7 +122,7 @@ func serveAgentdForBench(dir string) error {
 	if err != nil {
 		return err
 	}
-	srv := service.NewServer(service.New(st, a, service.Options{}), service.ServerOptions{
+	srv := service.NewServer(service.New(st, a, service.Options{}), service.ServerOptions{TracerProvider: tp,
 		GRPC: []grpc.ServerOption{grpc.MaxRecvMsgSize(32 << 20), grpc.MaxSendMsgSize(32 << 20)}})
 	go srv.Serve(lis)
 	fmt.Println(benchReadyLine + lis.Addr().String())
@@ -260,6 +277,44 @@ func countStream(b *testing.B, stream grpc.ServerStreamingClient[agentdv1.AgentE
 			*keep = append(*keep, ev)
 		}
 	}
+}
+
+// BenchmarkPromptStreamTracing streams one prompt of about 10,000 text
+// deltas from two agentd processes, one tracing (spans batched to an
+// exporter that drops them) and one not, one after the other in each
+// iteration, and reports both times and their ratio (target ≤ 1.05).
+func BenchmarkPromptStreamTracing(b *testing.B) {
+	text := strings.Repeat("port 3000, ", 10_000*16/11+1)[:10_000*16]
+	stream := func(c agentdv1.AgentServiceClient) time.Duration {
+		resp, err := c.CreateSession(context.Background(), &agentdv1.CreateSessionRequest{Config: &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Echo: true}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		st, err := c.Prompt(context.Background(), &agentdv1.PromptRequest{SessionId: resp.GetSession().GetId(), Content: texts(text)})
+		countStream(b, st, err, nil)
+		return time.Since(start)
+	}
+	off := benchClient(b, startChild(b, roleAgentd, b.TempDir(), true).addr)
+	on := benchClient(b, startChild(b, roleTraced, b.TempDir(), true).addr)
+	stream(off) // warm both connections
+	stream(on)
+	var offTime, onTime time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		// Alternate which goes first, so neither always gets the warmer
+		// machine.
+		if i%2 == 0 {
+			offTime += stream(off)
+			onTime += stream(on)
+		} else {
+			onTime += stream(on)
+			offTime += stream(off)
+		}
+	}
+	b.ReportMetric(float64(offTime.Microseconds())/float64(b.N)/1000, "ms/prompt-untraced")
+	b.ReportMetric(float64(onTime.Microseconds())/float64(b.N)/1000, "ms/prompt-traced")
+	b.ReportMetric(float64(onTime)/float64(offTime), "traced/untraced")
 }
 
 // BenchmarkPromptStream streams one prompt whose answer is about 10,000
@@ -740,4 +795,65 @@ func BenchmarkAttachThroughReplica(b *testing.B) {
 	b.ReportMetric(rate["owner"]/float64(b.N), "owner-events/s")
 	b.ReportMetric(rate["replica"]/float64(b.N), "replica-events/s")
 	b.ReportMetric(rate["replica"]/rate["owner"], "replica/owner")
+}
+
+// BenchmarkAuthCheck calls GetSession over loopback gRPC on a server
+// without auth and on one with an --auth-config of 1,000 tokens and
+// tenants (the caller's token hashed, looked up, the session's tenant
+// checked), one call of each per iteration, and reports both and the
+// cost of the check per RPC.
+func BenchmarkAuthCheck(b *testing.B) {
+	ctx := context.Background()
+	grants := make([]service.TokenGrant, 1000)
+	for i := range grants {
+		sum := sha256.Sum256([]byte(fmt.Sprintf("token-%d", i)))
+		grants[i] = service.TokenGrant{SHA256: hex.EncodeToString(sum[:]), Tenant: fmt.Sprintf("t%d", i), Role: service.RoleUser}
+	}
+	serve := func(opts service.ServerOptions) (agentdv1.AgentServiceClient, string) {
+		st, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "agentd.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Close() })
+		a, err := agent.New(ctx, st, agent.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { a.Close(ctx) })
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := service.NewServer(service.New(st, a, service.Options{}), opts)
+		go srv.Serve(lis)
+		b.Cleanup(func() { srv.Shutdown(ctx) })
+		c := benchClient(b, lis.Addr().String())
+		callCtx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer token-500")
+		resp, err := c.CreateSession(callCtx, &agentdv1.CreateSessionRequest{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c, resp.GetSession().GetId()
+	}
+	open, openID := serve(service.ServerOptions{})
+	guarded, guardedID := serve(service.ServerOptions{Auth: &service.AuthConfig{Tokens: grants}})
+	authed := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer token-500")
+	var openTime, guardedTime time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		if _, err := open.GetSession(authed, &agentdv1.GetSessionRequest{SessionId: openID}); err != nil {
+			b.Fatal(err)
+		}
+		openTime += time.Since(start)
+		start = time.Now()
+		if _, err := guarded.GetSession(authed, &agentdv1.GetSessionRequest{SessionId: guardedID}); err != nil {
+			b.Fatal(err)
+		}
+		guardedTime += time.Since(start)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(openTime.Nanoseconds())/n/1000, "µs/rpc-open")
+	b.ReportMetric(float64(guardedTime.Nanoseconds())/n/1000, "µs/rpc-authed")
+	b.ReportMetric(float64((guardedTime-openTime).Nanoseconds())/n/1000, "µs/auth-check")
 }

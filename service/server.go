@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
@@ -15,6 +16,10 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -53,6 +58,10 @@ type ServerOptions struct {
 	Probe func(context.Context) error
 	// ProbeInterval is how often Probe runs; default 2s.
 	ProbeInterval time.Duration
+	// TracerProvider, when set, traces every AgentService call as a server
+	// span that continues the caller's W3C traceparent (runs started by the
+	// call become its children); health and reflection are not traced.
+	TracerProvider trace.TracerProvider
 }
 
 // Server is agentd's gRPC server: the AgentService plus the standard health
@@ -86,24 +95,43 @@ func NewServer(svc agentdv1.AgentServiceServer, opts ServerOptions) *Server {
 		unary = append(unary, opts.Metrics.grpc.UnaryServerInterceptor())
 		stream = append(stream, opts.Metrics.grpc.StreamServerInterceptor())
 	}
-	unary = append(unary, logging.UnaryServerInterceptor(slogAdapter(logger), logOpts...))
-	stream = append(stream, logging.StreamServerInterceptor(slogAdapter(logger), logOpts...))
+	agentService := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
+		return c.Service == agentdv1.AgentService_ServiceDesc.ServiceName
+	})
 	if opts.AuthToken != "" || opts.Auth != nil {
-		check := newAuthenticator(opts.Auth, opts.AuthToken).authenticate
-		onlyAgentService := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
-			return c.Service == agentdv1.AgentService_ServiceDesc.ServiceName
-		})
-		unary = append(unary, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(check), onlyAgentService))
-		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(check), onlyAgentService))
+		// Before the call's log line, so that it names the caller's tenant;
+		// a refused call is logged by the check itself.
+		check := newAuthenticator(opts.Auth, opts.AuthToken, logger).authenticate
+		unary = append(unary, selector.UnaryServerInterceptor(auth.UnaryServerInterceptor(check), agentService))
+		stream = append(stream, selector.StreamServerInterceptor(auth.StreamServerInterceptor(check), agentService))
 	}
+	// One line per AgentService call at info; health probes and reflection
+	// at debug, so they do not drown the log.
+	callLog := slogAdapter(logger)
+	logOpts = append(logOpts, logging.WithFieldsFromContext(callFields))
+	quiet := append(slices.Clone(logOpts), logging.WithLevels(func(codes.Code) logging.Level { return logging.LevelDebug }))
+	unary = append(unary,
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(callLog, logOpts...), agentService),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(callLog, quiet...), selector.MatchFunc(func(ctx context.Context, c interceptors.CallMeta) bool { return !agentService.Match(ctx, c) })))
+	stream = append(stream,
+		selector.StreamServerInterceptor(logging.StreamServerInterceptor(callLog, logOpts...), agentService),
+		selector.StreamServerInterceptor(logging.StreamServerInterceptor(callLog, quiet...), selector.MatchFunc(func(ctx context.Context, c interceptors.CallMeta) bool { return !agentService.Match(ctx, c) })))
 	unary = append(unary, recovery.UnaryServerInterceptor(recoverOpts...), enumCheckUnary)
 	stream = append(stream, recovery.StreamServerInterceptor(recoverOpts...), enumCheckStream)
 
-	grpcOpts := append([]grpc.ServerOption{
+	grpcOpts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 		newEventCodecOption(),
-	}, opts.GRPC...)
+	}
+	if opts.TracerProvider != nil {
+		grpcOpts = append(grpcOpts, grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithTracerProvider(opts.TracerProvider),
+			otelgrpc.WithPropagators(propagation.TraceContext{}),
+			otelgrpc.WithFilter(filters.ServiceName(agentdv1.AgentService_ServiceDesc.ServiceName)),
+		)))
+	}
+	grpcOpts = append(grpcOpts, opts.GRPC...)
 	s := &Server{
 		grpc:      grpc.NewServer(grpcOpts...),
 		health:    health.NewServer(),
@@ -219,6 +247,19 @@ const ShutdownTimeout = 10 * time.Second
 
 // slogAdapter lets go-grpc-middleware's logging interceptor write through
 // log/slog.
+// callFields are the fields of a call's log line from its context: the
+// trace it belongs to and the caller's tenant.
+func callFields(ctx context.Context) logging.Fields {
+	var f logging.Fields
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		f = append(f, "trace_id", sc.TraceID().String())
+	}
+	if c, ok := ctx.Value(callerKey{}).(Caller); ok {
+		f = append(f, "tenant", c.Tenant)
+	}
+	return f
+}
+
 func slogAdapter(l *slog.Logger) logging.Logger {
 	return logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		l.Log(ctx, slog.Level(lvl), msg, fields...)

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -183,11 +185,12 @@ type authenticator struct {
 	tokens   map[[sha256.Size]byte]Caller
 	subjects map[string]Caller
 	// hint is how to authenticate, for the error without credentials.
-	hint string
+	hint   string
+	logger *slog.Logger
 }
 
-func newAuthenticator(cfg *AuthConfig, legacyToken string) *authenticator {
-	a := &authenticator{tokens: map[[sha256.Size]byte]Caller{}, subjects: map[string]Caller{},
+func newAuthenticator(cfg *AuthConfig, legacyToken string, logger *slog.Logger) *authenticator {
+	a := &authenticator{tokens: map[[sha256.Size]byte]Caller{}, subjects: map[string]Caller{}, logger: logger,
 		hint: `send metadata "authorization: Bearer <token>" with a token of agentd's --auth-config`}
 	if legacyToken != "" {
 		a.tokens[sha256.Sum256([]byte(legacyToken))] = Caller{Admin: true}
@@ -217,15 +220,28 @@ func (a *authenticator) authenticate(ctx context.Context) (context.Context, erro
 	}
 	token, err := auth.AuthFromMD(ctx, "bearer")
 	if err != nil {
+		a.refused(ctx, "no credentials")
 		return nil, status.Error(codes.Unauthenticated, "missing credentials: "+a.hint)
 	}
 	// Looked up by the token's hash, which is all agentd keeps: the
 	// lookup's timing says nothing about the token itself.
 	c, ok := a.tokens[sha256.Sum256([]byte(token))]
 	if !ok {
+		a.refused(ctx, "unknown bearer token")
 		return nil, status.Error(codes.Unauthenticated, "invalid bearer token")
 	}
 	return context.WithValue(ctx, callerKey{}, c), nil
+}
+
+// refused logs a call refused for its credentials (the call's own log
+// line comes after authentication).
+func (a *authenticator) refused(ctx context.Context, why string) {
+	method, _ := grpc.Method(ctx)
+	addr := ""
+	if p, ok := peer.FromContext(ctx); ok {
+		addr = p.Addr.String()
+	}
+	a.logger.InfoContext(ctx, "call refused: unauthenticated", "grpc.method", method, "peer", addr, "reason", why)
 }
 
 // verifiedClientCert is the client certificate TLS verified for the call's

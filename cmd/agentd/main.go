@@ -34,6 +34,8 @@ import (
 	"syscall"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -85,6 +87,8 @@ type config struct {
 	plainPayloads   bool
 	modelsConfig    string
 	mcpConfig       string
+	otelTraces      bool
+	otelContent     bool
 	workspaceRoots  []string
 	eventRetention  time.Duration
 	replicaID       string
@@ -137,6 +141,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		"JSON file adding or overriding providers and models (env AGENTD_MODELS_CONFIG)")
 	fs.StringVar(&cfg.mcpConfig, "mcp-config", getenv("AGENTD_MCP_CONFIG"),
 		"JSON file of MCP servers (\"mcpServers\": stdio command or HTTP url) whose tools sessions may enable by name (env AGENTD_MCP_CONFIG)")
+	fs.BoolVar(&cfg.otelTraces, "otel-traces", getenv("AGENTD_OTEL_TRACES") == "true",
+		"export OpenTelemetry traces over OTLP (configured by the standard OTEL_EXPORTER_OTLP_* variables): runs, model calls and tool calls (env AGENTD_OTEL_TRACES=true)")
+	fs.BoolVar(&cfg.otelContent, "otel-capture-content", false,
+		"record prompts, answers, tool arguments and results on the spans (off: they may hold personal data)")
 	fs.DurationVar(&cfg.eventRetention, "event-retention", agent.DefaultEventRetention,
 		"how long the events of a finished run stay available to Attach; the transcript is kept regardless")
 	fs.StringVar(&cfg.replicaID, "replica-id", envOr("AGENTD_REPLICA_ID", defaultReplicaID()),
@@ -245,6 +253,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	// Stopped after the runs, so no call is cut by agentd's own shutdown.
 	mcpServers := mcp.NewManager(mcpCfg, mcp.Options{Logger: logger, Version: version})
 	defer mcpServers.Close()
+	var tracing *sdktrace.TracerProvider
+	if cfg.otelTraces {
+		if tracing, err = newTracerProvider(ctx); err != nil {
+			return err
+		}
+		defer func() {
+			// After the runs ended, so their spans are in the last batch.
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tracing.Shutdown(sctx); err != nil {
+				logger.Warn("could not flush the last spans", "err", err)
+			}
+		}()
+	}
 	runs, err := agent.New(ctx, store, agent.Options{
 		Logger:            logger,
 		SchemaVersion:     db.schemaVersion,
@@ -256,6 +278,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		WorkspaceRoots:    cfg.workspaceRoots,
 		EventRetention:    cfg.eventRetention,
 		MCP:               mcpServers,
+		TracerProvider:    tracerOrNil(tracing),
+		CaptureContent:    cfg.otelContent,
 	})
 	if err != nil {
 		return err
@@ -272,6 +296,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	srv := service.NewServer(svc, service.ServerOptions{
 		Logger: logger, Metrics: metrics, AuthToken: cfg.authToken, Auth: authCfg, GRPC: grpcOpts, Probe: db.probe,
+		TracerProvider: tracerOrNil(tracing),
 	})
 
 	serveErr := make(chan error, 2)
@@ -333,6 +358,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	return nil
 }
 
+// tracerOrNil keeps a nil provider an untyped nil: tracing off.
+func tracerOrNil(tp *sdktrace.TracerProvider) trace.TracerProvider {
+	if tp == nil {
+		return nil
+	}
+	return tp
+}
+
 // serverTLS loads the server's certificate and, with --tls-client-ca, the
 // CAs whose client certificates it verifies when a client offers one
 // (callers without one authenticate with a bearer token).
@@ -379,9 +412,9 @@ func loadModels(path string) (*catalog.Registry, error) {
 func newLogger(cfg config, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.logLevel}
 	if cfg.logFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(traceHandler{slog.NewJSONHandler(w, opts)})
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(traceHandler{slog.NewTextHandler(w, opts)})
 }
 
 // listen opens the listener for addr, which is host:port or unix:///path.

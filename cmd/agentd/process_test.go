@@ -80,7 +80,13 @@ var (
 // serves; it is killed at cleanup if still running.
 func startProc(t testing.TB, db string, extra ...string) *proc {
 	t.Helper()
-	p := launch(t, db, extra...)
+	return startProcEnv(t, nil, db, extra...)
+}
+
+// startProcEnv is startProc with env added to agentd's environment.
+func startProcEnv(t testing.TB, env []string, db string, extra ...string) *proc {
+	t.Helper()
+	p := launchEnv(t, env, db, extra...)
 	deadline := time.Now().Add(30 * time.Second)
 	for p.addr == "" {
 		select {
@@ -104,8 +110,17 @@ func startProc(t testing.TB, db string, extra ...string) *proc {
 // launch starts agentd without waiting for it.
 func launch(t testing.TB, db string, extra ...string) *proc {
 	t.Helper()
+	return launchEnv(t, nil, db, extra...)
+}
+
+// launchEnv is launch with env added to agentd's environment.
+func launchEnv(t testing.TB, env []string, db string, extra ...string) *proc {
+	t.Helper()
 	args := append([]string{"--listen", "127.0.0.1:0", "--db", db}, extra...)
 	p := &proc{t: t, cmd: exec.Command(agentdBinary(t), args...), log: &lockedBuffer{}, exited: make(chan struct{})}
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stderr = p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start agentd: %v", err)

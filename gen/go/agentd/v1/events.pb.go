@@ -123,6 +123,11 @@ type AgentEvent struct {
 	Seq uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
 	// When agentd produced the event.
 	Time *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`
+	// The OpenTelemetry trace the run belongs to, when agentd exports traces:
+	// its 16 bytes, as OTLP carries them (hex-encode them for a W3C
+	// traceparent or a link to a trace viewer); empty otherwise. Bytes, not
+	// hex text, because every event of a stream carries it.
+	TraceId []byte `protobuf:"bytes,5,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// The event. Exactly one is set.
 	//
 	// Types that are valid to be assigned to Event:
@@ -203,6 +208,13 @@ func (x *AgentEvent) GetSeq() uint64 {
 func (x *AgentEvent) GetTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Time
+	}
+	return nil
+}
+
+func (x *AgentEvent) GetTraceId() []byte {
+	if x != nil {
+		return x.TraceId
 	}
 	return nil
 }
@@ -2300,14 +2312,16 @@ var File_agentd_v1_events_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x16agentd/v1/events.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x18agentd/v1/messages.proto\x1a\x17agentd/v1/session.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\t\n" +
+	"\x16agentd/v1/events.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x18agentd/v1/messages.proto\x1a\x17agentd/v1/session.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\n" +
+	"\n" +
 	"\n" +
 	"AgentEvent\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12.\n" +
-	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x128\n" +
+	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x19\n" +
+	"\btrace_id\x18\x05 \x01(\fR\atraceId\x128\n" +
 	"\vagent_start\x18\n" +
 	" \x01(\v2\x15.agentd.v1.AgentStartH\x00R\n" +
 	"agentStart\x125\n" +

@@ -39,7 +39,7 @@ class AgentError(_message.Message):
     def __init__(self, message: _Optional[str] = ..., stage: _Optional[str] = ..., fatal: bool = ...) -> None: ...
 
 class AgentEvent(_message.Message):
-    __slots__ = ["agent_end", "agent_start", "approval_requested", "compaction_end", "compaction_start", "context_requested", "error", "message_end", "message_start", "message_update", "queue_update", "run_id", "seq", "session_id", "time", "tool_call_requested", "tool_execution_end", "tool_execution_start", "tool_execution_update", "turn_end", "turn_start"]
+    __slots__ = ["agent_end", "agent_start", "approval_requested", "compaction_end", "compaction_start", "context_requested", "error", "message_end", "message_start", "message_update", "queue_update", "run_id", "seq", "session_id", "time", "tool_call_requested", "tool_execution_end", "tool_execution_start", "tool_execution_update", "trace_id", "turn_end", "turn_start"]
     AGENT_END_FIELD_NUMBER: _ClassVar[int]
     AGENT_START_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
@@ -59,6 +59,7 @@ class AgentEvent(_message.Message):
     TOOL_EXECUTION_END_FIELD_NUMBER: _ClassVar[int]
     TOOL_EXECUTION_START_FIELD_NUMBER: _ClassVar[int]
     TOOL_EXECUTION_UPDATE_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     TURN_END_FIELD_NUMBER: _ClassVar[int]
     TURN_START_FIELD_NUMBER: _ClassVar[int]
     agent_end: AgentEnd
@@ -80,9 +81,10 @@ class AgentEvent(_message.Message):
     tool_execution_end: ToolExecutionEnd
     tool_execution_start: ToolExecutionStart
     tool_execution_update: ToolExecutionUpdate
+    trace_id: bytes
     turn_end: TurnEnd
     turn_start: TurnStart
-    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., agent_start: _Optional[_Union[AgentStart, _Mapping]] = ..., turn_start: _Optional[_Union[TurnStart, _Mapping]] = ..., message_start: _Optional[_Union[MessageStart, _Mapping]] = ..., message_update: _Optional[_Union[MessageUpdate, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., tool_execution_start: _Optional[_Union[ToolExecutionStart, _Mapping]] = ..., tool_execution_update: _Optional[_Union[ToolExecutionUpdate, _Mapping]] = ..., tool_execution_end: _Optional[_Union[ToolExecutionEnd, _Mapping]] = ..., turn_end: _Optional[_Union[TurnEnd, _Mapping]] = ..., agent_end: _Optional[_Union[AgentEnd, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., tool_call_requested: _Optional[_Union[ToolCallRequested, _Mapping]] = ..., queue_update: _Optional[_Union[QueueUpdate, _Mapping]] = ..., error: _Optional[_Union[AgentError, _Mapping]] = ..., compaction_start: _Optional[_Union[CompactionStart, _Mapping]] = ..., compaction_end: _Optional[_Union[CompactionEnd, _Mapping]] = ..., context_requested: _Optional[_Union[ContextRequested, _Mapping]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., trace_id: _Optional[bytes] = ..., agent_start: _Optional[_Union[AgentStart, _Mapping]] = ..., turn_start: _Optional[_Union[TurnStart, _Mapping]] = ..., message_start: _Optional[_Union[MessageStart, _Mapping]] = ..., message_update: _Optional[_Union[MessageUpdate, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., tool_execution_start: _Optional[_Union[ToolExecutionStart, _Mapping]] = ..., tool_execution_update: _Optional[_Union[ToolExecutionUpdate, _Mapping]] = ..., tool_execution_end: _Optional[_Union[ToolExecutionEnd, _Mapping]] = ..., turn_end: _Optional[_Union[TurnEnd, _Mapping]] = ..., agent_end: _Optional[_Union[AgentEnd, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., tool_call_requested: _Optional[_Union[ToolCallRequested, _Mapping]] = ..., queue_update: _Optional[_Union[QueueUpdate, _Mapping]] = ..., error: _Optional[_Union[AgentError, _Mapping]] = ..., compaction_start: _Optional[_Union[CompactionStart, _Mapping]] = ..., compaction_end: _Optional[_Union[CompactionEnd, _Mapping]] = ..., context_requested: _Optional[_Union[ContextRequested, _Mapping]] = ...) -> None: ...
 
 class AgentStart(_message.Message):
     __slots__ = []
