@@ -89,7 +89,7 @@ func TestRunTraces(t *testing.T) {
 		var all strings.Builder
 		for _, s := range exp.GetSpans().Snapshots() {
 			for _, kv := range s.Attributes() {
-				all.WriteString(kv.Value.Emit())
+				all.WriteString(kv.Value.String())
 			}
 		}
 		if has := strings.Contains(all.String(), "my secret prompt") && strings.Contains(all.String(), "s3"); has != capture {
