@@ -101,8 +101,10 @@ type CertificateGrant struct {
 	Role    string `json:"role"`
 }
 
-// tenantPattern is what a tenant's name may be.
+// tenantPattern is what a tenant's name may be, as tenantRule says.
 var tenantPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}$`)
+
+const tenantRule = "1 to 64 characters of a-z A-Z 0-9 . _ - starting with a letter or digit"
 
 // LoadAuthConfig reads and checks an --auth-config file.
 func LoadAuthConfig(path string) (*AuthConfig, error) {
@@ -143,7 +145,7 @@ func (c *AuthConfig) check() error {
 	}
 	for name, l := range c.Tenants {
 		if !tenantPattern.MatchString(name) {
-			return fmt.Errorf("tenants.%s: not 1 to 64 characters of a-z A-Z 0-9 . _ - starting with a letter or digit", name)
+			return fmt.Errorf("tenants.%s: the name is not %s", name, tenantRule)
 		}
 		if l.MaxCostPerDayUSD < 0 || math.IsNaN(l.MaxCostPerDayUSD) || math.IsInf(l.MaxCostPerDayUSD, 0) {
 			return fmt.Errorf("tenants.%s.maxCostPerDayUsd: %v is not a positive number of US dollars", name, l.MaxCostPerDayUSD)
@@ -175,7 +177,7 @@ func checkGrant(field, tenant, role string) error {
 		return fmt.Errorf("%s.role: %q, want admin or user", field, role)
 	}
 	if tenant != "" && !tenantPattern.MatchString(tenant) {
-		return fmt.Errorf("%s.tenant: %q is not 1 to 64 characters of a-z A-Z 0-9 . _ - starting with a letter or digit", field, tenant)
+		return fmt.Errorf("%s.tenant: %q is not %s", field, tenant, tenantRule)
 	}
 	return nil
 }
