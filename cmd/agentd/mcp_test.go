@@ -98,8 +98,8 @@ func TestMCPServersOfAgentd(t *testing.T) {
 		t.Fatalf("agentd exited with %v:\n%s", err, p.log.String())
 	}
 	for _, g := range groups {
-		if mcptest.GroupAlive(g) {
-			t.Errorf("process group %d of an MCP server outlived agentd", g)
+		if !mcptest.GroupEnds(g, 2*time.Second) {
+			t.Errorf("process group %d of an MCP server outlived agentd by 2 s", g)
 		}
 	}
 }

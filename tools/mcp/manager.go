@@ -290,7 +290,9 @@ func (s *server) watch(c *conn) {
 		// The server's children may outlive it.
 		killProcessGroup(c.cmd)
 	}
-	close(c.done)
+	// The failure is recorded before done closes, so a call that saw its
+	// connection end finds the reason.
+	defer close(c.done)
 	if c.dropped.Load() {
 		return
 	}

@@ -99,8 +99,10 @@ func TestEverythingOverStdio(t *testing.T) {
 		t.Fatal(err)
 	}
 	mu.Lock()
-	if len(progress) != 4 || progress[3].Progress != 4 || progress[3].Total != 4 {
-		t.Errorf("progress %+v, want 4 notifications ending at 4/4", progress)
+	// The last notification may cross the result, after which the call's
+	// progress is no longer listened to.
+	if len(progress) < 3 || progress[0].Progress != 1 || progress[len(progress)-1].Total != 4 {
+		t.Errorf("progress %+v, want at least 3 of the 4 notifications, from 1/4 on", progress)
 	}
 	mu.Unlock()
 	if !strings.Contains(text(res), "Long running operation completed") {
@@ -299,8 +301,8 @@ func TestSharedProcessIdleStopAndShutdown(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if mcptest.GroupAlive(pgid) {
-		t.Error("a process of the server's group outlived Close")
+	if !mcptest.GroupEnds(pgid, 2*time.Second) {
+		t.Error("a process of the server's group outlived Close by 2 s")
 	}
 	if _, err := m.Call(ctx, "everything", "echo", map[string]any{"message": "late"}, nil); err == nil || !strings.Contains(err.Error(), "shutting down") {
 		t.Errorf("call after Close: %v", err)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentd/agentd/tools/mcp"
 )
@@ -27,6 +28,20 @@ func GroupAlive(pgid int) bool {
 		}
 	}
 	return false
+}
+
+// GroupEnds waits up to limit for the process group pgid to have no
+// running process, and reports whether it came to that. SIGKILL is
+// delivered asynchronously: a group killed a moment ago may still show.
+func GroupEnds(pgid int, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for GroupAlive(pgid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
 }
 
 // BehindShell returns cfg run through /bin/sh, which starts the server as
