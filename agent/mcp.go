@@ -182,11 +182,11 @@ func (a *Agent) runMCPTools(ctx context.Context, sessionID string, cfg *agentdv1
 // without one is asked for its list.
 func (a *Agent) contextMCPTools(ctx context.Context, cfg *agentdv1.SessionConfig, stored mcpTools) mcpTools {
 	tools := mcpTools{}
+	if a.opts.MCP == nil {
+		return tools
+	}
 	for _, use := range cfg.GetMcpServers() {
 		name := use.GetName()
-		if a.opts.MCP == nil {
-			continue
-		}
 		if known, ok := a.opts.MCP.Known(name); ok {
 			tools[name] = known
 			continue

@@ -279,13 +279,7 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 		if prompt == nil || req.ParentEntryID != "" {
 			return invalid("from_root", "starts a new root with a prompt; it cannot go with Continue or parent_entry_id")
 		}
-	} else if req.ParentEntryID != "" {
-		full, err := a.store.PathTo(ctx, r.sessionID, req.ParentEntryID)
-		if err != nil {
-			return err
-		}
-		path = full[persistence.ContextStart(full):]
-	} else if path, err = a.store.ContextPath(ctx, r.sessionID); err != nil {
+	} else if path, err = a.contextPathTo(ctx, r.sessionID, req.ParentEntryID); err != nil {
 		return err
 	}
 	var offered mcpTools

@@ -25,14 +25,8 @@ func (a *Agent) Context(ctx context.Context, sessionID, leafEntryID string) (*Co
 	if err != nil {
 		return nil, err
 	}
-	var path []*agentdv1.Entry
-	if leafEntryID != "" {
-		full, err := a.store.PathTo(ctx, sessionID, leafEntryID)
-		if err != nil {
-			return nil, err
-		}
-		path = full[persistence.ContextStart(full):]
-	} else if path, err = a.store.ContextPath(ctx, sessionID); err != nil {
+	path, err := a.contextPathTo(ctx, sessionID, leafEntryID)
+	if err != nil {
 		return nil, err
 	}
 	stored, err := a.storedMCPTools(ctx, sessionID, leafEntryID, sess.Config, path)
@@ -68,6 +62,20 @@ func (a *Agent) Context(ctx context.Context, sessionID, leafEntryID string) (*Co
 	rep.TotalTokens = est.Total
 	rep.WouldCompact = sh.wouldCompact(est)
 	return rep, nil
+}
+
+// contextPathTo returns the part of the path to entry leaf (the session's
+// leaf when empty) that a model context is built from: after a
+// compaction, the summary's kept entries and what follows.
+func (a *Agent) contextPathTo(ctx context.Context, sessionID, leaf string) ([]*agentdv1.Entry, error) {
+	if leaf == "" {
+		return a.store.ContextPath(ctx, sessionID)
+	}
+	full, err := a.store.PathTo(ctx, sessionID, leaf)
+	if err != nil {
+		return nil, err
+	}
+	return full[persistence.ContextStart(full):], nil
 }
 
 // AppendMessages appends messages to an idle session's transcript without

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
@@ -112,7 +113,7 @@ func LoadAuthConfig(path string) (*AuthConfig, error) {
 	if err != nil {
 		return nil, fmt.Errorf("auth config: %w", err)
 	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	var cfg AuthConfig
 	if err := dec.Decode(&cfg); err != nil {
