@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/agentd/agentd/agentloop"
+	"github.com/agentd/agentd/tools/sandbox"
 )
 
 // Error is a failed tool call that still carries details for user
@@ -69,16 +70,16 @@ func (t *bashTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.
 		}
 	}
 
+	cmd, start, err := t.command(shell, command)
+	if err != nil {
+		return agentloop.Result{}, fmt.Errorf("Cannot run command: %w", err)
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return agentloop.Result{}, fmt.Errorf("Cannot run command: %w", err)
 	}
-	cmd := exec.Command(shell, "-c", command)
-	cmd.Dir = t.w.dir
-	cmd.Env = o.Env
 	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if err := start(); err != nil {
 		pw.Close()
 		pr.Close()
 		return agentloop.Result{}, fmt.Errorf("Cannot run command: %w", err)
@@ -169,6 +170,25 @@ func (t *bashTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.
 		body = "(no output)"
 	}
 	return agentloop.Result{Content: text(body), Details: det}, nil
+}
+
+// command prepares `shell -c command` in the workspace, confined when the
+// workspace has a sandbox, in a process group of its own either way.
+func (t *bashTool) command(shell, command string) (*exec.Cmd, func() error, error) {
+	o := t.w.opts
+	env := CommandEnv(t.w.dir, o.Env)
+	if o.Sandbox != nil {
+		c, err := o.Sandbox.Command(sandbox.Spec{Dir: t.w.dir, Writable: o.WritablePaths, Network: o.Network, Env: env}, []string{shell, "-c", command})
+		if err != nil {
+			return nil, nil, err
+		}
+		return c.Cmd, c.Start, nil
+	}
+	cmd := exec.Command(shell, "-c", command)
+	cmd.Dir = t.w.dir
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd, cmd.Start, nil
 }
 
 func killGroup(pgid int) {

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/agentd/agentd/agentloop"
+	"github.com/agentd/agentd/tools/sandbox"
+	"github.com/agentd/agentd/tools/sandbox/sandboxtest"
 )
 
 func benchFixture(b *testing.B) *Workspace {
@@ -77,4 +80,42 @@ func BenchmarkUnifiedDiff(b *testing.B) {
 	for b.Loop() {
 		unifiedDiff("f", old, updated, 3)
 	}
+}
+
+// BenchmarkBashSandbox measures what confinement adds to one bash call of
+// `true`: confined and unconfined calls alternate in one run, and the
+// figures are the confined call's time, the unconfined one's, their ratio
+// and the milliseconds confinement adds.
+func BenchmarkBashSandbox(b *testing.B) {
+	sb := sandboxtest.New(b, sandbox.Options{})
+	dir := b.TempDir()
+	confined, err := New(dir, Options{Sandbox: sb})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer confined.Close()
+	bare, err := New(dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bare.Close()
+	args, _ := structpb.NewStruct(map[string]any{"command": "true"})
+	call := func(ws *Workspace) time.Duration {
+		tool, _ := ws.Tool(Bash)
+		start := time.Now()
+		if _, err := tool.Execute(b.Context(), agentloop.Call{ID: "c", Args: args}); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	var inSandbox, outside time.Duration
+	for b.Loop() {
+		inSandbox += call(confined)
+		outside += call(bare)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(inSandbox.Microseconds())/n, "µs/confined")
+	b.ReportMetric(float64(outside.Microseconds())/n, "µs/unconfined")
+	b.ReportMetric(float64(inSandbox)/float64(outside), "confined/unconfined")
+	b.ReportMetric(float64((inSandbox-outside).Microseconds())/n/1000, "ms-added")
 }

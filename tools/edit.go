@@ -39,6 +39,9 @@ func (t *editTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.
 	if err != nil {
 		return agentloop.Result{}, err
 	}
+	if err := w.checkWritable(tg); err != nil {
+		return agentloop.Result{}, err
+	}
 	if err := w.checkSpecial(tg); err != nil {
 		return agentloop.Result{}, err
 	}

@@ -6,12 +6,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/agentd/agentd/agentloop"
+	"github.com/agentd/agentd/tools/sandbox"
 )
 
 // Defaults for Options. The output caps match pi's tools so models trained
@@ -59,11 +61,51 @@ type Options struct {
 	// Shell runs bash commands as `Shell -c command`. Default: bash from
 	// PATH, else /bin/sh.
 	Shell string
-	// Env is the environment of bash commands; nil inherits agentd's.
+	// Env adds "NAME=value" entries to the minimal environment of bash
+	// commands (see CommandEnv): what the operator passes on (agentd
+	// --tool-env). agentd's own environment never reaches a command.
 	Env []string
+	// Sandbox confines bash commands; nil runs them unconfined, with
+	// agentd's authority (agentd --sandbox=off).
+	Sandbox *sandbox.Sandbox
+	// Network lets confined commands use agentd's network instead of an
+	// empty one of their own.
+	Network bool
+	// WritablePaths are the subdirectories of the workspace that bash
+	// commands, write_file and edit_file may change; empty means the whole
+	// workspace.
+	WritablePaths []string
+}
+
+// commandPath is the PATH of bash commands.
+const commandPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// CommandEnv is the whole environment of a bash command in the workspace
+// dir: PATH, HOME (the workspace), LANG, TERM and TMPDIR, then extra
+// ("NAME=value"; a name given here replaces the default), sorted.
+func CommandEnv(dir string, extra []string) []string {
+	env := map[string]string{
+		"PATH": commandPath, "HOME": dir, "LANG": "C.UTF-8", "TERM": "dumb", "TMPDIR": "/tmp",
+	}
+	for _, kv := range extra {
+		if k, v, ok := strings.Cut(kv, "="); ok && k != "" {
+			env[k] = v
+		}
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (o Options) withDefaults() (Options, error) {
+	for _, w := range o.WritablePaths {
+		if !filepath.IsLocal(w) {
+			return o, fmt.Errorf("tools: writable path %q is not a path inside the workspace", w)
+		}
+	}
 	for name, v := range map[string]int64{
 		"BashTimeout":    int64(o.BashTimeout),
 		"MaxBashTimeout": int64(o.MaxBashTimeout),
@@ -115,8 +157,9 @@ type Workspace struct {
 }
 
 // New opens the workspace at root, which must be an existing absolute
-// directory. Symbolic links in root itself are resolved once here; links
-// inside it are checked on every call.
+// directory. Symbolic links in root itself are resolved once here, and the
+// result is opened refusing links, so a link swapped into the path in
+// between fails; links inside it are checked on every call.
 func New(root string, opts Options) (*Workspace, error) {
 	if root == "" {
 		return nil, errors.New("tools: workspace root is empty")
@@ -139,7 +182,7 @@ func New(root string, opts Options) (*Workspace, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("tools: workspace root %s is not a directory", root)
 	}
-	r, err := os.OpenRoot(dir)
+	r, err := openRoot(dir)
 	if err != nil {
 		return nil, fmt.Errorf("tools: open workspace root %s: %w", root, err)
 	}
@@ -281,6 +324,21 @@ func (w *Workspace) resolve(p string) (target, error) {
 		return target{}, w.escapeError(p)
 	}
 	return target{shown: p, rel: relReal}, nil
+}
+
+// checkWritable refuses a target outside the session's writable paths.
+func (w *Workspace) checkWritable(tg target) error {
+	if len(w.opts.WritablePaths) == 0 {
+		return nil
+	}
+	for _, wp := range w.opts.WritablePaths {
+		if r, err := w.resolve(wp); err == nil {
+			if _, ok := within(r.rel, tg.rel); ok {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("Path %s is outside the paths this session may change (%s)", tg.shown, strings.Join(w.opts.WritablePaths, ", "))
 }
 
 // brokenLink explains a symbolic link whose target does not exist, naming

@@ -34,6 +34,9 @@ func (t *writeTool) Execute(ctx context.Context, call agentloop.Call) (agentloop
 	if err != nil {
 		return agentloop.Result{}, err
 	}
+	if err := w.checkWritable(tg); err != nil {
+		return agentloop.Result{}, err
+	}
 	if tg.rel == "." {
 		return agentloop.Result{}, fmt.Errorf("Path %s is a directory, not a file", p)
 	}

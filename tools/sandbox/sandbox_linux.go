@@ -1,0 +1,524 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	llsyscall "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// The helper is agentd's own binary started again (/proc/self/exe) under
+// these names; see init in helper_linux.go.
+const (
+	// helperName sets up one call's confinement and execs its command.
+	helperName = "agentd-sandbox"
+	// holderName only holds a user namespace open while agentd takes a
+	// handle on it, for the idmapped workspace mounts.
+	holderName = "agentd-sandbox-userns"
+)
+
+// The helper's inherited descriptors: these two, then the detached mounts
+// the config names by descriptor.
+const (
+	configFD = 3 // the helperConfig, JSON in a memfd
+	statusFD = 4 // a setup failure, written before the helper exits
+)
+
+// setupTimeout bounds the wait for a helper to reach its command.
+const setupTimeout = 30 * time.Second
+
+// helperConfig is what the parent tells the helper; the helper trusts it.
+type helperConfig struct {
+	// Trees are the directories (or links) to show read-only.
+	Trees []tree `json:"trees"`
+	// Masks are files and directories inside Trees shown empty.
+	Masks []mask `json:"masks"`
+	// Workspace is the absolute path of the workspace, the working
+	// directory. WorkspaceFD, when not 0, is it as a detached mount the
+	// parent took (idmapped when its owner is not the command's identity).
+	Workspace   string `json:"workspace"`
+	WorkspaceFD int    `json:"workspaceFd,omitempty"`
+	// Writable are the subdirectories of Workspace that may be written;
+	// empty means all of it.
+	Writable []string `json:"writable"`
+	Network  bool     `json:"network"`
+	Limits   limits   `json:"limits"`
+	Argv     []string `json:"argv"`
+	Env      []string `json:"env"`
+	// Status says statusFD is open.
+	Status bool `json:"status"`
+}
+
+// tree is one read-only tree: a directory to bind, or a symbolic link to
+// recreate. FD, when not 0, is the directory as a detached read-only
+// mount the parent took: agentd as root can reach trees whose parents an
+// unprivileged helper could not enter.
+type tree struct {
+	Path string `json:"path"`
+	Link string `json:"link,omitempty"`
+	FD   int    `json:"fd,omitempty"`
+}
+
+// mask hides one path of a tree behind an empty file or directory.
+type mask struct {
+	Path string `json:"path"`
+	Dir  bool   `json:"dir"`
+}
+
+type limits struct {
+	Processes int   `json:"processes"`
+	Memory    int64 `json:"memory"`
+	FileSize  int64 `json:"fileSize"`
+	OpenFiles int   `json:"openFiles"`
+	Tmp       int64 `json:"tmp"`
+}
+
+// Sandbox confines commands on Linux: each runs in new user, mount, PID,
+// network, IPC and UTS namespaces, sees only its workspace (writable),
+// a private /tmp and the system trees (read-only, secrets masked), has
+// no capabilities, no_new_privs and a Landlock domain, and runs as an
+// unprivileged identity. It is safe for concurrent use.
+type Sandbox struct {
+	opts     Options
+	status   Status
+	root     bool // agentd runs as root: commands take opts.UID/GID
+	uid, gid int  // the identity commands run as
+	trees    []tree
+	masks    []mask
+
+	mu     sync.Mutex
+	idmaps map[[2]int]*os.File // user namespaces mapping a workspace owner to uid/gid
+}
+
+// New returns a sandbox and tries it once, confining `true` in an empty
+// directory; Status and Available tell whether that worked.
+func New(opts Options) *Sandbox {
+	o := opts.withDefaults()
+	s := &Sandbox{opts: o, idmaps: map[[2]int]*os.File{}}
+	s.root = os.Geteuid() == 0
+	s.uid, s.gid = os.Geteuid(), os.Getegid()
+	if s.root {
+		s.uid, s.gid = o.UID, o.GID
+	}
+	s.status = Status{UID: s.uid, GID: s.gid}
+	if abi, err := llsyscall.LandlockGetABIVersion(); err == nil {
+		s.status.Landlock = abi
+	}
+	s.trees = systemTrees(append(SystemPaths(), o.ReadPaths...))
+	s.masks = masksIn(s.trees, append(append([]string(nil), secretPaths...), o.Hidden...))
+	s.status.Reason = s.probe()
+	s.status.Active = s.status.Reason == ""
+	return s
+}
+
+// probe confines `true` and returns why that failed, or "".
+func (s *Sandbox) probe() string {
+	dir, err := os.MkdirTemp("", "agentd-sandbox-probe-")
+	if err != nil {
+		return fmt.Sprintf("cannot make a directory to try it in: %v", err)
+	}
+	defer os.RemoveAll(dir)
+	shell, err := exec.LookPath("sh")
+	if err != nil {
+		return fmt.Sprintf("no shell to try it with: %v", err)
+	}
+	cmd, err := s.command(Spec{Dir: dir, Env: []string{"PATH=/usr/bin:/bin"}}, []string{shell, "-c", "exit 0"})
+	if err != nil {
+		return err.Error()
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return err.Error()
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Sprintf("a confined command failed: %v: %s", err, strings.TrimSpace(out.String()))
+	}
+	return ""
+}
+
+// Status reports what New found.
+func (s *Sandbox) Status() Status { return s.status }
+
+// Available returns nil when commands can be confined, otherwise an error
+// (of kind ErrUnavailable) saying why.
+func (s *Sandbox) Available() error {
+	if s.status.Active {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrUnavailable, s.status.Reason)
+}
+
+// Close releases the namespaces kept for idmapped workspaces.
+func (s *Sandbox) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, f := range s.idmaps {
+		f.Close()
+		delete(s.idmaps, k)
+	}
+	return nil
+}
+
+// Command returns argv (argv[0] an absolute path inside the trees the
+// command can see) to run confined as spec says.
+func (s *Sandbox) Command(spec Spec, argv []string) (*Cmd, error) {
+	if err := s.Available(); err != nil {
+		return nil, err
+	}
+	return s.command(spec, argv)
+}
+
+func (s *Sandbox) command(spec Spec, argv []string) (*Cmd, error) {
+	if len(argv) == 0 || !filepath.IsAbs(argv[0]) {
+		return nil, errors.New("sandbox: the command must be an absolute path")
+	}
+	if !filepath.IsAbs(spec.Dir) || filepath.Clean(spec.Dir) != spec.Dir || spec.Dir == "/" {
+		return nil, fmt.Errorf("sandbox: workspace %q is not a clean absolute directory other than /", spec.Dir)
+	}
+	for _, w := range spec.Writable {
+		if !filepath.IsLocal(w) {
+			return nil, fmt.Errorf("sandbox: writable path %q does not lie inside the workspace", w)
+		}
+	}
+	cfg := helperConfig{
+		Trees:     s.trees,
+		Masks:     s.masks,
+		Workspace: spec.Dir,
+		Writable:  spec.Writable,
+		Network:   spec.Network,
+		Limits: limits{Processes: s.opts.MaxProcesses, Memory: s.opts.MaxMemoryBytes, FileSize: s.opts.MaxFileBytes,
+			OpenFiles: s.opts.MaxOpenFiles, Tmp: s.opts.TmpBytes},
+		Argv:   argv,
+		Env:    spec.Env,
+		Status: true,
+	}
+	if len(spec.ReadPaths) > 0 {
+		extra := systemTrees(spec.ReadPaths)
+		cfg.Trees = append(append([]tree(nil), s.trees...), extra...)
+		cfg.Masks = append(append([]mask(nil), s.masks...), masksIn(extra, append(append([]string(nil), secretPaths...), s.opts.Hidden...))...)
+	}
+
+	conf, statusR, statusW, mounts, err := s.helperFiles(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	files := append([]*os.File{conf, statusW}, mounts...)
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+
+	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
+	if !spec.Network {
+		flags |= unix.CLONE_NEWNET
+	}
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{helperName},
+		Env:        []string{},
+		Dir:        "/",
+		ExtraFiles: files,
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:                 flags,
+			UidMappings:                []syscall.SysProcIDMap{{ContainerID: s.uid, HostID: s.uid, Size: 1}},
+			GidMappings:                []syscall.SysProcIDMap{{ContainerID: s.gid, HostID: s.gid, Size: 1}},
+			GidMappingsEnableSetgroups: s.root,
+			Credential:                 &syscall.Credential{Uid: uint32(s.uid), Gid: uint32(s.gid), NoSetGroups: !s.root},
+			// The helper needs these in its own namespaces only, to mount,
+			// bring up loopback and drop every capability before the exec.
+			AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP},
+			Setpgid:     true,
+			Pdeathsig:   syscall.SIGKILL,
+		},
+	}
+	c := &Cmd{Cmd: cmd}
+	c.start = func() error {
+		defer statusR.Close()
+		if s.root {
+			s.givePipes(cmd)
+		}
+		err := cmd.Start()
+		closeAll()
+		if err != nil {
+			return fmt.Errorf("sandbox: cannot start the helper: %w", err)
+		}
+		_ = statusR.SetReadDeadline(time.Now().Add(setupTimeout))
+		msg, rerr := io.ReadAll(io.LimitReader(statusR, 4096))
+		if len(msg) > 0 || rerr != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			reason := strings.TrimSpace(string(msg))
+			if reason == "" {
+				reason = fmt.Sprintf("the helper did not report within %v: %v", setupTimeout, rerr)
+			}
+			return &SetupError{Reason: reason}
+		}
+		return nil
+	}
+	return c, nil
+}
+
+// helperFiles makes the descriptors the helper inherits: the config (last,
+// once cfg names the mounts), the status pipe and, when agentd is root,
+// every tree and the workspace as detached mounts.
+func (s *Sandbox) helperFiles(cfg *helperConfig) (conf, statusR, statusW *os.File, mounts []*os.File, err error) {
+	closeMounts := func() {
+		for _, m := range mounts {
+			m.Close()
+		}
+	}
+	if s.root {
+		next := statusFD + 1
+		cfg.Trees = append([]tree(nil), cfg.Trees...)
+		for i, t := range cfg.Trees {
+			if t.Link != "" {
+				continue
+			}
+			fd, err := cloneTree(unix.AT_FDCWD, t.Path, readOnly)
+			if err != nil {
+				closeMounts()
+				return nil, nil, nil, nil, err
+			}
+			mounts = append(mounts, os.NewFile(uintptr(fd), t.Path))
+			cfg.Trees[i].FD = next
+			next++
+		}
+		ws, err := s.workspaceMount(cfg.Workspace)
+		if err != nil {
+			closeMounts()
+			return nil, nil, nil, nil, err
+		}
+		mounts = append(mounts, ws)
+		cfg.WorkspaceFD = next
+	}
+	if conf, err = configFile(*cfg); err != nil {
+		closeMounts()
+		return nil, nil, nil, nil, err
+	}
+	if statusR, statusW, err = os.Pipe(); err != nil {
+		conf.Close()
+		closeMounts()
+		return nil, nil, nil, nil, fmt.Errorf("sandbox: %w", err)
+	}
+	return conf, statusR, statusW, mounts, nil
+}
+
+// givePipes hands the pipes among the command's standard descriptors to
+// the identity it runs as: a pipe agentd made as root is root's, and a
+// command reopening it (echo > /dev/stdout) would be refused.
+func (s *Sandbox) givePipes(cmd *exec.Cmd) {
+	for _, v := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
+		f, ok := v.(*os.File)
+		if !ok {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
+			_ = unix.Fchown(int(f.Fd()), s.uid, s.gid)
+		}
+	}
+}
+
+// configFile writes cfg into a memfd the helper reads as configFD.
+func configFile(cfg helperConfig) (*os.File, error) {
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	fd, err := unix.MemfdCreate("agentd-sandbox-config", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: memfd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "agentd-sandbox-config")
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sandbox: write config: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	return f, nil
+}
+
+// openNoSymlinks opens dir as an O_PATH handle, refusing a symbolic link
+// anywhere in its path.
+func openNoSymlinks(dir string) (int, error) {
+	return unix.Openat2(unix.AT_FDCWD, dir, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+}
+
+// workspaceMount returns the workspace as a detached mount, opened
+// refusing symbolic links in its path. When its owner is not the
+// command's identity the mount is idmapped: files owned by the owner
+// appear owned by the command (and files it creates are the owner's), so
+// an unprivileged command can work in a workspace root made.
+func (s *Sandbox) workspaceMount(dir string) (*os.File, error) {
+	dfd, err := openNoSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: open workspace %s (a symbolic link in its path is refused): %w", dir, err)
+	}
+	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(dfd, &st); err != nil {
+		return nil, fmt.Errorf("sandbox: workspace %s: %w", dir, err)
+	}
+	mfd, err := cloneTree(dfd, "", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return nil, err
+	}
+	if int(st.Uid) != s.uid || int(st.Gid) != s.gid {
+		ns, err := s.idmapNamespace(int(st.Uid), int(st.Gid))
+		if err != nil {
+			unix.Close(mfd)
+			return nil, err
+		}
+		attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(ns.Fd())}
+		if err := unix.MountSetattr(mfd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+			unix.Close(mfd)
+			return nil, fmt.Errorf("sandbox: the workspace's file system cannot map its owner (uid %d) to the sandbox's uid %d (idmapped mount): %w", st.Uid, s.uid, err)
+		}
+	}
+	return os.NewFile(uintptr(mfd), "workspace"), nil
+}
+
+// idmapNamespace returns a user namespace mapping uid/gid (a workspace's
+// owner) to the sandbox's identity, made once per owner by a holder
+// process that exits as soon as agentd has a handle on it.
+func (s *Sandbox) idmapNamespace(uid, gid int) (*os.File, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := [2]int{uid, gid}
+	if f, ok := s.idmaps[key]; ok {
+		return f, nil
+	}
+	cmd := &exec.Cmd{
+		Path: "/proc/self/exe",
+		Args: []string{holderName},
+		Env:  []string{},
+		Dir:  "/",
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags:  unix.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: s.uid, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: s.gid, Size: 1}},
+			Pdeathsig:   syscall.SIGKILL,
+		},
+	}
+	hold, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("sandbox: start a user namespace for the workspace's owner: %w", err)
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
+	hold.Close()
+	_ = cmd.Wait()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: user namespace for the workspace's owner: %w", err)
+	}
+	s.idmaps[key] = f
+	return f, nil
+}
+
+// systemTrees lists the paths that exist, as directories to bind or links
+// to recreate.
+func systemTrees(paths []string) []tree {
+	var out []tree
+	seen := map[string]bool{}
+	for _, p := range paths {
+		p = filepath.Clean(p)
+		if seen[p] || !filepath.IsAbs(p) || p == "/" {
+			continue
+		}
+		seen[p] = true
+		fi, err := os.Lstat(p)
+		switch {
+		case err != nil:
+			continue
+		case fi.Mode()&os.ModeSymlink != 0:
+			link, err := os.Readlink(p)
+			if err != nil {
+				continue
+			}
+			// A link is kept as it is only when it stays among the
+			// trees; otherwise what it leads to is bound in its place.
+			if real, err := filepath.EvalSymlinks(p); err == nil && underAny(real, paths) {
+				out = append(out, tree{Path: p, Link: link})
+			} else if err == nil {
+				if st, err := os.Stat(real); err == nil && st.IsDir() {
+					out = append(out, tree{Path: p})
+				}
+			}
+		case fi.IsDir():
+			out = append(out, tree{Path: p})
+		}
+	}
+	return out
+}
+
+// masksIn returns the paths (patterns expanded, links resolved) that lie
+// inside one of the bound trees.
+func masksIn(trees []tree, patterns []string) []mask {
+	var out []mask
+	seen := map[string]bool{}
+	for _, pat := range patterns {
+		matches, _ := filepath.Glob(pat)
+		for _, m := range matches {
+			real, err := filepath.EvalSymlinks(m)
+			if err != nil || seen[real] {
+				continue
+			}
+			fi, err := os.Stat(real)
+			if err != nil {
+				continue
+			}
+			for _, t := range trees {
+				if t.Link != "" {
+					continue
+				}
+				if _, ok := within(t.Path, real); ok {
+					seen[real] = true
+					out = append(out, mask{Path: real, Dir: fi.IsDir()})
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+func underAny(p string, roots []string) bool {
+	for _, r := range roots {
+		if _, ok := within(filepath.Clean(r), p); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports p relative to base when p is base or lies below it.
+func within(base, p string) (string, bool) {
+	rel, err := filepath.Rel(base, p)
+	if err != nil {
+		return "", false
+	}
+	if rel == "." || filepath.IsLocal(rel) {
+		return rel, true
+	}
+	return "", false
+}
