@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/agentd/agentd/provider"
 	"github.com/agentd/agentd/tools"
 	"github.com/agentd/agentd/tools/mcp"
+	"github.com/agentd/agentd/tools/sandbox"
 )
 
 // Limits the agent applies to every session.
@@ -48,12 +51,23 @@ type Options struct {
 	// the built-in workspace tools (package tools) are always offered, and
 	// a tool here with a built-in's name replaces it.
 	Tools []agentloop.Tool
-	// WorkspaceRoots, when set, are the directories a session's
-	// workspace_root must lie in; empty allows any existing absolute
-	// directory.
-	WorkspaceRoots []string
 	// WorkspaceTools tunes the built-in tools' limits.
 	WorkspaceTools tools.Options
+	// Sandbox confines the commands of the built-in bash tool. When it
+	// cannot confine on this machine, sessions enabling bash are refused
+	// (ErrPrecondition, REFUSAL_SANDBOX_UNAVAILABLE). nil runs bash
+	// unconfined, with agentd's authority: the operator turned the sandbox
+	// off.
+	Sandbox *sandbox.Sandbox
+	// ToolEnv are "NAME=value" entries added to the minimal environment
+	// of every bash command.
+	ToolEnv []string
+	// Protected are files no workspace may expose: agentd's database, the
+	// files it was configured with. A workspace_root that lies inside the
+	// directory of one, or holds it, is refused, like "/".
+	Protected []Protected
+	// Ceilings bound what each tenant's sessions may enable.
+	Ceilings Ceilings
 	// MCP holds the MCP servers sessions may enable
 	// (SessionConfig.mcp_servers); nil offers none. Its owner closes it
 	// after the agent.
@@ -96,6 +110,18 @@ type Options struct {
 	// spans; off by default, as they may hold personal data.
 	CaptureContent bool
 }
+
+// Protected is a file no workspace may expose, and what it is.
+type Protected struct {
+	// Path of the file.
+	Path string
+	// What names it in refusals, such as "database" or "--auth-config
+	// file".
+	What string
+}
+
+// protectedDir is the directory of a Protected file, resolved.
+type protectedDir struct{ dir, what string }
 
 // Metrics receives the agent's operational measurements.
 type Metrics interface {
@@ -140,12 +166,12 @@ func (noMetrics) LeaseLost()                         {}
 // replica's run from the store when it signals new events, and requests
 // for another replica's run are handed to it through the store.
 type Agent struct {
-	store          persistence.Store
-	shared         persistence.Shared // nil unless the store is shared
-	opts           Options
-	tools          map[string]agentloop.Tool
-	workspaceRoots []string
-	tracer         *tracer // nil without a TracerProvider
+	store     persistence.Store
+	shared    persistence.Shared // nil unless the store is shared
+	opts      Options
+	tools     map[string]agentloop.Tool
+	protected []protectedDir
+	tracer    *tracer // nil without a TracerProvider
 
 	mu        sync.Mutex
 	bySession map[string]*Run // active runs
@@ -206,12 +232,19 @@ func New(ctx context.Context, store persistence.Store, opts Options) (*Agent, er
 		a.opts.Lease = opts.Lease
 		a.shared = shared
 	}
-	for _, root := range opts.WorkspaceRoots {
-		resolved, err := filepath.EvalSymlinks(root)
-		if err != nil || !filepath.IsAbs(root) {
-			return nil, fmt.Errorf("agent: workspace root %q must be an existing absolute directory", root)
+	for _, p := range opts.Protected {
+		dir := filepath.Dir(filepath.Clean(p.Path))
+		if resolved, err := filepath.EvalSymlinks(dir); err == nil {
+			dir = resolved
 		}
-		a.workspaceRoots = append(a.workspaceRoots, resolved)
+		if !filepath.IsAbs(dir) {
+			abs, err := filepath.Abs(dir)
+			if err != nil {
+				return nil, fmt.Errorf("agent: protected %s %q: %w", p.What, p.Path, err)
+			}
+			dir = abs
+		}
+		a.protected = append(a.protected, protectedDir{dir: dir, what: p.What})
 	}
 	for _, t := range opts.Tools {
 		name := t.Definition().GetName()
@@ -219,6 +252,16 @@ func New(ctx context.Context, store persistence.Store, opts Options) (*Agent, er
 			return nil, fmt.Errorf("agent: two server tools are named %q", name)
 		}
 		a.tools[name] = t
+	}
+	// The ceilings are resolved in a copy: the caller's stay as given.
+	a.opts.Ceilings.Tenants = maps.Clone(opts.Ceilings.Tenants)
+	a.opts.Ceilings.Default.WorkspaceRoots.Values = slices.Clone(opts.Ceilings.Default.WorkspaceRoots.Values)
+	for name, c := range a.opts.Ceilings.Tenants {
+		c.WorkspaceRoots.Values = slices.Clone(c.WorkspaceRoots.Values)
+		a.opts.Ceilings.Tenants[name] = c
+	}
+	if err := a.checkCeilings(&a.opts.Ceilings); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	if err := a.repair(ctx); err != nil {
 		return nil, err
@@ -266,12 +309,19 @@ func (a *Agent) Close(ctx context.Context) error {
 	}
 }
 
-// CheckConfig checks the parts of a session configuration that depend on
-// this agent: the model (a *FieldError, or an *Error with ErrPrecondition
-// when its provider is not configured), the turn limit, the workspace root
-// and the tools, including that every tool's schema compiles, so a run
-// never fails on its configuration.
-func (a *Agent) CheckConfig(cfg *agentdv1.SessionConfig) error {
+// CheckConfig checks the parts of a session configuration of tenant that
+// depend on this agent: the model (a *FieldError, or an *Error with
+// ErrPrecondition when its provider is not configured), the turn limit,
+// the workspace root, the sandbox settings and the tools, including that
+// every tool's schema compiles, so a run never fails on its
+// configuration; and that the tenant's ceiling allows all of it (an
+// *Error with ErrPermission otherwise).
+func (a *Agent) CheckConfig(tenant string, cfg *agentdv1.SessionConfig) error {
+	// The ceilings first: what a tenant may not use, it need not learn
+	// more about.
+	if err := a.checkModelCeilings(tenant, cfg); err != nil {
+		return err
+	}
 	if err := a.checkModel(cfg.GetModel()); err != nil {
 		return err
 	}
@@ -279,9 +329,12 @@ func (a *Agent) CheckConfig(cfg *agentdv1.SessionConfig) error {
 		return invalid("config.max_turns", "%d exceeds the limit of %d", cfg.GetMaxTurns(), a.opts.MaxTurns)
 	}
 	if root := cfg.GetWorkspaceRoot(); root != "" {
-		if err := a.checkWorkspaceRoot(root); err != nil {
+		if _, err := a.checkWorkspaceRoot(tenant, root); err != nil {
 			return err
 		}
+	}
+	if err := checkSandboxSettings(cfg.GetSandbox()); err != nil {
+		return err
 	}
 	if err := checkContextConfig(cfg); err != nil {
 		return err
@@ -297,8 +350,21 @@ func (a *Agent) CheckConfig(cfg *agentdv1.SessionConfig) error {
 			return err
 		}
 	}
-	_, err := a.toolKit(cfg, nil, nil)
+	_, err := a.toolKit(tenant, cfg, nil, nil)
 	return err
+}
+
+// checkModelCeilings refuses a model or compaction model beyond the
+// tenant's ceiling.
+func (a *Agent) checkModelCeilings(tenant string, cfg *agentdv1.SessionConfig) error {
+	c := a.opts.Ceilings.ceiling(tenant)
+	if err := c.checkModel(tenant, "config.model", cfg.GetModel()); err != nil {
+		return err
+	}
+	if ref := cfg.GetCompaction().GetModel(); ref != nil {
+		return c.checkModel(tenant, "config.compaction.model", ref)
+	}
+	return nil
 }
 
 // checkContextConfig checks the context policy, blocks, hook and

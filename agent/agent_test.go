@@ -75,7 +75,7 @@ func (h *harness) restart() {
 
 func (h *harness) session(cfg *agentdv1.SessionConfig) string {
 	h.t.Helper()
-	if err := h.a.CheckConfig(cfg); err != nil {
+	if err := h.a.CheckConfig("", cfg); err != nil {
 		h.t.Fatalf("CheckConfig: %v", err)
 	}
 	s, err := h.store.CreateSession(context.Background(), persistence.CreateSessionParams{Config: cfg})

@@ -123,7 +123,7 @@ func TestBudgetChecks(t *testing.T) {
 		"config.budget.max_tokens":   {MaxTokens: -5},
 		"config.budget.max_run_time": {MaxRunTime: durationpb.New(-time.Second)},
 	} {
-		err := h.a.CheckConfig(&agentdv1.SessionConfig{Budget: b})
+		err := h.a.CheckConfig("", &agentdv1.SessionConfig{Budget: b})
 		if fe, ok := err.(*agent.FieldError); !ok || fe.Field != field {
 			t.Errorf("%v: got %v, want a field error on %s", b, err, field)
 		}

@@ -3,6 +3,8 @@ package agent
 import (
 	"errors"
 	"fmt"
+
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
 // The kinds of Error. They say why a request was refused, so the gRPC layer
@@ -33,6 +35,9 @@ var (
 	// ErrOutOfRange: the position asked for is beyond the run's events
 	// (OUT_OF_RANGE).
 	ErrOutOfRange = errors.New("out of range")
+	// ErrPermission: the operator does not let the session's tenant do
+	// what the request asks (PERMISSION_DENIED).
+	ErrPermission = errors.New("permission denied")
 )
 
 // Error is a refused request: its Kind for the status code and the text a
@@ -42,6 +47,10 @@ type Error struct {
 	Kind error
 	// Message is the whole text for the client.
 	Message string
+	// Reason, when set, types the refusal for clients (the reason of an
+	// ErrorInfo detail), with Metadata naming its particulars.
+	Reason   agentdv1.Refusal
+	Metadata map[string]string
 }
 
 // Error returns the message for the client.
@@ -63,6 +72,9 @@ type FieldError struct {
 	Field string
 	// Description says what is wrong with it and what is accepted.
 	Description string
+	// Reason and Metadata type the refusal, as Error's.
+	Reason   agentdv1.Refusal
+	Metadata map[string]string
 }
 
 // Error returns "field: description".

@@ -84,7 +84,7 @@ func (a *Agent) noMCPServer(name string) string {
 // addMCPTools adds the tools of the session's MCP servers to a kit being
 // built: each server's tools as tools declares them, narrowed by the
 // operator's lists and the session's, with their approval policies.
-func (a *Agent) addMCPTools(cfg *agentdv1.SessionConfig, tools mcpTools, list []agentloop.Tool, policies map[string]agentdv1.ApprovalPolicy) []agentloop.Tool {
+func (a *Agent) addMCPTools(cfg *agentdv1.SessionConfig, ceiling Ceiling, tools mcpTools, list []agentloop.Tool, policies map[string]agentdv1.ApprovalPolicy) []agentloop.Tool {
 	for _, use := range cfg.GetMcpServers() {
 		server, ok := a.mcpServer(use.GetName())
 		if !ok {
@@ -106,6 +106,7 @@ func (a *Agent) addMCPTools(cfg *agentdv1.SessionConfig, tools mcpTools, list []
 			if policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED && !server.ReadOnly {
 				policy = agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK
 			}
+			policy = ceiling.approval(tool.Definition().GetName(), policy)
 			if policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK || policy == agentdv1.ApprovalPolicy_APPROVAL_POLICY_DENY {
 				policies[tool.Definition().GetName()] = policy
 			}

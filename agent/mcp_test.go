@@ -327,7 +327,7 @@ func TestMCPConfigChecks(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := h.a.CheckConfig(&agentdv1.SessionConfig{McpServers: tc.servers, Tools: tc.tools})
+			err := h.a.CheckConfig("", &agentdv1.SessionConfig{McpServers: tc.servers, Tools: tc.tools})
 			fe, ok := err.(*agent.FieldError)
 			if !ok || fe.Field != tc.field || !strings.Contains(fe.Description, tc.says) {
 				t.Fatalf("got %v, want a field error on %s saying %q", err, tc.field, tc.says)
@@ -335,7 +335,7 @@ func TestMCPConfigChecks(t *testing.T) {
 		})
 	}
 	bare := newHarness(t, agent.Options{})
-	err := bare.a.CheckConfig(&agentdv1.SessionConfig{McpServers: []*agentdv1.McpServer{{Name: "everything"}}})
+	err := bare.a.CheckConfig("", &agentdv1.SessionConfig{McpServers: []*agentdv1.McpServer{{Name: "everything"}}})
 	if fe, ok := err.(*agent.FieldError); !ok || !strings.Contains(fe.Description, "this agentd has none") {
 		t.Errorf("without MCP servers: %v", err)
 	}

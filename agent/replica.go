@@ -351,19 +351,21 @@ func (a *Agent) localControl(ctx context.Context, ctl *agentdv1.ReplicaControl) 
 var answerKinds = map[string]error{
 	"busy": ErrBusy, "idle": ErrIdle, "precondition": ErrPrecondition, "not_found": ErrNotFound, "exists": ErrExists,
 	"limit": ErrLimit, "unavailable": ErrUnavailable, "conflict": ErrConflict, "out_of_range": ErrOutOfRange,
+	"permission": ErrPermission,
 }
 
 // errorAnswer is the answer that carries err to the sender.
 func errorAnswer(err error) *agentdv1.ReplicaControlAnswer {
 	var fe *FieldError
 	if errors.As(err, &fe) {
-		return &agentdv1.ReplicaControlAnswer{ErrorKind: "invalid", ErrorField: fe.Field, ErrorMessage: fe.Description}
+		return &agentdv1.ReplicaControlAnswer{ErrorKind: "invalid", ErrorField: fe.Field, ErrorMessage: fe.Description,
+			ErrorReason: fe.Reason, ErrorMetadata: fe.Metadata}
 	}
 	var e *Error
 	if errors.As(err, &e) {
 		for name, kind := range answerKinds {
 			if e.Kind == kind {
-				return &agentdv1.ReplicaControlAnswer{ErrorKind: name, ErrorMessage: e.Message}
+				return &agentdv1.ReplicaControlAnswer{ErrorKind: name, ErrorMessage: e.Message, ErrorReason: e.Reason, ErrorMetadata: e.Metadata}
 			}
 		}
 	}
@@ -376,11 +378,11 @@ func answerError(ans *agentdv1.ReplicaControlAnswer) error {
 	case "":
 		return nil
 	case "invalid":
-		return &FieldError{Field: ans.GetErrorField(), Description: ans.GetErrorMessage()}
+		return &FieldError{Field: ans.GetErrorField(), Description: ans.GetErrorMessage(), Reason: ans.GetErrorReason(), Metadata: ans.GetErrorMetadata()}
 	}
 	kind, ok := answerKinds[ans.GetErrorKind()]
 	if !ok {
 		kind = ErrUnavailable
 	}
-	return &Error{Kind: kind, Message: ans.GetErrorMessage()}
+	return &Error{Kind: kind, Message: ans.GetErrorMessage(), Reason: ans.GetErrorReason(), Metadata: ans.GetErrorMetadata()}
 }

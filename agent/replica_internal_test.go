@@ -13,7 +13,7 @@ import (
 // A refusal carried from the replica that runs a run back to the one that
 // received the request is the same refusal: kind, text and field.
 func TestControlAnswersCarryRefusals(t *testing.T) {
-	kinds := []error{ErrBusy, ErrIdle, ErrPrecondition, ErrNotFound, ErrExists, ErrLimit, ErrUnavailable, ErrConflict, ErrOutOfRange}
+	kinds := []error{ErrBusy, ErrIdle, ErrPrecondition, ErrNotFound, ErrExists, ErrLimit, ErrUnavailable, ErrConflict, ErrOutOfRange, ErrPermission}
 	if len(kinds) != len(answerKinds) {
 		t.Fatalf("%d kinds tested, %d carried: a kind was added without a name", len(kinds), len(answerKinds))
 	}
@@ -24,6 +24,7 @@ func TestControlAnswersCarryRefusals(t *testing.T) {
 		{"success", nil},
 		{"field", invalid("items[0].entry_id", "%q is not offered", "e9")},
 		{"wrapped field", fmt.Errorf("submit: %w", invalid("content", "empty"))},
+		{"typed", beyond("acme", "tenants.acme.tools", "bash", "enable tool %q", "bash")},
 	}
 	for _, k := range kinds {
 		tests = append(tests, struct {
@@ -49,12 +50,12 @@ func TestControlAnswersCarryRefusals(t *testing.T) {
 			switch {
 			case errors.As(tc.err, &wantField):
 				var fe *FieldError
-				if !errors.As(got, &fe) || *fe != *wantField {
+				if !errors.As(got, &fe) || fe.Field != wantField.Field || fe.Description != wantField.Description {
 					t.Fatalf("got %#v, want %#v", got, wantField)
 				}
 			case errors.As(tc.err, &want):
 				var e *Error
-				if !errors.As(got, &e) || e.Kind != want.Kind || e.Message != want.Message {
+				if !errors.As(got, &e) || e.Kind != want.Kind || e.Message != want.Message || e.Reason != want.Reason || fmt.Sprint(e.Metadata) != fmt.Sprint(want.Metadata) {
 					t.Fatalf("got %#v, want %#v", got, want)
 				}
 			}

@@ -148,6 +148,9 @@ func (a *Agent) Start(ctx context.Context, req StartRequest) (string, error) {
 	if err != nil {
 		return "", refuse(ErrPrecondition, "session %q: its model cannot be used now: %v", sessionID, err)
 	}
+	if err := a.checkModelCeilings(sess.Tenant, cfg); err != nil {
+		return "", err
+	}
 	id := runID(sessionID, requestID)
 	r, existing, err := a.register(sess, id, cfg, req.MaxTenantRuns)
 	if err != nil {
@@ -183,6 +186,21 @@ func (a *Agent) Start(ctx context.Context, req StartRequest) (string, error) {
 	}
 	close(r.launched)
 	return id, nil
+}
+
+// toolsUnusable is the refusal of a run or preview whose tools were valid
+// when the session was configured and are not now: what changed is the
+// server (a workspace root gone, an MCP server no longer configured, a
+// ceiling lowered, the sandbox unavailable). A typed refusal keeps its
+// kind.
+func toolsUnusable(sessionID string, err error) error {
+	var typed *Error
+	if errors.As(err, &typed) && typed.Reason != agentdv1.Refusal_REFUSAL_UNSPECIFIED {
+		out := *typed
+		out.Message = fmt.Sprintf("session %q: its tools cannot be used now: %s", sessionID, typed.Message)
+		return &out
+	}
+	return refuse(ErrPrecondition, "session %q: its tools cannot be used now: %v", sessionID, err)
 }
 
 // errStoredRun says the run of a request id is in the store already.
@@ -296,12 +314,9 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 	if a.tracer != nil {
 		stream = a.tracer.stream(stream)
 	}
-	kit, err := a.toolKit(cfg, r, offered)
+	kit, err := a.toolKit(r.tenant, cfg, r, offered)
 	if err != nil {
-		// The configuration was valid when the session was created; what
-		// changed is the server (a workspace root gone or no longer
-		// allowed, an MCP server no longer configured).
-		return refuse(ErrPrecondition, "session %q: its tools cannot be used now: %v", r.sessionID, err)
+		return toolsUnusable(r.sessionID, err)
 	}
 	maxTurns := cfg.GetMaxTurns()
 	if maxTurns == 0 {

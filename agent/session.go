@@ -33,9 +33,9 @@ func (a *Agent) Context(ctx context.Context, sessionID, leafEntryID string) (*Co
 	if err != nil {
 		return nil, err
 	}
-	kit, err := a.toolKit(sess.Config, nil, a.contextMCPTools(ctx, sess.Config, stored))
+	kit, err := a.toolKit(sess.Tenant, sess.Config, nil, a.contextMCPTools(ctx, sess.Config, stored))
 	if err != nil {
-		return nil, refuse(ErrPrecondition, "session %q: its tools cannot be used now: %v", sessionID, err)
+		return nil, toolsUnusable(sessionID, err)
 	}
 	model, _, _, _ := a.modelFor(sess.Config) // a model no longer usable still names itself
 	sh := newShaper(sess.Config, model)

@@ -52,14 +52,19 @@ func readOnly(t agentloop.Tool) bool {
 	return ok && ro.ReadOnly()
 }
 
-// toolKit builds the tools a session's run may call, with client tools
-// bound to run r (nil when only checking or previewing) and the MCP tools
-// of mcp (nil when only checking); its errors are *FieldError naming the
-// field.
-func (a *Agent) toolKit(cfg *agentdv1.SessionConfig, r *Run, mcp mcpTools) (*toolKit, error) {
+// toolKit builds the tools a session of tenant may call in a run, with
+// client tools bound to run r (nil when only checking or previewing) and
+// the MCP tools of mcp (nil when only checking), within the tenant's
+// ceiling; its errors are *FieldError naming the field, or *Error for a
+// ceiling or a sandbox that refuses.
+func (a *Agent) toolKit(tenant string, cfg *agentdv1.SessionConfig, r *Run, mcp mcpTools) (*toolKit, error) {
 	decls := cfg.GetTools()
 	if len(decls) > MaxTools {
 		return nil, invalid("config.tools", "%d tools exceed the limit of %d", len(decls), MaxTools)
+	}
+	ceiling := a.opts.Ceilings.ceiling(tenant)
+	if err := ceiling.checkConfig(tenant, cfg); err != nil {
+		return nil, err
 	}
 	kit := &toolKit{policies: map[string]agentdv1.ApprovalPolicy{}}
 	seen := map[string]int{}
@@ -82,7 +87,7 @@ func (a *Agent) toolKit(cfg *agentdv1.SessionConfig, r *Run, mcp mcpTools) (*too
 		case agentdv1.ToolExecutor_TOOL_EXECUTOR_UNSPECIFIED, agentdv1.ToolExecutor_TOOL_EXECUTOR_SERVER:
 			server, ok := a.tools[d.GetName()]
 			if !ok && tools.IsBuiltin(d.GetName()) {
-				t, err := a.builtinTool(cfg, d.GetName(), field, r)
+				t, err := a.builtinTool(tenant, cfg, d.GetName(), field, r)
 				if err != nil {
 					return nil, err
 				}
@@ -121,6 +126,7 @@ func (a *Agent) toolKit(cfg *agentdv1.SessionConfig, r *Run, mcp mcpTools) (*too
 		default:
 			return nil, invalid(field+".executor", "unknown executor %d", d.GetExecutor())
 		}
+		policy = ceiling.approval(d.GetName(), policy)
 		switch policy {
 		case agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED, agentdv1.ApprovalPolicy_APPROVAL_POLICY_ALLOW:
 		case agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK, agentdv1.ApprovalPolicy_APPROVAL_POLICY_DENY:
@@ -133,7 +139,7 @@ func (a *Agent) toolKit(cfg *agentdv1.SessionConfig, r *Run, mcp mcpTools) (*too
 	if err := a.checkMCPServers(cfg); err != nil {
 		return nil, err
 	}
-	list = a.addMCPTools(cfg, mcp, list, kit.policies)
+	list = a.addMCPTools(cfg, ceiling, mcp, list, kit.policies)
 	if r != nil && a.tracer != nil {
 		list = a.tracer.tools(list)
 	}
@@ -163,47 +169,159 @@ func (a *Agent) serverToolNames() string {
 	return strings.Join(names, ", ")
 }
 
-// checkWorkspaceRoot validates a session's workspace_root: an existing
-// absolute directory, inside one of the allowed roots when agentd restricts
-// them.
-func (a *Agent) checkWorkspaceRoot(root string) error {
+// checkWorkspaceRoot validates the workspace_root of a session of
+// tenant: an existing absolute directory, never one agentd forbids, inside
+// the roots the tenant's ceiling allows. It returns the directory with
+// symbolic links resolved.
+func (a *Agent) checkWorkspaceRoot(tenant, root string) (string, error) {
 	const field = "config.workspace_root"
 	if !filepath.IsAbs(root) {
-		return invalid(field, "%q is not an absolute path", root)
+		return "", invalid(field, "%q is not an absolute path", root)
 	}
 	resolved, err := filepath.EvalSymlinks(root)
 	if err != nil {
-		return invalid(field, "%q cannot be used: %v", root, err)
+		return "", invalid(field, "%q cannot be used: %v", root, err)
 	}
 	if fi, err := os.Stat(resolved); err != nil || !fi.IsDir() {
-		return invalid(field, "%q is not a directory", root)
+		return "", invalid(field, "%q is not a directory", root)
 	}
-	if len(a.workspaceRoots) == 0 {
-		return nil
+	if fe := a.forbiddenWorkspace(resolved); fe != nil {
+		fe.Description = fmt.Sprintf("%q %s", root, fe.Description)
+		return "", fe
 	}
-	for _, allowed := range a.workspaceRoots {
-		if rel, err := filepath.Rel(allowed, resolved); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return nil
+	roots := a.opts.Ceilings.ceiling(tenant).WorkspaceRoots
+	if roots.Values == nil {
+		return resolved, nil
+	}
+	for _, allowed := range roots.Values {
+		if inside(allowed, resolved) {
+			return resolved, nil
 		}
 	}
-	return invalid(field, "%q is outside the roots this agentd allows (%s; see --workspace-roots)", root, strings.Join(a.workspaceRoots, ", "))
+	if len(roots.Values) == 0 {
+		return "", beyond(tenant, roots.Setting, root, "use the built-in workspace tools: no workspace roots are set for them")
+	}
+	return "", beyond(tenant, roots.Setting, root, "use a workspace outside %s", strings.Join(roots.Values, ", "))
+}
+
+// forbiddenWorkspace refuses a directory (symbolic links resolved) that
+// no session may use as its workspace, whatever the ceilings say: "/",
+// and any directory that is, holds or lies inside the directory of a
+// protected file.
+func (a *Agent) forbiddenWorkspace(dir string) *FieldError {
+	forbid := func(what, format string, args ...any) *FieldError {
+		fe := invalid("config.workspace_root", format, args...)
+		fe.Reason = agentdv1.Refusal_REFUSAL_WORKSPACE_FORBIDDEN
+		fe.Metadata = map[string]string{"path": dir, "protects": what}
+		return fe
+	}
+	if dir == "/" {
+		return forbid("everything", "is the root directory, which holds everything agentd keeps; choose a directory of its own")
+	}
+	for _, p := range a.protected {
+		switch {
+		case inside(dir, p.dir):
+			return forbid(p.what, "holds the directory of agentd's %s; choose a directory of its own", p.what)
+		case inside(p.dir, dir):
+			return forbid(p.what, "lies inside the directory of agentd's %s; choose a directory of its own", p.what)
+		}
+	}
+	return nil
+}
+
+// inside reports whether p is base or lies below it.
+func inside(base, p string) bool {
+	rel, err := filepath.Rel(base, p)
+	return err == nil && (rel == "." || filepath.IsLocal(rel))
+}
+
+// MaxWritablePaths bounds SandboxSettings.writable_paths.
+const MaxWritablePaths = 32
+
+// checkSandboxSettings validates config.sandbox.
+func checkSandboxSettings(s *agentdv1.SandboxSettings) error {
+	if _, ok := agentdv1.SandboxNetwork_name[int32(s.GetNetwork())]; !ok {
+		return invalid("config.sandbox.network", "unknown network %d; use SANDBOX_NETWORK_NONE or SANDBOX_NETWORK_ALLOWED", s.GetNetwork())
+	}
+	if n := len(s.GetWritablePaths()); n > MaxWritablePaths {
+		return invalid("config.sandbox.writable_paths", "%d paths exceed the limit of %d", n, MaxWritablePaths)
+	}
+	for i, p := range s.GetWritablePaths() {
+		if p == "" || len(p) > 1024 || strings.ContainsRune(p, 0) || !filepath.IsLocal(p) {
+			return invalid(fmt.Sprintf("config.sandbox.writable_paths[%d]", i), "%q is not a relative path inside the workspace (no leading /, no ..)", truncate(p, 70))
+		}
+	}
+	return nil
+}
+
+// workspaceOptions are the built-in tools' options for a session: the
+// agent's limits, sandbox and tool environment, with the session's
+// network and writable paths.
+func (a *Agent) workspaceOptions(cfg *agentdv1.SessionConfig) tools.Options {
+	o := a.opts.WorkspaceTools
+	o.Sandbox = a.opts.Sandbox
+	o.Env = a.opts.ToolEnv
+	o.Network = cfg.GetSandbox().GetNetwork() == agentdv1.SandboxNetwork_SANDBOX_NETWORK_ALLOWED
+	o.WritablePaths = cfg.GetSandbox().GetWritablePaths()
+	return o
+}
+
+// ToolSandbox describes the confinement of a session's bash commands, or
+// nil when the session does not enable bash.
+func (a *Agent) ToolSandbox(cfg *agentdv1.SessionConfig) *agentdv1.ToolSandbox {
+	if !slices.ContainsFunc(cfg.GetTools(), func(t *agentdv1.Tool) bool {
+		return t.GetName() == tools.Bash && t.GetExecutor() != agentdv1.ToolExecutor_TOOL_EXECUTOR_CLIENT
+	}) {
+		return nil
+	}
+	ts := &agentdv1.ToolSandbox{Network: agentdv1.SandboxNetwork_SANDBOX_NETWORK_NONE, WritablePaths: cfg.GetSandbox().GetWritablePaths()}
+	if len(ts.WritablePaths) == 0 {
+		ts.WritablePaths = []string{"."}
+	}
+	if cfg.GetSandbox().GetNetwork() == agentdv1.SandboxNetwork_SANDBOX_NETWORK_ALLOWED {
+		ts.Network = agentdv1.SandboxNetwork_SANDBOX_NETWORK_ALLOWED
+	}
+	if a.opts.Sandbox == nil {
+		ts.Mechanism = "none: agentd runs with --sandbox=off, so commands have agentd's own authority"
+		ts.Network = agentdv1.SandboxNetwork_SANDBOX_NETWORK_ALLOWED
+		ts.WritablePaths = []string{"/"}
+		return ts
+	}
+	st := a.opts.Sandbox.Status()
+	ts.Confined = st.Active
+	ts.Mechanism = st.String()
+	return ts
+}
+
+// sandboxUnavailable refuses bash where the sandbox cannot confine it.
+func sandboxUnavailable(err error) *Error {
+	e := refuse(ErrPrecondition, "bash cannot run confined on this machine (%v); agentd's operator can run bash unconfined, with agentd's own authority, with agentd --sandbox=off", err)
+	e.Reason = agentdv1.Refusal_REFUSAL_SANDBOX_UNAVAILABLE
+	e.Metadata = map[string]string{"reason": err.Error(), "flag": "--sandbox=off"}
+	return e
 }
 
 // builtinTool returns the built-in workspace tool name for a session's run,
 // opening the session's workspace once per run; without a run it returns a
 // stand-in that only declares the tool.
-func (a *Agent) builtinTool(cfg *agentdv1.SessionConfig, name, field string, r *Run) (agentloop.Tool, error) {
+func (a *Agent) builtinTool(tenant string, cfg *agentdv1.SessionConfig, name, field string, r *Run) (agentloop.Tool, error) {
 	if cfg.GetWorkspaceRoot() == "" {
 		return nil, invalid("config.workspace_root", "required: %s uses the built-in tool %q, which works inside a workspace directory", field, name)
 	}
-	if err := a.checkWorkspaceRoot(cfg.GetWorkspaceRoot()); err != nil {
+	dir, err := a.checkWorkspaceRoot(tenant, cfg.GetWorkspaceRoot())
+	if err != nil {
 		return nil, err
+	}
+	if name == tools.Bash && a.opts.Sandbox != nil {
+		if err := a.opts.Sandbox.Available(); err != nil {
+			return nil, sandboxUnavailable(err)
+		}
 	}
 	if r == nil {
 		def, _ := tools.Definition(name)
 		return declaredTool{def: def}, nil
 	}
-	ws, err := r.workspace(func() (*tools.Workspace, error) { return tools.New(cfg.GetWorkspaceRoot(), a.opts.WorkspaceTools) })
+	ws, err := r.workspace(func() (*tools.Workspace, error) { return tools.New(dir, a.workspaceOptions(cfg)) })
 	if err != nil {
 		return nil, invalid("config.workspace_root", "cannot open %q: %v", cfg.GetWorkspaceRoot(), err)
 	}

@@ -68,7 +68,7 @@ func (s *Service) UpdateSession(ctx context.Context, req *agentdv1.UpdateSession
 		}
 	}
 	if changedConfig {
-		if err := s.checkConfig(cfg); err != nil {
+		if err := s.checkConfig(rec.Tenant, cfg); err != nil {
 			return nil, err
 		}
 		u.Config = proto.CloneOf(cfg)

@@ -32,7 +32,7 @@ func TestLongConversationCompactsAndNeverOverflows(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "src", "config.ts"), []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, agent.Options{WorkspaceRoots: []string{filepath.Dir(ws)}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Ceilings: agent.Ceilings{Default: agent.Ceiling{WorkspaceRoots: agent.Limit{Values: []string{filepath.Dir(ws)}, Setting: "--workspace-roots"}}}}, service.ServerOptions{})
 	var responses []*agentdv1.AssistantMessage
 	for range 400 {
 		responses = append(responses,

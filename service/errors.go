@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/agentd/agentd/agent"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
 )
 
@@ -27,6 +28,7 @@ var agentCodes = []struct {
 	{agent.ErrUnavailable, codes.Unavailable},
 	{agent.ErrConflict, codes.Aborted},
 	{agent.ErrOutOfRange, codes.OutOfRange},
+	{agent.ErrPermission, codes.PermissionDenied},
 }
 
 // status maps an error of the agent or the store onto the gRPC status a
@@ -41,13 +43,13 @@ func (s *Service) status(ctx context.Context, what string, err error) error {
 	}
 	var fe *agent.FieldError
 	if errors.As(err, &fe) {
-		return invalid(fe.Field, "%s", fe.Description)
+		return withReason(invalid(fe.Field, "%s", fe.Description), fe.Reason, fe.Metadata)
 	}
 	var ae *agent.Error
 	if errors.As(err, &ae) {
 		for _, m := range agentCodes {
 			if errors.Is(ae.Kind, m.kind) {
-				return status.Error(m.code, ae.Message)
+				return withReason(status.Error(m.code, ae.Message), ae.Reason, ae.Metadata)
 			}
 		}
 	}
@@ -80,6 +82,23 @@ func (s *Service) status(ctx context.Context, what string, err error) error {
 		s.logger.ErrorContext(ctx, "internal failure", "op", what, "err", err)
 		return status.Errorf(codes.Internal, "%s failed inside agentd; see the agentd log", what)
 	}
+}
+
+// refusalDomain is the domain of the ErrorInfo details agentd sends.
+const refusalDomain = "agentd"
+
+// withReason adds a google.rpc.ErrorInfo detail typing the refusal (the
+// name of an agentdv1.Refusal as its reason) to the status err, when the
+// refusal has a type.
+func withReason(err error, reason agentdv1.Refusal, metadata map[string]string) error {
+	if reason == agentdv1.Refusal_REFUSAL_UNSPECIFIED {
+		return err
+	}
+	st, _ := status.FromError(err)
+	if withDetails, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: reason.String(), Domain: refusalDomain, Metadata: metadata}); derr == nil {
+		return withDetails.Err()
+	}
+	return err
 }
 
 // invalid builds an INVALID_ARGUMENT status that names the field, in the

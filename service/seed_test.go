@@ -27,14 +27,14 @@ func TestSeedScenarioWithBuiltinToolsAndApproval(t *testing.T) {
 	if err := os.WriteFile(config, []byte("export const config = {\n  port: 3000,\n};\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	h := newHarness(t, agent.Options{WorkspaceRoots: []string{filepath.Dir(ws)}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Ceilings: agent.Ceilings{Default: agent.Ceiling{WorkspaceRoots: agent.Limit{Values: []string{filepath.Dir(ws)}, Setting: "--workspace-roots"}}}}, service.ServerOptions{})
 
 	_, err := h.client.CreateSession(h.ctx(), &agentdv1.CreateSessionRequest{Config: &agentdv1.SessionConfig{
 		Tools: []*agentdv1.Tool{{Name: "read_file"}}}})
 	wantCode(t, err, codes.InvalidArgument, "config.workspace_root")
 	_, err = h.client.CreateSession(h.ctx(), &agentdv1.CreateSessionRequest{Config: &agentdv1.SessionConfig{
 		WorkspaceRoot: "/etc", Tools: []*agentdv1.Tool{{Name: "read_file"}}}})
-	wantCode(t, err, codes.InvalidArgument, "outside the roots")
+	wantCode(t, err, codes.PermissionDenied, "use a workspace outside")
 
 	id := h.createSession(&agentdv1.SessionConfig{
 		SystemPrompt:  "你是桌面开发助手。",

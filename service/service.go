@@ -25,7 +25,7 @@ type Options struct {
 	// Now is the clock; defaults to time.Now.
 	Now func() time.Time
 	// Tenants are the tenants' limits (AuthConfig.Tenants), by name.
-	Tenants map[string]TenantLimits
+	Tenants map[string]TenantPolicy
 }
 
 // Service implements agentdv1.AgentServiceServer: it validates requests,
@@ -40,7 +40,7 @@ type Service struct {
 	limits  Limits
 	metrics *Metrics
 	now     func() time.Time
-	tenants map[string]TenantLimits
+	tenants map[string]TenantPolicy
 }
 
 // New returns the service over store, whose runs a runs.

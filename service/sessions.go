@@ -16,7 +16,7 @@ import (
 
 // CreateSession implements agentdv1.AgentServiceServer.
 func (s *Service) CreateSession(ctx context.Context, req *agentdv1.CreateSessionRequest) (*agentdv1.CreateSessionResponse, error) {
-	if err := s.checkNewSession(req.GetConfig(), req.GetTitle(), req.GetLabels()); err != nil {
+	if err := s.checkNewSession(CallerFrom(ctx).Tenant, req.GetConfig(), req.GetTitle(), req.GetLabels()); err != nil {
 		return nil, err
 	}
 	cfg := req.GetConfig()
@@ -47,6 +47,7 @@ func (s *Service) GetSession(ctx context.Context, req *agentdv1.GetSessionReques
 		return nil, s.status(ctx, "sum the session's spending", err)
 	}
 	out.Spent = &agentdv1.Spend{Tokens: spent.Tokens, CostUsd: spent.CostUSD}
+	out.ToolSandbox = s.agent.ToolSandbox(rec.Config)
 	return &agentdv1.GetSessionResponse{Session: out}, nil
 }
 
@@ -85,13 +86,15 @@ func (s *Service) ListSessions(ctx context.Context, req *agentdv1.ListSessionsRe
 
 // ForkSession implements agentdv1.AgentServiceServer.
 func (s *Service) ForkSession(ctx context.Context, req *agentdv1.ForkSessionRequest) (*agentdv1.ForkSessionResponse, error) {
-	if _, err := s.session(ctx, req.GetSessionId()); err != nil {
+	source, err := s.session(ctx, req.GetSessionId())
+	if err != nil {
 		return nil, err
 	}
 	if err := checkOptionalID("entry_id", req.GetEntryId()); err != nil {
 		return nil, err
 	}
-	if err := s.checkNewSession(req.GetConfig(), req.GetTitle(), req.GetLabels()); err != nil {
+	// A fork is its source's tenant's.
+	if err := s.checkNewSession(source.Tenant, req.GetConfig(), req.GetTitle(), req.GetLabels()); err != nil {
 		return nil, err
 	}
 	params := persistence.CreateSessionParams{Title: req.GetTitle(), Labels: req.GetLabels()}
@@ -171,9 +174,9 @@ func checkLabels(field string, labels map[string]string) error {
 	return nil
 }
 
-// checkNewSession validates what a new session is created with.
-func (s *Service) checkNewSession(cfg *agentdv1.SessionConfig, title string, labels map[string]string) error {
-	if err := s.checkConfig(cfg); err != nil {
+// checkNewSession validates what a new session of tenant is created with.
+func (s *Service) checkNewSession(tenant string, cfg *agentdv1.SessionConfig, title string, labels map[string]string) error {
+	if err := s.checkConfig(tenant, cfg); err != nil {
 		return err
 	}
 	if err := checkTitle(title); err != nil {
@@ -182,10 +185,11 @@ func (s *Service) checkNewSession(cfg *agentdv1.SessionConfig, title string, lab
 	return checkLabels("labels", labels)
 }
 
-// checkConfig validates a session configuration completely: its sizes
-// here, and through the agent what depends on the server (model, tools,
-// workspace, turn limit), so a run never fails on configuration.
-func (s *Service) checkConfig(cfg *agentdv1.SessionConfig) error {
+// checkConfig validates a configuration of a session of tenant
+// completely: its sizes here, and through the agent what depends on the
+// server (model, tools, workspace, turn limit) and the tenant's ceiling,
+// so a run never fails on configuration.
+func (s *Service) checkConfig(tenant string, cfg *agentdv1.SessionConfig) error {
 	if len(cfg.GetSystemPrompt()) > s.limits.MaxSystemPromptBytes {
 		return invalid("config.system_prompt", "%d bytes exceed the limit of %d", len(cfg.GetSystemPrompt()), s.limits.MaxSystemPromptBytes)
 	}
@@ -206,5 +210,5 @@ func (s *Service) checkConfig(cfg *agentdv1.SessionConfig) error {
 			return err
 		}
 	}
-	return s.status(context.Background(), "check config", s.agent.CheckConfig(cfg))
+	return s.status(context.Background(), "check config", s.agent.CheckConfig(tenant, cfg))
 }

@@ -10,9 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +26,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/agentd/agentd/agent"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
@@ -68,12 +72,15 @@ type AuthConfig struct {
 	// Certificates are TLS client certificates, by subject; they need
 	// agentd to verify client certificates (--tls-client-ca).
 	Certificates []CertificateGrant `json:"certificates,omitempty"`
-	// Tenants are the limits of tenants, by name.
-	Tenants map[string]TenantLimits `json:"tenants,omitempty"`
+	// Tenants are the limits and ceilings of tenants, by name.
+	Tenants map[string]TenantPolicy `json:"tenants,omitempty"`
 }
 
-// TenantLimits cap what one tenant may spend. A zero field sets no limit.
-type TenantLimits struct {
+// TenantPolicy caps what one tenant may spend and bounds what its
+// sessions may enable. A zero limit sets no limit; an unset ceiling
+// follows agentd's flag for it (open when that is unset too), except
+// workspaceRoots, which each tenant has of its own.
+type TenantPolicy struct {
 	// MaxCostPerDayUSD is the most the tenant's model calls may cost per
 	// day (UTC); a Prompt or Continue beyond it is refused until the next
 	// day. Runs under way are not cut.
@@ -81,6 +88,47 @@ type TenantLimits struct {
 	// MaxConcurrentRuns is the most runs the tenant may have active at
 	// once on one agentd.
 	MaxConcurrentRuns int `json:"maxConcurrentRuns,omitempty"`
+	// WorkspaceRoots are the directories the workspace_root of the
+	// tenant's sessions must lie in. Without any, the tenant's sessions
+	// cannot use the built-in workspace tools. No directory may be listed
+	// for two tenants, or lie inside another tenant's.
+	WorkspaceRoots []string `json:"workspaceRoots"`
+	// Tools are the server tools (read_file, bash, ...) the tenant's
+	// sessions may enable (agentd's --allowed-tools when unset).
+	Tools []string `json:"tools"`
+	// MCPServers are the MCP servers the tenant's sessions may enable
+	// (--allowed-mcp-servers when unset).
+	MCPServers []string `json:"mcpServers"`
+	// Models are patterns over "provider/id" (such as "anthropic/*"; the
+	// faux model is "faux/faux") of the models the tenant's sessions may
+	// use (--allowed-models when unset).
+	Models []string `json:"models"`
+	// RequireApproval are patterns over tool names whose calls always ask
+	// for approval, whatever a session says (--require-approval when
+	// unset).
+	RequireApproval []string `json:"requireApproval"`
+	// Network is whether the tenant's sessions may give their bash
+	// commands agentd's network (--sandbox-network when unset).
+	Network *bool `json:"network"`
+}
+
+// Ceilings are the agent's ceilings under this configuration: def for
+// sessions of no tenant and for what a tenant leaves unset, each tenant's
+// own over it, and workspaces per tenant.
+func (c *AuthConfig) Ceilings(def agent.Ceiling) agent.Ceilings {
+	out := agent.Ceilings{Default: def, Tenants: map[string]agent.Ceiling{}, TenantWorkspaces: true}
+	for name, t := range c.Tenants {
+		key := func(k string) string { return "tenants." + name + "." + k }
+		out.Tenants[name] = agent.Ceiling{
+			WorkspaceRoots:  agent.Limit{Values: t.WorkspaceRoots, Setting: key("workspaceRoots")},
+			Tools:           agent.Limit{Values: t.Tools, Setting: key("tools")},
+			MCPServers:      agent.Limit{Values: t.MCPServers, Setting: key("mcpServers")},
+			Models:          agent.Limit{Values: t.Models, Setting: key("models")},
+			RequireApproval: agent.Limit{Values: t.RequireApproval, Setting: key("requireApproval")},
+			Network:         agent.Permit{Allowed: t.Network, Setting: key("network")},
+		}
+	}
+	return out
 }
 
 // TokenGrant maps one bearer token to a caller.
@@ -155,6 +203,9 @@ func (c *AuthConfig) check() error {
 			return fmt.Errorf("tenants.%s.maxConcurrentRuns: %d is negative", name, l.MaxConcurrentRuns)
 		}
 	}
+	if err := c.checkWorkspaceRoots(); err != nil {
+		return err
+	}
 	for i, g := range c.Certificates {
 		field := fmt.Sprintf("certificates[%d]", i)
 		if g.Subject == "" {
@@ -165,6 +216,45 @@ func (c *AuthConfig) check() error {
 		}
 	}
 	return nil
+}
+
+// checkWorkspaceRoots refuses a tenant's workspace root that is not an
+// existing absolute directory, and one that is, or lies inside, another
+// tenant's: a workspace of one tenant must never be another's.
+func (c *AuthConfig) checkWorkspaceRoots() error {
+	type root struct{ tenant, dir string }
+	var roots []root
+	for _, name := range slices.Sorted(maps.Keys(c.Tenants)) {
+		for i, r := range c.Tenants[name].WorkspaceRoots {
+			field := fmt.Sprintf("tenants.%s.workspaceRoots[%d]", name, i)
+			if !filepath.IsAbs(r) {
+				return fmt.Errorf("%s: %q is not an absolute path", field, r)
+			}
+			dir, err := filepath.EvalSymlinks(r)
+			if err != nil {
+				return fmt.Errorf("%s: %w", field, err)
+			}
+			if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+				return fmt.Errorf("%s: %q is not a directory", field, r)
+			}
+			for _, other := range roots {
+				if other.tenant == name {
+					continue
+				}
+				if within(other.dir, dir) || within(dir, other.dir) {
+					return fmt.Errorf("%s: %q overlaps a workspace root of tenant %q (%s): a directory may belong to one tenant only", field, r, other.tenant, other.dir)
+				}
+			}
+			roots = append(roots, root{name, dir})
+		}
+	}
+	return nil
+}
+
+// within reports whether p is base or lies below it.
+func within(base, p string) bool {
+	rel, err := filepath.Rel(base, p)
+	return err == nil && (rel == "." || filepath.IsLocal(rel))
 }
 
 func checkGrant(field, tenant, role string) error {

@@ -250,7 +250,24 @@ func TestLoadAuthConfig(t *testing.T) {
 	if err != nil || len(cfg.Tokens) != 2 || cfg.Certificates[0].Tenant != "acme" {
 		t.Fatalf("good config: %+v, %v", cfg, err)
 	}
+	roots := t.TempDir()
+	for _, d := range []string{"a", "a/sub", "b"} {
+		if err := os.MkdirAll(filepath.Join(roots, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grants := `"tokens": [{"sha256": "` + tokenHash("t") + `", "tenant": "acme", "role": "user"}]`
+	withRoots := func(acme, globex string) string {
+		return `{` + grants + `, "tenants": {"acme": {"workspaceRoots": ["` + filepath.Join(roots, acme) + `"]}, "globex": {"workspaceRoots": ["` + filepath.Join(roots, globex) + `"]}}}`
+	}
+	if cfg, err := service.LoadAuthConfig(write(withRoots("a", "b"))); err != nil || len(cfg.Tenants["acme"].WorkspaceRoots) != 1 {
+		t.Fatalf("separate workspace roots: %+v, %v", cfg, err)
+	}
 	bad := []struct{ name, body, says string }{
+		{"a workspace root of two tenants", withRoots("a", "a"), `overlaps a workspace root of tenant "acme"`},
+		{"a workspace root inside another tenant's", withRoots("a", "a/sub"), `tenants.globex.workspaceRoots[0]`},
+		{"a relative workspace root", `{` + grants + `, "tenants": {"acme": {"workspaceRoots": ["ws"]}}}`, `tenants.acme.workspaceRoots[0]: "ws" is not an absolute path`},
+		{"a missing workspace root", `{` + grants + `, "tenants": {"acme": {"workspaceRoots": ["` + filepath.Join(roots, "gone") + `"]}}}`, "no such file or directory"},
 		{"a token in clear", `{"tokens": [{"token": "s3cret", "role": "admin"}]}`, `unknown field "token"`},
 		{"not a hash", `{"tokens": [{"sha256": "s3cret", "role": "admin"}]}`, "tokens[0].sha256: want the 64 hex digits of the token's SHA-256, not the token"},
 		{"user without tenant", `{"tokens": [{"sha256": "` + tokenHash("t") + `", "role": "user"}]}`, "tokens[0].tenant: required for role user"},
@@ -279,7 +296,7 @@ func TestTenantLimits(t *testing.T) {
 		{SHA256: tokenHash("acme-token"), Tenant: "acme", Role: service.RoleUser},
 		{SHA256: tokenHash("globex-token"), Tenant: "globex", Role: service.RoleUser},
 		{SHA256: tokenHash("root-token"), Role: service.RoleAdmin},
-	}}}, service.Options{Tenants: map[string]service.TenantLimits{
+	}}}, service.Options{Tenants: map[string]service.TenantPolicy{
 		"acme":   {MaxCostPerDayUSD: 1},
 		"globex": {MaxConcurrentRuns: 1},
 	}})

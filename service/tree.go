@@ -111,7 +111,7 @@ func (s *Service) ImportSession(stream grpc.ClientStreamingServer[agentdv1.Impor
 	if cfg == nil {
 		cfg = &agentdv1.SessionConfig{}
 	}
-	if err := s.checkConfig(cfg); err != nil {
+	if err := s.checkConfig(CallerFrom(ctx).Tenant, cfg); err != nil {
 		return err
 	}
 	if err := checkLabels("records[0].header.labels", header.GetLabels()); err != nil {

@@ -113,7 +113,7 @@ func TestChatInATerminal(t *testing.T) {
 	if err := os.WriteFile(config, []byte("export const config = {\n  port: 3000,\n};\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := servicetest.Start(t, agent.Options{WorkspaceRoots: []string{filepath.Dir(ws)}})
+	addr := servicetest.Start(t, agent.Options{Ceilings: agent.Ceilings{Default: agent.Ceiling{WorkspaceRoots: agent.Limit{Values: []string{filepath.Dir(ws)}, Setting: "--workspace-roots"}}}})
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

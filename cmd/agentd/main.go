@@ -24,12 +24,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -94,6 +96,7 @@ type config struct {
 	replicaID       string
 	lease           time.Duration
 	dbMaxConns      int
+	confine         confinement
 }
 
 // parseConfig reads flags, falling back to environment variables for the
@@ -153,8 +156,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		"PostgreSQL: how long a replica's claim on a run lasts without renewal; after it another replica closes the run as interrupted")
 	fs.IntVar(&cfg.dbMaxConns, "db-max-conns", 0, "PostgreSQL: most pooled connections (0: the driver's default, the larger of 4 and the CPUs)")
 	roots := fs.String("workspace-roots", getenv("AGENTD_WORKSPACE_ROOTS"),
-		"directories a session's workspace_root must lie in, separated by "+string(os.PathListSeparator)+"; empty allows any (env AGENTD_WORKSPACE_ROOTS)")
+		"directories the workspace_root of sessions of no tenant must lie in (tenants have their own in --auth-config), separated by "+string(os.PathListSeparator)+"; empty allows any (env AGENTD_WORKSPACE_ROOTS)")
+	confinementFlags(fs, &cfg.confine, getenv)
 	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if err := cfg.confine.check(); err != nil {
 		return config{}, err
 	}
 	if *roots != "" {
@@ -250,8 +257,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			return fmt.Errorf("--mcp-config: %w", err)
 		}
 	}
+	protected := protectedFiles(cfg)
+	toolSandbox := newSandbox(cfg.confine, protected, logger)
+	if toolSandbox != nil {
+		defer toolSandbox.Close()
+	}
+	toolEnv, err := toolEnvironment(cfg.confine.toolEnv, getenv)
+	if err != nil {
+		return err
+	}
+	if toolSandbox == nil && mcpCfg != nil {
+		for _, name := range slices.Sorted(maps.Keys(mcpCfg.Servers)) {
+			if mcpCfg.Servers[name].Sandbox {
+				return fmt.Errorf("--mcp-config: server %q asks for the sandbox (\"sandbox\": true), which --sandbox=off turned off", name)
+			}
+		}
+	}
 	// Stopped after the runs, so no call is cut by agentd's own shutdown.
-	mcpServers := mcp.NewManager(mcpCfg, mcp.Options{Logger: logger, Version: version})
+	mcpServers := mcp.NewManager(mcpCfg, mcp.Options{Logger: logger, Version: version, Sandbox: toolSandbox})
 	defer mcpServers.Close()
 	var tracing *sdktrace.TracerProvider
 	if cfg.otelTraces {
@@ -275,7 +298,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		MaxConcurrentRuns: cfg.maxRuns,
 		Metrics:           metrics,
 		Models:            models,
-		WorkspaceRoots:    cfg.workspaceRoots,
+		Sandbox:           toolSandbox,
+		ToolEnv:           toolEnv,
+		Protected:         protected,
+		Ceilings:          ceilings(cfg, authCfg),
 		EventRetention:    cfg.eventRetention,
 		MCP:               mcpServers,
 		TracerProvider:    tracerOrNil(tracing),

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -34,12 +35,20 @@ type ServerConfig struct {
 	// are accepted for the same); empty infers it from command or url.
 	Type string `json:"type,omitempty"`
 
-	// Command starts a stdio server; Args, Env (added to agentd's
-	// environment) and Cwd go with it.
+	// Command starts a stdio server; Args, Env and Cwd go with it. Its
+	// environment is Env with PATH, HOME and LANG, never the rest of
+	// agentd's.
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	Cwd     string            `json:"cwd,omitempty"`
+	// Sandbox runs a stdio server confined like a bash command: Cwd (or an
+	// empty directory of its own) is its writable workspace, ReadPaths
+	// are more directories it may read (its own code, say), and it has no
+	// network unless SandboxNetwork.
+	Sandbox        bool     `json:"sandbox,omitempty"`
+	ReadPaths      []string `json:"readPaths,omitempty"`
+	SandboxNetwork bool     `json:"sandboxNetwork,omitempty"`
 
 	// URL is a streamable HTTP server's endpoint; Headers go with every
 	// request.
@@ -205,6 +214,14 @@ func (c *ServerConfig) check(name string, lookupEnv func(string) (string, bool))
 		if c.URL != "" || len(c.Headers) > 0 {
 			return errors.New(`"url" and "headers" belong to an HTTP server, not a stdio one`)
 		}
+		if !c.Sandbox && (len(c.ReadPaths) > 0 || c.SandboxNetwork) {
+			return errors.New(`"readPaths" and "sandboxNetwork" go with "sandbox": true`)
+		}
+		for _, p := range append(append([]string(nil), c.ReadPaths...), c.Cwd) {
+			if c.Sandbox && p != "" && !filepath.IsAbs(p) {
+				return fmt.Errorf("%q: a sandboxed server's cwd and readPaths must be absolute paths", p)
+			}
+		}
 	case TransportHTTP:
 		if c.URL == "" {
 			return errors.New(`"url" is required for an HTTP server`)
@@ -212,8 +229,8 @@ func (c *ServerConfig) check(name string, lookupEnv func(string) (string, bool))
 		if !strings.HasPrefix(c.URL, "http://") && !strings.HasPrefix(c.URL, "https://") {
 			return fmt.Errorf("url %q is not an http:// or https:// URL", c.URL)
 		}
-		if c.Command != "" || len(c.Args) > 0 || len(c.Env) > 0 || c.Cwd != "" {
-			return errors.New(`"command", "args", "env" and "cwd" belong to a stdio server, not an HTTP one`)
+		if c.Command != "" || len(c.Args) > 0 || len(c.Env) > 0 || c.Cwd != "" || c.Sandbox {
+			return errors.New(`"command", "args", "env", "cwd" and "sandbox" belong to a stdio server, not an HTTP one`)
 		}
 	default:
 		return fmt.Errorf("unknown type %q: want \"stdio\" or \"http\"", c.Type)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/tools/sandbox"
 )
 
 // Back-off before connecting again to a server that failed: it doubles
@@ -42,6 +44,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is agentd's version, sent in the MCP initialize request.
 	Version string
+	// Sandbox confines the stdio servers whose config asks for it; nil
+	// fails their start.
+	Sandbox *sandbox.Sandbox
 }
 
 // Manager holds one connection per configured server, shared by every
@@ -142,7 +147,10 @@ type conn struct {
 	session *mcpsdk.ClientSession
 	cmd     *exec.Cmd   // stdio servers
 	stderr  *tailBuffer // stdio servers
-	done    chan struct{}
+	// workspace is the directory made for a sandboxed server without a
+	// cwd, removed with the connection.
+	workspace string
+	done      chan struct{}
 	// dropped is set when agentd closed the connection on purpose (idle,
 	// shutdown), so its end is no failure.
 	dropped atomic.Bool
@@ -251,15 +259,13 @@ func (s *server) dial(ctx context.Context, delay time.Duration) (*conn, error) {
 	var transport mcpsdk.Transport
 	switch s.cfg.transport() {
 	case TransportStdio:
-		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
-		cmd.Dir = s.cfg.Cwd
-		cmd.Env = os.Environ()
-		for _, k := range slices.Sorted(maps.Keys(s.cfg.Env)) {
-			cmd.Env = append(cmd.Env, k+"="+s.cfg.Env[k])
+		cmd, release, err := s.command(c)
+		if err != nil {
+			return nil, fmt.Errorf("cannot start MCP server %q: %w", s.name, err)
 		}
+		defer release()
 		c.stderr = &tailBuffer{log: s.m.opts.Logger.With("server", s.name)}
 		cmd.Stderr = c.stderr
-		ownProcessGroup(cmd)
 		c.cmd = cmd
 		transport = &mcpsdk.CommandTransport{Command: cmd, TerminateDuration: stdioTerminateWait}
 	case TransportHTTP:
@@ -273,6 +279,7 @@ func (s *server) dial(ctx context.Context, delay time.Duration) (*conn, error) {
 		if c.cmd != nil && c.cmd.Process != nil {
 			killProcessGroup(c.cmd)
 		}
+		c.removeWorkspace()
 		return nil, fmt.Errorf("cannot start MCP server %q: %w%s", s.name, err, c.stderrNote())
 	}
 	c.session = session
@@ -280,6 +287,67 @@ func (s *server) dial(ctx context.Context, delay time.Duration) (*conn, error) {
 		s.m.opts.Logger.Info("MCP server started", "server", s.name, "pid", c.cmd.Process.Pid)
 	}
 	return c, nil
+}
+
+// command is the process of a stdio server for connection c: confined
+// when its config asks for the sandbox, in a process group of its own
+// either way, with Env and PATH, HOME and LANG as its whole environment.
+// release closes agentd's copies of what a confined server inherits, once
+// it started.
+func (s *server) command(c *conn) (cmd *exec.Cmd, release func(), err error) {
+	env := func(home string) []string {
+		base := map[string]string{"PATH": os.Getenv("PATH"), "HOME": home, "LANG": os.Getenv("LANG")}
+		maps.Copy(base, s.cfg.Env)
+		var out []string
+		for _, k := range slices.Sorted(maps.Keys(base)) {
+			if base[k] != "" {
+				out = append(out, k+"="+base[k])
+			}
+		}
+		return out
+	}
+	if !s.cfg.Sandbox {
+		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
+		cmd.Dir = s.cfg.Cwd
+		cmd.Env = env(os.Getenv("HOME"))
+		ownProcessGroup(cmd)
+		return cmd, func() {}, nil
+	}
+	if s.m.opts.Sandbox == nil {
+		return nil, nil, errors.New("its config asks for the sandbox, and agentd has none")
+	}
+	path, err := exec.LookPath(s.cfg.Command)
+	if err != nil {
+		return nil, nil, err
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return nil, nil, err
+	}
+	dir := s.cfg.Cwd
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "agentd-mcp-"+s.name+"-"); err != nil {
+			return nil, nil, err
+		}
+		c.workspace = dir
+	}
+	if dir, err = filepath.EvalSymlinks(dir); err != nil {
+		c.removeWorkspace()
+		return nil, nil, err
+	}
+	sc, err := s.m.opts.Sandbox.Command(sandbox.Spec{Dir: dir, ReadPaths: s.cfg.ReadPaths, Network: s.cfg.SandboxNetwork, Env: env(dir)},
+		append([]string{path}, s.cfg.Args...))
+	if err != nil {
+		c.removeWorkspace()
+		return nil, nil, err
+	}
+	return sc.Cmd, sc.Release, nil
+}
+
+// removeWorkspace removes the directory made for a sandboxed server.
+func (c *conn) removeWorkspace() {
+	if c.workspace != "" {
+		_ = os.RemoveAll(c.workspace)
+	}
 }
 
 // watch waits for the connection to end; an end agentd did not ask for is
@@ -290,6 +358,7 @@ func (s *server) watch(c *conn) {
 		// The server's children may outlive it.
 		killProcessGroup(c.cmd)
 	}
+	c.removeWorkspace()
 	// The failure is recorded before done closes, so a call that saw its
 	// connection end finds the reason.
 	defer close(c.done)

@@ -56,6 +56,13 @@ func runHelper() {
 }
 
 func helper(status *bool) error {
+	// Everything below mounts, pivots and unmounts in "its own" namespaces:
+	// run in agentd's (a caller that replaced the command's SysProcAttr),
+	// it would turn the whole machine's root into a sandbox's. Refuse
+	// unless the namespaces are new.
+	if err := inNewNamespaces(); err != nil {
+		return err
+	}
 	cfg, err := readConfig()
 	if err != nil {
 		return err
@@ -113,6 +120,23 @@ func helper(status *bool) error {
 	}
 	err = unix.Exec(cfg.Argv[0], cfg.Argv, cfg.Env)
 	return fmt.Errorf("exec %s: %w", cfg.Argv[0], err)
+}
+
+// inNewNamespaces checks that the helper is the first process of a new
+// PID namespace and lives in a user namespace other than the initial one,
+// as Command starts it.
+func inNewNamespaces() error {
+	if os.Getpid() != 1 {
+		return fmt.Errorf("refusing to set up: this helper is process %d, not the first process of a PID namespace of its own (was its SysProcAttr replaced?)", os.Getpid())
+	}
+	m, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return fmt.Errorf("refusing to set up: cannot read the user namespace's map: %w", err)
+	}
+	if f := strings.Fields(string(m)); len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295" {
+		return errors.New("refusing to set up: this helper runs in the initial user namespace, not one of its own (was its SysProcAttr replaced?)")
+	}
+	return nil
 }
 
 func readConfig() (helperConfig, error) {

@@ -128,13 +128,21 @@ var ErrUnavailable = errors.New("tool sandbox unavailable")
 // Cmd is a command that runs confined. Start it with its own Start, which
 // waits until the confined program runs and reports a failed setup as a
 // *SetupError; the embedded exec.Cmd gives its pipes, process and Wait.
+// Code that must start the exec.Cmd itself (an MCP transport) calls
+// Release once it started: a failed setup then shows only on the
+// command's stderr, with exit status 126.
 type Cmd struct {
 	*exec.Cmd
-	start func() error
+	start   func() error
+	release func()
 }
 
 // Start starts the command and returns once the confined program runs.
 func (c *Cmd) Start() error { return c.start() }
+
+// Release closes agentd's copies of what the helper inherits, after the
+// embedded exec.Cmd was started (or will not be). Start does it itself.
+func (c *Cmd) Release() { c.release() }
 
 // Status is what a Sandbox found when it was created.
 type Status struct {

@@ -121,6 +121,13 @@ func New(opts Options) *Sandbox {
 	return s
 }
 
+// Unavailable returns a sandbox that cannot confine anything, for reason:
+// what New returns where confinement is impossible, for the code paths
+// that must then refuse.
+func Unavailable(reason string) *Sandbox {
+	return &Sandbox{status: Status{Reason: reason}, idmaps: map[[2]int]*os.File{}}
+}
+
 // probe confines `true` and returns why that failed, or "".
 func (s *Sandbox) probe() string {
 	dir, err := os.MkdirTemp("", "agentd-sandbox-probe-")
@@ -214,10 +221,13 @@ func (s *Sandbox) command(spec Spec, argv []string) (*Cmd, error) {
 		return nil, err
 	}
 	files := append([]*os.File{conf, statusW}, mounts...)
+	var once sync.Once
 	closeAll := func() {
-		for _, f := range files {
-			f.Close()
-		}
+		once.Do(func() {
+			for _, f := range files {
+				f.Close()
+			}
+		})
 	}
 
 	flags := uintptr(unix.CLONE_NEWUSER | unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS)
@@ -243,7 +253,7 @@ func (s *Sandbox) command(spec Spec, argv []string) (*Cmd, error) {
 			Pdeathsig:   syscall.SIGKILL,
 		},
 	}
-	c := &Cmd{Cmd: cmd}
+	c := &Cmd{Cmd: cmd, release: func() { closeAll(); statusR.Close() }}
 	c.start = func() error {
 		defer statusR.Close()
 		if s.root {

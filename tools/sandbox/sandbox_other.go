@@ -15,6 +15,9 @@ func New(Options) *Sandbox {
 	return &Sandbox{status: Status{Reason: fmt.Sprintf("confinement needs Linux namespaces; this is %s", runtime.GOOS)}}
 }
 
+// Unavailable returns a sandbox that cannot confine anything, for reason.
+func Unavailable(reason string) *Sandbox { return &Sandbox{status: Status{Reason: reason}} }
+
 // Status reports what New found.
 func (s *Sandbox) Status() Status { return s.status }
 

@@ -422,7 +422,7 @@ type ReplicaControlAnswer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty when the request succeeded; otherwise the agent's refusal kind
 	// (busy, idle, precondition, not_found, exists, limit, unavailable,
-	// conflict, out_of_range, invalid).
+	// conflict, out_of_range, permission, invalid).
 	ErrorKind string `protobuf:"bytes,1,opt,name=error_kind,json=errorKind,proto3" json:"error_kind,omitempty"`
 	// The refusal's text, exactly as the owner would have returned it.
 	ErrorMessage string `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
@@ -431,7 +431,11 @@ type ReplicaControlAnswer struct {
 	// For Steer and FollowUp: how many messages wait.
 	Queued uint32 `protobuf:"varint,4,opt,name=queued,proto3" json:"queued,omitempty"`
 	// For Abort: the run aborted.
-	RunId         string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	RunId string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The refusal's type, when it has one, with its particulars.
+	ErrorReason Refusal `protobuf:"varint,6,opt,name=error_reason,json=errorReason,proto3,enum=agentd.v1.Refusal" json:"error_reason,omitempty"`
+	// The particulars of error_reason.
+	ErrorMetadata map[string]string `protobuf:"bytes,7,rep,name=error_metadata,json=errorMetadata,proto3" json:"error_metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -501,6 +505,20 @@ func (x *ReplicaControlAnswer) GetRunId() string {
 	return ""
 }
 
+func (x *ReplicaControlAnswer) GetErrorReason() Refusal {
+	if x != nil {
+		return x.ErrorReason
+	}
+	return Refusal_REFUSAL_UNSPECIFIED
+}
+
+func (x *ReplicaControlAnswer) GetErrorMetadata() map[string]string {
+	if x != nil {
+		return x.ErrorMetadata
+	}
+	return nil
+}
+
 var File_agentd_v1_replica_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_replica_proto_rawDesc = "" +
@@ -537,7 +555,7 @@ const file_agentd_v1_replica_proto_rawDesc = "" +
 	"\n" +
 	"selections\x18\x02 \x03(\v2\x1b.agentd.v1.ContextSelectionR\n" +
 	"selections\x12\x18\n" +
-	"\arefused\x18\x03 \x01(\tR\arefused\"\xaa\x01\n" +
+	"\arefused\x18\x03 \x01(\tR\arefused\"\xfe\x02\n" +
 	"\x14ReplicaControlAnswer\x12\x1d\n" +
 	"\n" +
 	"error_kind\x18\x01 \x01(\tR\terrorKind\x12#\n" +
@@ -545,7 +563,12 @@ const file_agentd_v1_replica_proto_rawDesc = "" +
 	"\verror_field\x18\x03 \x01(\tR\n" +
 	"errorField\x12\x16\n" +
 	"\x06queued\x18\x04 \x01(\rR\x06queued\x12\x15\n" +
-	"\x06run_id\x18\x05 \x01(\tR\x05runIdB4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
+	"\x06run_id\x18\x05 \x01(\tR\x05runId\x125\n" +
+	"\ferror_reason\x18\x06 \x01(\x0e2\x12.agentd.v1.RefusalR\verrorReason\x12Y\n" +
+	"\x0eerror_metadata\x18\a \x03(\v22.agentd.v1.ReplicaControlAnswer.ErrorMetadataEntryR\rerrorMetadata\x1a@\n" +
+	"\x12ErrorMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
 
 var (
 	file_agentd_v1_replica_proto_rawDescOnce sync.Once
@@ -559,32 +582,36 @@ func file_agentd_v1_replica_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_replica_proto_rawDescData
 }
 
-var file_agentd_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_agentd_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_agentd_v1_replica_proto_goTypes = []any{
 	(*ReplicaControl)(nil),       // 0: agentd.v1.ReplicaControl
 	(*ReplicaToolResult)(nil),    // 1: agentd.v1.ReplicaToolResult
 	(*ReplicaApproval)(nil),      // 2: agentd.v1.ReplicaApproval
 	(*ReplicaContextAnswer)(nil), // 3: agentd.v1.ReplicaContextAnswer
 	(*ReplicaControlAnswer)(nil), // 4: agentd.v1.ReplicaControlAnswer
-	(*AgentMessage)(nil),         // 5: agentd.v1.AgentMessage
-	(*ContentBlock)(nil),         // 6: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),       // 7: google.protobuf.Value
-	(*ContextSelection)(nil),     // 8: agentd.v1.ContextSelection
+	nil,                          // 5: agentd.v1.ReplicaControlAnswer.ErrorMetadataEntry
+	(*AgentMessage)(nil),         // 6: agentd.v1.AgentMessage
+	(*ContentBlock)(nil),         // 7: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),       // 8: google.protobuf.Value
+	(*ContextSelection)(nil),     // 9: agentd.v1.ContextSelection
+	(Refusal)(0),                 // 10: agentd.v1.Refusal
 }
 var file_agentd_v1_replica_proto_depIdxs = []int32{
-	5, // 0: agentd.v1.ReplicaControl.steer:type_name -> agentd.v1.AgentMessage
-	5, // 1: agentd.v1.ReplicaControl.follow_up:type_name -> agentd.v1.AgentMessage
-	1, // 2: agentd.v1.ReplicaControl.tool_result:type_name -> agentd.v1.ReplicaToolResult
-	2, // 3: agentd.v1.ReplicaControl.approval:type_name -> agentd.v1.ReplicaApproval
-	3, // 4: agentd.v1.ReplicaControl.context:type_name -> agentd.v1.ReplicaContextAnswer
-	6, // 5: agentd.v1.ReplicaToolResult.content:type_name -> agentd.v1.ContentBlock
-	7, // 6: agentd.v1.ReplicaToolResult.details:type_name -> google.protobuf.Value
-	8, // 7: agentd.v1.ReplicaContextAnswer.selections:type_name -> agentd.v1.ContextSelection
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	6,  // 0: agentd.v1.ReplicaControl.steer:type_name -> agentd.v1.AgentMessage
+	6,  // 1: agentd.v1.ReplicaControl.follow_up:type_name -> agentd.v1.AgentMessage
+	1,  // 2: agentd.v1.ReplicaControl.tool_result:type_name -> agentd.v1.ReplicaToolResult
+	2,  // 3: agentd.v1.ReplicaControl.approval:type_name -> agentd.v1.ReplicaApproval
+	3,  // 4: agentd.v1.ReplicaControl.context:type_name -> agentd.v1.ReplicaContextAnswer
+	7,  // 5: agentd.v1.ReplicaToolResult.content:type_name -> agentd.v1.ContentBlock
+	8,  // 6: agentd.v1.ReplicaToolResult.details:type_name -> google.protobuf.Value
+	9,  // 7: agentd.v1.ReplicaContextAnswer.selections:type_name -> agentd.v1.ContextSelection
+	10, // 8: agentd.v1.ReplicaControlAnswer.error_reason:type_name -> agentd.v1.Refusal
+	5,  // 9: agentd.v1.ReplicaControlAnswer.error_metadata:type_name -> agentd.v1.ReplicaControlAnswer.ErrorMetadataEntry
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_replica_proto_init() }
@@ -609,7 +636,7 @@ func file_agentd_v1_replica_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_replica_proto_rawDesc), len(file_agentd_v1_replica_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -24,6 +24,75 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Refusal says why agentd refused a request, for clients that branch on
+// it: the error status carries a google.rpc.ErrorInfo detail whose domain
+// is "agentd" and whose reason is a Refusal's name (such as
+// "REFUSAL_TENANT_CEILING"), with the particulars in its metadata. The
+// status message says the same in words.
+type Refusal int32
+
+const (
+	// Not a typed refusal.
+	Refusal_REFUSAL_UNSPECIFIED Refusal = 0
+	// The operator's ceiling for the caller's tenant forbids what the
+	// request asks: a tool, MCP server, model, approval policy, network or
+	// workspace (PERMISSION_DENIED). Metadata: "tenant", "setting" (the
+	// --auth-config key or the agentd flag) and "value" (what was asked).
+	Refusal_REFUSAL_TENANT_CEILING Refusal = 1
+	// bash cannot be confined on this machine, so sessions may not enable
+	// it (FAILED_PRECONDITION). Metadata: "reason", and "flag" naming the
+	// operator's way to run bash unconfined.
+	Refusal_REFUSAL_SANDBOX_UNAVAILABLE Refusal = 2
+	// The workspace_root is one agentd never allows (INVALID_ARGUMENT):
+	// "/", agentd's database directory, a configured file's directory, or
+	// one holding them. Metadata: "path" and "protects" (what it would
+	// expose).
+	Refusal_REFUSAL_WORKSPACE_FORBIDDEN Refusal = 3
+)
+
+// Enum value maps for Refusal.
+var (
+	Refusal_name = map[int32]string{
+		0: "REFUSAL_UNSPECIFIED",
+		1: "REFUSAL_TENANT_CEILING",
+		2: "REFUSAL_SANDBOX_UNAVAILABLE",
+		3: "REFUSAL_WORKSPACE_FORBIDDEN",
+	}
+	Refusal_value = map[string]int32{
+		"REFUSAL_UNSPECIFIED":         0,
+		"REFUSAL_TENANT_CEILING":      1,
+		"REFUSAL_SANDBOX_UNAVAILABLE": 2,
+		"REFUSAL_WORKSPACE_FORBIDDEN": 3,
+	}
+)
+
+func (x Refusal) Enum() *Refusal {
+	p := new(Refusal)
+	*p = x
+	return p
+}
+
+func (x Refusal) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Refusal) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_service_proto_enumTypes[0].Descriptor()
+}
+
+func (Refusal) Type() protoreflect.EnumType {
+	return &file_agentd_v1_service_proto_enumTypes[0]
+}
+
+func (x Refusal) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Refusal.Descriptor instead.
+func (Refusal) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
 // ToolSourceState is where an MCP server is in its life.
 type ToolSourceState int32
 
@@ -68,11 +137,11 @@ func (x ToolSourceState) String() string {
 }
 
 func (ToolSourceState) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_service_proto_enumTypes[0].Descriptor()
+	return file_agentd_v1_service_proto_enumTypes[1].Descriptor()
 }
 
 func (ToolSourceState) Type() protoreflect.EnumType {
-	return &file_agentd_v1_service_proto_enumTypes[0]
+	return &file_agentd_v1_service_proto_enumTypes[1]
 }
 
 func (x ToolSourceState) Number() protoreflect.EnumNumber {
@@ -81,7 +150,7 @@ func (x ToolSourceState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolSourceState.Descriptor instead.
 func (ToolSourceState) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{0}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{1}
 }
 
 // ExportSessionRequest is the input of ExportSession.
@@ -3725,7 +3794,12 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\tread_only\x18\x05 \x01(\bR\breadOnly\x12(\n" +
 	"\x05tools\x18\x06 \x03(\v2\x12.agentd.v1.McpToolR\x05tools\x12\x10\n" +
 	"\x03pid\x18\a \x01(\x05R\x03pid\x12\x1a\n" +
-	"\brestarts\x18\b \x01(\rR\brestarts*\x8e\x01\n" +
+	"\brestarts\x18\b \x01(\rR\brestarts*\x80\x01\n" +
+	"\aRefusal\x12\x17\n" +
+	"\x13REFUSAL_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16REFUSAL_TENANT_CEILING\x10\x01\x12\x1f\n" +
+	"\x1bREFUSAL_SANDBOX_UNAVAILABLE\x10\x02\x12\x1f\n" +
+	"\x1bREFUSAL_WORKSPACE_FORBIDDEN\x10\x03*\x8e\x01\n" +
 	"\x0fToolSourceState\x12!\n" +
 	"\x1dTOOL_SOURCE_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19TOOL_SOURCE_STATE_STOPPED\x10\x01\x12\x1b\n" +
@@ -3775,184 +3849,185 @@ func file_agentd_v1_service_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_service_proto_rawDescData
 }
 
-var file_agentd_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_agentd_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_agentd_v1_service_proto_goTypes = []any{
-	(ToolSourceState)(0),             // 0: agentd.v1.ToolSourceState
-	(*ExportSessionRequest)(nil),     // 1: agentd.v1.ExportSessionRequest
-	(*SessionRecord)(nil),            // 2: agentd.v1.SessionRecord
-	(*SessionHeader)(nil),            // 3: agentd.v1.SessionHeader
-	(*ImportSessionRequest)(nil),     // 4: agentd.v1.ImportSessionRequest
-	(*ImportSessionResponse)(nil),    // 5: agentd.v1.ImportSessionResponse
-	(*ForkSessionRequest)(nil),       // 6: agentd.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),      // 7: agentd.v1.ForkSessionResponse
-	(*GetTreeRequest)(nil),           // 8: agentd.v1.GetTreeRequest
-	(*TreeNode)(nil),                 // 9: agentd.v1.TreeNode
-	(*GetTreeResponse)(nil),          // 10: agentd.v1.GetTreeResponse
-	(*SetLabelRequest)(nil),          // 11: agentd.v1.SetLabelRequest
-	(*SetLabelResponse)(nil),         // 12: agentd.v1.SetLabelResponse
-	(*NavigateRequest)(nil),          // 13: agentd.v1.NavigateRequest
-	(*NavigateResponse)(nil),         // 14: agentd.v1.NavigateResponse
-	(*UpdateSessionRequest)(nil),     // 15: agentd.v1.UpdateSessionRequest
-	(*UpdateSessionResponse)(nil),    // 16: agentd.v1.UpdateSessionResponse
-	(*CompactRequest)(nil),           // 17: agentd.v1.CompactRequest
-	(*SubmitContextRequest)(nil),     // 18: agentd.v1.SubmitContextRequest
-	(*ContextSelection)(nil),         // 19: agentd.v1.ContextSelection
-	(*SubmitContextResponse)(nil),    // 20: agentd.v1.SubmitContextResponse
-	(*CreateSessionRequest)(nil),     // 21: agentd.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),    // 22: agentd.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),        // 23: agentd.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),       // 24: agentd.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),      // 25: agentd.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 26: agentd.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),     // 27: agentd.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),    // 28: agentd.v1.DeleteSessionResponse
-	(*PromptRequest)(nil),            // 29: agentd.v1.PromptRequest
-	(*ContinueRequest)(nil),          // 30: agentd.v1.ContinueRequest
-	(*SteerRequest)(nil),             // 31: agentd.v1.SteerRequest
-	(*SteerResponse)(nil),            // 32: agentd.v1.SteerResponse
-	(*FollowUpRequest)(nil),          // 33: agentd.v1.FollowUpRequest
-	(*FollowUpResponse)(nil),         // 34: agentd.v1.FollowUpResponse
-	(*AbortRequest)(nil),             // 35: agentd.v1.AbortRequest
-	(*AbortResponse)(nil),            // 36: agentd.v1.AbortResponse
-	(*AttachRequest)(nil),            // 37: agentd.v1.AttachRequest
-	(*SubmitToolResultRequest)(nil),  // 38: agentd.v1.SubmitToolResultRequest
-	(*SubmitToolResultResponse)(nil), // 39: agentd.v1.SubmitToolResultResponse
-	(*ResolveApprovalRequest)(nil),   // 40: agentd.v1.ResolveApprovalRequest
-	(*ResolveApprovalResponse)(nil),  // 41: agentd.v1.ResolveApprovalResponse
-	(*AppendMessagesRequest)(nil),    // 42: agentd.v1.AppendMessagesRequest
-	(*AppendMessagesResponse)(nil),   // 43: agentd.v1.AppendMessagesResponse
-	(*GetTranscriptRequest)(nil),     // 44: agentd.v1.GetTranscriptRequest
-	(*GetTranscriptResponse)(nil),    // 45: agentd.v1.GetTranscriptResponse
-	(*GetContextRequest)(nil),        // 46: agentd.v1.GetContextRequest
-	(*GetContextResponse)(nil),       // 47: agentd.v1.GetContextResponse
-	(*ListModelsRequest)(nil),        // 48: agentd.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),       // 49: agentd.v1.ListModelsResponse
-	(*GetTenantUsageRequest)(nil),    // 50: agentd.v1.GetTenantUsageRequest
-	(*GetTenantUsageResponse)(nil),   // 51: agentd.v1.GetTenantUsageResponse
-	(*ListToolSourcesRequest)(nil),   // 52: agentd.v1.ListToolSourcesRequest
-	(*ListToolSourcesResponse)(nil),  // 53: agentd.v1.ListToolSourcesResponse
-	(*ToolSource)(nil),               // 54: agentd.v1.ToolSource
-	nil,                              // 55: agentd.v1.SessionHeader.LabelsEntry
-	nil,                              // 56: agentd.v1.ForkSessionRequest.LabelsEntry
-	nil,                              // 57: agentd.v1.UpdateSessionRequest.LabelsEntry
-	nil,                              // 58: agentd.v1.CreateSessionRequest.LabelsEntry
-	nil,                              // 59: agentd.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                              // 60: agentd.v1.GetTranscriptResponse.LabelsEntry
-	(*Entry)(nil),                    // 61: agentd.v1.Entry
-	(*SessionConfig)(nil),            // 62: agentd.v1.SessionConfig
-	(*Session)(nil),                  // 63: agentd.v1.Session
-	(*timestamppb.Timestamp)(nil),    // 64: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),    // 65: google.protobuf.FieldMask
-	(*AgentMessage)(nil),             // 66: agentd.v1.AgentMessage
-	(*ContentBlock)(nil),             // 67: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),           // 68: google.protobuf.Value
-	(ApprovalDecision)(0),            // 69: agentd.v1.ApprovalDecision
-	(*Context)(nil),                  // 70: agentd.v1.Context
-	(*Model)(nil),                    // 71: agentd.v1.Model
-	(*Spend)(nil),                    // 72: agentd.v1.Spend
-	(*McpTool)(nil),                  // 73: agentd.v1.McpTool
-	(*AgentEvent)(nil),               // 74: agentd.v1.AgentEvent
+	(Refusal)(0),                     // 0: agentd.v1.Refusal
+	(ToolSourceState)(0),             // 1: agentd.v1.ToolSourceState
+	(*ExportSessionRequest)(nil),     // 2: agentd.v1.ExportSessionRequest
+	(*SessionRecord)(nil),            // 3: agentd.v1.SessionRecord
+	(*SessionHeader)(nil),            // 4: agentd.v1.SessionHeader
+	(*ImportSessionRequest)(nil),     // 5: agentd.v1.ImportSessionRequest
+	(*ImportSessionResponse)(nil),    // 6: agentd.v1.ImportSessionResponse
+	(*ForkSessionRequest)(nil),       // 7: agentd.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),      // 8: agentd.v1.ForkSessionResponse
+	(*GetTreeRequest)(nil),           // 9: agentd.v1.GetTreeRequest
+	(*TreeNode)(nil),                 // 10: agentd.v1.TreeNode
+	(*GetTreeResponse)(nil),          // 11: agentd.v1.GetTreeResponse
+	(*SetLabelRequest)(nil),          // 12: agentd.v1.SetLabelRequest
+	(*SetLabelResponse)(nil),         // 13: agentd.v1.SetLabelResponse
+	(*NavigateRequest)(nil),          // 14: agentd.v1.NavigateRequest
+	(*NavigateResponse)(nil),         // 15: agentd.v1.NavigateResponse
+	(*UpdateSessionRequest)(nil),     // 16: agentd.v1.UpdateSessionRequest
+	(*UpdateSessionResponse)(nil),    // 17: agentd.v1.UpdateSessionResponse
+	(*CompactRequest)(nil),           // 18: agentd.v1.CompactRequest
+	(*SubmitContextRequest)(nil),     // 19: agentd.v1.SubmitContextRequest
+	(*ContextSelection)(nil),         // 20: agentd.v1.ContextSelection
+	(*SubmitContextResponse)(nil),    // 21: agentd.v1.SubmitContextResponse
+	(*CreateSessionRequest)(nil),     // 22: agentd.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),    // 23: agentd.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),        // 24: agentd.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),       // 25: agentd.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),      // 26: agentd.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),     // 27: agentd.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),     // 28: agentd.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),    // 29: agentd.v1.DeleteSessionResponse
+	(*PromptRequest)(nil),            // 30: agentd.v1.PromptRequest
+	(*ContinueRequest)(nil),          // 31: agentd.v1.ContinueRequest
+	(*SteerRequest)(nil),             // 32: agentd.v1.SteerRequest
+	(*SteerResponse)(nil),            // 33: agentd.v1.SteerResponse
+	(*FollowUpRequest)(nil),          // 34: agentd.v1.FollowUpRequest
+	(*FollowUpResponse)(nil),         // 35: agentd.v1.FollowUpResponse
+	(*AbortRequest)(nil),             // 36: agentd.v1.AbortRequest
+	(*AbortResponse)(nil),            // 37: agentd.v1.AbortResponse
+	(*AttachRequest)(nil),            // 38: agentd.v1.AttachRequest
+	(*SubmitToolResultRequest)(nil),  // 39: agentd.v1.SubmitToolResultRequest
+	(*SubmitToolResultResponse)(nil), // 40: agentd.v1.SubmitToolResultResponse
+	(*ResolveApprovalRequest)(nil),   // 41: agentd.v1.ResolveApprovalRequest
+	(*ResolveApprovalResponse)(nil),  // 42: agentd.v1.ResolveApprovalResponse
+	(*AppendMessagesRequest)(nil),    // 43: agentd.v1.AppendMessagesRequest
+	(*AppendMessagesResponse)(nil),   // 44: agentd.v1.AppendMessagesResponse
+	(*GetTranscriptRequest)(nil),     // 45: agentd.v1.GetTranscriptRequest
+	(*GetTranscriptResponse)(nil),    // 46: agentd.v1.GetTranscriptResponse
+	(*GetContextRequest)(nil),        // 47: agentd.v1.GetContextRequest
+	(*GetContextResponse)(nil),       // 48: agentd.v1.GetContextResponse
+	(*ListModelsRequest)(nil),        // 49: agentd.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),       // 50: agentd.v1.ListModelsResponse
+	(*GetTenantUsageRequest)(nil),    // 51: agentd.v1.GetTenantUsageRequest
+	(*GetTenantUsageResponse)(nil),   // 52: agentd.v1.GetTenantUsageResponse
+	(*ListToolSourcesRequest)(nil),   // 53: agentd.v1.ListToolSourcesRequest
+	(*ListToolSourcesResponse)(nil),  // 54: agentd.v1.ListToolSourcesResponse
+	(*ToolSource)(nil),               // 55: agentd.v1.ToolSource
+	nil,                              // 56: agentd.v1.SessionHeader.LabelsEntry
+	nil,                              // 57: agentd.v1.ForkSessionRequest.LabelsEntry
+	nil,                              // 58: agentd.v1.UpdateSessionRequest.LabelsEntry
+	nil,                              // 59: agentd.v1.CreateSessionRequest.LabelsEntry
+	nil,                              // 60: agentd.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                              // 61: agentd.v1.GetTranscriptResponse.LabelsEntry
+	(*Entry)(nil),                    // 62: agentd.v1.Entry
+	(*SessionConfig)(nil),            // 63: agentd.v1.SessionConfig
+	(*Session)(nil),                  // 64: agentd.v1.Session
+	(*timestamppb.Timestamp)(nil),    // 65: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),    // 66: google.protobuf.FieldMask
+	(*AgentMessage)(nil),             // 67: agentd.v1.AgentMessage
+	(*ContentBlock)(nil),             // 68: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),           // 69: google.protobuf.Value
+	(ApprovalDecision)(0),            // 70: agentd.v1.ApprovalDecision
+	(*Context)(nil),                  // 71: agentd.v1.Context
+	(*Model)(nil),                    // 72: agentd.v1.Model
+	(*Spend)(nil),                    // 73: agentd.v1.Spend
+	(*McpTool)(nil),                  // 74: agentd.v1.McpTool
+	(*AgentEvent)(nil),               // 75: agentd.v1.AgentEvent
 }
 var file_agentd_v1_service_proto_depIdxs = []int32{
-	3,  // 0: agentd.v1.SessionRecord.header:type_name -> agentd.v1.SessionHeader
-	61, // 1: agentd.v1.SessionRecord.entry:type_name -> agentd.v1.Entry
-	62, // 2: agentd.v1.SessionHeader.config:type_name -> agentd.v1.SessionConfig
-	55, // 3: agentd.v1.SessionHeader.labels:type_name -> agentd.v1.SessionHeader.LabelsEntry
-	2,  // 4: agentd.v1.ImportSessionRequest.record:type_name -> agentd.v1.SessionRecord
-	63, // 5: agentd.v1.ImportSessionResponse.session:type_name -> agentd.v1.Session
-	62, // 6: agentd.v1.ForkSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	56, // 7: agentd.v1.ForkSessionRequest.labels:type_name -> agentd.v1.ForkSessionRequest.LabelsEntry
-	63, // 8: agentd.v1.ForkSessionResponse.session:type_name -> agentd.v1.Session
-	64, // 9: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
-	9,  // 10: agentd.v1.GetTreeResponse.nodes:type_name -> agentd.v1.TreeNode
-	61, // 11: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
-	63, // 12: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
-	61, // 13: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
-	62, // 14: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	57, // 15: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
-	65, // 16: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
-	63, // 17: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
-	61, // 18: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
-	19, // 19: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
-	66, // 20: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
-	62, // 21: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	58, // 22: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
-	63, // 23: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
-	63, // 24: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
-	59, // 25: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
-	63, // 26: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
-	67, // 27: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
-	67, // 28: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
-	67, // 29: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
-	67, // 30: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
-	68, // 31: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
-	69, // 32: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
-	66, // 33: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
-	61, // 34: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
-	61, // 35: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
-	60, // 36: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
-	70, // 37: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
-	71, // 38: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
-	72, // 39: agentd.v1.GetTenantUsageResponse.spent_today:type_name -> agentd.v1.Spend
-	64, // 40: agentd.v1.GetTenantUsageResponse.day_start:type_name -> google.protobuf.Timestamp
-	54, // 41: agentd.v1.ListToolSourcesResponse.sources:type_name -> agentd.v1.ToolSource
-	0,  // 42: agentd.v1.ToolSource.state:type_name -> agentd.v1.ToolSourceState
-	73, // 43: agentd.v1.ToolSource.tools:type_name -> agentd.v1.McpTool
-	21, // 44: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
-	23, // 45: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
-	25, // 46: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
-	27, // 47: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
-	29, // 48: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
-	30, // 49: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
-	31, // 50: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
-	33, // 51: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
-	35, // 52: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
-	37, // 53: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
-	38, // 54: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
-	40, // 55: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
-	42, // 56: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
-	44, // 57: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
-	46, // 58: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
-	48, // 59: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
-	52, // 60: agentd.v1.AgentService.ListToolSources:input_type -> agentd.v1.ListToolSourcesRequest
-	50, // 61: agentd.v1.AgentService.GetTenantUsage:input_type -> agentd.v1.GetTenantUsageRequest
-	15, // 62: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
-	17, // 63: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
-	18, // 64: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
-	8,  // 65: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
-	11, // 66: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
-	13, // 67: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
-	6,  // 68: agentd.v1.AgentService.ForkSession:input_type -> agentd.v1.ForkSessionRequest
-	1,  // 69: agentd.v1.AgentService.ExportSession:input_type -> agentd.v1.ExportSessionRequest
-	4,  // 70: agentd.v1.AgentService.ImportSession:input_type -> agentd.v1.ImportSessionRequest
-	22, // 71: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
-	24, // 72: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
-	26, // 73: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
-	28, // 74: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
-	74, // 75: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
-	74, // 76: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
-	32, // 77: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
-	34, // 78: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
-	36, // 79: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
-	74, // 80: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
-	39, // 81: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
-	41, // 82: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
-	43, // 83: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
-	45, // 84: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
-	47, // 85: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
-	49, // 86: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
-	53, // 87: agentd.v1.AgentService.ListToolSources:output_type -> agentd.v1.ListToolSourcesResponse
-	51, // 88: agentd.v1.AgentService.GetTenantUsage:output_type -> agentd.v1.GetTenantUsageResponse
-	16, // 89: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
-	74, // 90: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
-	20, // 91: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
-	10, // 92: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
-	12, // 93: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
-	14, // 94: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
-	7,  // 95: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
-	2,  // 96: agentd.v1.AgentService.ExportSession:output_type -> agentd.v1.SessionRecord
-	5,  // 97: agentd.v1.AgentService.ImportSession:output_type -> agentd.v1.ImportSessionResponse
+	4,  // 0: agentd.v1.SessionRecord.header:type_name -> agentd.v1.SessionHeader
+	62, // 1: agentd.v1.SessionRecord.entry:type_name -> agentd.v1.Entry
+	63, // 2: agentd.v1.SessionHeader.config:type_name -> agentd.v1.SessionConfig
+	56, // 3: agentd.v1.SessionHeader.labels:type_name -> agentd.v1.SessionHeader.LabelsEntry
+	3,  // 4: agentd.v1.ImportSessionRequest.record:type_name -> agentd.v1.SessionRecord
+	64, // 5: agentd.v1.ImportSessionResponse.session:type_name -> agentd.v1.Session
+	63, // 6: agentd.v1.ForkSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	57, // 7: agentd.v1.ForkSessionRequest.labels:type_name -> agentd.v1.ForkSessionRequest.LabelsEntry
+	64, // 8: agentd.v1.ForkSessionResponse.session:type_name -> agentd.v1.Session
+	65, // 9: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
+	10, // 10: agentd.v1.GetTreeResponse.nodes:type_name -> agentd.v1.TreeNode
+	62, // 11: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
+	64, // 12: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
+	62, // 13: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
+	63, // 14: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	58, // 15: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
+	66, // 16: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
+	64, // 17: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
+	62, // 18: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
+	20, // 19: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
+	67, // 20: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
+	63, // 21: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	59, // 22: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
+	64, // 23: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
+	64, // 24: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
+	60, // 25: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
+	64, // 26: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
+	68, // 27: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
+	68, // 28: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
+	68, // 29: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
+	68, // 30: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
+	69, // 31: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
+	70, // 32: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
+	67, // 33: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
+	62, // 34: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
+	62, // 35: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
+	61, // 36: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
+	71, // 37: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
+	72, // 38: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
+	73, // 39: agentd.v1.GetTenantUsageResponse.spent_today:type_name -> agentd.v1.Spend
+	65, // 40: agentd.v1.GetTenantUsageResponse.day_start:type_name -> google.protobuf.Timestamp
+	55, // 41: agentd.v1.ListToolSourcesResponse.sources:type_name -> agentd.v1.ToolSource
+	1,  // 42: agentd.v1.ToolSource.state:type_name -> agentd.v1.ToolSourceState
+	74, // 43: agentd.v1.ToolSource.tools:type_name -> agentd.v1.McpTool
+	22, // 44: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
+	24, // 45: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
+	26, // 46: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
+	28, // 47: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
+	30, // 48: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
+	31, // 49: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
+	32, // 50: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
+	34, // 51: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
+	36, // 52: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
+	38, // 53: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
+	39, // 54: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
+	41, // 55: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
+	43, // 56: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
+	45, // 57: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
+	47, // 58: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
+	49, // 59: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
+	53, // 60: agentd.v1.AgentService.ListToolSources:input_type -> agentd.v1.ListToolSourcesRequest
+	51, // 61: agentd.v1.AgentService.GetTenantUsage:input_type -> agentd.v1.GetTenantUsageRequest
+	16, // 62: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
+	18, // 63: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
+	19, // 64: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
+	9,  // 65: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
+	12, // 66: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
+	14, // 67: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
+	7,  // 68: agentd.v1.AgentService.ForkSession:input_type -> agentd.v1.ForkSessionRequest
+	2,  // 69: agentd.v1.AgentService.ExportSession:input_type -> agentd.v1.ExportSessionRequest
+	5,  // 70: agentd.v1.AgentService.ImportSession:input_type -> agentd.v1.ImportSessionRequest
+	23, // 71: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
+	25, // 72: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
+	27, // 73: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
+	29, // 74: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
+	75, // 75: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
+	75, // 76: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
+	33, // 77: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
+	35, // 78: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
+	37, // 79: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
+	75, // 80: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
+	40, // 81: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
+	42, // 82: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
+	44, // 83: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
+	46, // 84: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
+	48, // 85: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
+	50, // 86: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
+	54, // 87: agentd.v1.AgentService.ListToolSources:output_type -> agentd.v1.ListToolSourcesResponse
+	52, // 88: agentd.v1.AgentService.GetTenantUsage:output_type -> agentd.v1.GetTenantUsageResponse
+	17, // 89: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
+	75, // 90: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
+	21, // 91: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
+	11, // 92: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
+	13, // 93: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
+	15, // 94: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
+	8,  // 95: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
+	3,  // 96: agentd.v1.AgentService.ExportSession:output_type -> agentd.v1.SessionRecord
+	6,  // 97: agentd.v1.AgentService.ImportSession:output_type -> agentd.v1.ImportSessionResponse
 	71, // [71:98] is the sub-list for method output_type
 	44, // [44:71] is the sub-list for method input_type
 	44, // [44:44] is the sub-list for extension type_name
@@ -3982,7 +4057,7 @@ func file_agentd_v1_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_service_proto_rawDesc), len(file_agentd_v1_service_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -242,6 +242,59 @@ func (QueueMode) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_v1_session_proto_rawDescGZIP(), []int{3}
 }
 
+// SandboxNetwork is the network a session's commands get.
+type SandboxNetwork int32
+
+const (
+	// NONE.
+	SandboxNetwork_SANDBOX_NETWORK_UNSPECIFIED SandboxNetwork = 0
+	// A network of their own, loopback only.
+	SandboxNetwork_SANDBOX_NETWORK_NONE SandboxNetwork = 1
+	// agentd's network, where the operator allows it.
+	SandboxNetwork_SANDBOX_NETWORK_ALLOWED SandboxNetwork = 2
+)
+
+// Enum value maps for SandboxNetwork.
+var (
+	SandboxNetwork_name = map[int32]string{
+		0: "SANDBOX_NETWORK_UNSPECIFIED",
+		1: "SANDBOX_NETWORK_NONE",
+		2: "SANDBOX_NETWORK_ALLOWED",
+	}
+	SandboxNetwork_value = map[string]int32{
+		"SANDBOX_NETWORK_UNSPECIFIED": 0,
+		"SANDBOX_NETWORK_NONE":        1,
+		"SANDBOX_NETWORK_ALLOWED":     2,
+	}
+)
+
+func (x SandboxNetwork) Enum() *SandboxNetwork {
+	p := new(SandboxNetwork)
+	*p = x
+	return p
+}
+
+func (x SandboxNetwork) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SandboxNetwork) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_session_proto_enumTypes[4].Descriptor()
+}
+
+func (SandboxNetwork) Type() protoreflect.EnumType {
+	return &file_agentd_v1_session_proto_enumTypes[4]
+}
+
+func (x SandboxNetwork) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SandboxNetwork.Descriptor instead.
+func (SandboxNetwork) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+}
+
 // MessageKind names a kind of AgentMessage; its number is the field number
 // of that kind in AgentMessage.kind.
 type MessageKind int32
@@ -308,11 +361,11 @@ func (x MessageKind) String() string {
 }
 
 func (MessageKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_session_proto_enumTypes[4].Descriptor()
+	return file_agentd_v1_session_proto_enumTypes[5].Descriptor()
 }
 
 func (MessageKind) Type() protoreflect.EnumType {
-	return &file_agentd_v1_session_proto_enumTypes[4]
+	return &file_agentd_v1_session_proto_enumTypes[5]
 }
 
 func (x MessageKind) Number() protoreflect.EnumNumber {
@@ -321,7 +374,7 @@ func (x MessageKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MessageKind.Descriptor instead.
 func (MessageKind) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
 // SessionState says whether a session has an active run.
@@ -361,11 +414,11 @@ func (x SessionState) String() string {
 }
 
 func (SessionState) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_session_proto_enumTypes[5].Descriptor()
+	return file_agentd_v1_session_proto_enumTypes[6].Descriptor()
 }
 
 func (SessionState) Type() protoreflect.EnumType {
-	return &file_agentd_v1_session_proto_enumTypes[5]
+	return &file_agentd_v1_session_proto_enumTypes[6]
 }
 
 func (x SessionState) Number() protoreflect.EnumNumber {
@@ -374,7 +427,7 @@ func (x SessionState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionState.Descriptor instead.
 func (SessionState) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 // Modality is a kind of input a model accepts.
@@ -414,11 +467,11 @@ func (x Modality) String() string {
 }
 
 func (Modality) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_session_proto_enumTypes[6].Descriptor()
+	return file_agentd_v1_session_proto_enumTypes[7].Descriptor()
 }
 
 func (Modality) Type() protoreflect.EnumType {
-	return &file_agentd_v1_session_proto_enumTypes[6]
+	return &file_agentd_v1_session_proto_enumTypes[7]
 }
 
 func (x Modality) Number() protoreflect.EnumNumber {
@@ -427,7 +480,7 @@ func (x Modality) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Modality.Descriptor instead.
 func (Modality) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 // Tool declares a tool the model may call.
@@ -665,7 +718,11 @@ type SessionConfig struct {
 	// How much reasoning models should do.
 	ThinkingLevel ThinkingLevel `protobuf:"varint,7,opt,name=thinking_level,json=thinkingLevel,proto3,enum=agentd.v1.ThinkingLevel" json:"thinking_level,omitempty"`
 	// The directory built-in tools are confined to; required when a built-in
-	// file or shell tool is enabled.
+	// file or shell tool is enabled. An existing absolute directory inside
+	// the roots the operator allows the session's tenant (--workspace-roots,
+	// or the tenant's workspaceRoots in --auth-config); never "/", agentd's
+	// database directory, a directory of a file agentd was configured with,
+	// or one holding such a directory.
 	WorkspaceRoot string `protobuf:"bytes,8,opt,name=workspace_root,json=workspaceRoot,proto3" json:"workspace_root,omitempty"`
 	// The most turns one run may take before it stops; 0 means agentd's
 	// default.
@@ -705,7 +762,10 @@ type SessionConfig struct {
 	// ends with outcome BUDGET_EXCEEDED and an error event naming it; a
 	// Prompt or Continue on a session already over its cost or token limit
 	// is refused with RESOURCE_EXHAUSTED.
-	Budget        *Budget `protobuf:"bytes,19,opt,name=budget,proto3" json:"budget,omitempty"`
+	Budget *Budget `protobuf:"bytes,19,opt,name=budget,proto3" json:"budget,omitempty"`
+	// What the session's bash commands may reach beyond their workspace.
+	// Unset: no network, the whole workspace writable.
+	Sandbox       *SandboxSettings `protobuf:"bytes,20,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -873,6 +933,151 @@ func (x *SessionConfig) GetBudget() *Budget {
 	return nil
 }
 
+func (x *SessionConfig) GetSandbox() *SandboxSettings {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+// SandboxSettings shape the confinement of a session's bash commands
+// (agentd's tool sandbox; see Session.tool_sandbox for what is in force).
+type SandboxSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether commands may use the network. NONE (the default) gives them a
+	// network of their own with only a loopback interface: agentd's port
+	// and the host's services are out of reach. ALLOWED shares agentd's
+	// network, and only where the operator allows it for the session's
+	// tenant; otherwise PERMISSION_DENIED.
+	Network SandboxNetwork `protobuf:"varint,1,opt,name=network,proto3,enum=agentd.v1.SandboxNetwork" json:"network,omitempty"`
+	// The subdirectories of the workspace (relative paths inside it) that
+	// bash, write_file and edit_file may change; the rest stays readable.
+	// Empty: the whole workspace is writable. At most 32.
+	WritablePaths []string `protobuf:"bytes,2,rep,name=writable_paths,json=writablePaths,proto3" json:"writable_paths,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxSettings) Reset() {
+	*x = SandboxSettings{}
+	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxSettings) ProtoMessage() {}
+
+func (x *SandboxSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxSettings.ProtoReflect.Descriptor instead.
+func (*SandboxSettings) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SandboxSettings) GetNetwork() SandboxNetwork {
+	if x != nil {
+		return x.Network
+	}
+	return SandboxNetwork_SANDBOX_NETWORK_UNSPECIFIED
+}
+
+func (x *SandboxSettings) GetWritablePaths() []string {
+	if x != nil {
+		return x.WritablePaths
+	}
+	return nil
+}
+
+// ToolSandbox is the confinement in force for a session's bash commands.
+type ToolSandbox struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether commands run confined. False only when agentd's operator
+	// turned confinement off (agentd --sandbox=off): commands then run with
+	// agentd's own authority.
+	Confined bool `protobuf:"varint,1,opt,name=confined,proto3" json:"confined,omitempty"`
+	// How: namespaces, Landlock ABI, the identity commands run as.
+	Mechanism string `protobuf:"bytes,2,opt,name=mechanism,proto3" json:"mechanism,omitempty"`
+	// The network commands get.
+	Network SandboxNetwork `protobuf:"varint,3,opt,name=network,proto3,enum=agentd.v1.SandboxNetwork" json:"network,omitempty"`
+	// What commands may change, relative to the workspace; "." for all of
+	// it.
+	WritablePaths []string `protobuf:"bytes,4,rep,name=writable_paths,json=writablePaths,proto3" json:"writable_paths,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolSandbox) Reset() {
+	*x = ToolSandbox{}
+	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolSandbox) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolSandbox) ProtoMessage() {}
+
+func (x *ToolSandbox) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolSandbox.ProtoReflect.Descriptor instead.
+func (*ToolSandbox) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ToolSandbox) GetConfined() bool {
+	if x != nil {
+		return x.Confined
+	}
+	return false
+}
+
+func (x *ToolSandbox) GetMechanism() string {
+	if x != nil {
+		return x.Mechanism
+	}
+	return ""
+}
+
+func (x *ToolSandbox) GetNetwork() SandboxNetwork {
+	if x != nil {
+		return x.Network
+	}
+	return SandboxNetwork_SANDBOX_NETWORK_UNSPECIFIED
+}
+
+func (x *ToolSandbox) GetWritablePaths() []string {
+	if x != nil {
+		return x.WritablePaths
+	}
+	return nil
+}
+
 // Budget caps what a session's runs may spend. A zero field sets no limit.
 type Budget struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -892,7 +1097,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	mi := &file_agentd_v1_session_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1109,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	mi := &file_agentd_v1_session_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1122,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Budget) GetMaxCostUsd() float64 {
@@ -961,7 +1166,7 @@ type Spend struct {
 
 func (x *Spend) Reset() {
 	*x = Spend{}
-	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	mi := &file_agentd_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1178,7 @@ func (x *Spend) String() string {
 func (*Spend) ProtoMessage() {}
 
 func (x *Spend) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	mi := &file_agentd_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1191,7 @@ func (x *Spend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Spend.ProtoReflect.Descriptor instead.
 func (*Spend) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Spend) GetTokens() int64 {
@@ -1025,7 +1230,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	mi := &file_agentd_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1242,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	mi := &file_agentd_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1255,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *McpServer) GetName() string {
@@ -1095,7 +1300,7 @@ type ContextPolicy struct {
 
 func (x *ContextPolicy) Reset() {
 	*x = ContextPolicy{}
-	mi := &file_agentd_v1_session_proto_msgTypes[7]
+	mi := &file_agentd_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1312,7 @@ func (x *ContextPolicy) String() string {
 func (*ContextPolicy) ProtoMessage() {}
 
 func (x *ContextPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[7]
+	mi := &file_agentd_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1325,7 @@ func (x *ContextPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextPolicy.ProtoReflect.Descriptor instead.
 func (*ContextPolicy) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ContextPolicy) GetRules() []*ContextRule {
@@ -1148,7 +1353,7 @@ type ContextRule struct {
 
 func (x *ContextRule) Reset() {
 	*x = ContextRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[8]
+	mi := &file_agentd_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1365,7 @@ func (x *ContextRule) String() string {
 func (*ContextRule) ProtoMessage() {}
 
 func (x *ContextRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[8]
+	mi := &file_agentd_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1378,7 @@ func (x *ContextRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextRule.ProtoReflect.Descriptor instead.
 func (*ContextRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ContextRule) GetRule() isContextRule_Rule {
@@ -1271,7 +1476,7 @@ type TokenBudgetRule struct {
 
 func (x *TokenBudgetRule) Reset() {
 	*x = TokenBudgetRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[9]
+	mi := &file_agentd_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1488,7 @@ func (x *TokenBudgetRule) String() string {
 func (*TokenBudgetRule) ProtoMessage() {}
 
 func (x *TokenBudgetRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[9]
+	mi := &file_agentd_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1501,7 @@ func (x *TokenBudgetRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenBudgetRule.ProtoReflect.Descriptor instead.
 func (*TokenBudgetRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TokenBudgetRule) GetMaxTokens() int64 {
@@ -1329,7 +1534,7 @@ type ElideToolResultsRule struct {
 
 func (x *ElideToolResultsRule) Reset() {
 	*x = ElideToolResultsRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[10]
+	mi := &file_agentd_v1_session_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1546,7 @@ func (x *ElideToolResultsRule) String() string {
 func (*ElideToolResultsRule) ProtoMessage() {}
 
 func (x *ElideToolResultsRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[10]
+	mi := &file_agentd_v1_session_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1559,7 @@ func (x *ElideToolResultsRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElideToolResultsRule.ProtoReflect.Descriptor instead.
 func (*ElideToolResultsRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ElideToolResultsRule) GetKeepTurns() uint32 {
@@ -1377,7 +1582,7 @@ type DropKindsRule struct {
 
 func (x *DropKindsRule) Reset() {
 	*x = DropKindsRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[11]
+	mi := &file_agentd_v1_session_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1389,7 +1594,7 @@ func (x *DropKindsRule) String() string {
 func (*DropKindsRule) ProtoMessage() {}
 
 func (x *DropKindsRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[11]
+	mi := &file_agentd_v1_session_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1402,7 +1607,7 @@ func (x *DropKindsRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropKindsRule.ProtoReflect.Descriptor instead.
 func (*DropKindsRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DropKindsRule) GetKinds() []MessageKind {
@@ -1424,7 +1629,7 @@ type CapImagesRule struct {
 
 func (x *CapImagesRule) Reset() {
 	*x = CapImagesRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[12]
+	mi := &file_agentd_v1_session_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1436,7 +1641,7 @@ func (x *CapImagesRule) String() string {
 func (*CapImagesRule) ProtoMessage() {}
 
 func (x *CapImagesRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[12]
+	mi := &file_agentd_v1_session_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1449,7 +1654,7 @@ func (x *CapImagesRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapImagesRule.ProtoReflect.Descriptor instead.
 func (*CapImagesRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CapImagesRule) GetMaxImages() uint32 {
@@ -1475,7 +1680,7 @@ type ContextBlock struct {
 
 func (x *ContextBlock) Reset() {
 	*x = ContextBlock{}
-	mi := &file_agentd_v1_session_proto_msgTypes[13]
+	mi := &file_agentd_v1_session_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1487,7 +1692,7 @@ func (x *ContextBlock) String() string {
 func (*ContextBlock) ProtoMessage() {}
 
 func (x *ContextBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[13]
+	mi := &file_agentd_v1_session_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1500,7 +1705,7 @@ func (x *ContextBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextBlock.ProtoReflect.Descriptor instead.
 func (*ContextBlock) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ContextBlock) GetName() string {
@@ -1536,7 +1741,7 @@ type ContextHook struct {
 
 func (x *ContextHook) Reset() {
 	*x = ContextHook{}
-	mi := &file_agentd_v1_session_proto_msgTypes[14]
+	mi := &file_agentd_v1_session_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1548,7 +1753,7 @@ func (x *ContextHook) String() string {
 func (*ContextHook) ProtoMessage() {}
 
 func (x *ContextHook) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[14]
+	mi := &file_agentd_v1_session_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1561,7 +1766,7 @@ func (x *ContextHook) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextHook.ProtoReflect.Descriptor instead.
 func (*ContextHook) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ContextHook) GetTimeout() *durationpb.Duration {
@@ -1607,7 +1812,7 @@ type CompactionSettings struct {
 
 func (x *CompactionSettings) Reset() {
 	*x = CompactionSettings{}
-	mi := &file_agentd_v1_session_proto_msgTypes[15]
+	mi := &file_agentd_v1_session_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1824,7 @@ func (x *CompactionSettings) String() string {
 func (*CompactionSettings) ProtoMessage() {}
 
 func (x *CompactionSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[15]
+	mi := &file_agentd_v1_session_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1837,7 @@ func (x *CompactionSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionSettings.ProtoReflect.Descriptor instead.
 func (*CompactionSettings) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CompactionSettings) GetDisableAuto() bool {
@@ -1702,7 +1907,7 @@ type FauxScript struct {
 
 func (x *FauxScript) Reset() {
 	*x = FauxScript{}
-	mi := &file_agentd_v1_session_proto_msgTypes[16]
+	mi := &file_agentd_v1_session_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +1919,7 @@ func (x *FauxScript) String() string {
 func (*FauxScript) ProtoMessage() {}
 
 func (x *FauxScript) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[16]
+	mi := &file_agentd_v1_session_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +1932,7 @@ func (x *FauxScript) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FauxScript.ProtoReflect.Descriptor instead.
 func (*FauxScript) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FauxScript) GetResponses() []*AssistantMessage {
@@ -1791,14 +1996,17 @@ type Session struct {
 	Origin *SessionOrigin `protobuf:"bytes,10,opt,name=origin,proto3" json:"origin,omitempty"`
 	// What the session's model calls cost so far, every run and branch
 	// counted (GetSession only; unset in ListSessions).
-	Spent         *Spend `protobuf:"bytes,11,opt,name=spent,proto3" json:"spent,omitempty"`
+	Spent *Spend `protobuf:"bytes,11,opt,name=spent,proto3" json:"spent,omitempty"`
+	// The confinement of the session's bash commands, when it enables bash
+	// (GetSession only).
+	ToolSandbox   *ToolSandbox `protobuf:"bytes,12,opt,name=tool_sandbox,json=toolSandbox,proto3" json:"tool_sandbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_agentd_v1_session_proto_msgTypes[17]
+	mi := &file_agentd_v1_session_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +2018,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[17]
+	mi := &file_agentd_v1_session_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +2031,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Session) GetId() string {
@@ -1903,6 +2111,13 @@ func (x *Session) GetSpent() *Spend {
 	return nil
 }
 
+func (x *Session) GetToolSandbox() *ToolSandbox {
+	if x != nil {
+		return x.ToolSandbox
+	}
+	return nil
+}
+
 // SessionOrigin names the session and entry a session was forked from.
 type SessionOrigin struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1916,7 +2131,7 @@ type SessionOrigin struct {
 
 func (x *SessionOrigin) Reset() {
 	*x = SessionOrigin{}
-	mi := &file_agentd_v1_session_proto_msgTypes[18]
+	mi := &file_agentd_v1_session_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2143,7 @@ func (x *SessionOrigin) String() string {
 func (*SessionOrigin) ProtoMessage() {}
 
 func (x *SessionOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[18]
+	mi := &file_agentd_v1_session_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2156,7 @@ func (x *SessionOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOrigin.ProtoReflect.Descriptor instead.
 func (*SessionOrigin) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SessionOrigin) GetSessionId() string {
@@ -1975,7 +2190,7 @@ type ModelPrice struct {
 
 func (x *ModelPrice) Reset() {
 	*x = ModelPrice{}
-	mi := &file_agentd_v1_session_proto_msgTypes[19]
+	mi := &file_agentd_v1_session_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2202,7 @@ func (x *ModelPrice) String() string {
 func (*ModelPrice) ProtoMessage() {}
 
 func (x *ModelPrice) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[19]
+	mi := &file_agentd_v1_session_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2215,7 @@ func (x *ModelPrice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
 func (*ModelPrice) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ModelPrice) GetInput() float64 {
@@ -2062,7 +2277,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_agentd_v1_session_proto_msgTypes[20]
+	mi := &file_agentd_v1_session_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2289,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[20]
+	mi := &file_agentd_v1_session_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2302,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Model) GetRef() *ModelRef {
@@ -2182,7 +2397,7 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\x05tools\x18\x03 \x03(\v2\x0f.agentd.v1.ToolR\x05tools\"6\n" +
 	"\bModelRef\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\xac\b\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\xe2\b\n" +
 	"\rSessionConfig\x12)\n" +
 	"\x05model\x18\x01 \x01(\v2\x13.agentd.v1.ModelRefR\x05model\x12#\n" +
 	"\rsystem_prompt\x18\x02 \x01(\tR\fsystemPrompt\x12%\n" +
@@ -2206,7 +2421,16 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\x0econtext_blocks\x18\x11 \x03(\v2\x17.agentd.v1.ContextBlockR\rcontextBlocks\x125\n" +
 	"\vmcp_servers\x18\x12 \x03(\v2\x14.agentd.v1.McpServerR\n" +
 	"mcpServers\x12)\n" +
-	"\x06budget\x18\x13 \x01(\v2\x11.agentd.v1.BudgetR\x06budget\"\xb1\x01\n" +
+	"\x06budget\x18\x13 \x01(\v2\x11.agentd.v1.BudgetR\x06budget\x124\n" +
+	"\asandbox\x18\x14 \x01(\v2\x1a.agentd.v1.SandboxSettingsR\asandbox\"m\n" +
+	"\x0fSandboxSettings\x123\n" +
+	"\anetwork\x18\x01 \x01(\x0e2\x19.agentd.v1.SandboxNetworkR\anetwork\x12%\n" +
+	"\x0ewritable_paths\x18\x02 \x03(\tR\rwritablePaths\"\xa3\x01\n" +
+	"\vToolSandbox\x12\x1a\n" +
+	"\bconfined\x18\x01 \x01(\bR\bconfined\x12\x1c\n" +
+	"\tmechanism\x18\x02 \x01(\tR\tmechanism\x123\n" +
+	"\anetwork\x18\x03 \x01(\x0e2\x19.agentd.v1.SandboxNetworkR\anetwork\x12%\n" +
+	"\x0ewritable_paths\x18\x04 \x03(\tR\rwritablePaths\"\xb1\x01\n" +
 	"\x06Budget\x12 \n" +
 	"\fmax_cost_usd\x18\x01 \x01(\x01R\n" +
 	"maxCostUsd\x12\x1d\n" +
@@ -2266,7 +2490,7 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\x04echo\x18\x02 \x01(\bR\x04echo\x12*\n" +
 	"\x11tokens_per_second\x18\x03 \x01(\rR\x0ftokensPerSecond\x12%\n" +
 	"\x0econtext_window\x18\x04 \x01(\x03R\rcontextWindow\x12\x1c\n" +
-	"\tsummaries\x18\x05 \x03(\tR\tsummaries\"\x9f\x04\n" +
+	"\tsummaries\x18\x05 \x03(\tR\tsummaries\"\xda\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x126\n" +
@@ -2281,7 +2505,8 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\ractive_run_id\x18\t \x01(\tR\vactiveRunId\x120\n" +
 	"\x06origin\x18\n" +
 	" \x01(\v2\x18.agentd.v1.SessionOriginR\x06origin\x12&\n" +
-	"\x05spent\x18\v \x01(\v2\x10.agentd.v1.SpendR\x05spent\x1a9\n" +
+	"\x05spent\x18\v \x01(\v2\x10.agentd.v1.SpendR\x05spent\x129\n" +
+	"\ftool_sandbox\x18\f \x01(\v2\x16.agentd.v1.ToolSandboxR\vtoolSandbox\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +
@@ -2327,7 +2552,11 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18QUEUE_MODE_ONE_AT_A_TIME\x10\x01\x12\x12\n" +
-	"\x0eQUEUE_MODE_ALL\x10\x02*\xba\x02\n" +
+	"\x0eQUEUE_MODE_ALL\x10\x02*h\n" +
+	"\x0eSandboxNetwork\x12\x1f\n" +
+	"\x1bSANDBOX_NETWORK_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14SANDBOX_NETWORK_NONE\x10\x01\x12\x1b\n" +
+	"\x17SANDBOX_NETWORK_ALLOWED\x10\x02*\xba\x02\n" +
 	"\vMessageKind\x12\x1c\n" +
 	"\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11MESSAGE_KIND_USER\x10\x01\x12\x1a\n" +
@@ -2360,96 +2589,103 @@ func file_agentd_v1_session_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_session_proto_rawDescData
 }
 
-var file_agentd_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_agentd_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_agentd_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_agentd_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_agentd_v1_session_proto_goTypes = []any{
 	(ToolExecutor)(0),             // 0: agentd.v1.ToolExecutor
 	(ApprovalPolicy)(0),           // 1: agentd.v1.ApprovalPolicy
 	(ToolExecutionMode)(0),        // 2: agentd.v1.ToolExecutionMode
 	(QueueMode)(0),                // 3: agentd.v1.QueueMode
-	(MessageKind)(0),              // 4: agentd.v1.MessageKind
-	(SessionState)(0),             // 5: agentd.v1.SessionState
-	(Modality)(0),                 // 6: agentd.v1.Modality
-	(*Tool)(nil),                  // 7: agentd.v1.Tool
-	(*Context)(nil),               // 8: agentd.v1.Context
-	(*ModelRef)(nil),              // 9: agentd.v1.ModelRef
-	(*SessionConfig)(nil),         // 10: agentd.v1.SessionConfig
-	(*Budget)(nil),                // 11: agentd.v1.Budget
-	(*Spend)(nil),                 // 12: agentd.v1.Spend
-	(*McpServer)(nil),             // 13: agentd.v1.McpServer
-	(*ContextPolicy)(nil),         // 14: agentd.v1.ContextPolicy
-	(*ContextRule)(nil),           // 15: agentd.v1.ContextRule
-	(*TokenBudgetRule)(nil),       // 16: agentd.v1.TokenBudgetRule
-	(*ElideToolResultsRule)(nil),  // 17: agentd.v1.ElideToolResultsRule
-	(*DropKindsRule)(nil),         // 18: agentd.v1.DropKindsRule
-	(*CapImagesRule)(nil),         // 19: agentd.v1.CapImagesRule
-	(*ContextBlock)(nil),          // 20: agentd.v1.ContextBlock
-	(*ContextHook)(nil),           // 21: agentd.v1.ContextHook
-	(*CompactionSettings)(nil),    // 22: agentd.v1.CompactionSettings
-	(*FauxScript)(nil),            // 23: agentd.v1.FauxScript
-	(*Session)(nil),               // 24: agentd.v1.Session
-	(*SessionOrigin)(nil),         // 25: agentd.v1.SessionOrigin
-	(*ModelPrice)(nil),            // 26: agentd.v1.ModelPrice
-	(*Model)(nil),                 // 27: agentd.v1.Model
-	nil,                           // 28: agentd.v1.McpServer.ToolApprovalEntry
-	nil,                           // 29: agentd.v1.Session.LabelsEntry
-	(*structpb.Struct)(nil),       // 30: google.protobuf.Struct
-	(*Message)(nil),               // 31: agentd.v1.Message
-	(ThinkingLevel)(0),            // 32: agentd.v1.ThinkingLevel
-	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
-	(*AssistantMessage)(nil),      // 34: agentd.v1.AssistantMessage
-	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
+	(SandboxNetwork)(0),           // 4: agentd.v1.SandboxNetwork
+	(MessageKind)(0),              // 5: agentd.v1.MessageKind
+	(SessionState)(0),             // 6: agentd.v1.SessionState
+	(Modality)(0),                 // 7: agentd.v1.Modality
+	(*Tool)(nil),                  // 8: agentd.v1.Tool
+	(*Context)(nil),               // 9: agentd.v1.Context
+	(*ModelRef)(nil),              // 10: agentd.v1.ModelRef
+	(*SessionConfig)(nil),         // 11: agentd.v1.SessionConfig
+	(*SandboxSettings)(nil),       // 12: agentd.v1.SandboxSettings
+	(*ToolSandbox)(nil),           // 13: agentd.v1.ToolSandbox
+	(*Budget)(nil),                // 14: agentd.v1.Budget
+	(*Spend)(nil),                 // 15: agentd.v1.Spend
+	(*McpServer)(nil),             // 16: agentd.v1.McpServer
+	(*ContextPolicy)(nil),         // 17: agentd.v1.ContextPolicy
+	(*ContextRule)(nil),           // 18: agentd.v1.ContextRule
+	(*TokenBudgetRule)(nil),       // 19: agentd.v1.TokenBudgetRule
+	(*ElideToolResultsRule)(nil),  // 20: agentd.v1.ElideToolResultsRule
+	(*DropKindsRule)(nil),         // 21: agentd.v1.DropKindsRule
+	(*CapImagesRule)(nil),         // 22: agentd.v1.CapImagesRule
+	(*ContextBlock)(nil),          // 23: agentd.v1.ContextBlock
+	(*ContextHook)(nil),           // 24: agentd.v1.ContextHook
+	(*CompactionSettings)(nil),    // 25: agentd.v1.CompactionSettings
+	(*FauxScript)(nil),            // 26: agentd.v1.FauxScript
+	(*Session)(nil),               // 27: agentd.v1.Session
+	(*SessionOrigin)(nil),         // 28: agentd.v1.SessionOrigin
+	(*ModelPrice)(nil),            // 29: agentd.v1.ModelPrice
+	(*Model)(nil),                 // 30: agentd.v1.Model
+	nil,                           // 31: agentd.v1.McpServer.ToolApprovalEntry
+	nil,                           // 32: agentd.v1.Session.LabelsEntry
+	(*structpb.Struct)(nil),       // 33: google.protobuf.Struct
+	(*Message)(nil),               // 34: agentd.v1.Message
+	(ThinkingLevel)(0),            // 35: agentd.v1.ThinkingLevel
+	(*durationpb.Duration)(nil),   // 36: google.protobuf.Duration
+	(*AssistantMessage)(nil),      // 37: agentd.v1.AssistantMessage
+	(*timestamppb.Timestamp)(nil), // 38: google.protobuf.Timestamp
 }
 var file_agentd_v1_session_proto_depIdxs = []int32{
-	30, // 0: agentd.v1.Tool.parameters:type_name -> google.protobuf.Struct
+	33, // 0: agentd.v1.Tool.parameters:type_name -> google.protobuf.Struct
 	0,  // 1: agentd.v1.Tool.executor:type_name -> agentd.v1.ToolExecutor
 	1,  // 2: agentd.v1.Tool.approval:type_name -> agentd.v1.ApprovalPolicy
-	31, // 3: agentd.v1.Context.messages:type_name -> agentd.v1.Message
-	7,  // 4: agentd.v1.Context.tools:type_name -> agentd.v1.Tool
-	9,  // 5: agentd.v1.SessionConfig.model:type_name -> agentd.v1.ModelRef
-	7,  // 6: agentd.v1.SessionConfig.tools:type_name -> agentd.v1.Tool
+	34, // 3: agentd.v1.Context.messages:type_name -> agentd.v1.Message
+	8,  // 4: agentd.v1.Context.tools:type_name -> agentd.v1.Tool
+	10, // 5: agentd.v1.SessionConfig.model:type_name -> agentd.v1.ModelRef
+	8,  // 6: agentd.v1.SessionConfig.tools:type_name -> agentd.v1.Tool
 	2,  // 7: agentd.v1.SessionConfig.tool_execution:type_name -> agentd.v1.ToolExecutionMode
 	3,  // 8: agentd.v1.SessionConfig.steering_mode:type_name -> agentd.v1.QueueMode
 	3,  // 9: agentd.v1.SessionConfig.follow_up_mode:type_name -> agentd.v1.QueueMode
-	32, // 10: agentd.v1.SessionConfig.thinking_level:type_name -> agentd.v1.ThinkingLevel
-	33, // 11: agentd.v1.SessionConfig.client_tool_timeout:type_name -> google.protobuf.Duration
-	33, // 12: agentd.v1.SessionConfig.approval_timeout:type_name -> google.protobuf.Duration
-	23, // 13: agentd.v1.SessionConfig.faux:type_name -> agentd.v1.FauxScript
-	14, // 14: agentd.v1.SessionConfig.context_policy:type_name -> agentd.v1.ContextPolicy
-	21, // 15: agentd.v1.SessionConfig.context_hook:type_name -> agentd.v1.ContextHook
-	22, // 16: agentd.v1.SessionConfig.compaction:type_name -> agentd.v1.CompactionSettings
-	20, // 17: agentd.v1.SessionConfig.context_blocks:type_name -> agentd.v1.ContextBlock
-	13, // 18: agentd.v1.SessionConfig.mcp_servers:type_name -> agentd.v1.McpServer
-	11, // 19: agentd.v1.SessionConfig.budget:type_name -> agentd.v1.Budget
-	33, // 20: agentd.v1.Budget.max_run_time:type_name -> google.protobuf.Duration
-	1,  // 21: agentd.v1.McpServer.approval:type_name -> agentd.v1.ApprovalPolicy
-	28, // 22: agentd.v1.McpServer.tool_approval:type_name -> agentd.v1.McpServer.ToolApprovalEntry
-	15, // 23: agentd.v1.ContextPolicy.rules:type_name -> agentd.v1.ContextRule
-	16, // 24: agentd.v1.ContextRule.token_budget:type_name -> agentd.v1.TokenBudgetRule
-	17, // 25: agentd.v1.ContextRule.elide_tool_results:type_name -> agentd.v1.ElideToolResultsRule
-	18, // 26: agentd.v1.ContextRule.drop_kinds:type_name -> agentd.v1.DropKindsRule
-	19, // 27: agentd.v1.ContextRule.cap_images:type_name -> agentd.v1.CapImagesRule
-	4,  // 28: agentd.v1.DropKindsRule.kinds:type_name -> agentd.v1.MessageKind
-	33, // 29: agentd.v1.ContextHook.timeout:type_name -> google.protobuf.Duration
-	9,  // 30: agentd.v1.CompactionSettings.model:type_name -> agentd.v1.ModelRef
-	34, // 31: agentd.v1.FauxScript.responses:type_name -> agentd.v1.AssistantMessage
-	29, // 32: agentd.v1.Session.labels:type_name -> agentd.v1.Session.LabelsEntry
-	10, // 33: agentd.v1.Session.config:type_name -> agentd.v1.SessionConfig
-	35, // 34: agentd.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	35, // 35: agentd.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	5,  // 36: agentd.v1.Session.state:type_name -> agentd.v1.SessionState
-	25, // 37: agentd.v1.Session.origin:type_name -> agentd.v1.SessionOrigin
-	12, // 38: agentd.v1.Session.spent:type_name -> agentd.v1.Spend
-	9,  // 39: agentd.v1.Model.ref:type_name -> agentd.v1.ModelRef
-	6,  // 40: agentd.v1.Model.input_modalities:type_name -> agentd.v1.Modality
-	26, // 41: agentd.v1.Model.price:type_name -> agentd.v1.ModelPrice
-	30, // 42: agentd.v1.Model.metadata:type_name -> google.protobuf.Struct
-	1,  // 43: agentd.v1.McpServer.ToolApprovalEntry.value:type_name -> agentd.v1.ApprovalPolicy
-	44, // [44:44] is the sub-list for method output_type
-	44, // [44:44] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	35, // 10: agentd.v1.SessionConfig.thinking_level:type_name -> agentd.v1.ThinkingLevel
+	36, // 11: agentd.v1.SessionConfig.client_tool_timeout:type_name -> google.protobuf.Duration
+	36, // 12: agentd.v1.SessionConfig.approval_timeout:type_name -> google.protobuf.Duration
+	26, // 13: agentd.v1.SessionConfig.faux:type_name -> agentd.v1.FauxScript
+	17, // 14: agentd.v1.SessionConfig.context_policy:type_name -> agentd.v1.ContextPolicy
+	24, // 15: agentd.v1.SessionConfig.context_hook:type_name -> agentd.v1.ContextHook
+	25, // 16: agentd.v1.SessionConfig.compaction:type_name -> agentd.v1.CompactionSettings
+	23, // 17: agentd.v1.SessionConfig.context_blocks:type_name -> agentd.v1.ContextBlock
+	16, // 18: agentd.v1.SessionConfig.mcp_servers:type_name -> agentd.v1.McpServer
+	14, // 19: agentd.v1.SessionConfig.budget:type_name -> agentd.v1.Budget
+	12, // 20: agentd.v1.SessionConfig.sandbox:type_name -> agentd.v1.SandboxSettings
+	4,  // 21: agentd.v1.SandboxSettings.network:type_name -> agentd.v1.SandboxNetwork
+	4,  // 22: agentd.v1.ToolSandbox.network:type_name -> agentd.v1.SandboxNetwork
+	36, // 23: agentd.v1.Budget.max_run_time:type_name -> google.protobuf.Duration
+	1,  // 24: agentd.v1.McpServer.approval:type_name -> agentd.v1.ApprovalPolicy
+	31, // 25: agentd.v1.McpServer.tool_approval:type_name -> agentd.v1.McpServer.ToolApprovalEntry
+	18, // 26: agentd.v1.ContextPolicy.rules:type_name -> agentd.v1.ContextRule
+	19, // 27: agentd.v1.ContextRule.token_budget:type_name -> agentd.v1.TokenBudgetRule
+	20, // 28: agentd.v1.ContextRule.elide_tool_results:type_name -> agentd.v1.ElideToolResultsRule
+	21, // 29: agentd.v1.ContextRule.drop_kinds:type_name -> agentd.v1.DropKindsRule
+	22, // 30: agentd.v1.ContextRule.cap_images:type_name -> agentd.v1.CapImagesRule
+	5,  // 31: agentd.v1.DropKindsRule.kinds:type_name -> agentd.v1.MessageKind
+	36, // 32: agentd.v1.ContextHook.timeout:type_name -> google.protobuf.Duration
+	10, // 33: agentd.v1.CompactionSettings.model:type_name -> agentd.v1.ModelRef
+	37, // 34: agentd.v1.FauxScript.responses:type_name -> agentd.v1.AssistantMessage
+	32, // 35: agentd.v1.Session.labels:type_name -> agentd.v1.Session.LabelsEntry
+	11, // 36: agentd.v1.Session.config:type_name -> agentd.v1.SessionConfig
+	38, // 37: agentd.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	38, // 38: agentd.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	6,  // 39: agentd.v1.Session.state:type_name -> agentd.v1.SessionState
+	28, // 40: agentd.v1.Session.origin:type_name -> agentd.v1.SessionOrigin
+	15, // 41: agentd.v1.Session.spent:type_name -> agentd.v1.Spend
+	13, // 42: agentd.v1.Session.tool_sandbox:type_name -> agentd.v1.ToolSandbox
+	10, // 43: agentd.v1.Model.ref:type_name -> agentd.v1.ModelRef
+	7,  // 44: agentd.v1.Model.input_modalities:type_name -> agentd.v1.Modality
+	29, // 45: agentd.v1.Model.price:type_name -> agentd.v1.ModelPrice
+	33, // 46: agentd.v1.Model.metadata:type_name -> google.protobuf.Struct
+	1,  // 47: agentd.v1.McpServer.ToolApprovalEntry.value:type_name -> agentd.v1.ApprovalPolicy
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_session_proto_init() }
@@ -2459,7 +2695,7 @@ func file_agentd_v1_session_proto_init() {
 	}
 	file_agentd_v1_agent_messages_proto_init()
 	file_agentd_v1_messages_proto_init()
-	file_agentd_v1_session_proto_msgTypes[8].OneofWrappers = []any{
+	file_agentd_v1_session_proto_msgTypes[10].OneofWrappers = []any{
 		(*ContextRule_TokenBudget)(nil),
 		(*ContextRule_ElideToolResults)(nil),
 		(*ContextRule_DropKinds)(nil),
@@ -2470,8 +2706,8 @@ func file_agentd_v1_session_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_session_proto_rawDesc), len(file_agentd_v1_session_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   23,
+			NumEnums:      8,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

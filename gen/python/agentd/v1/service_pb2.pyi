@@ -12,6 +12,10 @@ from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+REFUSAL_SANDBOX_UNAVAILABLE: Refusal
+REFUSAL_TENANT_CEILING: Refusal
+REFUSAL_UNSPECIFIED: Refusal
+REFUSAL_WORKSPACE_FORBIDDEN: Refusal
 TOOL_SOURCE_STATE_FAILED: ToolSourceState
 TOOL_SOURCE_STATE_READY: ToolSourceState
 TOOL_SOURCE_STATE_STOPPED: ToolSourceState
@@ -554,6 +558,9 @@ class UpdateSessionResponse(_message.Message):
     entries: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.Entry]
     session: _session_pb2.Session
     def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[_agent_messages_pb2.Entry, _Mapping]]] = ...) -> None: ...
+
+class Refusal(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
 
 class ToolSourceState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

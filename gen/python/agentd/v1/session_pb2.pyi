@@ -30,6 +30,9 @@ MODALITY_UNSPECIFIED: Modality
 QUEUE_MODE_ALL: QueueMode
 QUEUE_MODE_ONE_AT_A_TIME: QueueMode
 QUEUE_MODE_UNSPECIFIED: QueueMode
+SANDBOX_NETWORK_ALLOWED: SandboxNetwork
+SANDBOX_NETWORK_NONE: SandboxNetwork
+SANDBOX_NETWORK_UNSPECIFIED: SandboxNetwork
 SESSION_STATE_IDLE: SessionState
 SESSION_STATE_RUNNING: SessionState
 SESSION_STATE_UNSPECIFIED: SessionState
@@ -205,8 +208,16 @@ class ModelRef(_message.Message):
     provider: str
     def __init__(self, provider: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
 
+class SandboxSettings(_message.Message):
+    __slots__ = ["network", "writable_paths"]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    WRITABLE_PATHS_FIELD_NUMBER: _ClassVar[int]
+    network: SandboxNetwork
+    writable_paths: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, network: _Optional[_Union[SandboxNetwork, str]] = ..., writable_paths: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class Session(_message.Message):
-    __slots__ = ["active_run_id", "config", "create_time", "id", "labels", "leaf_entry_id", "origin", "spent", "state", "title", "update_time"]
+    __slots__ = ["active_run_id", "config", "create_time", "id", "labels", "leaf_entry_id", "origin", "spent", "state", "title", "tool_sandbox", "update_time"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -224,6 +235,7 @@ class Session(_message.Message):
     SPENT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_SANDBOX_FIELD_NUMBER: _ClassVar[int]
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     active_run_id: str
     config: SessionConfig
@@ -235,11 +247,12 @@ class Session(_message.Message):
     spent: Spend
     state: SessionState
     title: str
+    tool_sandbox: ToolSandbox
     update_time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., title: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., config: _Optional[_Union[SessionConfig, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., leaf_entry_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., active_run_id: _Optional[str] = ..., origin: _Optional[_Union[SessionOrigin, _Mapping]] = ..., spent: _Optional[_Union[Spend, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., title: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., config: _Optional[_Union[SessionConfig, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., leaf_entry_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., active_run_id: _Optional[str] = ..., origin: _Optional[_Union[SessionOrigin, _Mapping]] = ..., spent: _Optional[_Union[Spend, _Mapping]] = ..., tool_sandbox: _Optional[_Union[ToolSandbox, _Mapping]] = ...) -> None: ...
 
 class SessionConfig(_message.Message):
-    __slots__ = ["approval_timeout", "budget", "client_tool_timeout", "compaction", "context_blocks", "context_hook", "context_policy", "faux", "follow_up_mode", "include_approvals_in_model_context", "max_turns", "mcp_servers", "model", "steering_mode", "system_prompt", "thinking_level", "tool_execution", "tools", "workspace_root"]
+    __slots__ = ["approval_timeout", "budget", "client_tool_timeout", "compaction", "context_blocks", "context_hook", "context_policy", "faux", "follow_up_mode", "include_approvals_in_model_context", "max_turns", "mcp_servers", "model", "sandbox", "steering_mode", "system_prompt", "thinking_level", "tool_execution", "tools", "workspace_root"]
     APPROVAL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     CLIENT_TOOL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
@@ -253,6 +266,7 @@ class SessionConfig(_message.Message):
     MAX_TURNS_FIELD_NUMBER: _ClassVar[int]
     MCP_SERVERS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
     STEERING_MODE_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
     THINKING_LEVEL_FIELD_NUMBER: _ClassVar[int]
@@ -272,13 +286,14 @@ class SessionConfig(_message.Message):
     max_turns: int
     mcp_servers: _containers.RepeatedCompositeFieldContainer[McpServer]
     model: ModelRef
+    sandbox: SandboxSettings
     steering_mode: QueueMode
     system_prompt: str
     thinking_level: _agent_messages_pb2.ThinkingLevel
     tool_execution: ToolExecutionMode
     tools: _containers.RepeatedCompositeFieldContainer[Tool]
     workspace_root: str
-    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., system_prompt: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_execution: _Optional[_Union[ToolExecutionMode, str]] = ..., steering_mode: _Optional[_Union[QueueMode, str]] = ..., follow_up_mode: _Optional[_Union[QueueMode, str]] = ..., thinking_level: _Optional[_Union[_agent_messages_pb2.ThinkingLevel, str]] = ..., workspace_root: _Optional[str] = ..., max_turns: _Optional[int] = ..., client_tool_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., include_approvals_in_model_context: bool = ..., faux: _Optional[_Union[FauxScript, _Mapping]] = ..., context_policy: _Optional[_Union[ContextPolicy, _Mapping]] = ..., context_hook: _Optional[_Union[ContextHook, _Mapping]] = ..., compaction: _Optional[_Union[CompactionSettings, _Mapping]] = ..., context_blocks: _Optional[_Iterable[_Union[ContextBlock, _Mapping]]] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ...) -> None: ...
+    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., system_prompt: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_execution: _Optional[_Union[ToolExecutionMode, str]] = ..., steering_mode: _Optional[_Union[QueueMode, str]] = ..., follow_up_mode: _Optional[_Union[QueueMode, str]] = ..., thinking_level: _Optional[_Union[_agent_messages_pb2.ThinkingLevel, str]] = ..., workspace_root: _Optional[str] = ..., max_turns: _Optional[int] = ..., client_tool_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., include_approvals_in_model_context: bool = ..., faux: _Optional[_Union[FauxScript, _Mapping]] = ..., context_policy: _Optional[_Union[ContextPolicy, _Mapping]] = ..., context_hook: _Optional[_Union[ContextHook, _Mapping]] = ..., compaction: _Optional[_Union[CompactionSettings, _Mapping]] = ..., context_blocks: _Optional[_Iterable[_Union[ContextBlock, _Mapping]]] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., sandbox: _Optional[_Union[SandboxSettings, _Mapping]] = ...) -> None: ...
 
 class SessionOrigin(_message.Message):
     __slots__ = ["entry_id", "session_id"]
@@ -320,6 +335,18 @@ class Tool(_message.Message):
     sequential: bool
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., executor: _Optional[_Union[ToolExecutor, str]] = ..., approval: _Optional[_Union[ApprovalPolicy, str]] = ..., sequential: bool = ...) -> None: ...
 
+class ToolSandbox(_message.Message):
+    __slots__ = ["confined", "mechanism", "network", "writable_paths"]
+    CONFINED_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    WRITABLE_PATHS_FIELD_NUMBER: _ClassVar[int]
+    confined: bool
+    mechanism: str
+    network: SandboxNetwork
+    writable_paths: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, confined: bool = ..., mechanism: _Optional[str] = ..., network: _Optional[_Union[SandboxNetwork, str]] = ..., writable_paths: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class ToolExecutor(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
@@ -330,6 +357,9 @@ class ToolExecutionMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class QueueMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class SandboxNetwork(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class MessageKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

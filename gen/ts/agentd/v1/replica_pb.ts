@@ -8,7 +8,7 @@ import type { AgentMessage } from "./agent_messages_pb.js";
 import { file_agentd_v1_agent_messages } from "./agent_messages_pb.js";
 import type { ContentBlock } from "./content_pb.js";
 import { file_agentd_v1_content } from "./content_pb.js";
-import type { ContextSelection } from "./service_pb.js";
+import type { ContextSelection, Refusal } from "./service_pb.js";
 import { file_agentd_v1_service } from "./service_pb.js";
 import type { Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/replica.proto.
  */
 export const file_agentd_v1_replica: GenFile = /*@__PURE__*/
-  fileDesc("ChdhZ2VudGQvdjEvcmVwbGljYS5wcm90bxIJYWdlbnRkLnYxIsACCg5SZXBsaWNhQ29udHJvbBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIoCgVzdGVlchgDIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2VIABIsCglmb2xsb3dfdXAYBCABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlSAASDwoFYWJvcnQYBSABKAlIABIzCgt0b29sX3Jlc3VsdBgGIAEoCzIcLmFnZW50ZC52MS5SZXBsaWNhVG9vbFJlc3VsdEgAEi4KCGFwcHJvdmFsGAcgASgLMhouYWdlbnRkLnYxLlJlcGxpY2FBcHByb3ZhbEgAEjIKB2NvbnRleHQYCCABKAsyHy5hZ2VudGQudjEuUmVwbGljYUNvbnRleHRBbnN3ZXJIAEIICgZhY3Rpb24ijgEKEVJlcGxpY2FUb29sUmVzdWx0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIoCgdjb250ZW50GAIgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhAKCGlzX2Vycm9yGAQgASgIIlwKD1JlcGxpY2FBcHByb3ZhbBIUCgx0b29sX2NhbGxfaWQYASABKAkSDwoHYWxsb3dlZBgCIAEoCBIOCgZyZWFzb24YAyABKAkSEgoKZGVjaWRlZF9ieRgEIAEoCSJsChRSZXBsaWNhQ29udGV4dEFuc3dlchISCgpyZXF1ZXN0X2lkGAEgASgJEi8KCnNlbGVjdGlvbnMYAiADKAsyGy5hZ2VudGQudjEuQ29udGV4dFNlbGVjdGlvbhIPCgdyZWZ1c2VkGAMgASgJInYKFFJlcGxpY2FDb250cm9sQW5zd2VyEhIKCmVycm9yX2tpbmQYASABKAkSFQoNZXJyb3JfbWVzc2FnZRgCIAEoCRITCgtlcnJvcl9maWVsZBgDIAEoCRIOCgZxdWV1ZWQYBCABKA0SDgoGcnVuX2lkGAUgASgJQjRaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxYgZwcm90bzM", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_service, file_google_protobuf_struct]);
+  fileDesc("ChdhZ2VudGQvdjEvcmVwbGljYS5wcm90bxIJYWdlbnRkLnYxIsACCg5SZXBsaWNhQ29udHJvbBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIoCgVzdGVlchgDIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2VIABIsCglmb2xsb3dfdXAYBCABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlSAASDwoFYWJvcnQYBSABKAlIABIzCgt0b29sX3Jlc3VsdBgGIAEoCzIcLmFnZW50ZC52MS5SZXBsaWNhVG9vbFJlc3VsdEgAEi4KCGFwcHJvdmFsGAcgASgLMhouYWdlbnRkLnYxLlJlcGxpY2FBcHByb3ZhbEgAEjIKB2NvbnRleHQYCCABKAsyHy5hZ2VudGQudjEuUmVwbGljYUNvbnRleHRBbnN3ZXJIAEIICgZhY3Rpb24ijgEKEVJlcGxpY2FUb29sUmVzdWx0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIoCgdjb250ZW50GAIgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhAKCGlzX2Vycm9yGAQgASgIIlwKD1JlcGxpY2FBcHByb3ZhbBIUCgx0b29sX2NhbGxfaWQYASABKAkSDwoHYWxsb3dlZBgCIAEoCBIOCgZyZWFzb24YAyABKAkSEgoKZGVjaWRlZF9ieRgEIAEoCSJsChRSZXBsaWNhQ29udGV4dEFuc3dlchISCgpyZXF1ZXN0X2lkGAEgASgJEi8KCnNlbGVjdGlvbnMYAiADKAsyGy5hZ2VudGQudjEuQ29udGV4dFNlbGVjdGlvbhIPCgdyZWZ1c2VkGAMgASgJIqICChRSZXBsaWNhQ29udHJvbEFuc3dlchISCgplcnJvcl9raW5kGAEgASgJEhUKDWVycm9yX21lc3NhZ2UYAiABKAkSEwoLZXJyb3JfZmllbGQYAyABKAkSDgoGcXVldWVkGAQgASgNEg4KBnJ1bl9pZBgFIAEoCRIoCgxlcnJvcl9yZWFzb24YBiABKA4yEi5hZ2VudGQudjEuUmVmdXNhbBJKCg5lcnJvcl9tZXRhZGF0YRgHIAMoCzIyLmFnZW50ZC52MS5SZXBsaWNhQ29udHJvbEFuc3dlci5FcnJvck1ldGFkYXRhRW50cnkaNAoSRXJyb3JNZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCNFoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjFiBnByb3RvMw", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_service, file_google_protobuf_struct]);
 
 /**
  * ReplicaControl is a request for an active run that one agentd replica
@@ -243,7 +243,7 @@ export type ReplicaControlAnswer = Message<"agentd.v1.ReplicaControlAnswer"> & {
   /**
    * Empty when the request succeeded; otherwise the agent's refusal kind
    * (busy, idle, precondition, not_found, exists, limit, unavailable,
-   * conflict, out_of_range, invalid).
+   * conflict, out_of_range, permission, invalid).
    *
    * @generated from field: string error_kind = 1;
    */
@@ -276,6 +276,20 @@ export type ReplicaControlAnswer = Message<"agentd.v1.ReplicaControlAnswer"> & {
    * @generated from field: string run_id = 5;
    */
   runId: string;
+
+  /**
+   * The refusal's type, when it has one, with its particulars.
+   *
+   * @generated from field: agentd.v1.Refusal error_reason = 6;
+   */
+  errorReason: Refusal;
+
+  /**
+   * The particulars of error_reason.
+   *
+   * @generated from field: map<string, string> error_metadata = 7;
+   */
+  errorMetadata: { [key: string]: string };
 };
 
 /**

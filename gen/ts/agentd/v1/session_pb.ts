@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/session.proto.
  */
 export const file_agentd_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("ChdhZ2VudGQvdjEvc2Vzc2lvbi5wcm90bxIJYWdlbnRkLnYxIsIBCgRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSKwoKcGFyYW1ldGVycxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKQoIZXhlY3V0b3IYBCABKA4yFy5hZ2VudGQudjEuVG9vbEV4ZWN1dG9yEisKCGFwcHJvdmFsGAUgASgOMhkuYWdlbnRkLnYxLkFwcHJvdmFsUG9saWN5EhIKCnNlcXVlbnRpYWwYBiABKAgiZgoHQ29udGV4dBIVCg1zeXN0ZW1fcHJvbXB0GAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHgoFdG9vbHMYAyADKAsyDy5hZ2VudGQudjEuVG9vbCIoCghNb2RlbFJlZhIQCghwcm92aWRlchgBIAEoCRIKCgJpZBgCIAEoCSKoBgoNU2Vzc2lvbkNvbmZpZxIiCgVtb2RlbBgBIAEoCzITLmFnZW50ZC52MS5Nb2RlbFJlZhIVCg1zeXN0ZW1fcHJvbXB0GAIgASgJEh4KBXRvb2xzGAMgAygLMg8uYWdlbnRkLnYxLlRvb2wSNAoOdG9vbF9leGVjdXRpb24YBCABKA4yHC5hZ2VudGQudjEuVG9vbEV4ZWN1dGlvbk1vZGUSKwoNc3RlZXJpbmdfbW9kZRgFIAEoDjIULmFnZW50ZC52MS5RdWV1ZU1vZGUSLAoOZm9sbG93X3VwX21vZGUYBiABKA4yFC5hZ2VudGQudjEuUXVldWVNb2RlEjAKDnRoaW5raW5nX2xldmVsGAcgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwSFgoOd29ya3NwYWNlX3Jvb3QYCCABKAkSEQoJbWF4X3R1cm5zGAkgASgNEjYKE2NsaWVudF90b29sX3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMwoQYXBwcm92YWxfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCiJpbmNsdWRlX2FwcHJvdmFsc19pbl9tb2RlbF9jb250ZXh0GAwgASgIEiMKBGZhdXgYDSABKAsyFS5hZ2VudGQudjEuRmF1eFNjcmlwdBIwCg5jb250ZXh0X3BvbGljeRgOIAEoCzIYLmFnZW50ZC52MS5Db250ZXh0UG9saWN5EiwKDGNvbnRleHRfaG9vaxgPIAEoCzIWLmFnZW50ZC52MS5Db250ZXh0SG9vaxIxCgpjb21wYWN0aW9uGBAgASgLMh0uYWdlbnRkLnYxLkNvbXBhY3Rpb25TZXR0aW5ncxIvCg5jb250ZXh0X2Jsb2NrcxgRIAMoCzIXLmFnZW50ZC52MS5Db250ZXh0QmxvY2sSKQoLbWNwX3NlcnZlcnMYEiADKAsyFC5hZ2VudGQudjEuTWNwU2VydmVyEiEKBmJ1ZGdldBgTIAEoCzIRLmFnZW50ZC52MS5CdWRnZXQifgoGQnVkZ2V0EhQKDG1heF9jb3N0X3VzZBgBIAEoARISCgptYXhfdG9rZW5zGAIgASgDEhkKEW1heF90dXJuc19wZXJfcnVuGAMgASgNEi8KDG1heF9ydW5fdGltZRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIpCgVTcGVuZBIOCgZ0b2tlbnMYASABKAMSEAoIY29zdF91c2QYAiABKAEi5AEKCU1jcFNlcnZlchIMCgRuYW1lGAEgASgJEg0KBXRvb2xzGAIgAygJEisKCGFwcHJvdmFsGAMgASgOMhkuYWdlbnRkLnYxLkFwcHJvdmFsUG9saWN5Ej0KDXRvb2xfYXBwcm92YWwYBCADKAsyJi5hZ2VudGQudjEuTWNwU2VydmVyLlRvb2xBcHByb3ZhbEVudHJ5Gk4KEVRvb2xBcHByb3ZhbEVudHJ5EgsKA2tleRgBIAEoCRIoCgV2YWx1ZRgCIAEoDjIZLmFnZW50ZC52MS5BcHByb3ZhbFBvbGljeToCOAEiNgoNQ29udGV4dFBvbGljeRIlCgVydWxlcxgBIAMoCzIWLmFnZW50ZC52MS5Db250ZXh0UnVsZSLoAQoLQ29udGV4dFJ1bGUSMgoMdG9rZW5fYnVkZ2V0GAEgASgLMhouYWdlbnRkLnYxLlRva2VuQnVkZ2V0UnVsZUgAEj0KEmVsaWRlX3Rvb2xfcmVzdWx0cxgCIAEoCzIfLmFnZW50ZC52MS5FbGlkZVRvb2xSZXN1bHRzUnVsZUgAEi4KCmRyb3Bfa2luZHMYAyABKAsyGC5hZ2VudGQudjEuRHJvcEtpbmRzUnVsZUgAEi4KCmNhcF9pbWFnZXMYBCABKAsyGC5hZ2VudGQudjEuQ2FwSW1hZ2VzUnVsZUgAQgYKBHJ1bGUiPgoPVG9rZW5CdWRnZXRSdWxlEhIKCm1heF90b2tlbnMYASABKAMSFwoPcGlubmVkX21lc3NhZ2VzGAIgASgNIioKFEVsaWRlVG9vbFJlc3VsdHNSdWxlEhIKCmtlZXBfdHVybnMYASABKA0iNgoNRHJvcEtpbmRzUnVsZRIlCgVraW5kcxgBIAMoDjIWLmFnZW50ZC52MS5NZXNzYWdlS2luZCIjCg1DYXBJbWFnZXNSdWxlEhIKCm1heF9pbWFnZXMYASABKA0iKgoMQ29udGV4dEJsb2NrEgwKBG5hbWUYASABKAkSDAoEdGV4dBgCIAEoCSJTCgtDb250ZXh0SG9vaxIqCgd0aW1lb3V0GAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhgKEGluY2x1ZGVfbWVzc2FnZXMYAiABKAgipQEKEkNvbXBhY3Rpb25TZXR0aW5ncxIUCgxkaXNhYmxlX2F1dG8YASABKAgSFgoOcmVzZXJ2ZV90b2tlbnMYAiABKAMSGgoSa2VlcF9yZWNlbnRfdG9rZW5zGAMgASgDEiIKBW1vZGVsGAQgASgLMhMuYWdlbnRkLnYxLk1vZGVsUmVmEiEKGWRpc2FibGVfb3ZlcmZsb3dfcmVjb3ZlcnkYBSABKAgikAEKCkZhdXhTY3JpcHQSLgoJcmVzcG9uc2VzGAEgAygLMhsuYWdlbnRkLnYxLkFzc2lzdGFudE1lc3NhZ2USDAoEZWNobxgCIAEoCBIZChF0b2tlbnNfcGVyX3NlY29uZBgDIAEoDRIWCg5jb250ZXh0X3dpbmRvdxgEIAEoAxIRCglzdW1tYXJpZXMYBSADKAkisAMKB1Nlc3Npb24SCgoCaWQYASABKAkSDQoFdGl0bGUYAiABKAkSLgoGbGFiZWxzGAMgAygLMh4uYWdlbnRkLnYxLlNlc3Npb24uTGFiZWxzRW50cnkSKAoGY29uZmlnGAQgASgLMhguYWdlbnRkLnYxLlNlc3Npb25Db25maWcSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1sZWFmX2VudHJ5X2lkGAcgASgJEiYKBXN0YXRlGAggASgOMhcuYWdlbnRkLnYxLlNlc3Npb25TdGF0ZRIVCg1hY3RpdmVfcnVuX2lkGAkgASgJEigKBm9yaWdpbhgKIAEoCzIYLmFnZW50ZC52MS5TZXNzaW9uT3JpZ2luEh8KBXNwZW50GAsgASgLMhAuYWdlbnRkLnYxLlNwZW5kGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiNQoNU2Vzc2lvbk9yaWdpbhISCgpzZXNzaW9uX2lkGAEgASgJEhAKCGVudHJ5X2lkGAIgASgJIlQKCk1vZGVsUHJpY2USDQoFaW5wdXQYASABKAESDgoGb3V0cHV0GAIgASgBEhIKCmNhY2hlX3JlYWQYAyABKAESEwoLY2FjaGVfd3JpdGUYBCABKAEingIKBU1vZGVsEiAKA3JlZhgBIAEoCzITLmFnZW50ZC52MS5Nb2RlbFJlZhIMCgRuYW1lGAIgASgJEgsKA2FwaRgDIAEoCRIWCg5jb250ZXh0X3dpbmRvdxgEIAEoAxIZChFtYXhfb3V0cHV0X3Rva2VucxgFIAEoAxItChBpbnB1dF9tb2RhbGl0aWVzGAYgAygOMhMuYWdlbnRkLnYxLk1vZGFsaXR5EhEKCXJlYXNvbmluZxgHIAEoCBIkCgVwcmljZRgIIAEoCzIVLmFnZW50ZC52MS5Nb2RlbFByaWNlEhIKCmNvbmZpZ3VyZWQYCSABKAgSKQoIbWV0YWRhdGEYCiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0KmEKDFRvb2xFeGVjdXRvchIdChlUT09MX0VYRUNVVE9SX1VOU1BFQ0lGSUVEEAASGAoUVE9PTF9FWEVDVVRPUl9TRVJWRVIQARIYChRUT09MX0VYRUNVVE9SX0NMSUVOVBACKn8KDkFwcHJvdmFsUG9saWN5Eh8KG0FQUFJPVkFMX1BPTElDWV9VTlNQRUNJRklFRBAAEhkKFUFQUFJPVkFMX1BPTElDWV9BTExPVxABEhcKE0FQUFJPVkFMX1BPTElDWV9BU0sQAhIYChRBUFBST1ZBTF9QT0xJQ1lfREVOWRADKn4KEVRvb2xFeGVjdXRpb25Nb2RlEiMKH1RPT0xfRVhFQ1VUSU9OX01PREVfVU5TUEVDSUZJRUQQABIgChxUT09MX0VYRUNVVElPTl9NT0RFX1BBUkFMTEVMEAESIgoeVE9PTF9FWEVDVVRJT05fTU9ERV9TRVFVRU5USUFMEAIqWQoJUXVldWVNb2RlEhoKFlFVRVVFX01PREVfVU5TUEVDSUZJRUQQABIcChhRVUVVRV9NT0RFX09ORV9BVF9BX1RJTUUQARISCg5RVUVVRV9NT0RFX0FMTBACKroCCgtNZXNzYWdlS2luZBIcChhNRVNTQUdFX0tJTkRfVU5TUEVDSUZJRUQQABIVChFNRVNTQUdFX0tJTkRfVVNFUhABEhoKFk1FU1NBR0VfS0lORF9BU1NJU1RBTlQQAhIcChhNRVNTQUdFX0tJTkRfVE9PTF9SRVNVTFQQAxIgChxNRVNTQUdFX0tJTkRfQVBQUk9WQUxfTk9USUNFEAQSHwobTUVTU0FHRV9LSU5EX0JBU0hfRVhFQ1VUSU9OEAUSFwoTTUVTU0FHRV9LSU5EX0NVU1RPTRAGEh8KG01FU1NBR0VfS0lORF9CUkFOQ0hfU1VNTUFSWRAHEiMKH01FU1NBR0VfS0lORF9DT01QQUNUSU9OX1NVTU1BUlkQCBIaChZNRVNTQUdFX0tJTkRfRVhURU5TSU9OEAkqYAoMU2Vzc2lvblN0YXRlEh0KGVNFU1NJT05fU1RBVEVfVU5TUEVDSUZJRUQQABIWChJTRVNTSU9OX1NUQVRFX0lETEUQARIZChVTRVNTSU9OX1NUQVRFX1JVTk5JTkcQAipLCghNb2RhbGl0eRIYChRNT0RBTElUWV9VTlNQRUNJRklFRBAAEhEKDU1PREFMSVRZX1RFWFQQARISCg5NT0RBTElUWV9JTUFHRRACQjRaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxYgZwcm90bzM", [file_agentd_v1_agent_messages, file_agentd_v1_messages, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChdhZ2VudGQvdjEvc2Vzc2lvbi5wcm90bxIJYWdlbnRkLnYxIsIBCgRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSKwoKcGFyYW1ldGVycxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKQoIZXhlY3V0b3IYBCABKA4yFy5hZ2VudGQudjEuVG9vbEV4ZWN1dG9yEisKCGFwcHJvdmFsGAUgASgOMhkuYWdlbnRkLnYxLkFwcHJvdmFsUG9saWN5EhIKCnNlcXVlbnRpYWwYBiABKAgiZgoHQ29udGV4dBIVCg1zeXN0ZW1fcHJvbXB0GAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHgoFdG9vbHMYAyADKAsyDy5hZ2VudGQudjEuVG9vbCIoCghNb2RlbFJlZhIQCghwcm92aWRlchgBIAEoCRIKCgJpZBgCIAEoCSLVBgoNU2Vzc2lvbkNvbmZpZxIiCgVtb2RlbBgBIAEoCzITLmFnZW50ZC52MS5Nb2RlbFJlZhIVCg1zeXN0ZW1fcHJvbXB0GAIgASgJEh4KBXRvb2xzGAMgAygLMg8uYWdlbnRkLnYxLlRvb2wSNAoOdG9vbF9leGVjdXRpb24YBCABKA4yHC5hZ2VudGQudjEuVG9vbEV4ZWN1dGlvbk1vZGUSKwoNc3RlZXJpbmdfbW9kZRgFIAEoDjIULmFnZW50ZC52MS5RdWV1ZU1vZGUSLAoOZm9sbG93X3VwX21vZGUYBiABKA4yFC5hZ2VudGQudjEuUXVldWVNb2RlEjAKDnRoaW5raW5nX2xldmVsGAcgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwSFgoOd29ya3NwYWNlX3Jvb3QYCCABKAkSEQoJbWF4X3R1cm5zGAkgASgNEjYKE2NsaWVudF90b29sX3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMwoQYXBwcm92YWxfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCiJpbmNsdWRlX2FwcHJvdmFsc19pbl9tb2RlbF9jb250ZXh0GAwgASgIEiMKBGZhdXgYDSABKAsyFS5hZ2VudGQudjEuRmF1eFNjcmlwdBIwCg5jb250ZXh0X3BvbGljeRgOIAEoCzIYLmFnZW50ZC52MS5Db250ZXh0UG9saWN5EiwKDGNvbnRleHRfaG9vaxgPIAEoCzIWLmFnZW50ZC52MS5Db250ZXh0SG9vaxIxCgpjb21wYWN0aW9uGBAgASgLMh0uYWdlbnRkLnYxLkNvbXBhY3Rpb25TZXR0aW5ncxIvCg5jb250ZXh0X2Jsb2NrcxgRIAMoCzIXLmFnZW50ZC52MS5Db250ZXh0QmxvY2sSKQoLbWNwX3NlcnZlcnMYEiADKAsyFC5hZ2VudGQudjEuTWNwU2VydmVyEiEKBmJ1ZGdldBgTIAEoCzIRLmFnZW50ZC52MS5CdWRnZXQSKwoHc2FuZGJveBgUIAEoCzIaLmFnZW50ZC52MS5TYW5kYm94U2V0dGluZ3MiVQoPU2FuZGJveFNldHRpbmdzEioKB25ldHdvcmsYASABKA4yGS5hZ2VudGQudjEuU2FuZGJveE5ldHdvcmsSFgoOd3JpdGFibGVfcGF0aHMYAiADKAkidgoLVG9vbFNhbmRib3gSEAoIY29uZmluZWQYASABKAgSEQoJbWVjaGFuaXNtGAIgASgJEioKB25ldHdvcmsYAyABKA4yGS5hZ2VudGQudjEuU2FuZGJveE5ldHdvcmsSFgoOd3JpdGFibGVfcGF0aHMYBCADKAkifgoGQnVkZ2V0EhQKDG1heF9jb3N0X3VzZBgBIAEoARISCgptYXhfdG9rZW5zGAIgASgDEhkKEW1heF90dXJuc19wZXJfcnVuGAMgASgNEi8KDG1heF9ydW5fdGltZRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIpCgVTcGVuZBIOCgZ0b2tlbnMYASABKAMSEAoIY29zdF91c2QYAiABKAEi5AEKCU1jcFNlcnZlchIMCgRuYW1lGAEgASgJEg0KBXRvb2xzGAIgAygJEisKCGFwcHJvdmFsGAMgASgOMhkuYWdlbnRkLnYxLkFwcHJvdmFsUG9saWN5Ej0KDXRvb2xfYXBwcm92YWwYBCADKAsyJi5hZ2VudGQudjEuTWNwU2VydmVyLlRvb2xBcHByb3ZhbEVudHJ5Gk4KEVRvb2xBcHByb3ZhbEVudHJ5EgsKA2tleRgBIAEoCRIoCgV2YWx1ZRgCIAEoDjIZLmFnZW50ZC52MS5BcHByb3ZhbFBvbGljeToCOAEiNgoNQ29udGV4dFBvbGljeRIlCgVydWxlcxgBIAMoCzIWLmFnZW50ZC52MS5Db250ZXh0UnVsZSLoAQoLQ29udGV4dFJ1bGUSMgoMdG9rZW5fYnVkZ2V0GAEgASgLMhouYWdlbnRkLnYxLlRva2VuQnVkZ2V0UnVsZUgAEj0KEmVsaWRlX3Rvb2xfcmVzdWx0cxgCIAEoCzIfLmFnZW50ZC52MS5FbGlkZVRvb2xSZXN1bHRzUnVsZUgAEi4KCmRyb3Bfa2luZHMYAyABKAsyGC5hZ2VudGQudjEuRHJvcEtpbmRzUnVsZUgAEi4KCmNhcF9pbWFnZXMYBCABKAsyGC5hZ2VudGQudjEuQ2FwSW1hZ2VzUnVsZUgAQgYKBHJ1bGUiPgoPVG9rZW5CdWRnZXRSdWxlEhIKCm1heF90b2tlbnMYASABKAMSFwoPcGlubmVkX21lc3NhZ2VzGAIgASgNIioKFEVsaWRlVG9vbFJlc3VsdHNSdWxlEhIKCmtlZXBfdHVybnMYASABKA0iNgoNRHJvcEtpbmRzUnVsZRIlCgVraW5kcxgBIAMoDjIWLmFnZW50ZC52MS5NZXNzYWdlS2luZCIjCg1DYXBJbWFnZXNSdWxlEhIKCm1heF9pbWFnZXMYASABKA0iKgoMQ29udGV4dEJsb2NrEgwKBG5hbWUYASABKAkSDAoEdGV4dBgCIAEoCSJTCgtDb250ZXh0SG9vaxIqCgd0aW1lb3V0GAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhgKEGluY2x1ZGVfbWVzc2FnZXMYAiABKAgipQEKEkNvbXBhY3Rpb25TZXR0aW5ncxIUCgxkaXNhYmxlX2F1dG8YASABKAgSFgoOcmVzZXJ2ZV90b2tlbnMYAiABKAMSGgoSa2VlcF9yZWNlbnRfdG9rZW5zGAMgASgDEiIKBW1vZGVsGAQgASgLMhMuYWdlbnRkLnYxLk1vZGVsUmVmEiEKGWRpc2FibGVfb3ZlcmZsb3dfcmVjb3ZlcnkYBSABKAgikAEKCkZhdXhTY3JpcHQSLgoJcmVzcG9uc2VzGAEgAygLMhsuYWdlbnRkLnYxLkFzc2lzdGFudE1lc3NhZ2USDAoEZWNobxgCIAEoCBIZChF0b2tlbnNfcGVyX3NlY29uZBgDIAEoDRIWCg5jb250ZXh0X3dpbmRvdxgEIAEoAxIRCglzdW1tYXJpZXMYBSADKAki3gMKB1Nlc3Npb24SCgoCaWQYASABKAkSDQoFdGl0bGUYAiABKAkSLgoGbGFiZWxzGAMgAygLMh4uYWdlbnRkLnYxLlNlc3Npb24uTGFiZWxzRW50cnkSKAoGY29uZmlnGAQgASgLMhguYWdlbnRkLnYxLlNlc3Npb25Db25maWcSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1sZWFmX2VudHJ5X2lkGAcgASgJEiYKBXN0YXRlGAggASgOMhcuYWdlbnRkLnYxLlNlc3Npb25TdGF0ZRIVCg1hY3RpdmVfcnVuX2lkGAkgASgJEigKBm9yaWdpbhgKIAEoCzIYLmFnZW50ZC52MS5TZXNzaW9uT3JpZ2luEh8KBXNwZW50GAsgASgLMhAuYWdlbnRkLnYxLlNwZW5kEiwKDHRvb2xfc2FuZGJveBgMIAEoCzIWLmFnZW50ZC52MS5Ub29sU2FuZGJveBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjUKDVNlc3Npb25PcmlnaW4SEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghlbnRyeV9pZBgCIAEoCSJUCgpNb2RlbFByaWNlEg0KBWlucHV0GAEgASgBEg4KBm91dHB1dBgCIAEoARISCgpjYWNoZV9yZWFkGAMgASgBEhMKC2NhY2hlX3dyaXRlGAQgASgBIp4CCgVNb2RlbBIgCgNyZWYYASABKAsyEy5hZ2VudGQudjEuTW9kZWxSZWYSDAoEbmFtZRgCIAEoCRILCgNhcGkYAyABKAkSFgoOY29udGV4dF93aW5kb3cYBCABKAMSGQoRbWF4X291dHB1dF90b2tlbnMYBSABKAMSLQoQaW5wdXRfbW9kYWxpdGllcxgGIAMoDjITLmFnZW50ZC52MS5Nb2RhbGl0eRIRCglyZWFzb25pbmcYByABKAgSJAoFcHJpY2UYCCABKAsyFS5hZ2VudGQudjEuTW9kZWxQcmljZRISCgpjb25maWd1cmVkGAkgASgIEikKCG1ldGFkYXRhGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCphCgxUb29sRXhlY3V0b3ISHQoZVE9PTF9FWEVDVVRPUl9VTlNQRUNJRklFRBAAEhgKFFRPT0xfRVhFQ1VUT1JfU0VSVkVSEAESGAoUVE9PTF9FWEVDVVRPUl9DTElFTlQQAip/Cg5BcHByb3ZhbFBvbGljeRIfChtBUFBST1ZBTF9QT0xJQ1lfVU5TUEVDSUZJRUQQABIZChVBUFBST1ZBTF9QT0xJQ1lfQUxMT1cQARIXChNBUFBST1ZBTF9QT0xJQ1lfQVNLEAISGAoUQVBQUk9WQUxfUE9MSUNZX0RFTlkQAyp+ChFUb29sRXhlY3V0aW9uTW9kZRIjCh9UT09MX0VYRUNVVElPTl9NT0RFX1VOU1BFQ0lGSUVEEAASIAocVE9PTF9FWEVDVVRJT05fTU9ERV9QQVJBTExFTBABEiIKHlRPT0xfRVhFQ1VUSU9OX01PREVfU0VRVUVOVElBTBACKlkKCVF1ZXVlTW9kZRIaChZRVUVVRV9NT0RFX1VOU1BFQ0lGSUVEEAASHAoYUVVFVUVfTU9ERV9PTkVfQVRfQV9USU1FEAESEgoOUVVFVUVfTU9ERV9BTEwQAipoCg5TYW5kYm94TmV0d29yaxIfChtTQU5EQk9YX05FVFdPUktfVU5TUEVDSUZJRUQQABIYChRTQU5EQk9YX05FVFdPUktfTk9ORRABEhsKF1NBTkRCT1hfTkVUV09SS19BTExPV0VEEAIqugIKC01lc3NhZ2VLaW5kEhwKGE1FU1NBR0VfS0lORF9VTlNQRUNJRklFRBAAEhUKEU1FU1NBR0VfS0lORF9VU0VSEAESGgoWTUVTU0FHRV9LSU5EX0FTU0lTVEFOVBACEhwKGE1FU1NBR0VfS0lORF9UT09MX1JFU1VMVBADEiAKHE1FU1NBR0VfS0lORF9BUFBST1ZBTF9OT1RJQ0UQBBIfChtNRVNTQUdFX0tJTkRfQkFTSF9FWEVDVVRJT04QBRIXChNNRVNTQUdFX0tJTkRfQ1VTVE9NEAYSHwobTUVTU0FHRV9LSU5EX0JSQU5DSF9TVU1NQVJZEAcSIwofTUVTU0FHRV9LSU5EX0NPTVBBQ1RJT05fU1VNTUFSWRAIEhoKFk1FU1NBR0VfS0lORF9FWFRFTlNJT04QCSpgCgxTZXNzaW9uU3RhdGUSHQoZU0VTU0lPTl9TVEFURV9VTlNQRUNJRklFRBAAEhYKElNFU1NJT05fU1RBVEVfSURMRRABEhkKFVNFU1NJT05fU1RBVEVfUlVOTklORxACKksKCE1vZGFsaXR5EhgKFE1PREFMSVRZX1VOU1BFQ0lGSUVEEAASEQoNTU9EQUxJVFlfVEVYVBABEhIKDk1PREFMSVRZX0lNQUdFEAJCNFoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjFiBnByb3RvMw", [file_agentd_v1_agent_messages, file_agentd_v1_messages, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Tool declares a tool the model may call.
@@ -201,7 +201,11 @@ export type SessionConfig = Message<"agentd.v1.SessionConfig"> & {
 
   /**
    * The directory built-in tools are confined to; required when a built-in
-   * file or shell tool is enabled.
+   * file or shell tool is enabled. An existing absolute directory inside
+   * the roots the operator allows the session's tenant (--workspace-roots,
+   * or the tenant's workspaceRoots in --auth-config); never "/", agentd's
+   * database directory, a directory of a file agentd was configured with,
+   * or one holding such a directory.
    *
    * @generated from field: string workspace_root = 8;
    */
@@ -300,6 +304,14 @@ export type SessionConfig = Message<"agentd.v1.SessionConfig"> & {
    * @generated from field: agentd.v1.Budget budget = 19;
    */
   budget?: Budget | undefined;
+
+  /**
+   * What the session's bash commands may reach beyond their workspace.
+   * Unset: no network, the whole workspace writable.
+   *
+   * @generated from field: agentd.v1.SandboxSettings sandbox = 20;
+   */
+  sandbox?: SandboxSettings | undefined;
 };
 
 /**
@@ -308,6 +320,86 @@ export type SessionConfig = Message<"agentd.v1.SessionConfig"> & {
  */
 export const SessionConfigSchema: GenMessage<SessionConfig> = /*@__PURE__*/
   messageDesc(file_agentd_v1_session, 3);
+
+/**
+ * SandboxSettings shape the confinement of a session's bash commands
+ * (agentd's tool sandbox; see Session.tool_sandbox for what is in force).
+ *
+ * @generated from message agentd.v1.SandboxSettings
+ */
+export type SandboxSettings = Message<"agentd.v1.SandboxSettings"> & {
+  /**
+   * Whether commands may use the network. NONE (the default) gives them a
+   * network of their own with only a loopback interface: agentd's port
+   * and the host's services are out of reach. ALLOWED shares agentd's
+   * network, and only where the operator allows it for the session's
+   * tenant; otherwise PERMISSION_DENIED.
+   *
+   * @generated from field: agentd.v1.SandboxNetwork network = 1;
+   */
+  network: SandboxNetwork;
+
+  /**
+   * The subdirectories of the workspace (relative paths inside it) that
+   * bash, write_file and edit_file may change; the rest stays readable.
+   * Empty: the whole workspace is writable. At most 32.
+   *
+   * @generated from field: repeated string writable_paths = 2;
+   */
+  writablePaths: string[];
+};
+
+/**
+ * Describes the message agentd.v1.SandboxSettings.
+ * Use `create(SandboxSettingsSchema)` to create a new message.
+ */
+export const SandboxSettingsSchema: GenMessage<SandboxSettings> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 4);
+
+/**
+ * ToolSandbox is the confinement in force for a session's bash commands.
+ *
+ * @generated from message agentd.v1.ToolSandbox
+ */
+export type ToolSandbox = Message<"agentd.v1.ToolSandbox"> & {
+  /**
+   * Whether commands run confined. False only when agentd's operator
+   * turned confinement off (agentd --sandbox=off): commands then run with
+   * agentd's own authority.
+   *
+   * @generated from field: bool confined = 1;
+   */
+  confined: boolean;
+
+  /**
+   * How: namespaces, Landlock ABI, the identity commands run as.
+   *
+   * @generated from field: string mechanism = 2;
+   */
+  mechanism: string;
+
+  /**
+   * The network commands get.
+   *
+   * @generated from field: agentd.v1.SandboxNetwork network = 3;
+   */
+  network: SandboxNetwork;
+
+  /**
+   * What commands may change, relative to the workspace; "." for all of
+   * it.
+   *
+   * @generated from field: repeated string writable_paths = 4;
+   */
+  writablePaths: string[];
+};
+
+/**
+ * Describes the message agentd.v1.ToolSandbox.
+ * Use `create(ToolSandboxSchema)` to create a new message.
+ */
+export const ToolSandboxSchema: GenMessage<ToolSandbox> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 5);
 
 /**
  * Budget caps what a session's runs may spend. A zero field sets no limit.
@@ -351,7 +443,7 @@ export type Budget = Message<"agentd.v1.Budget"> & {
  * Use `create(BudgetSchema)` to create a new message.
  */
 export const BudgetSchema: GenMessage<Budget> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 4);
+  messageDesc(file_agentd_v1_session, 6);
 
 /**
  * Spend is what model calls cost: the tokens they used and their price.
@@ -379,7 +471,7 @@ export type Spend = Message<"agentd.v1.Spend"> & {
  * Use `create(SpendSchema)` to create a new message.
  */
 export const SpendSchema: GenMessage<Spend> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 5);
+  messageDesc(file_agentd_v1_session, 7);
 
 /**
  * McpServer enables one of agentd's MCP servers for a session.
@@ -426,7 +518,7 @@ export type McpServer = Message<"agentd.v1.McpServer"> & {
  * Use `create(McpServerSchema)` to create a new message.
  */
 export const McpServerSchema: GenMessage<McpServer> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 6);
+  messageDesc(file_agentd_v1_session, 8);
 
 /**
  * ContextPolicy is an ordered list of declarative rules that shape what the
@@ -450,7 +542,7 @@ export type ContextPolicy = Message<"agentd.v1.ContextPolicy"> & {
  * Use `create(ContextPolicySchema)` to create a new message.
  */
 export const ContextPolicySchema: GenMessage<ContextPolicy> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 7);
+  messageDesc(file_agentd_v1_session, 9);
 
 /**
  * ContextRule is one rule of a ContextPolicy.
@@ -503,7 +595,7 @@ export type ContextRule = Message<"agentd.v1.ContextRule"> & {
  * Use `create(ContextRuleSchema)` to create a new message.
  */
 export const ContextRuleSchema: GenMessage<ContextRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 8);
+  messageDesc(file_agentd_v1_session, 10);
 
 /**
  * TokenBudgetRule drops the oldest turns until the estimated size (about
@@ -538,7 +630,7 @@ export type TokenBudgetRule = Message<"agentd.v1.TokenBudgetRule"> & {
  * Use `create(TokenBudgetRuleSchema)` to create a new message.
  */
 export const TokenBudgetRuleSchema: GenMessage<TokenBudgetRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 9);
+  messageDesc(file_agentd_v1_session, 11);
 
 /**
  * ElideToolResultsRule replaces the content of old tool results with one
@@ -564,7 +656,7 @@ export type ElideToolResultsRule = Message<"agentd.v1.ElideToolResultsRule"> & {
  * Use `create(ElideToolResultsRuleSchema)` to create a new message.
  */
 export const ElideToolResultsRuleSchema: GenMessage<ElideToolResultsRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 10);
+  messageDesc(file_agentd_v1_session, 12);
 
 /**
  * DropKindsRule drops every message of the given kinds. User, assistant and
@@ -587,7 +679,7 @@ export type DropKindsRule = Message<"agentd.v1.DropKindsRule"> & {
  * Use `create(DropKindsRuleSchema)` to create a new message.
  */
 export const DropKindsRuleSchema: GenMessage<DropKindsRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 11);
+  messageDesc(file_agentd_v1_session, 13);
 
 /**
  * CapImagesRule keeps the newest max_images images of the context and turns
@@ -609,7 +701,7 @@ export type CapImagesRule = Message<"agentd.v1.CapImagesRule"> & {
  * Use `create(CapImagesRuleSchema)` to create a new message.
  */
 export const CapImagesRuleSchema: GenMessage<CapImagesRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 12);
+  messageDesc(file_agentd_v1_session, 14);
 
 /**
  * ContextBlock is a named piece of text the client keeps up to date; every
@@ -640,7 +732,7 @@ export type ContextBlock = Message<"agentd.v1.ContextBlock"> & {
  * Use `create(ContextBlockSchema)` to create a new message.
  */
 export const ContextBlockSchema: GenMessage<ContextBlock> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 13);
+  messageDesc(file_agentd_v1_session, 15);
 
 /**
  * ContextHook lets a client reshape each model call's context: before each
@@ -674,7 +766,7 @@ export type ContextHook = Message<"agentd.v1.ContextHook"> & {
  * Use `create(ContextHookSchema)` to create a new message.
  */
 export const ContextHookSchema: GenMessage<ContextHook> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 14);
+  messageDesc(file_agentd_v1_session, 16);
 
 /**
  * CompactionSettings say when and how a session's history is compacted:
@@ -733,7 +825,7 @@ export type CompactionSettings = Message<"agentd.v1.CompactionSettings"> & {
  * Use `create(CompactionSettingsSchema)` to create a new message.
  */
 export const CompactionSettingsSchema: GenMessage<CompactionSettings> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 15);
+  messageDesc(file_agentd_v1_session, 17);
 
 /**
  * FauxScript scripts the faux model, so clients in any language can write
@@ -795,7 +887,7 @@ export type FauxScript = Message<"agentd.v1.FauxScript"> & {
  * Use `create(FauxScriptSchema)` to create a new message.
  */
 export const FauxScriptSchema: GenMessage<FauxScript> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 16);
+  messageDesc(file_agentd_v1_session, 18);
 
 /**
  * Session is one conversation with its configuration.
@@ -881,6 +973,14 @@ export type Session = Message<"agentd.v1.Session"> & {
    * @generated from field: agentd.v1.Spend spent = 11;
    */
   spent?: Spend | undefined;
+
+  /**
+   * The confinement of the session's bash commands, when it enables bash
+   * (GetSession only).
+   *
+   * @generated from field: agentd.v1.ToolSandbox tool_sandbox = 12;
+   */
+  toolSandbox?: ToolSandbox | undefined;
 };
 
 /**
@@ -888,7 +988,7 @@ export type Session = Message<"agentd.v1.Session"> & {
  * Use `create(SessionSchema)` to create a new message.
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 17);
+  messageDesc(file_agentd_v1_session, 19);
 
 /**
  * SessionOrigin names the session and entry a session was forked from.
@@ -916,7 +1016,7 @@ export type SessionOrigin = Message<"agentd.v1.SessionOrigin"> & {
  * Use `create(SessionOriginSchema)` to create a new message.
  */
 export const SessionOriginSchema: GenMessage<SessionOrigin> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 18);
+  messageDesc(file_agentd_v1_session, 20);
 
 /**
  * ModelPrice is a model's price in US dollars per million tokens.
@@ -958,7 +1058,7 @@ export type ModelPrice = Message<"agentd.v1.ModelPrice"> & {
  * Use `create(ModelPriceSchema)` to create a new message.
  */
 export const ModelPriceSchema: GenMessage<ModelPrice> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 19);
+  messageDesc(file_agentd_v1_session, 21);
 
 /**
  * Model describes a model agentd can call.
@@ -1044,7 +1144,7 @@ export type Model = Message<"agentd.v1.Model"> & {
  * Use `create(ModelSchema)` to create a new message.
  */
 export const ModelSchema: GenMessage<Model> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 20);
+  messageDesc(file_agentd_v1_session, 22);
 
 /**
  * ToolExecutor says who runs a tool.
@@ -1192,6 +1292,40 @@ export const QueueModeSchema: GenEnum<QueueMode> = /*@__PURE__*/
   enumDesc(file_agentd_v1_session, 3);
 
 /**
+ * SandboxNetwork is the network a session's commands get.
+ *
+ * @generated from enum agentd.v1.SandboxNetwork
+ */
+export enum SandboxNetwork {
+  /**
+   * NONE.
+   *
+   * @generated from enum value: SANDBOX_NETWORK_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A network of their own, loopback only.
+   *
+   * @generated from enum value: SANDBOX_NETWORK_NONE = 1;
+   */
+  NONE = 1,
+
+  /**
+   * agentd's network, where the operator allows it.
+   *
+   * @generated from enum value: SANDBOX_NETWORK_ALLOWED = 2;
+   */
+  ALLOWED = 2,
+}
+
+/**
+ * Describes the enum agentd.v1.SandboxNetwork.
+ */
+export const SandboxNetworkSchema: GenEnum<SandboxNetwork> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_session, 4);
+
+/**
  * MessageKind names a kind of AgentMessage; its number is the field number
  * of that kind in AgentMessage.kind.
  *
@@ -1273,7 +1407,7 @@ export enum MessageKind {
  * Describes the enum agentd.v1.MessageKind.
  */
 export const MessageKindSchema: GenEnum<MessageKind> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_session, 4);
+  enumDesc(file_agentd_v1_session, 5);
 
 /**
  * SessionState says whether a session has an active run.
@@ -1307,7 +1441,7 @@ export enum SessionState {
  * Describes the enum agentd.v1.SessionState.
  */
 export const SessionStateSchema: GenEnum<SessionState> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_session, 5);
+  enumDesc(file_agentd_v1_session, 6);
 
 /**
  * Modality is a kind of input a model accepts.
@@ -1341,5 +1475,5 @@ export enum Modality {
  * Describes the enum agentd.v1.Modality.
  */
 export const ModalitySchema: GenEnum<Modality> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_session, 6);
+  enumDesc(file_agentd_v1_session, 7);
 
