@@ -1,6 +1,6 @@
 // Package compaction decides where a conversation is cut when it is
 // compacted and writes the request that asks a model for the summary,
-// following pi's coding agent (docs/compaction.md): keep about
+// following the compaction of pi's coding agent: keep about
 // keepRecentTokens of the newest history verbatim, cut only where a turn
 // or an answer starts (never at a tool result), summarize the rest in a
 // fixed structure, updating the previous summary, with the files read and
