@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fspath"
 	"github.com/agentd/agentd/tools"
 )
 
@@ -231,8 +232,8 @@ func (a *Agent) forbiddenWorkspace(dir string) *FieldError {
 
 // inside reports whether p is base or lies below it.
 func inside(base, p string) bool {
-	rel, err := filepath.Rel(base, p)
-	return err == nil && (rel == "." || filepath.IsLocal(rel))
+	_, ok := fspath.Within(base, p)
+	return ok
 }
 
 // MaxWritablePaths bounds SandboxSettings.writable_paths.

@@ -28,6 +28,7 @@ import (
 
 	"github.com/agentd/agentd/agent"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/fspath"
 )
 
 // Roles a credential may carry.
@@ -241,7 +242,9 @@ func (c *AuthConfig) checkWorkspaceRoots() error {
 				if other.tenant == name {
 					continue
 				}
-				if within(other.dir, dir) || within(dir, other.dir) {
+				_, in := fspath.Within(other.dir, dir)
+				_, holds := fspath.Within(dir, other.dir)
+				if in || holds {
 					return fmt.Errorf("%s: %q overlaps a workspace root of tenant %q (%s): a directory may belong to one tenant only", field, r, other.tenant, other.dir)
 				}
 			}
@@ -249,12 +252,6 @@ func (c *AuthConfig) checkWorkspaceRoots() error {
 		}
 	}
 	return nil
-}
-
-// within reports whether p is base or lies below it.
-func within(base, p string) bool {
-	rel, err := filepath.Rel(base, p)
-	return err == nil && (rel == "." || filepath.IsLocal(rel))
 }
 
 func checkGrant(field, tenant, role string) error {

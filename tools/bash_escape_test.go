@@ -326,3 +326,44 @@ func TestBashResourceLimits(t *testing.T) {
 		t.Fatalf("the file grew past the limit: %v, %v", fi, err)
 	}
 }
+
+// Confined, bash behaves as unconfined: output and exit codes, the
+// timeout, abort, the output cap and streaming, and no process outliving
+// its call.
+func TestConfinedBashKeepsItsBehaviour(t *testing.T) {
+	sb := sandboxtest.New(t, sandbox.Options{})
+	f := newFixture(t, Options{Sandbox: sb, MaxOutputLines: 5})
+	got, d, err := f.bash(t, t.Context(), map[string]any{"command": "echo hello; echo oops >&2; pwd"}, nil)
+	if err != nil || got != "hello\noops\n"+f.root || d["exit_code"] != 0.0 {
+		t.Fatalf("output: %q, %v, %v", got, d, err)
+	}
+	if got, _, err := f.bash(t, t.Context(), map[string]any{"command": "echo partial; exit 3"}, nil); err == nil || got != "partial\n\nCommand exited with code 3" {
+		t.Fatalf("exit code: %q, %v", got, err)
+	}
+	if got, d, err := f.bash(t, t.Context(), map[string]any{"command": "sleep 300", "timeout": 0.3}, nil); err == nil ||
+		got != "Command timed out after 0.3 seconds" || d["timed_out"] != true {
+		t.Fatalf("timeout: %q, %v, %v", got, d, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	r := &recorder{onText: func(s string) {
+		if strings.Contains(s, "started") {
+			cancel()
+		}
+	}}
+	if got, d, err := f.bash(t, ctx, map[string]any{"command": "echo started; sleep 300"}, r); err == nil ||
+		got != "started\n\nCommand aborted" || d["aborted"] != true {
+		t.Fatalf("abort: %q, %v, %v", got, d, err)
+	}
+	if got, d, err := f.bash(t, t.Context(), map[string]any{"command": "seq 1 12"}, r); err != nil ||
+		got != "8\n9\n10\n11\n12\n\n[Showing lines 8-12 of 12.]" || d["truncated"] != true {
+		t.Fatalf("output cap: %q, %v, %v", got, d, err)
+	}
+
+	// A background process holding a FIFO in the workspace open is gone
+	// when the call ends: its reader sees the end of the file.
+	gone := sandboxtest.FIFO(t, filepath.Join(f.root, "fifo"))
+	if got, _, err := f.bash(t, t.Context(), map[string]any{"command": "setsid sleep 300 > fifo & echo started"}, nil); err != nil || got != "started" {
+		t.Fatalf("background: %q, %v", got, err)
+	}
+	gone()
+}

@@ -163,3 +163,26 @@ func TestRootEnforcesConfinement(t *testing.T) {
 		t.Fatal("outside directory changed")
 	}
 }
+
+// The workspace is opened refusing a symbolic link anywhere in its path:
+// a directory swapped for a link after New resolved the path (to another
+// tenant's directory, say) is not where the tools end up.
+func TestWorkspaceOpenRefusesLinksInItsPath(t *testing.T) {
+	base := t.TempDir()
+	real := filepath.Join(base, "real")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(base, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := openRoot(filepath.Join(base, "link")); err == nil {
+		r.Close()
+		t.Fatal("opened a workspace through a symbolic link")
+	}
+	r, err := openRoot(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+}

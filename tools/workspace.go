@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/agentloop"
+	"github.com/agentd/agentd/internal/fspath"
 	"github.com/agentd/agentd/tools/sandbox"
 )
 
@@ -260,7 +261,7 @@ func (w *Workspace) lexical(p string) (string, error) {
 	if filepath.IsAbs(p) {
 		c := filepath.Clean(p)
 		for _, base := range []string{w.dir, w.given} {
-			if rel, ok := within(base, c); ok {
+			if rel, ok := fspath.Within(base, c); ok {
 				return rel, nil
 			}
 		}
@@ -271,18 +272,6 @@ func (w *Workspace) lexical(p string) (string, error) {
 		return "", w.outsideError(p)
 	}
 	return c, nil
-}
-
-// within reports p relative to base when p is base or lies below it.
-func within(base, p string) (string, bool) {
-	rel, err := filepath.Rel(base, p)
-	if err != nil {
-		return "", false
-	}
-	if rel == "." || filepath.IsLocal(rel) {
-		return rel, true
-	}
-	return "", false
 }
 
 // resolve checks that p, after resolving symbolic links, lies inside the
@@ -319,7 +308,7 @@ func (w *Workspace) resolve(p string) (target, error) {
 		existing = filepath.Dir(existing)
 	}
 	full := filepath.Join(real, rest)
-	relReal, ok := within(w.dir, full)
+	relReal, ok := fspath.Within(w.dir, full)
 	if !ok {
 		return target{}, w.escapeError(p)
 	}
@@ -333,7 +322,7 @@ func (w *Workspace) checkWritable(tg target) error {
 	}
 	for _, wp := range w.opts.WritablePaths {
 		if r, err := w.resolve(wp); err == nil {
-			if _, ok := within(r.rel, tg.rel); ok {
+			if _, ok := fspath.Within(r.rel, tg.rel); ok {
 				return nil
 			}
 		}
@@ -356,7 +345,7 @@ func (w *Workspace) brokenLink(p, link string) error {
 		}
 		abs = filepath.Join(parent, dest)
 	}
-	if _, ok := within(w.dir, filepath.Clean(abs)); !ok {
+	if _, ok := fspath.Within(w.dir, filepath.Clean(abs)); !ok {
 		return w.escapeError(p)
 	}
 	return fmt.Errorf("Path %s is a symbolic link to %s, which does not exist", p, dest)

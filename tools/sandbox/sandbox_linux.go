@@ -15,6 +15,8 @@ import (
 
 	llsyscall "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
+
+	"github.com/agentd/agentd/internal/fspath"
 )
 
 // The helper is agentd's own binary started again (/proc/self/exe) under
@@ -501,7 +503,7 @@ func masksIn(trees []tree, patterns []string) []mask {
 				if t.Link != "" {
 					continue
 				}
-				if _, ok := within(t.Path, real); ok {
+				if _, ok := fspath.Within(t.Path, real); ok {
 					seen[real] = true
 					out = append(out, mask{Path: real, Dir: fi.IsDir()})
 					break
@@ -514,21 +516,9 @@ func masksIn(trees []tree, patterns []string) []mask {
 
 func underAny(p string, roots []string) bool {
 	for _, r := range roots {
-		if _, ok := within(filepath.Clean(r), p); ok {
+		if _, ok := fspath.Within(filepath.Clean(r), p); ok {
 			return true
 		}
 	}
 	return false
-}
-
-// within reports p relative to base when p is base or lies below it.
-func within(base, p string) (string, bool) {
-	rel, err := filepath.Rel(base, p)
-	if err != nil {
-		return "", false
-	}
-	if rel == "." || filepath.IsLocal(rel) {
-		return rel, true
-	}
-	return "", false
 }

@@ -5,7 +5,9 @@ package sandboxtest
 
 import (
 	"os"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/tools/sandbox"
 )
@@ -24,4 +26,40 @@ func New(t testing.TB, opts sandbox.Options) *sandbox.Sandbox {
 		t.Skipf("no tool sandbox on this machine: %v", err)
 	}
 	return sb
+}
+
+// FIFO makes a named pipe at path, opened for reading, for a command to
+// hold open for writing in the background (`sleep 300 > fifo &`), and
+// returns a function that waits until no process holds it any more,
+// failing the test after 10 s: the proof that what a call left running
+// ended with it.
+func FIFO(t testing.TB, path string) (gone func()) {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return func() {
+		t.Helper()
+		if err := syscall.SetNonblock(int(r.Fd()), false); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := r.Read(make([]byte, 1))
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("read data from a process that should be gone")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a background process outlived its call")
+		}
+	}
 }
