@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 
@@ -158,11 +160,54 @@ func Preview(e *agentdv1.Entry) string {
 	case *agentdv1.Entry_McpTools:
 		s = fmt.Sprintf("tools of MCP server %s: %d", p.McpTools.GetServer(), len(p.McpTools.GetTools()))
 	}
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > MaxPreviewRunes {
-		s = string(r[:MaxPreviewRunes-1]) + "…"
+	return oneLine(s, MaxPreviewRunes)
+}
+
+// previewScanBytes bounds how much of one text a preview reads: a long
+// answer costs no more to preview than a short one.
+const previewScanBytes = 16 << 10
+
+// prefix is at most the first previewScanBytes of s, cut at a rune's
+// start.
+func prefix(s string) string {
+	if len(s) <= previewScanBytes {
+		return s
 	}
-	return s
+	n := previewScanBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// oneLine is s with runs of white space collapsed to single spaces and
+// trimmed, cut to max runes with "…" as the last one when it is longer;
+// it reads no more of s than that needs.
+func oneLine(s string, max int) string {
+	var b strings.Builder
+	n, cut := 0, 0 // runes written; bytes of the first max-1 of them
+	space := false
+	for _, r := range s {
+		if unicode.IsSpace(r) {
+			space = n > 0
+			continue
+		}
+		for _, out := range [2]rune{' ', r} {
+			if out == ' ' && !space {
+				continue
+			}
+			if n == max {
+				return b.String()[:cut] + "…"
+			}
+			if n == max-1 {
+				cut = b.Len()
+			}
+			b.WriteRune(out)
+			n++
+		}
+		space = false
+	}
+	return b.String()
 }
 
 func messagePreview(m *agentdv1.AgentMessage) string {
@@ -174,20 +219,20 @@ func messagePreview(m *agentdv1.AgentMessage) string {
 		if t := blocksPreview(a.GetContent()); t != "" {
 			return t
 		}
-		return a.GetErrorMessage()
+		return prefix(a.GetErrorMessage())
 	case *agentdv1.AgentMessage_ToolResult:
 		return k.ToolResult.GetToolName() + ": " + blocksPreview(k.ToolResult.GetContent())
 	case *agentdv1.AgentMessage_ApprovalNotice:
 		n := k.ApprovalNotice
 		return n.GetToolName() + ": " + n.GetDecision().String()
 	case *agentdv1.AgentMessage_BashExecution:
-		return "$ " + k.BashExecution.GetCommand()
+		return "$ " + prefix(k.BashExecution.GetCommand())
 	case *agentdv1.AgentMessage_Custom:
 		return k.Custom.GetCustomType() + ": " + blocksPreview(k.Custom.GetContent())
 	case *agentdv1.AgentMessage_BranchSummary:
-		return k.BranchSummary.GetSummary()
+		return prefix(k.BranchSummary.GetSummary())
 	case *agentdv1.AgentMessage_CompactionSummary:
-		return k.CompactionSummary.GetSummary()
+		return prefix(k.CompactionSummary.GetSummary())
 	case *agentdv1.AgentMessage_Extension:
 		return k.Extension.GetPayload().GetTypeUrl()
 	}
@@ -203,7 +248,7 @@ func blocksPreview(blocks []*agentdv1.ContentBlock) string {
 		var t string
 		switch x := b.GetBlock().(type) {
 		case *agentdv1.ContentBlock_Text:
-			t = x.Text.GetText()
+			t = prefix(x.Text.GetText())
 		case *agentdv1.ContentBlock_ToolCall:
 			t = x.ToolCall.GetName() + "(…)"
 		case *agentdv1.ContentBlock_Image:

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentd/agentd/agent"
+	"github.com/agentd/agentd/persistence/sqlite"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/tools/sandbox"
 )
@@ -133,9 +134,9 @@ func protectedFiles(cfg config) []agent.Protected {
 		out = append(out, agent.Protected{Path: path, What: what})
 	}
 	if !isPostgres(cfg.dbPath) {
-		add(cfg.dbPath, "database")
-		add(cfg.dbPath+"-wal", "database")
-		add(cfg.dbPath+"-shm", "database")
+		for _, f := range sqlite.Files(cfg.dbPath) {
+			add(f, "database")
+		}
 	}
 	add(cfg.authConfig, "--auth-config file")
 	add(cfg.modelsConfig, "--models-config file")

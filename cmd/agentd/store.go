@@ -51,7 +51,7 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger, metrics *se
 		}
 		return &openedStore{store: s, schemaVersion: s.SchemaVersion(), name: name, replica: cfg.replicaID, probe: s.Ping}, nil
 	}
-	var opts []sqlite.Option
+	opts := []sqlite.Option{sqlite.WithLogger(logger)}
 	if cfg.syncFull {
 		opts = append(opts, sqlite.WithSynchronous(sqlite.SyncFull))
 	}

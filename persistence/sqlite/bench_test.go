@@ -95,7 +95,7 @@ func openRaw(b *testing.B, path, sync string) *sql.Conn {
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
 	}
-	db, err := sql.Open("sqlite3", "file:"+path+"?_synchronous="+sync+"&_foreign_keys=1&_busy_timeout=5000&_mutex=no&vfs=unix-excl")
+	db, err := sql.Open("sqlite3", "file:"+path+"?_synchronous="+sync+"&_foreign_keys=1&_busy_timeout=5000&_mutex=no")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,13 +1,22 @@
 // Package sqlite is the SQLite engine of the transcript store
 // (persistence.Store), built on github.com/mattn/go-sqlite3.
 //
-// A database file has one owner. The store opens it through SQLite's
-// unix-excl VFS, which takes an exclusive lock on the file and holds it
-// until the store is closed: a second agentd (or any other program) cannot
-// open the file meanwhile, and Open tells it which process has it, at once.
-// Because only this process writes, the writer's cache of each session is
-// never stale, and start-up repair (CloseInterruptedRuns) only ever finds
-// runs of a process that is gone.
+// A database file has one owner and any number of readers. The store
+// takes an exclusive lock on a companion file (the database's path with
+// "-lock" appended; see Files) before SQLite opens the database, and holds
+// it until Close: a second agentd is refused at once and told which
+// process has the file. SQLite itself runs with its normal WAL locking, so
+// other programs — a reader in any language opening the file read-only,
+// the sqlite3 shell, an online backup, a replication tool — read
+// consistent snapshots while the store writes, and never block its
+// writer. Because only this process writes, the writer's cache of each
+// session is never stale, and start-up repair (CloseInterruptedRuns) only
+// ever finds runs of a process that is gone.
+//
+// Checkpoints run in the background (Store.checkpoint): a reader holding
+// an old snapshot keeps the WAL from being reused, so it grows by what is
+// written during that read; once the read ends, the WAL is emptied within
+// seconds, and a WAL larger than the limit (WithWALSizeLimit) is logged.
 //
 // The database runs in WAL mode with foreign keys on. All writes go through
 // one connection (SQLite allows one writer at a time, so a pool would only

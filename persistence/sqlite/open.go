@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -53,6 +54,10 @@ const (
 	// checkpoints: about 1000 WAL pages for typical appends, SQLite's own
 	// default.
 	checkpointEvery = 256
+	// DefaultWALSizeLimit is the WAL size past which checkpoints try to
+	// empty it, and the size SQLite cuts the file back to when the WAL
+	// starts over (journal_size_limit).
+	DefaultWALSizeLimit = 64 << 20
 	// backstopCheckpointPages lets the writer checkpoint by itself (SQLite's
 	// auto-checkpoint) only if the WAL grows past 32 MiB anyway, for
 	// example while a long read pins old pages.
@@ -97,6 +102,8 @@ type options struct {
 	busyTimeout time.Duration
 	readers     int
 	compress    bool
+	walLimit    int64
+	logger      *slog.Logger
 }
 
 // WithSynchronous selects commit durability; see SyncNormal and SyncFull.
@@ -119,6 +126,19 @@ func WithPayloadCompression(on bool) Option {
 	return func(o *options) { o.compress = on }
 }
 
+// WithWALSizeLimit sets the size of the WAL file past which background
+// checkpoints try to empty it (default DefaultWALSizeLimit); see
+// Store.checkpoint for the policy.
+func WithWALSizeLimit(bytes int64) Option {
+	return func(o *options) { o.walLimit = bytes }
+}
+
+// WithLogger sets where the store reports what an operator should know,
+// such as a WAL held large by a reader; default nowhere.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.logger = l }
+}
+
 // WithReaderPoolSize sets how many connections serve reads concurrently
 // (default: the number of CPUs, at least 4).
 func WithReaderPoolSize(n int) Option {
@@ -133,7 +153,8 @@ func WithReaderPoolSize(n int) Option {
 // (*SchemaVersionError). Open does no work proportional to the number of
 // sessions. Close the store when done.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
-	o := options{synchronous: SyncNormal, busyTimeout: DefaultBusyTimeout, readers: max(4, runtime.NumCPU()), compress: true}
+	o := options{synchronous: SyncNormal, busyTimeout: DefaultBusyTimeout, readers: max(4, runtime.NumCPU()), compress: true,
+		walLimit: DefaultWALSizeLimit, logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -158,9 +179,21 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 
 	// A second agentd on the same file must not start: fail at once,
 	// naming the process that has it, rather than after the busy timeout.
-	if err := checkOwner(path, abs); err != nil {
+	owner, err := lockOwner(path, abs)
+	if err != nil {
 		return nil, err
 	}
+	s, err := open(ctx, path, abs, o)
+	if err != nil {
+		owner.release()
+		return nil, err
+	}
+	s.owner = owner
+	return s, nil
+}
+
+// open opens the store once this process owns the database.
+func open(ctx context.Context, path, abs string, o options) (*Store, error) {
 	writerDB := sql.OpenDB(connector{dsn: dsn(abs, o, false), pragmas: []string{
 		// A backstop only: checkpoints normally run in the background (see
 		// checkpointLoop), so appends do not pay for their fsyncs.
@@ -169,6 +202,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		// SQLite's default 2 MB cache it reads them back from the file
 		// again and again (a pread each) under concurrent load.
 		fmt.Sprintf("PRAGMA cache_size = -%d", writerCacheKiB),
+		fmt.Sprintf("PRAGMA journal_size_limit = %d", o.walLimit),
 	}})
 	writerDB.SetMaxOpenConns(1)
 	writerDB.SetMaxIdleConns(1)
@@ -196,7 +230,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	reader.SetConnMaxIdleTime(0)
 	// Checkpoints copy the WAL back into the database file; they need a
 	// connection of their own so they never wait for, or hold up, appends.
-	checkpointer := sql.OpenDB(connector{dsn: dsn(abs, o, false), pragmas: []string{"PRAGMA wal_autocheckpoint = 0"}})
+	// It never waits for locks: a checkpoint that cannot proceed now is
+	// tried again later (Store.checkpoint).
+	checkpointer := sql.OpenDB(connector{dsn: dsn(abs, o, false), pragmas: []string{"PRAGMA wal_autocheckpoint = 0", "PRAGMA busy_timeout = 0"}})
 	checkpointer.SetMaxOpenConns(1)
 	checkpointer.SetMaxIdleConns(1)
 	checkpointer.SetConnMaxLifetime(0)
@@ -213,7 +249,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 			return nil, classify(path, abs, o, err)
 		}
 	}
-	s, err := newStore(ctx, abs, newWriter(writerDB, writerConn, o.compress), reader, checkpointer)
+	s, err := newStore(ctx, abs, o, newWriter(writerDB, writerConn, o.compress), reader, checkpointer)
 	if err != nil {
 		closeAll()
 		return nil, classify(path, abs, o, err)
@@ -230,18 +266,9 @@ func dsn(abs string, o options, readOnly bool) string {
 	q.Set("_synchronous", o.synchronous.pragma())
 	// database/sql already serializes use of each connection.
 	q.Set("_mutex", "no")
-	// One owner per file: the unix-excl VFS takes an exclusive POSIX lock
-	// on the database the first time it is read and holds it until the last
-	// connection closes, so another process (a second agentd, or any
-	// program) cannot read or write it while this one runs, and connections
-	// of this process share the WAL index in memory. Chosen over an OS lock
-	// of our own (flock) because it is SQLite's own guarantee, it also
-	// stops a process that would bypass agentd's lock, and the lock calls
-	// SQLite no longer makes per transaction (about six fcntl calls)
-	// measured ~20% off a single append here. The file is then unreadable
-	// by other programs while agentd runs; stop agentd (or copy the file)
-	// to inspect it.
-	q.Set("vfs", "unix-excl")
+	// SQLite's normal WAL locking: the owner's lock (lock.go) keeps a
+	// second agentd out, and outside readers in any language read
+	// consistent snapshots beside this process's writer.
 	if readOnly {
 		q.Set("_query_only", "1")
 	} else {
@@ -313,10 +340,13 @@ func classify(path, abs string, o options, err error) error {
 	if errors.As(err, &se) {
 		switch se.Code {
 		case sqlite3.ErrBusy, sqlite3.ErrLocked:
-			if err := checkOwner(path, abs); err != nil {
-				return err
+			// No owner's lock, yet SQLite's lock is held: an agentd of an
+			// earlier version, which held SQLite's exclusive lock instead,
+			// or a program writing the file.
+			if pid := sqliteLockHolder(abs); pid > 0 {
+				return lockedBy(path, pid)
 			}
-			return fmt.Errorf("open database %s: %w (waited %v; is another agentd using it?)", path, ErrLocked, o.busyTimeout)
+			return fmt.Errorf("open database %s: %w (waited %v; is another program writing it?)", path, ErrLocked, o.busyTimeout)
 		case sqlite3.ErrReadonly, sqlite3.ErrPerm:
 			return fmt.Errorf("open database %s: %w: agentd needs write access to the file and its directory (for the -wal and -shm files): %v", path, ErrReadOnly, err)
 		case sqlite3.ErrCantOpen:

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,9 +33,17 @@ type Store struct {
 	checkpointKick chan struct{}
 	checkpointStop chan struct{}
 	checkpointDone sync.WaitGroup
+	// walLimit is the WAL size past which checkpoints try to empty it;
+	// walWarned when the last warning about it was logged (checkpointLoop
+	// only).
+	walLimit  int64
+	walWarned time.Time
+	logger    *slog.Logger
 
 	closeOnce sync.Once
 	closeErr  error
+	// owner is this process's claim on the file, released last.
+	owner *ownerLock
 
 	// eventEncoders compress event batches on their callers' goroutines
 	// (*rowcodec.Encoder, with compression as the writer's).
@@ -78,9 +88,10 @@ const (
 	sqlTree = `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 ORDER BY key`
 )
 
-func newStore(ctx context.Context, path string, w *writer, reader, checkpointer *sql.DB) (*Store, error) {
+func newStore(ctx context.Context, path string, o options, w *writer, reader, checkpointer *sql.DB) (*Store, error) {
 	s := &Store{file: path, writer: w, reader: reader, now: time.Now, checkpointer: checkpointer,
-		checkpointKick: make(chan struct{}, 1), checkpointStop: make(chan struct{})}
+		checkpointKick: make(chan struct{}, 1), checkpointStop: make(chan struct{}),
+		walLimit: o.walLimit, logger: o.logger}
 	prep := []struct {
 		dst  **sql.Stmt
 		text string
@@ -110,23 +121,59 @@ func newStore(ctx context.Context, path string, w *writer, reader, checkpointer 
 }
 
 // checkpointLoop copies committed WAL pages back into the database file
-// whenever a commit asks for it. Done here rather than by SQLite's
-// auto-checkpoint in the committing connection, because a checkpoint
-// fsyncs twice and would stall the append that happened to trigger it (and
-// the event stream waiting on it) by milliseconds. PASSIVE never blocks the
-// writer or readers. A failed checkpoint is harmless: the next one, or the
+// whenever a commit asks for it, and every checkpointIdle otherwise. Done
+// here rather than by SQLite's auto-checkpoint in the committing
+// connection, because a checkpoint fsyncs twice and would stall the append
+// that happened to trigger it (and the event stream waiting on it) by
+// milliseconds. A failed checkpoint is harmless: the next one, or the
 // writer's backstop auto-checkpoint, catches up.
 func (s *Store) checkpointLoop() {
 	defer s.checkpointDone.Done()
+	tick := time.NewTicker(checkpointIdle)
+	defer tick.Stop()
 	for {
 		select {
 		case <-s.checkpointStop:
 			return
 		case <-s.checkpointKick:
-			_, _ = s.checkpointer.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+		case <-tick.C:
+		}
+		s.checkpoint()
+	}
+}
+
+// checkpoint runs one background checkpoint. PASSIVE never blocks the
+// writer or any reader. The WAL is reused from its start once every frame
+// is in the database file and no reader still needs one; a reader that
+// holds an old snapshot (an outside program in a long read transaction)
+// keeps it from being reused, so the WAL grows by what is written
+// meanwhile. Past walLimit, a TRUNCATE checkpoint is tried without waiting
+// for readers: it fails at once while the old snapshot is held, and
+// empties the WAL file as soon as the read has ended.
+func (s *Store) checkpoint() {
+	_, _ = s.checkpointer.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+	fi, err := os.Stat(s.file + "-wal")
+	if err != nil || fi.Size() <= s.walLimit {
+		return
+	}
+	var busy, frames, done int
+	if err := s.checkpointer.QueryRow("PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &done); err != nil || busy != 0 {
+		if now := time.Now(); now.Sub(s.walWarned) > walWarnEvery {
+			s.walWarned = now
+			s.logger.Warn("the database's WAL is large because a reader holds an old snapshot; it shrinks once that read transaction ends",
+				"db", s.file, "wal_bytes", fi.Size(), "limit_bytes", s.walLimit)
 		}
 	}
 }
+
+// The background checkpoint's timing.
+const (
+	// checkpointIdle is how often a checkpoint runs without commits: after
+	// a long outside read ended, the WAL shrinks within this.
+	checkpointIdle = 5 * time.Second
+	// walWarnEvery spaces the warnings about a WAL held large.
+	walWarnEvery = 10 * time.Minute
+)
 
 // committed counts a commit and asks for a background checkpoint every
 // checkpointEvery commits.
@@ -157,6 +204,9 @@ func (s *Store) close() error {
 	}
 	errs = append(errs, s.reader.Close())
 	errs = append(errs, s.writer.close())
+	if s.owner != nil {
+		errs = append(errs, s.owner.release())
+	}
 	return errors.Join(errs...)
 }
 
