@@ -135,7 +135,7 @@ func (s *Store) ListSessions(ctx context.Context, req persistence.ListSessionsRe
 		return nil, err
 	}
 	q := strings.Builder{}
-	q.WriteString(`SELECT ` + sessionColumns + sessionFrom + ` WHERE s.pk < ?`)
+	q.WriteString(`SELECT ` + sessionColumns + sessionFrom + ` WHERE s.session_pk < ?`)
 	args := []any{before}
 	if !req.AllTenants {
 		q.WriteString(` AND s.tenant = ?`)
@@ -146,10 +146,10 @@ func (s *Store) ListSessions(ctx context.Context, req persistence.ListSessionsRe
 		args = append(args, req.OriginSessionID)
 	}
 	for _, k := range slices.Sorted(maps.Keys(req.LabelFilter)) {
-		q.WriteString(` AND EXISTS (SELECT 1 FROM session_labels l WHERE l.session_pk = s.pk AND l.key = ? AND l.value = ?)`)
+		q.WriteString(` AND EXISTS (SELECT 1 FROM session_labels l WHERE l.session_pk = s.session_pk AND l.key = ? AND l.value = ?)`)
 		args = append(args, k, req.LabelFilter[k])
 	}
-	q.WriteString(` ORDER BY s.pk DESC LIMIT ?`)
+	q.WriteString(` ORDER BY s.session_pk DESC LIMIT ?`)
 	args = append(args, size+1)
 
 	page := &persistence.SessionPage{}

@@ -137,12 +137,12 @@ func TestOpenErrors(t *testing.T) {
 			name: "newer schema version",
 			setup: func(t *testing.T) string {
 				path := newDB(t)
-				if _, err := rawDB(t, path).Exec("PRAGMA user_version = 9"); err != nil {
+				if _, err := rawDB(t, path).Exec("PRAGMA user_version = 99"); err != nil {
 					t.Fatal(err)
 				}
 				return path
 			},
-			contains: []string{fmt.Sprintf("schema version 9 is newer than this agentd supports (%d); upgrade agentd", sqlite.SchemaVersion())},
+			contains: []string{fmt.Sprintf("schema version 99 is newer than this agentd supports (%d); upgrade agentd", sqlite.SchemaVersion())},
 		},
 		{
 			name: "locked by another process",
@@ -251,13 +251,13 @@ func TestOpenErrors(t *testing.T) {
 
 func TestSchemaVersionError(t *testing.T) {
 	path := newDB(t)
-	if _, err := rawDB(t, path).Exec("PRAGMA user_version = 9"); err != nil {
+	if _, err := rawDB(t, path).Exec("PRAGMA user_version = 99"); err != nil {
 		t.Fatal(err)
 	}
 	_, err := sqlite.Open(context.Background(), path)
 	var sv *sqlite.SchemaVersionError
-	if !errors.As(err, &sv) || sv.Found != 9 || sv.Supported != sqlite.SchemaVersion() || sv.Supported != 7 {
-		t.Fatalf("Open: %v, want *SchemaVersionError{Found: 9, Supported: 7}", err)
+	if !errors.As(err, &sv) || sv.Found != 99 || sv.Supported != sqlite.SchemaVersion() || sv.Supported != 8 {
+		t.Fatalf("Open: %v, want *SchemaVersionError{Found: 99, Supported: 8}", err)
 	}
 }
 

@@ -71,17 +71,17 @@ var _ persistence.Store = (*Store)(nil)
 // session_pk and seq into 64 bits, 32 for seq.
 const maxSeq = 1<<32 - 1
 
-// The columns of a session with its implied leaf (see
-// migrations/0003_event_log_and_implied_leaf.sql): last is the session's
-// entry with the highest key, found with one seek of the rowid index.
+// The columns of a session with its implied leaf, from the view readers
+// use too (migrations/0008_reader_views.sql; the leaf's rule is in
+// migrations/0003_event_log_and_implied_leaf.sql).
 const (
-	sessionFrom = ` FROM sessions s LEFT JOIN entries last ON last.key = (SELECT max(key) FROM entries WHERE key > s.pk * 4294967296 AND key < (s.pk + 1) * 4294967296)`
+	sessionFrom = ` FROM session_heads s`
 	// sessionState is what the writer and the readers need to find a
 	// session's path: pk, leaf, and the highest seq.
-	sessionState = `s.pk, CASE WHEN coalesce(last.seq, 0) <= s.leaf_seq THEN coalesce(s.leaf_entry_id, '') ELSE last.id END, coalesce(last.seq, 0)`
+	sessionState = `s.session_pk, coalesce(s.leaf_entry_id, ''), s.last_seq`
 	// sessionColumns are a whole session record.
-	sessionColumns = sessionState + `, s.id, s.create_time, max(s.update_time, coalesce(last.append_time, 0)), s.title, s.config, s.origin_session_id, s.origin_entry_id, s.tenant`
-	sqlSessionByID = `SELECT ` + sessionState + sessionFrom + ` WHERE s.id = ?`
+	sessionColumns = sessionState + `, s.session_id, s.create_time, s.update_time, s.title, s.config, s.origin_session_id, s.origin_entry_id, s.tenant`
+	sqlSessionByID = `SELECT ` + sessionState + sessionFrom + ` WHERE s.session_id = ?`
 	// A path is loaded with one range scan of the session's key range (a
 	// sequential read in append order); the tree is walked in memory and
 	// only the entries on the path are decoded.
@@ -97,7 +97,7 @@ func newStore(ctx context.Context, path string, o options, w *writer, reader, ch
 		text string
 	}{
 		{&s.rSession, sqlSessionByID},
-		{&s.rSessions, `SELECT ` + sessionColumns + sessionFrom + ` WHERE s.id = ?`},
+		{&s.rSessions, `SELECT ` + sessionColumns + sessionFrom + ` WHERE s.session_id = ?`},
 		{&s.rTree, sqlTree},
 		{&s.rStructure, `SELECT seq, id, coalesce(parent_id, ''), kind FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 ORDER BY key`},
 		{&s.rTreePage, `SELECT seq, id, coalesce(parent_id, ''), kind, create_time, preview, encoding, CASE WHEN preview IS NULL THEN payload END FROM entries WHERE key > ?1 * 4294967296 + ?2 AND key < (?1 + 1) * 4294967296 ORDER BY key LIMIT ?3`},
