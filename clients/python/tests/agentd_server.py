@@ -23,13 +23,14 @@ class Agentd:
 
     def __init__(self, *extra_args: str, timeout: float = 30.0) -> None:
         self._work = tempfile.mkdtemp(prefix="agentd-py-")
+        self.db_path = os.path.join(self._work, "agentd.db")
         binary = os.environ.get("AGENTD_BIN")
         if not binary:
             binary = os.path.join(self._work, "agentd")
             subprocess.run(["go", "build", "-o", binary, "./cmd/agentd"], cwd=REPO_ROOT, check=True,
                            env={**os.environ, "GOTOOLCHAIN": "local"})
         self._proc = subprocess.Popen(
-            [binary, "--listen", "127.0.0.1:0", "--db", os.path.join(self._work, "agentd.db"), *extra_args],
+            [binary, "--listen", "127.0.0.1:0", "--db", self.db_path, *extra_args],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self._lines: list = []
         serving = threading.Event()
