@@ -5,10 +5,14 @@
 //	agentd --listen 127.0.0.1:7777 --db ./agentd.db
 //	agentd export [--addr 127.0.0.1:7777] [--format agentd|pi] [-o FILE] SESSION_ID
 //	agentd import [--addr 127.0.0.1:7777] FILE
+//	agentd backup [--db ./agentd.db] --to OUT
+//	agentd restore --from BACKUP [--db ./agentd.db]
 //
 // export and import talk to a running agentd: they write and read a
 // session as length-delimited agentd.v1.SessionRecord messages, or as a pi
-// session file (JSON lines).
+// session file (JSON lines). backup copies the SQLite database, also while
+// an agentd serves it; restore puts a backup in place of a database no
+// agentd serves.
 //
 // AGENTD_LISTEN and AGENTD_DB are read when the flags are not given; flags
 // win over environment variables. --listen accepts host:port or
@@ -113,7 +117,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "agentd runs LLM agent loops behind a gRPC API (agentd.v1.AgentService), storing every session in SQLite (one agentd) or PostgreSQL (several replicas).\n\n"+
-			"usage: agentd [flags]\n       agentd export|import ... (agentd export -h)\n\nflags:\n")
+			"usage: agentd [flags]\n       agentd export|import ... (agentd export -h)\n       agentd backup|restore ... (agentd backup -h)\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -171,7 +175,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return config{}, errVersion
 	}
 	if fs.NArg() > 0 {
-		return config{}, fmt.Errorf("unexpected argument %q: agentd takes flags, or the subcommands export and import (see agentd -h)", fs.Arg(0))
+		return config{}, fmt.Errorf("unexpected argument %q: agentd takes flags, or the subcommands export, import, backup and restore (see agentd -h)", fs.Arg(0))
 	}
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
 		return config{}, fmt.Errorf("--log-format %q: want text or json", cfg.logFormat)
@@ -211,6 +215,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	if len(args) > 0 && (args[0] == "export" || args[0] == "import") {
 		return transfer(ctx, args[0], args[1:], getenv, os.Stdout, stderr)
+	}
+	if len(args) > 0 && (args[0] == "backup" || args[0] == "restore") {
+		return backup(ctx, args[0], args[1:], getenv, os.Stdout, stderr)
 	}
 	cfg, err := parseConfig(args, getenv, stderr)
 	if err != nil {
