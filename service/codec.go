@@ -5,6 +5,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	_ "google.golang.org/grpc/encoding/proto" // registers the proto codec eventCodec delegates to
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
 )
 
 // encodedEvent is an AgentEvent already encoded by a run's event log,
@@ -14,9 +15,13 @@ import (
 type encodedEvent []byte
 
 // eventCodec is grpc's proto codec, except that it sends an encodedEvent
-// without encoding it again. It keeps the name "proto", so clients see the
-// ordinary application/grpc+proto content.
+// without encoding it again, and encodes every other message
+// deterministically (map entries, such as a google.protobuf.Struct's
+// fields, in key order), so two reads of the same state are the same
+// bytes a client can cache and compare. It keeps the name "proto", so
+// clients see the ordinary application/grpc+proto content.
 type eventCodec struct{ proto encoding.CodecV2 }
+
 
 // newEventCodecOption makes a server use eventCodec.
 func newEventCodecOption() grpc.ServerOption {
@@ -25,8 +30,28 @@ func newEventCodecOption() grpc.ServerOption {
 
 // Marshal implements encoding.CodecV2.
 func (c eventCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if e, ok := v.(encodedEvent); ok {
-		return mem.BufferSlice{mem.SliceBuffer(e)}, nil
+	switch m := v.(type) {
+	case encodedEvent:
+		return mem.BufferSlice{mem.SliceBuffer(m)}, nil
+	case proto.Message:
+		deterministic := proto.MarshalOptions{Deterministic: true}
+		size := deterministic.Size(m)
+		if mem.IsBelowBufferPoolingThreshold(size) {
+			b, err := deterministic.MarshalAppend(make([]byte, 0, size), m)
+			if err != nil {
+				return nil, err
+			}
+			return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+		}
+		pool := mem.DefaultBufferPool()
+		buf := pool.Get(size)
+		b, err := deterministic.MarshalAppend((*buf)[:0], m)
+		if err != nil {
+			pool.Put(buf)
+			return nil, err
+		}
+		*buf = b
+		return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
 	}
 	return c.proto.Marshal(v)
 }
