@@ -22,7 +22,6 @@ type encodedEvent []byte
 // clients see the ordinary application/grpc+proto content.
 type eventCodec struct{ proto encoding.CodecV2 }
 
-
 // newEventCodecOption makes a server use eventCodec.
 func newEventCodecOption() grpc.ServerOption {
 	return grpc.ForceServerCodecV2(eventCodec{proto: encoding.GetCodecV2("proto")})
