@@ -89,6 +89,9 @@ type Options struct {
 	// older ones are pruned in the background (the transcript stays).
 	// Default DefaultEventRetention.
 	EventRetention time.Duration
+	// Retention is how long sessions no one touched are kept; the zero
+	// value keeps them for ever.
+	Retention Retention
 	// Metrics receives operational measurements; nil records nothing.
 	Metrics Metrics
 	// Now is the clock; defaults to time.Now.
@@ -137,6 +140,8 @@ type Metrics interface {
 	LeasesHeld(n int)
 	// LeaseLost counts a run whose lease this replica lost while it ran.
 	LeaseLost()
+	// SessionExpired counts a session the retention sweep deleted.
+	SessionExpired()
 }
 
 // noMetrics records nothing.
@@ -148,6 +153,7 @@ func (noMetrics) EventProduced()                     {}
 func (noMetrics) StoreLatency(string, time.Duration) {}
 func (noMetrics) LeasesHeld(int)                     {}
 func (noMetrics) LeaseLost()                         {}
+func (noMetrics) SessionExpired()                    {}
 
 // Agent runs the agent loop for the sessions of one store: the Go
 // counterpart of pi's Agent class, for many sessions at once. It owns one
@@ -268,6 +274,10 @@ func New(ctx context.Context, store persistence.Store, opts Options) (*Agent, er
 	}
 	a.bg.Add(1)
 	go a.pruneLoop()
+	if opts.Retention.any() {
+		a.bg.Add(1)
+		go a.retentionLoop()
+	}
 	if a.shared != nil {
 		a.bg.Add(3)
 		go a.leaseLoop()

@@ -25,6 +25,7 @@ type Metrics struct {
 	leasesHeld     prometheus.Gauge
 	leasesLost     prometheus.Counter
 	notifyLag      prometheus.Histogram
+	expired        prometheus.Counter
 }
 
 // NewMetrics creates the metrics in a registry of their own (plus the Go
@@ -60,13 +61,16 @@ func NewMetrics() *Metrics {
 		leasesLost: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "agentd_lease_losses_total", Help: "Active runs this replica stopped because it lost their lease.",
 		}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentd_sessions_expired_total", Help: "Sessions the retention sweep deleted after they were idle longer than their retention.",
+		}),
 		notifyLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "agentd_notify_lag_seconds", Help: "Time from a NOTIFY of another replica (or this one) to its receipt here.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5},
 		}),
 	}
 	m.registry.MustRegister(m.grpc, m.activeRuns, m.runsStarted, m.eventsProduced, m.eventsSent, m.eventDelivery, m.storeSeconds,
-		m.leasesHeld, m.leasesLost, m.notifyLag,
+		m.leasesHeld, m.leasesLost, m.notifyLag, m.expired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -127,6 +131,13 @@ func (m *Metrics) LeasesHeld(n int) {
 func (m *Metrics) LeaseLost() {
 	if m != nil {
 		m.leasesLost.Inc()
+	}
+}
+
+// SessionExpired implements agent.Metrics.
+func (m *Metrics) SessionExpired() {
+	if m != nil {
+		m.expired.Inc()
 	}
 }
 

@@ -111,6 +111,22 @@ type TenantPolicy struct {
 	// Network is whether the tenant's sessions may give their bash
 	// commands agentd's network (--sandbox-network when unset).
 	Network *bool `json:"network"`
+	// RetentionDays deletes the tenant's sessions no one touched for that
+	// many days (--retention when unset; 0 keeps them).
+	RetentionDays *int `json:"retentionDays"`
+}
+
+// Retention is the retention of sessions under this configuration: def
+// for sessions of no tenant and tenants that set none, each tenant's
+// retentionDays over it.
+func (c *AuthConfig) Retention(def time.Duration) agent.Retention {
+	r := agent.Retention{Default: def, Tenants: map[string]time.Duration{}}
+	for name, t := range c.Tenants {
+		if t.RetentionDays != nil {
+			r.Tenants[name] = time.Duration(*t.RetentionDays) * 24 * time.Hour
+		}
+	}
+	return r
 }
 
 // Ceilings are the agent's ceilings under this configuration: def for
@@ -202,6 +218,9 @@ func (c *AuthConfig) check() error {
 		}
 		if l.MaxConcurrentRuns < 0 {
 			return fmt.Errorf("tenants.%s.maxConcurrentRuns: %d is negative", name, l.MaxConcurrentRuns)
+		}
+		if l.RetentionDays != nil && *l.RetentionDays < 0 {
+			return fmt.Errorf("tenants.%s.retentionDays: %d is negative (0 keeps sessions)", name, *l.RetentionDays)
 		}
 	}
 	if err := c.checkWorkspaceRoots(); err != nil {

@@ -97,6 +97,7 @@ type config struct {
 	otelContent     bool
 	workspaceRoots  []string
 	eventRetention  time.Duration
+	retention       time.Duration
 	replicaID       string
 	lease           time.Duration
 	dbMaxConns      int
@@ -152,6 +153,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		"export OpenTelemetry traces over OTLP (configured by the standard OTEL_EXPORTER_OTLP_* variables): runs, model calls and tool calls (env AGENTD_OTEL_TRACES=true)")
 	fs.BoolVar(&cfg.otelContent, "otel-capture-content", false,
 		"record prompts, answers, tool arguments and results on the spans (off: they may hold personal data)")
+	fs.DurationVar(&cfg.retention, "retention", 0,
+		"delete sessions no one touched for this long, such as 2160h for 90 days (tenants' retentionDays in --auth-config override it); 0 keeps them")
 	fs.DurationVar(&cfg.eventRetention, "event-retention", agent.DefaultEventRetention,
 		"how long the events of a finished run stay available to Attach; the transcript is kept regardless")
 	fs.StringVar(&cfg.replicaID, "replica-id", envOr("AGENTD_REPLICA_ID", defaultReplicaID()),
@@ -200,6 +203,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if cfg.maxRuns < 1 {
 		return config{}, fmt.Errorf("--max-runs %d: want at least 1", cfg.maxRuns)
+	}
+	if cfg.retention < 0 {
+		return config{}, fmt.Errorf("--retention %v: want 0 (keep sessions) or a positive duration", cfg.retention)
 	}
 	if cfg.eventRetention <= 0 {
 		return config{}, fmt.Errorf("--event-retention %v: want a positive duration such as 24h", cfg.eventRetention)
@@ -309,6 +315,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		ToolEnv:           toolEnv,
 		Protected:         protected,
 		Ceilings:          ceilings(cfg, authCfg),
+		Retention:         retention(cfg, authCfg),
 		EventRetention:    cfg.eventRetention,
 		MCP:               mcpServers,
 		TracerProvider:    tracerOrNil(tracing),

@@ -204,3 +204,12 @@ func ceilings(cfg config, auth *service.AuthConfig) agent.Ceilings {
 	}
 	return auth.Ceilings(def)
 }
+
+// retention is how long idle sessions are kept: --retention, the tenants'
+// retentionDays over it.
+func retention(cfg config, auth *service.AuthConfig) agent.Retention {
+	if auth == nil {
+		return agent.Retention{Default: cfg.retention}
+	}
+	return auth.Retention(cfg.retention)
+}
