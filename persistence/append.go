@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -64,4 +65,45 @@ func LinkBatch(sessionID string, entries []*agentdv1.Entry, parent string, now t
 		parent = e.Id
 	}
 	return parent, nil
+}
+
+// CheckRedact refuses a Redact no engine may carry out, before it touches
+// anything: no replacement, a nil or payload-less one, an id named twice,
+// and a notice that is not a redaction notice. It returns each
+// replacement's kind.
+func CheckRedact(sessionID string, replacements []*agentdv1.Entry, notice *agentdv1.Entry) ([]string, error) {
+	if len(replacements) == 0 {
+		return nil, &Error{Kind: ErrInvalid, SessionID: sessionID, Detail: "no entries to redact"}
+	}
+	if notice.GetRedactionNotice() == nil {
+		return nil, &Error{Kind: ErrInvalid, SessionID: sessionID, Detail: "the notice of a redaction must be a redaction notice entry"}
+	}
+	kinds := make([]string, len(replacements))
+	seen := map[string]bool{}
+	for i, e := range replacements {
+		k, err := EntryKind(e)
+		if e == nil || err != nil {
+			return nil, &Error{Kind: ErrInvalid, SessionID: sessionID, Detail: fmt.Sprintf("replacement %d has no payload", i)}
+		}
+		if seen[e.GetId()] {
+			return nil, &Error{Kind: ErrInvalid, SessionID: sessionID, EntryID: e.GetId(), Detail: "the entry is named twice"}
+		}
+		seen[e.GetId()] = true
+		kinds[i] = k
+	}
+	return kinds, nil
+}
+
+// Replaced is a redaction's replacement as stored: it keeps the stored
+// entry's id, parent and time, which Redact never changes. It refuses a
+// replacement of another kind.
+func Replaced(sessionID string, stored, replacement *agentdv1.Entry) (*agentdv1.Entry, error) {
+	was, _ := EntryKind(stored)
+	is, _ := EntryKind(replacement)
+	if was != is {
+		return nil, &Error{Kind: ErrInvalid, SessionID: sessionID, EntryID: stored.GetId(), Detail: fmt.Sprintf("a redacted %s must stay a %s, not become a %s", was, was, is)}
+	}
+	out := proto.CloneOf(replacement)
+	out.Id, out.ParentId, out.Time, out.RunId = stored.GetId(), stored.GetParentId(), stored.GetTime(), stored.GetRunId()
+	return out, nil
 }

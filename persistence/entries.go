@@ -31,7 +31,8 @@ func NewID() string {
 // AgentMessage kind ("user", "assistant", "tool_result", "approval_notice",
 // "bash_execution", "custom", "branch_summary", "compaction_summary",
 // "extension") or the entry payload ("model_change",
-// "thinking_level_change", "label", "mcp_tools"). An entry without payload is invalid.
+// "thinking_level_change", "label", "mcp_tools", "redaction_notice"). An
+// entry without payload is invalid.
 func EntryKind(e *agentdv1.Entry) (string, error) {
 	switch p := e.GetPayload().(type) {
 	case *agentdv1.Entry_Message:
@@ -65,6 +66,8 @@ func EntryKind(e *agentdv1.Entry) (string, error) {
 		return "label", nil
 	case *agentdv1.Entry_McpTools:
 		return "mcp_tools", nil
+	case *agentdv1.Entry_RedactionNotice:
+		return "redaction_notice", nil
 	default:
 		return "", fmt.Errorf("entry has no payload set")
 	}
@@ -159,6 +162,8 @@ func Preview(e *agentdv1.Entry) string {
 		s = p.Label.GetLabel()
 	case *agentdv1.Entry_McpTools:
 		s = fmt.Sprintf("tools of MCP server %s: %d", p.McpTools.GetServer(), len(p.McpTools.GetTools()))
+	case *agentdv1.Entry_RedactionNotice:
+		s = fmt.Sprintf("%d entries redacted: %s", len(p.RedactionNotice.GetEntryIds()), prefix(p.RedactionNotice.GetReason()))
 	}
 	return oneLine(s, MaxPreviewRunes)
 }

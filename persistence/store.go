@@ -43,6 +43,16 @@ type Store interface {
 	// Time (when unset) on the given entries so the caller sees exactly what
 	// was stored; when it fails it restores them and stores nothing.
 	Append(ctx context.Context, sessionID string, entries ...*agentdv1.Entry) error
+	// Redact replaces, in one transaction, the payloads of the session's
+	// entries that the replacements name by id (each keeps its id,
+	// parent, time, run and place in the tree, and must keep its kind:
+	// see Replaced), appends notice at the session's leaf as Append does
+	// (filling in its id, parent and time), and drops the event logs of
+	// the session's runs, which hold the same content as it streamed
+	// (their runs read EventsPruned). An id that is not the session's
+	// fails with ErrNotFound and changes nothing. Engines overwrite the
+	// replaced bytes where they can; see each engine.
+	Redact(ctx context.Context, sessionID string, replacements []*agentdv1.Entry, notice *agentdv1.Entry) error
 	// SetLeaf moves the session's leaf to an existing entry, selecting
 	// another path of the tree; an empty entryID moves it before the
 	// first entry, so the next Append starts a new root.

@@ -149,6 +149,10 @@ func TestTenantsAreIsolated(t *testing.T) {
 			_, err := c.Navigate(ctx, &agentdv1.NavigateRequest{SessionId: sid, EntryId: entryID})
 			return err
 		},
+		"RedactEntries": func(ctx context.Context, sid string) error {
+			_, err := c.RedactEntries(ctx, &agentdv1.RedactEntriesRequest{SessionId: sid, EntryIds: []string{entryID}, Reason: "forget"})
+			return err
+		},
 		"ForkSession": func(ctx context.Context, sid string) error {
 			_, err := c.ForkSession(ctx, &agentdv1.ForkSessionRequest{SessionId: sid})
 			return err

@@ -110,6 +110,12 @@ func TestSubcommands(t *testing.T) {
 	if code, _, stderr := ctl(t, addr, "abort", id); code != 1 || !strings.Contains(stderr, "no active run") {
 		t.Fatalf("abort on an idle session: %d %q", code, stderr)
 	}
+	if code, out, stderr := ctl(t, addr, "redact", id, first.GetId(), "--reason", "forget me"); code != 0 || !strings.Contains(out, "redacted 1 entries") {
+		t.Fatalf("redact: %d %q %q", code, out, stderr)
+	}
+	if _, out, _ := ctl(t, addr, "transcript", id); strings.Contains(out, "hello there") {
+		t.Fatalf("the transcript after redact: %q", out)
+	}
 	if code, _, stderr := ctl(t, addr, "sessions", "delete", id); code != 0 {
 		t.Fatalf("delete: %s", stderr)
 	}

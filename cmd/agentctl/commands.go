@@ -476,6 +476,27 @@ func (a *app) labelCommand() *cobra.Command {
 	}
 }
 
+func (a *app) redactCommand() *cobra.Command {
+	var reason, by string
+	cmd := &cobra.Command{
+		Use: "redact SESSION ENTRY...", Short: "Remove the content of entries (tombstones keep the conversation valid)", Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, c, err := a.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			resp, err := c.RedactEntries(ctx, &agentdv1.RedactEntriesRequest{SessionId: args[0], EntryIds: args[1:], Reason: reason, RedactedBy: by})
+			if err != nil {
+				return err
+			}
+			return a.print(resp, func() { fmt.Fprintf(a.out, "redacted %d entries\n", len(resp.GetEntries())-1) })
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the record (required)")
+	cmd.Flags().StringVar(&by, "by", "", "who asked, for the record")
+	return cmd
+}
+
 func (a *app) navigateCommand() *cobra.Command {
 	var summary string
 	var summarize bool

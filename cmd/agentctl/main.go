@@ -103,7 +103,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&a.tlsCA, "tls-ca", a.getenv("AGENTD_TLS_CA"), "connect with TLS, trusting this CA certificate file (AGENTD_TLS_CA)")
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print one protojson object per line")
 	root.AddCommand(a.sessionsCommand(), a.promptCommand(), a.attachCommand(), a.transcriptCommand(), a.contextCommand(),
-		a.treeCommand(), a.modelsCommand(), a.toolSourcesCommand(), a.healthCommand(), a.labelCommand(), a.navigateCommand(), a.forkCommand(), a.compactCommand(),
+		a.treeCommand(), a.modelsCommand(), a.toolSourcesCommand(), a.healthCommand(), a.labelCommand(), a.redactCommand(), a.navigateCommand(), a.forkCommand(), a.compactCommand(),
 		a.exportCommand(), a.importCommand(), a.chatCommand())
 	root.AddCommand(a.runControlCommands()...)
 	return root

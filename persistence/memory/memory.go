@@ -328,51 +328,100 @@ func (s *Store) Append(_ context.Context, sessionID string, entries ...*agentdv1
 		if err != nil {
 			return err
 		}
-		parent := sess.leaf
-		if p := entries[0].GetParentId(); p != "" {
-			if _, ok := sess.index[p]; !ok {
-				return persistence.ParentNotInSession(sessionID, p)
-			}
-			parent = p
+		return d.append(sess, entries)
+	})
+}
+
+// append is Append on a session found under the write lock.
+func (d *data) append(sess *session, entries []*agentdv1.Entry) error {
+	sessionID := sess.id
+	parent := sess.leaf
+	if p := entries[0].GetParentId(); p != "" {
+		if _, ok := sess.index[p]; !ok {
+			return persistence.ParentNotInSession(sessionID, p)
 		}
-		// Work on copies, so a failure leaves the caller's entries as they
-		// were; fill the caller's in only once everything is stored.
-		filled := make([]*agentdv1.Entry, len(entries))
-		for i, e := range entries {
-			filled[i] = proto.CloneOf(e)
+		parent = p
+	}
+	// Work on copies, so a failure leaves the caller's entries as they
+	// were; fill the caller's in only once everything is stored.
+	filled := make([]*agentdv1.Entry, len(entries))
+	for i, e := range entries {
+		filled[i] = proto.CloneOf(e)
+	}
+	leaf, err := persistence.LinkBatch(sessionID, filled, parent, d.nowTime())
+	if err != nil {
+		return err
+	}
+	batch := map[string]bool{}
+	for _, c := range filled {
+		if _, dup := sess.index[c.Id]; dup || batch[c.Id] {
+			return &persistence.Error{Kind: persistence.ErrConflict, SessionID: sessionID, EntryID: c.Id, Detail: "an entry with this id exists in the session"}
 		}
-		leaf, err := persistence.LinkBatch(sessionID, filled, parent, d.nowTime())
+		batch[c.Id] = true
+	}
+	stored := make([]storedEntry, len(filled))
+	for i, c := range filled {
+		raw, err := proto.Marshal(c)
+		if err != nil {
+			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: c.Id, Detail: fmt.Sprintf("encode: %v", err)}
+		}
+		stored[i] = storedEntry{seq: int64(len(sess.entries) + i + 1), id: c.Id, parent: c.ParentId, payload: raw}
+	}
+	for _, st := range stored {
+		sess.index[st.id] = len(sess.entries)
+		sess.entries = append(sess.entries, st)
+	}
+	sess.leaf = leaf
+	sess.update = d.nowTime()
+	for _, c := range filled {
+		if spent, ok := persistence.EntrySpend(c); ok {
+			d.spend = append(d.spend, spendRow{sessionPK: sess.pk, tenant: sess.tenant, time: sess.update, spent: spent})
+		}
+	}
+	for i, e := range entries {
+		e.Id, e.ParentId, e.Time = filled[i].Id, filled[i].ParentId, filled[i].Time
+	}
+	return nil
+}
+
+// Redact implements persistence.Store.
+func (s *Store) Redact(_ context.Context, sessionID string, replacements []*agentdv1.Entry, notice *agentdv1.Entry) error {
+	if _, err := persistence.CheckRedact(sessionID, replacements, notice); err != nil {
+		return err
+	}
+	return s.write(func(d *data) error {
+		sess, err := d.session(sessionID)
 		if err != nil {
 			return err
 		}
-		batch := map[string]bool{}
-		for _, c := range filled {
-			if _, dup := sess.index[c.Id]; dup || batch[c.Id] {
-				return &persistence.Error{Kind: persistence.ErrConflict, SessionID: sessionID, EntryID: c.Id, Detail: "an entry with this id exists in the session"}
+		payloads := make([][]byte, len(replacements))
+		for i, r := range replacements {
+			at, ok := sess.index[r.GetId()]
+			if !ok {
+				return persistence.EntryNotFound(sessionID, r.GetId())
 			}
-			batch[c.Id] = true
-		}
-		stored := make([]storedEntry, len(filled))
-		for i, c := range filled {
-			raw, err := proto.Marshal(c)
+			stored, err := sess.decode(sess.entries[at])
 			if err != nil {
-				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: c.Id, Detail: fmt.Sprintf("encode: %v", err)}
+				return err
 			}
-			stored[i] = storedEntry{seq: int64(len(sess.entries) + i + 1), id: c.Id, parent: c.ParentId, payload: raw}
-		}
-		for _, st := range stored {
-			sess.index[st.id] = len(sess.entries)
-			sess.entries = append(sess.entries, st)
-		}
-		sess.leaf = leaf
-		sess.update = d.nowTime()
-		for _, c := range filled {
-			if spent, ok := persistence.EntrySpend(c); ok {
-				d.spend = append(d.spend, spendRow{sessionPK: sess.pk, tenant: sess.tenant, time: sess.update, spent: spent})
+			out, err := persistence.Replaced(sessionID, stored, r)
+			if err != nil {
+				return err
+			}
+			if payloads[i], err = proto.Marshal(out); err != nil {
+				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: r.GetId(), Detail: fmt.Sprintf("encode: %v", err)}
 			}
 		}
-		for i, e := range entries {
-			e.Id, e.ParentId, e.Time = filled[i].Id, filled[i].ParentId, filled[i].Time
+		if err := d.append(sess, []*agentdv1.Entry{notice}); err != nil {
+			return err
+		}
+		for i, r := range replacements {
+			sess.entries[sess.index[r.GetId()]].payload = payloads[i]
+		}
+		for _, run := range d.runs {
+			if run.rec.SessionID == sessionID {
+				run.events, run.rec.EventsPruned = nil, true
+			}
 		}
 		return nil
 	})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/proto"
@@ -54,70 +55,75 @@ func (s *Store) append(ctx context.Context, f *persistence.Fence, sessionID stri
 	defer release()
 	now := s.timeNow()
 	err = s.write(ctx, func(tx pgx.Tx) error {
-		var sess sessionState
-		err := tx.QueryRow(ctx, `SELECT pk, coalesce(leaf_entry_id, ''), last_seq FROM sessions WHERE id = $1 FOR NO KEY UPDATE`, sessionID).Scan(&sess.pk, &sess.leaf, &sess.lastSeq)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return persistence.SessionNotFound(sessionID)
-		} else if err != nil {
-			return err
-		}
-		if f != nil {
-			if err := checkFence(ctx, tx, *f, sess.pk, sessionID); err != nil {
-				return err
-			}
-		}
-		parent := sess.leaf
-		if p := entries[0].GetParentId(); p != "" {
-			var one int
-			err := tx.QueryRow(ctx, `SELECT 1 FROM entries WHERE session_pk = $1 AND id = $2`, sess.pk, p).Scan(&one)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return persistence.ParentNotInSession(sessionID, p)
-			} else if err != nil {
-				return err
-			}
-			parent = p
-		}
-		if err := checkCallerIDs(ctx, tx, sessionID, sess.pk, entries); err != nil {
-			return err
-		}
-		leaf, err := persistence.LinkBatch(sessionID, entries, parent, now)
-		if err != nil {
-			return err
-		}
-		var batch pgx.Batch
-		var buf []byte
-		for i, e := range entries {
-			var err error
-			buf, err = proto.MarshalOptions{}.MarshalAppend(buf[:0], e)
-			if err != nil {
-				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.Id, Detail: fmt.Sprintf("encode: %v", err)}
-			}
-			payload, encoding, err := enc.Encode(buf)
-			if err != nil {
-				return err
-			}
-			var parentCol *string
-			if e.ParentId != "" {
-				parentCol = &e.ParentId
-			}
-			// The batch is sent after the loop: the bytes must outlive
-			// the encoder's and buf's next use.
-			batch.Queue(`INSERT INTO entries (session_pk, seq, id, parent_id, kind, create_time, append_time, encoding, preview, payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-				sess.pk, sess.lastSeq+int64(i)+1, e.Id, parentCol, kinds[i], e.Time.AsTime().UnixNano(), now, int16(encoding), persistence.Preview(e), slices.Clone(payload))
-			if spent, ok := persistence.EntrySpend(e); ok {
-				batch.Queue(`INSERT INTO spend (session_pk, tenant, time, tokens, cost) SELECT pk, tenant, $2, $3, $4 FROM sessions WHERE pk = $1`,
-					sess.pk, now, spent.Tokens, spent.CostUSD)
-			}
-		}
-		batch.Queue(`UPDATE sessions SET leaf_entry_id = $2, last_seq = $3, update_time = greatest(update_time, $4) WHERE pk = $1`,
-			sess.pk, leaf, sess.lastSeq+int64(len(entries)), now)
-		return tx.SendBatch(ctx, &batch).Close()
+		return appendInTx(ctx, tx, f, sessionID, kinds, entries, enc, now)
 	})
 	if err != nil {
 		restore()
 		return opError(err, "append %d entries to session %q", len(entries), sessionID)
 	}
 	return nil
+}
+
+// appendInTx stores checked entries (of kinds) as append does, in tx.
+func appendInTx(ctx context.Context, tx pgx.Tx, f *persistence.Fence, sessionID string, kinds []string, entries []*agentdv1.Entry, enc *rowcodec.Encoder, now time.Time) error {
+	var sess sessionState
+	err := tx.QueryRow(ctx, `SELECT pk, coalesce(leaf_entry_id, ''), last_seq FROM sessions WHERE id = $1 FOR NO KEY UPDATE`, sessionID).Scan(&sess.pk, &sess.leaf, &sess.lastSeq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return persistence.SessionNotFound(sessionID)
+	} else if err != nil {
+		return err
+	}
+	if f != nil {
+		if err := checkFence(ctx, tx, *f, sess.pk, sessionID); err != nil {
+			return err
+		}
+	}
+	parent := sess.leaf
+	if p := entries[0].GetParentId(); p != "" {
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM entries WHERE session_pk = $1 AND id = $2`, sess.pk, p).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return persistence.ParentNotInSession(sessionID, p)
+		} else if err != nil {
+			return err
+		}
+		parent = p
+	}
+	if err := checkCallerIDs(ctx, tx, sessionID, sess.pk, entries); err != nil {
+		return err
+	}
+	leaf, err := persistence.LinkBatch(sessionID, entries, parent, now)
+	if err != nil {
+		return err
+	}
+	var batch pgx.Batch
+	var buf []byte
+	for i, e := range entries {
+		var err error
+		buf, err = proto.MarshalOptions{}.MarshalAppend(buf[:0], e)
+		if err != nil {
+			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.Id, Detail: fmt.Sprintf("encode: %v", err)}
+		}
+		payload, encoding, err := enc.Encode(buf)
+		if err != nil {
+			return err
+		}
+		var parentCol *string
+		if e.ParentId != "" {
+			parentCol = &e.ParentId
+		}
+		// The batch is sent after the loop: the bytes must outlive
+		// the encoder's and buf's next use.
+		batch.Queue(`INSERT INTO entries (session_pk, seq, id, parent_id, kind, create_time, append_time, encoding, preview, payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			sess.pk, sess.lastSeq+int64(i)+1, e.Id, parentCol, kinds[i], e.Time.AsTime().UnixNano(), now, int16(encoding), persistence.Preview(e), slices.Clone(payload))
+		if spent, ok := persistence.EntrySpend(e); ok {
+			batch.Queue(`INSERT INTO spend (session_pk, tenant, time, tokens, cost) SELECT pk, tenant, $2, $3, $4 FROM sessions WHERE pk = $1`,
+				sess.pk, now, spent.Tokens, spent.CostUSD)
+		}
+	}
+	batch.Queue(`UPDATE sessions SET leaf_entry_id = $2, last_seq = $3, update_time = greatest(update_time, $4) WHERE pk = $1`,
+		sess.pk, leaf, sess.lastSeq+int64(len(entries)), now)
+	return tx.SendBatch(ctx, &batch).Close()
 }
 
 // checkCallerIDs refuses ids a caller chose that the session or the batch

@@ -51,56 +51,7 @@ func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentd
 		// The writer may run this again (see commitBatch): start from the
 		// caller's entries each time.
 		restore()
-		sess, err := t.session(sessionID)
-		if err != nil {
-			return err
-		}
-		parent := sess.leaf
-		if p := entries[0].GetParentId(); p != "" {
-			var one int
-			err := t.queryRow(sqlEntryExists, sess.pk, p).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				return persistence.ParentNotInSession(sessionID, p)
-			} else if err != nil {
-				return err
-			}
-			parent = p
-		}
-		if err := t.checkCallerIDs(sessionID, sess.pk, entries); err != nil {
-			return err
-		}
-		leaf, err := persistence.LinkBatch(sessionID, entries, parent, now)
-		if err != nil {
-			return err
-		}
-		if sess.lastSeq+int64(len(entries)) > maxSeq {
-			return &persistence.Error{Kind: persistence.ErrConflict, SessionID: sessionID, Detail: fmt.Sprintf("the session holds the most entries one session can (%d)", maxSeq)}
-		}
-		for i, e := range entries {
-			var err error
-			t.w.buf, err = proto.MarshalOptions{}.MarshalAppend(t.w.buf[:0], e)
-			if err != nil {
-				return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.Id, Detail: fmt.Sprintf("encode: %v", err)}
-			}
-			payload, encoding, err := t.w.payloads.Encode(t.w.buf)
-			if err != nil {
-				return err
-			}
-			var parentCol any
-			if e.ParentId != "" {
-				parentCol = e.ParentId
-			}
-			if _, err := t.exec(sqlInsertEntry, sess.pk, sess.lastSeq+int64(i)+1, e.Id, parentCol, kinds[i], e.Time.AsTime().UnixNano(), payload, encoding, now.UnixNano(), persistence.Preview(e)); err != nil {
-				return err
-			}
-			if spent, ok := persistence.EntrySpend(e); ok {
-				if _, err := t.exec(sqlInsertSpend, now.UnixNano(), spent.Tokens, spent.CostUSD, sess.pk); err != nil {
-					return err
-				}
-			}
-		}
-		t.stage(sessionID, sessionCache{pk: sess.pk, leaf: leaf, lastSeq: sess.lastSeq + int64(len(entries))})
-		return nil
+		return t.append(sessionID, kinds, entries, now)
 	})
 	if err != nil {
 		restore()
@@ -112,6 +63,61 @@ func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentd
 // checkCallerIDs refuses ids a caller chose that the session or the batch
 // already uses. There is no unique index to do it (see
 // migrations/0003_event_log_and_implied_leaf.sql), so the session's ids are
+// append stores checked entries (of kinds) as Append does, in the batch's
+// transaction.
+func (t *writeTx) append(sessionID string, kinds []string, entries []*agentdv1.Entry, now time.Time) error {
+	sess, err := t.session(sessionID)
+	if err != nil {
+		return err
+	}
+	parent := sess.leaf
+	if p := entries[0].GetParentId(); p != "" {
+		var one int
+		err := t.queryRow(sqlEntryExists, sess.pk, p).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return persistence.ParentNotInSession(sessionID, p)
+		} else if err != nil {
+			return err
+		}
+		parent = p
+	}
+	if err := t.checkCallerIDs(sessionID, sess.pk, entries); err != nil {
+		return err
+	}
+	leaf, err := persistence.LinkBatch(sessionID, entries, parent, now)
+	if err != nil {
+		return err
+	}
+	if sess.lastSeq+int64(len(entries)) > maxSeq {
+		return &persistence.Error{Kind: persistence.ErrConflict, SessionID: sessionID, Detail: fmt.Sprintf("the session holds the most entries one session can (%d)", maxSeq)}
+	}
+	for i, e := range entries {
+		var err error
+		t.w.buf, err = proto.MarshalOptions{}.MarshalAppend(t.w.buf[:0], e)
+		if err != nil {
+			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: e.Id, Detail: fmt.Sprintf("encode: %v", err)}
+		}
+		payload, encoding, err := t.w.payloads.Encode(t.w.buf)
+		if err != nil {
+			return err
+		}
+		var parentCol any
+		if e.ParentId != "" {
+			parentCol = e.ParentId
+		}
+		if _, err := t.exec(sqlInsertEntry, sess.pk, sess.lastSeq+int64(i)+1, e.Id, parentCol, kinds[i], e.Time.AsTime().UnixNano(), payload, encoding, now.UnixNano(), persistence.Preview(e)); err != nil {
+			return err
+		}
+		if spent, ok := persistence.EntrySpend(e); ok {
+			if _, err := t.exec(sqlInsertSpend, now.UnixNano(), spent.Tokens, spent.CostUSD, sess.pk); err != nil {
+				return err
+			}
+		}
+	}
+	t.stage(sessionID, sessionCache{pk: sess.pk, leaf: leaf, lastSeq: sess.lastSeq + int64(len(entries))})
+	return nil
+}
+
 // read once, and only when the batch brings ids of its own.
 func (t *writeTx) checkCallerIDs(sessionID string, pk int64, entries []*agentdv1.Entry) error {
 	chosen := map[string]bool{}

@@ -203,6 +203,10 @@ func open(ctx context.Context, path, abs string, o options) (*Store, error) {
 		// again and again (a pread each) under concurrent load.
 		fmt.Sprintf("PRAGMA cache_size = -%d", writerCacheKiB),
 		fmt.Sprintf("PRAGMA journal_size_limit = %d", o.walLimit),
+		// What is deleted or overwritten (a redacted payload, a deleted
+		// session, a pruned event log) is overwritten with zeros, not
+		// left in free space.
+		"PRAGMA secure_delete = ON",
 	}})
 	writerDB.SetMaxOpenConns(1)
 	writerDB.SetMaxIdleConns(1)

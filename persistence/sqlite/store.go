@@ -39,6 +39,9 @@ type Store struct {
 	walLimit  int64
 	walWarned time.Time
 	logger    *slog.Logger
+	// scrub asks checkpoints to empty the WAL whatever its size: it holds
+	// earlier versions of pages a redaction overwrote.
+	scrub atomic.Bool
 
 	closeOnce sync.Once
 	closeErr  error
@@ -153,16 +156,30 @@ func (s *Store) checkpointLoop() {
 func (s *Store) checkpoint() {
 	_, _ = s.checkpointer.Exec("PRAGMA wal_checkpoint(PASSIVE)")
 	fi, err := os.Stat(s.file + "-wal")
-	if err != nil || fi.Size() <= s.walLimit {
+	scrub := s.scrub.Load()
+	if err != nil || (fi.Size() <= s.walLimit && !scrub) {
 		return
 	}
 	var busy, frames, done int
-	if err := s.checkpointer.QueryRow("PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &done); err != nil || busy != 0 {
+	err = s.checkpointer.QueryRow("PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &done)
+	if err == nil && busy == 0 && scrub {
+		s.scrub.CompareAndSwap(true, false)
+	}
+	if (err != nil || busy != 0) && fi.Size() > s.walLimit {
 		if now := time.Now(); now.Sub(s.walWarned) > walWarnEvery {
 			s.walWarned = now
 			s.logger.Warn("the database's WAL is large because a reader holds an old snapshot; it shrinks once that read transaction ends",
 				"db", s.file, "wal_bytes", fi.Size(), "limit_bytes", s.walLimit)
 		}
+	}
+}
+
+// scrubWAL has the next checkpoints empty the WAL, until one manages.
+func (s *Store) scrubWAL() {
+	s.scrub.Store(true)
+	select {
+	case s.checkpointKick <- struct{}{}:
+	default:
 	}
 }
 

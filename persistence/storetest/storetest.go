@@ -65,6 +65,7 @@ func Run(t *testing.T, h Harness) {
 		{"EventLogConcurrentRuns", testEventLogConcurrentRuns},
 		{"EventRetention", testEventRetention},
 		{"PageTokensBoundToTheirListing", testPageTokenBinding},
+		{"Redact", testRedact},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
@@ -1495,5 +1496,82 @@ func testPageTokenBinding(t *testing.T, h Harness) {
 	next, err := s.ListSessions(ctx, persistence.ListSessionsRequest{PageSize: 1, PageToken: list.NextPageToken, LabelFilter: map[string]string{"k": "v"}})
 	if err != nil || len(next.Sessions) != 1 || next.Sessions[0].ID != a.ID {
 		t.Fatalf("second page of sessions: %v, %v", next, err)
+	}
+}
+
+func testRedact(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	sess := mustCreate(t, s, persistence.CreateSessionParams{})
+	mustAppend(t, s, sess.ID, userEntry("my card is 4111"), userEntry("fine"), userEntry("and the pin 1234"))
+	before := allEntries(t, s, sess.ID)
+	if err := s.StartRun(ctx, sess.ID, "rr1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendEvents(ctx, "rr1", events("rr1", 1, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EndRun(ctx, "rr1", agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
+		t.Fatal(err)
+	}
+	tomb := func(e *agentdv1.Entry) *agentdv1.Entry {
+		r := userEntry("[redacted]")
+		r.Id = e.GetId()
+		r.Redaction = &agentdv1.Redaction{Reason: "asked to forget"}
+		return r
+	}
+	notice := func() *agentdv1.Entry {
+		return &agentdv1.Entry{Payload: &agentdv1.Entry_RedactionNotice{RedactionNotice: &agentdv1.RedactionNotice{
+			EntryIds: []string{before[0].GetId(), before[2].GetId()}, Reason: "asked to forget"}}}
+	}
+
+	// An unknown id changes nothing.
+	missing := userEntry("x")
+	missing.Id = "no-such-entry"
+	if err := s.Redact(ctx, sess.ID, []*agentdv1.Entry{tomb(before[0]), missing}, notice()); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("Redact with an unknown id: %v, want ErrNotFound", err)
+	}
+	if got := allEntries(t, s, sess.ID); len(got) != 3 || !proto.Equal(got[0], before[0]) {
+		t.Fatal("a refused Redact changed the session")
+	}
+	// A replacement must keep its entry's kind.
+	other := &agentdv1.Entry{Id: before[1].GetId(), Payload: &agentdv1.Entry_Label{Label: &agentdv1.Label{TargetEntryId: before[0].GetId()}}}
+	if err := s.Redact(ctx, sess.ID, []*agentdv1.Entry{other}, notice()); !errors.Is(err, persistence.ErrInvalid) {
+		t.Fatalf("Redact changing a kind: %v, want ErrInvalid", err)
+	}
+
+	n := notice()
+	if err := s.Redact(ctx, sess.ID, []*agentdv1.Entry{tomb(before[0]), tomb(before[2])}, n); err != nil {
+		t.Fatal(err)
+	}
+	after := allEntries(t, s, sess.ID)
+	if len(after) != 4 || after[3].GetId() != n.GetId() || n.GetParentId() != before[2].GetId() || after[3].GetRedactionNotice() == nil {
+		t.Fatalf("after Redact: %d entries; notice %v", len(after), n)
+	}
+	for i, e := range after[:3] {
+		if e.GetId() != before[i].GetId() || e.GetParentId() != before[i].GetParentId() || !proto.Equal(e.GetTime(), before[i].GetTime()) {
+			t.Fatalf("entry %d moved: %v, was %v", i, e, before[i])
+		}
+	}
+	if got := after[0].GetMessage().GetUser().GetContent()[0].GetText().GetText(); got != "[redacted]" || after[0].GetRedaction().GetReason() != "asked to forget" {
+		t.Fatalf("redacted entry 0: %v", after[0])
+	}
+	if !proto.Equal(after[1], before[1]) {
+		t.Fatal("an entry not named changed")
+	}
+	path, err := s.Path(ctx, sess.ID)
+	if err != nil || len(path) != 4 || path[3].GetId() != n.GetId() {
+		t.Fatalf("the path after Redact: %d entries, %v", len(path), err)
+	}
+	run, err := s.GetRun(ctx, "rr1")
+	if err != nil || !run.EventsPruned {
+		t.Fatalf("the session's run after Redact: %+v, %v", run, err)
+	}
+	if evs, err := s.Events(ctx, "rr1", 0, 10); err != nil || len(evs) != 0 {
+		t.Fatalf("the run's events after Redact: %d, %v", len(evs), err)
+	}
+	tree, err := s.Tree(ctx, sess.ID, persistence.EntriesRequest{})
+	if err != nil || strings.Contains(tree.Nodes[0].Preview, "4111") {
+		t.Fatalf("the tree keeps the redacted preview: %+v, %v", tree, err)
 	}
 }

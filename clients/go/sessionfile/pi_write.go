@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -134,13 +135,9 @@ func piLine(e *agentdv1.Entry) (orderedJSON, error) {
 	case *agentdv1.Entry_McpTools:
 		// pi has no kind for it: kept as a custom entry, as agentd's
 		// messages pi lacks are.
-		data, err := protojson.Marshal(p.McpTools)
-		if err != nil {
-			return nil, err
-		}
-		var v any
-		_ = json.Unmarshal(data, &v)
-		return append(base("custom"), kv{"customType", "agentd.mcp_tools"}, kv{"data", v}), nil
+		return piCustom(base, "agentd.mcp_tools", p.McpTools)
+	case *agentdv1.Entry_RedactionNotice:
+		return piCustom(base, "agentd.redaction_notice", p.RedactionNotice)
 	case *agentdv1.Entry_Message:
 		m := p.Message
 		switch k := m.GetKind().(type) {
@@ -291,4 +288,16 @@ func piContent(blocks []*agentdv1.ContentBlock) []orderedJSON {
 		}
 	}
 	return out
+}
+
+// piCustom is an entry pi has no kind for, as a custom entry whose data is
+// the message in protobuf's JSON form.
+func piCustom(base func(string) orderedJSON, customType string, m proto.Message) (orderedJSON, error) {
+	data, err := protojson.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	var v any
+	_ = json.Unmarshal(data, &v)
+	return append(base("custom"), kv{"customType", customType}, kv{"data", v}), nil
 }

@@ -1340,6 +1340,11 @@ type Entry struct {
 	// The run that wrote the entry; empty for entries written outside a run
 	// (AppendMessages).
 	RunId string `protobuf:"bytes,4,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// Set when the entry was redacted (RedactEntries). Its payload is then a
+	// tombstone of the same kind: every text replaced by "[redacted]", tool
+	// call arguments, tool result details and provider signatures removed;
+	// its id, parent, kind and tool-call pairing kept.
+	Redaction *Redaction `protobuf:"bytes,5,opt,name=redaction,proto3" json:"redaction,omitempty"`
 	// What the entry holds. Exactly one is set.
 	//
 	// Types that are valid to be assigned to Payload:
@@ -1349,6 +1354,7 @@ type Entry struct {
 	//	*Entry_ThinkingLevelChange
 	//	*Entry_Label
 	//	*Entry_McpTools
+	//	*Entry_RedactionNotice
 	Payload       isEntry_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1412,6 +1418,13 @@ func (x *Entry) GetRunId() string {
 	return ""
 }
 
+func (x *Entry) GetRedaction() *Redaction {
+	if x != nil {
+		return x.Redaction
+	}
+	return nil
+}
+
 func (x *Entry) GetPayload() isEntry_Payload {
 	if x != nil {
 		return x.Payload
@@ -1464,6 +1477,15 @@ func (x *Entry) GetMcpTools() *McpToolsSnapshot {
 	return nil
 }
 
+func (x *Entry) GetRedactionNotice() *RedactionNotice {
+	if x != nil {
+		if x, ok := x.Payload.(*Entry_RedactionNotice); ok {
+			return x.RedactionNotice
+		}
+	}
+	return nil
+}
+
 type isEntry_Payload interface {
 	isEntry_Payload()
 }
@@ -1494,6 +1516,11 @@ type Entry_McpTools struct {
 	McpTools *McpToolsSnapshot `protobuf:"bytes,14,opt,name=mcp_tools,json=mcpTools,proto3,oneof"`
 }
 
+type Entry_RedactionNotice struct {
+	// A record of a RedactEntries call; it never reaches the model.
+	RedactionNotice *RedactionNotice `protobuf:"bytes,15,opt,name=redaction_notice,json=redactionNotice,proto3,oneof"`
+}
+
 func (*Entry_Message) isEntry_Payload() {}
 
 func (*Entry_ModelChange) isEntry_Payload() {}
@@ -1503,6 +1530,148 @@ func (*Entry_ThinkingLevelChange) isEntry_Payload() {}
 func (*Entry_Label) isEntry_Payload() {}
 
 func (*Entry_McpTools) isEntry_Payload() {}
+
+func (*Entry_RedactionNotice) isEntry_Payload() {}
+
+// Redaction says that an entry's content was removed, when, by whom and
+// why.
+type Redaction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the content was removed.
+	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// Who asked, as the request said (RedactEntriesRequest.redacted_by).
+	RedactedBy string `protobuf:"bytes,2,opt,name=redacted_by,json=redactedBy,proto3" json:"redacted_by,omitempty"`
+	// Why, as the request said.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Redaction) Reset() {
+	*x = Redaction{}
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Redaction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Redaction) ProtoMessage() {}
+
+func (x *Redaction) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Redaction.ProtoReflect.Descriptor instead.
+func (*Redaction) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Redaction) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *Redaction) GetRedactedBy() string {
+	if x != nil {
+		return x.RedactedBy
+	}
+	return ""
+}
+
+func (x *Redaction) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// RedactionNotice records, in the transcript, that entries were redacted:
+// which, when, by whom and why. It is appended at the session's leaf and
+// never reaches the model.
+type RedactionNotice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The entries redacted.
+	EntryIds []string `protobuf:"bytes,1,rep,name=entry_ids,json=entryIds,proto3" json:"entry_ids,omitempty"`
+	// Who asked, as the request said.
+	RedactedBy string `protobuf:"bytes,2,opt,name=redacted_by,json=redactedBy,proto3" json:"redacted_by,omitempty"`
+	// Why, as the request said.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The tenant of the caller that asked; empty for a caller of no tenant.
+	Tenant        string `protobuf:"bytes,4,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedactionNotice) Reset() {
+	*x = RedactionNotice{}
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedactionNotice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedactionNotice) ProtoMessage() {}
+
+func (x *RedactionNotice) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedactionNotice.ProtoReflect.Descriptor instead.
+func (*RedactionNotice) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RedactionNotice) GetEntryIds() []string {
+	if x != nil {
+		return x.EntryIds
+	}
+	return nil
+}
+
+func (x *RedactionNotice) GetRedactedBy() string {
+	if x != nil {
+		return x.RedactedBy
+	}
+	return ""
+}
+
+func (x *RedactionNotice) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RedactionNotice) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
 
 var File_agentd_v1_agent_messages_proto protoreflect.FileDescriptor
 
@@ -1588,19 +1757,32 @@ const file_agentd_v1_agent_messages_proto_rawDesc = "" +
 	"\x0ethinking_level\x18\x01 \x01(\x0e2\x18.agentd.v1.ThinkingLevelR\rthinkingLevel\"E\n" +
 	"\x05Label\x12&\n" +
 	"\x0ftarget_entry_id\x18\x01 \x01(\tR\rtargetEntryId\x12\x14\n" +
-	"\x05label\x18\x02 \x01(\tR\x05label\"\xb4\x03\n" +
+	"\x05label\x18\x02 \x01(\tR\x05label\"\xb1\x04\n" +
 	"\x05Entry\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tparent_id\x18\x02 \x01(\tR\bparentId\x12.\n" +
 	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x15\n" +
-	"\x06run_id\x18\x04 \x01(\tR\x05runId\x123\n" +
+	"\x06run_id\x18\x04 \x01(\tR\x05runId\x122\n" +
+	"\tredaction\x18\x05 \x01(\v2\x14.agentd.v1.RedactionR\tredaction\x123\n" +
 	"\amessage\x18\n" +
 	" \x01(\v2\x17.agentd.v1.AgentMessageH\x00R\amessage\x12;\n" +
 	"\fmodel_change\x18\v \x01(\v2\x16.agentd.v1.ModelChangeH\x00R\vmodelChange\x12T\n" +
 	"\x15thinking_level_change\x18\f \x01(\v2\x1e.agentd.v1.ThinkingLevelChangeH\x00R\x13thinkingLevelChange\x12(\n" +
 	"\x05label\x18\r \x01(\v2\x10.agentd.v1.LabelH\x00R\x05label\x12:\n" +
-	"\tmcp_tools\x18\x0e \x01(\v2\x1b.agentd.v1.McpToolsSnapshotH\x00R\bmcpToolsB\t\n" +
-	"\apayload*\x93\x01\n" +
+	"\tmcp_tools\x18\x0e \x01(\v2\x1b.agentd.v1.McpToolsSnapshotH\x00R\bmcpTools\x12G\n" +
+	"\x10redaction_notice\x18\x0f \x01(\v2\x1a.agentd.v1.RedactionNoticeH\x00R\x0fredactionNoticeB\t\n" +
+	"\apayload\"t\n" +
+	"\tRedaction\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
+	"\vredacted_by\x18\x02 \x01(\tR\n" +
+	"redactedBy\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x7f\n" +
+	"\x0fRedactionNotice\x12\x1b\n" +
+	"\tentry_ids\x18\x01 \x03(\tR\bentryIds\x12\x1f\n" +
+	"\vredacted_by\x18\x02 \x01(\tR\n" +
+	"redactedBy\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06tenant\x18\x04 \x01(\tR\x06tenant*\x93\x01\n" +
 	"\x10ApprovalDecision\x12!\n" +
 	"\x1dAPPROVAL_DECISION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19APPROVAL_DECISION_ALLOWED\x10\x01\x12\x1c\n" +
@@ -1633,7 +1815,7 @@ func file_agentd_v1_agent_messages_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_agent_messages_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentd_v1_agent_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_agentd_v1_agent_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_agentd_v1_agent_messages_proto_goTypes = []any{
 	(ApprovalDecision)(0),         // 0: agentd.v1.ApprovalDecision
 	(CompactionReason)(0),         // 1: agentd.v1.CompactionReason
@@ -1651,31 +1833,33 @@ var file_agentd_v1_agent_messages_proto_goTypes = []any{
 	(*ThinkingLevelChange)(nil),   // 13: agentd.v1.ThinkingLevelChange
 	(*Label)(nil),                 // 14: agentd.v1.Label
 	(*Entry)(nil),                 // 15: agentd.v1.Entry
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*ContentBlock)(nil),          // 17: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),        // 18: google.protobuf.Value
-	(*anypb.Any)(nil),             // 19: google.protobuf.Any
-	(*UserMessage)(nil),           // 20: agentd.v1.UserMessage
-	(*AssistantMessage)(nil),      // 21: agentd.v1.AssistantMessage
-	(*ToolResultMessage)(nil),     // 22: agentd.v1.ToolResultMessage
-	(*structpb.Struct)(nil),       // 23: google.protobuf.Struct
+	(*Redaction)(nil),             // 16: agentd.v1.Redaction
+	(*RedactionNotice)(nil),       // 17: agentd.v1.RedactionNotice
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*ContentBlock)(nil),          // 19: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),        // 20: google.protobuf.Value
+	(*anypb.Any)(nil),             // 21: google.protobuf.Any
+	(*UserMessage)(nil),           // 22: agentd.v1.UserMessage
+	(*AssistantMessage)(nil),      // 23: agentd.v1.AssistantMessage
+	(*ToolResultMessage)(nil),     // 24: agentd.v1.ToolResultMessage
+	(*structpb.Struct)(nil),       // 25: google.protobuf.Struct
 }
 var file_agentd_v1_agent_messages_proto_depIdxs = []int32{
 	0,  // 0: agentd.v1.ApprovalNotice.decision:type_name -> agentd.v1.ApprovalDecision
-	16, // 1: agentd.v1.ApprovalNotice.timestamp:type_name -> google.protobuf.Timestamp
-	16, // 2: agentd.v1.BashExecution.timestamp:type_name -> google.protobuf.Timestamp
-	17, // 3: agentd.v1.CustomMessage.content:type_name -> agentd.v1.ContentBlock
-	18, // 4: agentd.v1.CustomMessage.details:type_name -> google.protobuf.Value
-	16, // 5: agentd.v1.CustomMessage.timestamp:type_name -> google.protobuf.Timestamp
-	16, // 6: agentd.v1.BranchSummary.timestamp:type_name -> google.protobuf.Timestamp
-	16, // 7: agentd.v1.CompactionSummary.timestamp:type_name -> google.protobuf.Timestamp
+	18, // 1: agentd.v1.ApprovalNotice.timestamp:type_name -> google.protobuf.Timestamp
+	18, // 2: agentd.v1.BashExecution.timestamp:type_name -> google.protobuf.Timestamp
+	19, // 3: agentd.v1.CustomMessage.content:type_name -> agentd.v1.ContentBlock
+	20, // 4: agentd.v1.CustomMessage.details:type_name -> google.protobuf.Value
+	18, // 5: agentd.v1.CustomMessage.timestamp:type_name -> google.protobuf.Timestamp
+	18, // 6: agentd.v1.BranchSummary.timestamp:type_name -> google.protobuf.Timestamp
+	18, // 7: agentd.v1.CompactionSummary.timestamp:type_name -> google.protobuf.Timestamp
 	1,  // 8: agentd.v1.CompactionSummary.reason:type_name -> agentd.v1.CompactionReason
-	19, // 9: agentd.v1.Extension.payload:type_name -> google.protobuf.Any
-	17, // 10: agentd.v1.Extension.model_content:type_name -> agentd.v1.ContentBlock
-	16, // 11: agentd.v1.Extension.timestamp:type_name -> google.protobuf.Timestamp
-	20, // 12: agentd.v1.AgentMessage.user:type_name -> agentd.v1.UserMessage
-	21, // 13: agentd.v1.AgentMessage.assistant:type_name -> agentd.v1.AssistantMessage
-	22, // 14: agentd.v1.AgentMessage.tool_result:type_name -> agentd.v1.ToolResultMessage
+	21, // 9: agentd.v1.Extension.payload:type_name -> google.protobuf.Any
+	19, // 10: agentd.v1.Extension.model_content:type_name -> agentd.v1.ContentBlock
+	18, // 11: agentd.v1.Extension.timestamp:type_name -> google.protobuf.Timestamp
+	22, // 12: agentd.v1.AgentMessage.user:type_name -> agentd.v1.UserMessage
+	23, // 13: agentd.v1.AgentMessage.assistant:type_name -> agentd.v1.AssistantMessage
+	24, // 14: agentd.v1.AgentMessage.tool_result:type_name -> agentd.v1.ToolResultMessage
 	3,  // 15: agentd.v1.AgentMessage.approval_notice:type_name -> agentd.v1.ApprovalNotice
 	4,  // 16: agentd.v1.AgentMessage.bash_execution:type_name -> agentd.v1.BashExecution
 	5,  // 17: agentd.v1.AgentMessage.custom:type_name -> agentd.v1.CustomMessage
@@ -1683,19 +1867,22 @@ var file_agentd_v1_agent_messages_proto_depIdxs = []int32{
 	7,  // 19: agentd.v1.AgentMessage.compaction_summary:type_name -> agentd.v1.CompactionSummary
 	8,  // 20: agentd.v1.AgentMessage.extension:type_name -> agentd.v1.Extension
 	12, // 21: agentd.v1.McpToolsSnapshot.tools:type_name -> agentd.v1.McpTool
-	23, // 22: agentd.v1.McpTool.input_schema:type_name -> google.protobuf.Struct
+	25, // 22: agentd.v1.McpTool.input_schema:type_name -> google.protobuf.Struct
 	2,  // 23: agentd.v1.ThinkingLevelChange.thinking_level:type_name -> agentd.v1.ThinkingLevel
-	16, // 24: agentd.v1.Entry.time:type_name -> google.protobuf.Timestamp
-	9,  // 25: agentd.v1.Entry.message:type_name -> agentd.v1.AgentMessage
-	10, // 26: agentd.v1.Entry.model_change:type_name -> agentd.v1.ModelChange
-	13, // 27: agentd.v1.Entry.thinking_level_change:type_name -> agentd.v1.ThinkingLevelChange
-	14, // 28: agentd.v1.Entry.label:type_name -> agentd.v1.Label
-	11, // 29: agentd.v1.Entry.mcp_tools:type_name -> agentd.v1.McpToolsSnapshot
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	18, // 24: agentd.v1.Entry.time:type_name -> google.protobuf.Timestamp
+	16, // 25: agentd.v1.Entry.redaction:type_name -> agentd.v1.Redaction
+	9,  // 26: agentd.v1.Entry.message:type_name -> agentd.v1.AgentMessage
+	10, // 27: agentd.v1.Entry.model_change:type_name -> agentd.v1.ModelChange
+	13, // 28: agentd.v1.Entry.thinking_level_change:type_name -> agentd.v1.ThinkingLevelChange
+	14, // 29: agentd.v1.Entry.label:type_name -> agentd.v1.Label
+	11, // 30: agentd.v1.Entry.mcp_tools:type_name -> agentd.v1.McpToolsSnapshot
+	17, // 31: agentd.v1.Entry.redaction_notice:type_name -> agentd.v1.RedactionNotice
+	18, // 32: agentd.v1.Redaction.time:type_name -> google.protobuf.Timestamp
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_messages_proto_init() }
@@ -1723,6 +1910,7 @@ func file_agentd_v1_agent_messages_proto_init() {
 		(*Entry_ThinkingLevelChange)(nil),
 		(*Entry_Label)(nil),
 		(*Entry_McpTools)(nil),
+		(*Entry_RedactionNotice)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1730,7 +1918,7 @@ func file_agentd_v1_agent_messages_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_messages_proto_rawDesc), len(file_agentd_v1_agent_messages_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -3428,6 +3428,128 @@ func (x *ListToolSourcesResponse) GetSources() []*ToolSource {
 	return nil
 }
 
+// RedactEntriesRequest is the input of RedactEntries.
+type RedactEntriesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The entries to redact: 1 to 1000 ids of the session's entries, each
+	// once. A redaction notice cannot be redacted.
+	EntryIds []string `protobuf:"bytes,2,rep,name=entry_ids,json=entryIds,proto3" json:"entry_ids,omitempty"`
+	// Why, such as "user asked to be forgotten (ticket 4711)". Required; at
+	// most 4 KiB.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who asked, for the record; at most 128 bytes.
+	RedactedBy    string `protobuf:"bytes,4,opt,name=redacted_by,json=redactedBy,proto3" json:"redacted_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedactEntriesRequest) Reset() {
+	*x = RedactEntriesRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedactEntriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedactEntriesRequest) ProtoMessage() {}
+
+func (x *RedactEntriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedactEntriesRequest.ProtoReflect.Descriptor instead.
+func (*RedactEntriesRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *RedactEntriesRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *RedactEntriesRequest) GetEntryIds() []string {
+	if x != nil {
+		return x.EntryIds
+	}
+	return nil
+}
+
+func (x *RedactEntriesRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RedactEntriesRequest) GetRedactedBy() string {
+	if x != nil {
+		return x.RedactedBy
+	}
+	return ""
+}
+
+// RedactEntriesResponse is the output of RedactEntries.
+type RedactEntriesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The redacted entries as now stored, in the order asked, then the
+	// RedactionNotice entry.
+	Entries       []*Entry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedactEntriesResponse) Reset() {
+	*x = RedactEntriesResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedactEntriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedactEntriesResponse) ProtoMessage() {}
+
+func (x *RedactEntriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedactEntriesResponse.ProtoReflect.Descriptor instead.
+func (*RedactEntriesResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *RedactEntriesResponse) GetEntries() []*Entry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
 // ToolSource is one MCP server agentd is configured with.
 type ToolSource struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3456,7 +3578,7 @@ type ToolSource struct {
 
 func (x *ToolSource) Reset() {
 	*x = ToolSource{}
-	mi := &file_agentd_v1_service_proto_msgTypes[53]
+	mi := &file_agentd_v1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3468,7 +3590,7 @@ func (x *ToolSource) String() string {
 func (*ToolSource) ProtoMessage() {}
 
 func (x *ToolSource) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[53]
+	mi := &file_agentd_v1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3481,7 +3603,7 @@ func (x *ToolSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSource.ProtoReflect.Descriptor instead.
 func (*ToolSource) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{53}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ToolSource) GetName() string {
@@ -3783,7 +3905,16 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\x16ListToolSourcesRequest\x12\x18\n" +
 	"\arefresh\x18\x01 \x01(\bR\arefresh\"J\n" +
 	"\x17ListToolSourcesResponse\x12/\n" +
-	"\asources\x18\x01 \x03(\v2\x15.agentd.v1.ToolSourceR\asources\"\x84\x02\n" +
+	"\asources\x18\x01 \x03(\v2\x15.agentd.v1.ToolSourceR\asources\"\x8b\x01\n" +
+	"\x14RedactEntriesRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tentry_ids\x18\x02 \x03(\tR\bentryIds\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vredacted_by\x18\x04 \x01(\tR\n" +
+	"redactedBy\"C\n" +
+	"\x15RedactEntriesResponse\x12*\n" +
+	"\aentries\x18\x01 \x03(\v2\x10.agentd.v1.EntryR\aentries\"\x84\x02\n" +
 	"\n" +
 	"ToolSource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
@@ -3804,7 +3935,7 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\x1dTOOL_SOURCE_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19TOOL_SOURCE_STATE_STOPPED\x10\x01\x12\x1b\n" +
 	"\x17TOOL_SOURCE_STATE_READY\x10\x02\x12\x1c\n" +
-	"\x18TOOL_SOURCE_STATE_FAILED\x10\x032\x98\x10\n" +
+	"\x18TOOL_SOURCE_STATE_FAILED\x10\x032\xec\x10\n" +
 	"\fAgentService\x12R\n" +
 	"\rCreateSession\x12\x1f.agentd.v1.CreateSessionRequest\x1a .agentd.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -3833,7 +3964,8 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\aGetTree\x12\x19.agentd.v1.GetTreeRequest\x1a\x1a.agentd.v1.GetTreeResponse\x12C\n" +
 	"\bSetLabel\x12\x1a.agentd.v1.SetLabelRequest\x1a\x1b.agentd.v1.SetLabelResponse\x12C\n" +
 	"\bNavigate\x12\x1a.agentd.v1.NavigateRequest\x1a\x1b.agentd.v1.NavigateResponse\x12L\n" +
-	"\vForkSession\x12\x1d.agentd.v1.ForkSessionRequest\x1a\x1e.agentd.v1.ForkSessionResponse\x12L\n" +
+	"\vForkSession\x12\x1d.agentd.v1.ForkSessionRequest\x1a\x1e.agentd.v1.ForkSessionResponse\x12R\n" +
+	"\rRedactEntries\x12\x1f.agentd.v1.RedactEntriesRequest\x1a .agentd.v1.RedactEntriesResponse\x12L\n" +
 	"\rExportSession\x12\x1f.agentd.v1.ExportSessionRequest\x1a\x18.agentd.v1.SessionRecord0\x01\x12T\n" +
 	"\rImportSession\x12\x1f.agentd.v1.ImportSessionRequest\x1a .agentd.v1.ImportSessionResponse(\x01B4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
 
@@ -3850,7 +3982,7 @@ func file_agentd_v1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_agentd_v1_service_proto_goTypes = []any{
 	(Refusal)(0),                     // 0: agentd.v1.Refusal
 	(ToolSourceState)(0),             // 1: agentd.v1.ToolSourceState
@@ -3907,132 +4039,137 @@ var file_agentd_v1_service_proto_goTypes = []any{
 	(*GetTenantUsageResponse)(nil),   // 52: agentd.v1.GetTenantUsageResponse
 	(*ListToolSourcesRequest)(nil),   // 53: agentd.v1.ListToolSourcesRequest
 	(*ListToolSourcesResponse)(nil),  // 54: agentd.v1.ListToolSourcesResponse
-	(*ToolSource)(nil),               // 55: agentd.v1.ToolSource
-	nil,                              // 56: agentd.v1.SessionHeader.LabelsEntry
-	nil,                              // 57: agentd.v1.ForkSessionRequest.LabelsEntry
-	nil,                              // 58: agentd.v1.UpdateSessionRequest.LabelsEntry
-	nil,                              // 59: agentd.v1.CreateSessionRequest.LabelsEntry
-	nil,                              // 60: agentd.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                              // 61: agentd.v1.GetTranscriptResponse.LabelsEntry
-	(*Entry)(nil),                    // 62: agentd.v1.Entry
-	(*SessionConfig)(nil),            // 63: agentd.v1.SessionConfig
-	(*Session)(nil),                  // 64: agentd.v1.Session
-	(*timestamppb.Timestamp)(nil),    // 65: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),    // 66: google.protobuf.FieldMask
-	(*AgentMessage)(nil),             // 67: agentd.v1.AgentMessage
-	(*ContentBlock)(nil),             // 68: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),           // 69: google.protobuf.Value
-	(ApprovalDecision)(0),            // 70: agentd.v1.ApprovalDecision
-	(*Context)(nil),                  // 71: agentd.v1.Context
-	(*Model)(nil),                    // 72: agentd.v1.Model
-	(*Spend)(nil),                    // 73: agentd.v1.Spend
-	(*McpTool)(nil),                  // 74: agentd.v1.McpTool
-	(*AgentEvent)(nil),               // 75: agentd.v1.AgentEvent
+	(*RedactEntriesRequest)(nil),     // 55: agentd.v1.RedactEntriesRequest
+	(*RedactEntriesResponse)(nil),    // 56: agentd.v1.RedactEntriesResponse
+	(*ToolSource)(nil),               // 57: agentd.v1.ToolSource
+	nil,                              // 58: agentd.v1.SessionHeader.LabelsEntry
+	nil,                              // 59: agentd.v1.ForkSessionRequest.LabelsEntry
+	nil,                              // 60: agentd.v1.UpdateSessionRequest.LabelsEntry
+	nil,                              // 61: agentd.v1.CreateSessionRequest.LabelsEntry
+	nil,                              // 62: agentd.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                              // 63: agentd.v1.GetTranscriptResponse.LabelsEntry
+	(*Entry)(nil),                    // 64: agentd.v1.Entry
+	(*SessionConfig)(nil),            // 65: agentd.v1.SessionConfig
+	(*Session)(nil),                  // 66: agentd.v1.Session
+	(*timestamppb.Timestamp)(nil),    // 67: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),    // 68: google.protobuf.FieldMask
+	(*AgentMessage)(nil),             // 69: agentd.v1.AgentMessage
+	(*ContentBlock)(nil),             // 70: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),           // 71: google.protobuf.Value
+	(ApprovalDecision)(0),            // 72: agentd.v1.ApprovalDecision
+	(*Context)(nil),                  // 73: agentd.v1.Context
+	(*Model)(nil),                    // 74: agentd.v1.Model
+	(*Spend)(nil),                    // 75: agentd.v1.Spend
+	(*McpTool)(nil),                  // 76: agentd.v1.McpTool
+	(*AgentEvent)(nil),               // 77: agentd.v1.AgentEvent
 }
 var file_agentd_v1_service_proto_depIdxs = []int32{
 	4,  // 0: agentd.v1.SessionRecord.header:type_name -> agentd.v1.SessionHeader
-	62, // 1: agentd.v1.SessionRecord.entry:type_name -> agentd.v1.Entry
-	63, // 2: agentd.v1.SessionHeader.config:type_name -> agentd.v1.SessionConfig
-	56, // 3: agentd.v1.SessionHeader.labels:type_name -> agentd.v1.SessionHeader.LabelsEntry
+	64, // 1: agentd.v1.SessionRecord.entry:type_name -> agentd.v1.Entry
+	65, // 2: agentd.v1.SessionHeader.config:type_name -> agentd.v1.SessionConfig
+	58, // 3: agentd.v1.SessionHeader.labels:type_name -> agentd.v1.SessionHeader.LabelsEntry
 	3,  // 4: agentd.v1.ImportSessionRequest.record:type_name -> agentd.v1.SessionRecord
-	64, // 5: agentd.v1.ImportSessionResponse.session:type_name -> agentd.v1.Session
-	63, // 6: agentd.v1.ForkSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	57, // 7: agentd.v1.ForkSessionRequest.labels:type_name -> agentd.v1.ForkSessionRequest.LabelsEntry
-	64, // 8: agentd.v1.ForkSessionResponse.session:type_name -> agentd.v1.Session
-	65, // 9: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
+	66, // 5: agentd.v1.ImportSessionResponse.session:type_name -> agentd.v1.Session
+	65, // 6: agentd.v1.ForkSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	59, // 7: agentd.v1.ForkSessionRequest.labels:type_name -> agentd.v1.ForkSessionRequest.LabelsEntry
+	66, // 8: agentd.v1.ForkSessionResponse.session:type_name -> agentd.v1.Session
+	67, // 9: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
 	10, // 10: agentd.v1.GetTreeResponse.nodes:type_name -> agentd.v1.TreeNode
-	62, // 11: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
-	64, // 12: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
-	62, // 13: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
-	63, // 14: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	58, // 15: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
-	66, // 16: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
-	64, // 17: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
-	62, // 18: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
+	64, // 11: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
+	66, // 12: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
+	64, // 13: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
+	65, // 14: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	60, // 15: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
+	68, // 16: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
+	66, // 17: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
+	64, // 18: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
 	20, // 19: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
-	67, // 20: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
-	63, // 21: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	59, // 22: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
-	64, // 23: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
-	64, // 24: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
-	60, // 25: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
-	64, // 26: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
-	68, // 27: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
-	68, // 28: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
-	68, // 29: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
-	68, // 30: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
-	69, // 31: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
-	70, // 32: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
-	67, // 33: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
-	62, // 34: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
-	62, // 35: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
-	61, // 36: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
-	71, // 37: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
-	72, // 38: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
-	73, // 39: agentd.v1.GetTenantUsageResponse.spent_today:type_name -> agentd.v1.Spend
-	65, // 40: agentd.v1.GetTenantUsageResponse.day_start:type_name -> google.protobuf.Timestamp
-	55, // 41: agentd.v1.ListToolSourcesResponse.sources:type_name -> agentd.v1.ToolSource
-	1,  // 42: agentd.v1.ToolSource.state:type_name -> agentd.v1.ToolSourceState
-	74, // 43: agentd.v1.ToolSource.tools:type_name -> agentd.v1.McpTool
-	22, // 44: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
-	24, // 45: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
-	26, // 46: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
-	28, // 47: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
-	30, // 48: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
-	31, // 49: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
-	32, // 50: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
-	34, // 51: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
-	36, // 52: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
-	38, // 53: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
-	39, // 54: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
-	41, // 55: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
-	43, // 56: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
-	45, // 57: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
-	47, // 58: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
-	49, // 59: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
-	53, // 60: agentd.v1.AgentService.ListToolSources:input_type -> agentd.v1.ListToolSourcesRequest
-	51, // 61: agentd.v1.AgentService.GetTenantUsage:input_type -> agentd.v1.GetTenantUsageRequest
-	16, // 62: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
-	18, // 63: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
-	19, // 64: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
-	9,  // 65: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
-	12, // 66: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
-	14, // 67: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
-	7,  // 68: agentd.v1.AgentService.ForkSession:input_type -> agentd.v1.ForkSessionRequest
-	2,  // 69: agentd.v1.AgentService.ExportSession:input_type -> agentd.v1.ExportSessionRequest
-	5,  // 70: agentd.v1.AgentService.ImportSession:input_type -> agentd.v1.ImportSessionRequest
-	23, // 71: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
-	25, // 72: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
-	27, // 73: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
-	29, // 74: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
-	75, // 75: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
-	75, // 76: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
-	33, // 77: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
-	35, // 78: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
-	37, // 79: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
-	75, // 80: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
-	40, // 81: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
-	42, // 82: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
-	44, // 83: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
-	46, // 84: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
-	48, // 85: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
-	50, // 86: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
-	54, // 87: agentd.v1.AgentService.ListToolSources:output_type -> agentd.v1.ListToolSourcesResponse
-	52, // 88: agentd.v1.AgentService.GetTenantUsage:output_type -> agentd.v1.GetTenantUsageResponse
-	17, // 89: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
-	75, // 90: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
-	21, // 91: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
-	11, // 92: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
-	13, // 93: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
-	15, // 94: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
-	8,  // 95: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
-	3,  // 96: agentd.v1.AgentService.ExportSession:output_type -> agentd.v1.SessionRecord
-	6,  // 97: agentd.v1.AgentService.ImportSession:output_type -> agentd.v1.ImportSessionResponse
-	71, // [71:98] is the sub-list for method output_type
-	44, // [44:71] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	69, // 20: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
+	65, // 21: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	61, // 22: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
+	66, // 23: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
+	66, // 24: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
+	62, // 25: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
+	66, // 26: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
+	70, // 27: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
+	70, // 28: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
+	70, // 29: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
+	70, // 30: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
+	71, // 31: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
+	72, // 32: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
+	69, // 33: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
+	64, // 34: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
+	64, // 35: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
+	63, // 36: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
+	73, // 37: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
+	74, // 38: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
+	75, // 39: agentd.v1.GetTenantUsageResponse.spent_today:type_name -> agentd.v1.Spend
+	67, // 40: agentd.v1.GetTenantUsageResponse.day_start:type_name -> google.protobuf.Timestamp
+	57, // 41: agentd.v1.ListToolSourcesResponse.sources:type_name -> agentd.v1.ToolSource
+	64, // 42: agentd.v1.RedactEntriesResponse.entries:type_name -> agentd.v1.Entry
+	1,  // 43: agentd.v1.ToolSource.state:type_name -> agentd.v1.ToolSourceState
+	76, // 44: agentd.v1.ToolSource.tools:type_name -> agentd.v1.McpTool
+	22, // 45: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
+	24, // 46: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
+	26, // 47: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
+	28, // 48: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
+	30, // 49: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
+	31, // 50: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
+	32, // 51: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
+	34, // 52: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
+	36, // 53: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
+	38, // 54: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
+	39, // 55: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
+	41, // 56: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
+	43, // 57: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
+	45, // 58: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
+	47, // 59: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
+	49, // 60: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
+	53, // 61: agentd.v1.AgentService.ListToolSources:input_type -> agentd.v1.ListToolSourcesRequest
+	51, // 62: agentd.v1.AgentService.GetTenantUsage:input_type -> agentd.v1.GetTenantUsageRequest
+	16, // 63: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
+	18, // 64: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
+	19, // 65: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
+	9,  // 66: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
+	12, // 67: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
+	14, // 68: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
+	7,  // 69: agentd.v1.AgentService.ForkSession:input_type -> agentd.v1.ForkSessionRequest
+	55, // 70: agentd.v1.AgentService.RedactEntries:input_type -> agentd.v1.RedactEntriesRequest
+	2,  // 71: agentd.v1.AgentService.ExportSession:input_type -> agentd.v1.ExportSessionRequest
+	5,  // 72: agentd.v1.AgentService.ImportSession:input_type -> agentd.v1.ImportSessionRequest
+	23, // 73: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
+	25, // 74: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
+	27, // 75: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
+	29, // 76: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
+	77, // 77: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
+	77, // 78: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
+	33, // 79: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
+	35, // 80: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
+	37, // 81: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
+	77, // 82: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
+	40, // 83: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
+	42, // 84: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
+	44, // 85: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
+	46, // 86: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
+	48, // 87: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
+	50, // 88: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
+	54, // 89: agentd.v1.AgentService.ListToolSources:output_type -> agentd.v1.ListToolSourcesResponse
+	52, // 90: agentd.v1.AgentService.GetTenantUsage:output_type -> agentd.v1.GetTenantUsageResponse
+	17, // 91: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
+	77, // 92: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
+	21, // 93: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
+	11, // 94: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
+	13, // 95: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
+	15, // 96: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
+	8,  // 97: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
+	56, // 98: agentd.v1.AgentService.RedactEntries:output_type -> agentd.v1.RedactEntriesResponse
+	3,  // 99: agentd.v1.AgentService.ExportSession:output_type -> agentd.v1.SessionRecord
+	6,  // 100: agentd.v1.AgentService.ImportSession:output_type -> agentd.v1.ImportSessionResponse
+	73, // [73:101] is the sub-list for method output_type
+	45, // [45:73] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_service_proto_init() }
@@ -4058,7 +4195,7 @@ func file_agentd_v1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_service_proto_rawDesc), len(file_agentd_v1_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   60,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

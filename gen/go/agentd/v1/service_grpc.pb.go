@@ -44,6 +44,7 @@ const (
 	AgentService_SetLabel_FullMethodName         = "/agentd.v1.AgentService/SetLabel"
 	AgentService_Navigate_FullMethodName         = "/agentd.v1.AgentService/Navigate"
 	AgentService_ForkSession_FullMethodName      = "/agentd.v1.AgentService/ForkSession"
+	AgentService_RedactEntries_FullMethodName    = "/agentd.v1.AgentService/RedactEntries"
 	AgentService_ExportSession_FullMethodName    = "/agentd.v1.AgentService/ExportSession"
 	AgentService_ImportSession_FullMethodName    = "/agentd.v1.AgentService/ImportSession"
 )
@@ -165,6 +166,19 @@ type AgentServiceClient interface {
 	// and the same configuration unless one is given. The new session
 	// records its origin; ListSessions filters by it.
 	ForkSession(ctx context.Context, in *ForkSessionRequest, opts ...grpc.CallOption) (*ForkSessionResponse, error)
+	// RedactEntries removes the content of entries of an idle session, for
+	// what a user asked to be forgotten. Each becomes a tombstone of its
+	// kind (see Entry.redaction): texts "[redacted]", tool call arguments,
+	// tool result details and provider signatures gone; ids, parents, kinds
+	// and tool-call pairing kept, so GetContext, ForkSession, ExportSession
+	// and replaying to the model go on working. A RedactionNotice entry
+	// appended at the leaf records which, by whom and why; it never reaches
+	// the model. The session's run event logs are dropped (their runs read
+	// as pruned), and the removed bytes are overwritten in agentd's SQLite
+	// file. Refused with FAILED_PRECONDITION while a run is active. Sessions
+	// forked earlier hold copies of their own: redact them too
+	// (ListSessions origin_session_id finds them).
+	RedactEntries(ctx context.Context, in *RedactEntriesRequest, opts ...grpc.CallOption) (*RedactEntriesResponse, error)
 	// ExportSession streams a whole session: a header (configuration, title,
 	// labels, leaf, schema version), then every entry of the tree in append
 	// order (a parent before its children), exactly as stored.
@@ -471,6 +485,16 @@ func (c *agentServiceClient) ForkSession(ctx context.Context, in *ForkSessionReq
 	return out, nil
 }
 
+func (c *agentServiceClient) RedactEntries(ctx context.Context, in *RedactEntriesRequest, opts ...grpc.CallOption) (*RedactEntriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RedactEntriesResponse)
+	err := c.cc.Invoke(ctx, AgentService_RedactEntries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentServiceClient) ExportSession(ctx context.Context, in *ExportSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SessionRecord], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[4], AgentService_ExportSession_FullMethodName, cOpts...)
@@ -620,6 +644,19 @@ type AgentServiceServer interface {
 	// and the same configuration unless one is given. The new session
 	// records its origin; ListSessions filters by it.
 	ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error)
+	// RedactEntries removes the content of entries of an idle session, for
+	// what a user asked to be forgotten. Each becomes a tombstone of its
+	// kind (see Entry.redaction): texts "[redacted]", tool call arguments,
+	// tool result details and provider signatures gone; ids, parents, kinds
+	// and tool-call pairing kept, so GetContext, ForkSession, ExportSession
+	// and replaying to the model go on working. A RedactionNotice entry
+	// appended at the leaf records which, by whom and why; it never reaches
+	// the model. The session's run event logs are dropped (their runs read
+	// as pruned), and the removed bytes are overwritten in agentd's SQLite
+	// file. Refused with FAILED_PRECONDITION while a run is active. Sessions
+	// forked earlier hold copies of their own: redact them too
+	// (ListSessions origin_session_id finds them).
+	RedactEntries(context.Context, *RedactEntriesRequest) (*RedactEntriesResponse, error)
 	// ExportSession streams a whole session: a header (configuration, title,
 	// labels, leaf, schema version), then every entry of the tree in append
 	// order (a parent before its children), exactly as stored.
@@ -714,6 +751,9 @@ func (UnimplementedAgentServiceServer) Navigate(context.Context, *NavigateReques
 }
 func (UnimplementedAgentServiceServer) ForkSession(context.Context, *ForkSessionRequest) (*ForkSessionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ForkSession not implemented")
+}
+func (UnimplementedAgentServiceServer) RedactEntries(context.Context, *RedactEntriesRequest) (*RedactEntriesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RedactEntries not implemented")
 }
 func (UnimplementedAgentServiceServer) ExportSession(*ExportSessionRequest, grpc.ServerStreamingServer[SessionRecord]) error {
 	return status.Error(codes.Unimplemented, "method ExportSession not implemented")
@@ -1164,6 +1204,24 @@ func _AgentService_ForkSession_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_RedactEntries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RedactEntriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).RedactEntries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_RedactEntries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).RedactEntries(ctx, req.(*RedactEntriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AgentService_ExportSession_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(ExportSessionRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -1272,6 +1330,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ForkSession",
 			Handler:    _AgentService_ForkSession_Handler,
+		},
+		{
+			MethodName: "RedactEntries",
+			Handler:    _AgentService_RedactEntries_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

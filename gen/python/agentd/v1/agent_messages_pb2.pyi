@@ -137,13 +137,15 @@ class CustomMessage(_message.Message):
     def __init__(self, custom_type: _Optional[str] = ..., content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., visible_in_ui: bool = ..., include_in_model_context: bool = ..., timestamp: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Entry(_message.Message):
-    __slots__ = ["id", "label", "mcp_tools", "message", "model_change", "parent_id", "run_id", "thinking_level_change", "time"]
+    __slots__ = ["id", "label", "mcp_tools", "message", "model_change", "parent_id", "redaction", "redaction_notice", "run_id", "thinking_level_change", "time"]
     ID_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     MCP_TOOLS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     MODEL_CHANGE_FIELD_NUMBER: _ClassVar[int]
     PARENT_ID_FIELD_NUMBER: _ClassVar[int]
+    REDACTION_FIELD_NUMBER: _ClassVar[int]
+    REDACTION_NOTICE_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     THINKING_LEVEL_CHANGE_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
@@ -153,10 +155,12 @@ class Entry(_message.Message):
     message: AgentMessage
     model_change: ModelChange
     parent_id: str
+    redaction: Redaction
+    redaction_notice: RedactionNotice
     run_id: str
     thinking_level_change: ThinkingLevelChange
     time: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., message: _Optional[_Union[AgentMessage, _Mapping]] = ..., model_change: _Optional[_Union[ModelChange, _Mapping]] = ..., thinking_level_change: _Optional[_Union[ThinkingLevelChange, _Mapping]] = ..., label: _Optional[_Union[Label, _Mapping]] = ..., mcp_tools: _Optional[_Union[McpToolsSnapshot, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., parent_id: _Optional[str] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., run_id: _Optional[str] = ..., redaction: _Optional[_Union[Redaction, _Mapping]] = ..., message: _Optional[_Union[AgentMessage, _Mapping]] = ..., model_change: _Optional[_Union[ModelChange, _Mapping]] = ..., thinking_level_change: _Optional[_Union[ThinkingLevelChange, _Mapping]] = ..., label: _Optional[_Union[Label, _Mapping]] = ..., mcp_tools: _Optional[_Union[McpToolsSnapshot, _Mapping]] = ..., redaction_notice: _Optional[_Union[RedactionNotice, _Mapping]] = ...) -> None: ...
 
 class Extension(_message.Message):
     __slots__ = ["include_in_model_context", "model_content", "payload", "timestamp", "visible_in_ui"]
@@ -209,6 +213,28 @@ class ModelChange(_message.Message):
     model_id: str
     provider: str
     def __init__(self, provider: _Optional[str] = ..., model_id: _Optional[str] = ...) -> None: ...
+
+class Redaction(_message.Message):
+    __slots__ = ["reason", "redacted_by", "time"]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_BY_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    redacted_by: str
+    time: _timestamp_pb2.Timestamp
+    def __init__(self, time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., redacted_by: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RedactionNotice(_message.Message):
+    __slots__ = ["entry_ids", "reason", "redacted_by", "tenant"]
+    ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_BY_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    entry_ids: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    redacted_by: str
+    tenant: str
+    def __init__(self, entry_ids: _Optional[_Iterable[str]] = ..., redacted_by: _Optional[str] = ..., reason: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class ThinkingLevelChange(_message.Message):
     __slots__ = ["thinking_level"]

@@ -381,6 +381,24 @@ class PromptRequest(_message.Message):
     session_id: str
     def __init__(self, session_id: _Optional[str] = ..., content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., request_id: _Optional[str] = ..., detach: bool = ..., parent_entry_id: _Optional[str] = ..., from_root: bool = ...) -> None: ...
 
+class RedactEntriesRequest(_message.Message):
+    __slots__ = ["entry_ids", "reason", "redacted_by", "session_id"]
+    ENTRY_IDS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REDACTED_BY_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    entry_ids: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    redacted_by: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., entry_ids: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ..., redacted_by: _Optional[str] = ...) -> None: ...
+
+class RedactEntriesResponse(_message.Message):
+    __slots__ = ["entries"]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.Entry]
+    def __init__(self, entries: _Optional[_Iterable[_Union[_agent_messages_pb2.Entry, _Mapping]]] = ...) -> None: ...
+
 class ResolveApprovalRequest(_message.Message):
     __slots__ = ["decided_by", "decision", "reason", "session_id", "tool_call_id"]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]

@@ -152,6 +152,11 @@ class AgentServiceStub(object):
                 request_serializer=agentd_dot_v1_dot_service__pb2.ForkSessionRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_service__pb2.ForkSessionResponse.FromString,
                 )
+        self.RedactEntries = channel.unary_unary(
+                '/agentd.v1.AgentService/RedactEntries',
+                request_serializer=agentd_dot_v1_dot_service__pb2.RedactEntriesRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.RedactEntriesResponse.FromString,
+                )
         self.ExportSession = channel.unary_stream(
                 '/agentd.v1.AgentService/ExportSession',
                 request_serializer=agentd_dot_v1_dot_service__pb2.ExportSessionRequest.SerializeToString,
@@ -404,6 +409,24 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RedactEntries(self, request, context):
+        """RedactEntries removes the content of entries of an idle session, for
+        what a user asked to be forgotten. Each becomes a tombstone of its
+        kind (see Entry.redaction): texts "[redacted]", tool call arguments,
+        tool result details and provider signatures gone; ids, parents, kinds
+        and tool-call pairing kept, so GetContext, ForkSession, ExportSession
+        and replaying to the model go on working. A RedactionNotice entry
+        appended at the leaf records which, by whom and why; it never reaches
+        the model. The session's run event logs are dropped (their runs read
+        as pruned), and the removed bytes are overwritten in agentd's SQLite
+        file. Refused with FAILED_PRECONDITION while a run is active. Sessions
+        forked earlier hold copies of their own: redact them too
+        (ListSessions origin_session_id finds them).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ExportSession(self, request, context):
         """ExportSession streams a whole session: a header (configuration, title,
         labels, leaf, schema version), then every entry of the tree in append
@@ -551,6 +574,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ForkSession,
                     request_deserializer=agentd_dot_v1_dot_service__pb2.ForkSessionRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_service__pb2.ForkSessionResponse.SerializeToString,
+            ),
+            'RedactEntries': grpc.unary_unary_rpc_method_handler(
+                    servicer.RedactEntries,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.RedactEntriesRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.RedactEntriesResponse.SerializeToString,
             ),
             'ExportSession': grpc.unary_stream_rpc_method_handler(
                     servicer.ExportSession,
@@ -1006,6 +1034,23 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ForkSession',
             agentd_dot_v1_dot_service__pb2.ForkSessionRequest.SerializeToString,
             agentd_dot_v1_dot_service__pb2.ForkSessionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def RedactEntries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/RedactEntries',
+            agentd_dot_v1_dot_service__pb2.RedactEntriesRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.RedactEntriesResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/agent_messages.proto.
  */
 export const file_agentd_v1_agent_messages: GenFile = /*@__PURE__*/
-  fileDesc("Ch5hZ2VudGQvdjEvYWdlbnRfbWVzc2FnZXMucHJvdG8SCWFnZW50ZC52MSL0AQoOQXBwcm92YWxOb3RpY2USFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRItCghkZWNpc2lvbhgDIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgEIAEoCRISCgpkZWNpZGVkX2J5GAUgASgJEi0KCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdmlzaWJsZV9pbl91aRgHIAEoCBIgChhpbmNsdWRlX2luX21vZGVsX2NvbnRleHQYCCABKAgi/gEKDUJhc2hFeGVjdXRpb24SDwoHY29tbWFuZBgBIAEoCRIOCgZvdXRwdXQYAiABKAkSFgoJZXhpdF9jb2RlGAMgASgFSACIAQESEQoJY2FuY2VsbGVkGAQgASgIEhEKCXRydW5jYXRlZBgFIAEoCBIYChBmdWxsX291dHB1dF9wYXRoGAYgASgJEi0KCXRpbWVzdGFtcBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdmlzaWJsZV9pbl91aRgIIAEoCBIgChhpbmNsdWRlX2luX21vZGVsX2NvbnRleHQYCSABKAhCDAoKX2V4aXRfY29kZSLfAQoNQ3VzdG9tTWVzc2FnZRITCgtjdXN0b21fdHlwZRgBIAEoCRIoCgdjb250ZW50GAIgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhUKDXZpc2libGVfaW5fdWkYBCABKAgSIAoYaW5jbHVkZV9pbl9tb2RlbF9jb250ZXh0GAUgASgIEi0KCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZgoNQnJhbmNoU3VtbWFyeRIPCgdzdW1tYXJ5GAEgASgJEhUKDWZyb21fZW50cnlfaWQYAiABKAkSLQoJdGltZXN0YW1wGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCL2AQoRQ29tcGFjdGlvblN1bW1hcnkSDwoHc3VtbWFyeRgBIAEoCRIbChNmaXJzdF9rZXB0X2VudHJ5X2lkGAIgASgJEhUKDXRva2Vuc19iZWZvcmUYAyABKAMSLQoJdGltZXN0YW1wGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgx0b2tlbnNfYWZ0ZXIYBSABKAMSKwoGcmVhc29uGAYgASgOMhsuYWdlbnRkLnYxLkNvbXBhY3Rpb25SZWFzb24SEgoKcmVhZF9maWxlcxgHIAMoCRIWCg5tb2RpZmllZF9maWxlcxgIIAMoCSLKAQoJRXh0ZW5zaW9uEiUKB3BheWxvYWQYASABKAsyFC5nb29nbGUucHJvdG9idWYuQW55Ei4KDW1vZGVsX2NvbnRlbnQYAiADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEhUKDXZpc2libGVfaW5fdWkYAyABKAgSIAoYaW5jbHVkZV9pbl9tb2RlbF9jb250ZXh0GAQgASgIEi0KCXRpbWVzdGFtcBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi1gMKDEFnZW50TWVzc2FnZRImCgR1c2VyGAEgASgLMhYuYWdlbnRkLnYxLlVzZXJNZXNzYWdlSAASMAoJYXNzaXN0YW50GAIgASgLMhsuYWdlbnRkLnYxLkFzc2lzdGFudE1lc3NhZ2VIABIzCgt0b29sX3Jlc3VsdBgDIAEoCzIcLmFnZW50ZC52MS5Ub29sUmVzdWx0TWVzc2FnZUgAEjQKD2FwcHJvdmFsX25vdGljZRgEIAEoCzIZLmFnZW50ZC52MS5BcHByb3ZhbE5vdGljZUgAEjIKDmJhc2hfZXhlY3V0aW9uGAUgASgLMhguYWdlbnRkLnYxLkJhc2hFeGVjdXRpb25IABIqCgZjdXN0b20YBiABKAsyGC5hZ2VudGQudjEuQ3VzdG9tTWVzc2FnZUgAEjIKDmJyYW5jaF9zdW1tYXJ5GAcgASgLMhguYWdlbnRkLnYxLkJyYW5jaFN1bW1hcnlIABI6ChJjb21wYWN0aW9uX3N1bW1hcnkYCCABKAsyHC5hZ2VudGQudjEuQ29tcGFjdGlvblN1bW1hcnlIABIpCglleHRlbnNpb24YCSABKAsyFC5hZ2VudGQudjEuRXh0ZW5zaW9uSABCBgoEa2luZCIxCgtNb2RlbENoYW5nZRIQCghwcm92aWRlchgBIAEoCRIQCghtb2RlbF9pZBgCIAEoCSJFChBNY3BUb29sc1NuYXBzaG90Eg4KBnNlcnZlchgBIAEoCRIhCgV0b29scxgCIAMoCzISLmFnZW50ZC52MS5NY3BUb29sIoIBCgdNY3BUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSLQoMaW5wdXRfc2NoZW1hGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBINCgV0aXRsZRgEIAEoCRIWCg5yZWFkX29ubHlfaGludBgFIAEoCCJHChNUaGlua2luZ0xldmVsQ2hhbmdlEjAKDnRoaW5raW5nX2xldmVsGAEgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwiLwoFTGFiZWwSFwoPdGFyZ2V0X2VudHJ5X2lkGAEgASgJEg0KBWxhYmVsGAIgASgJIt0CCgVFbnRyeRIKCgJpZBgBIAEoCRIRCglwYXJlbnRfaWQYAiABKAkSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcnVuX2lkGAQgASgJEioKB21lc3NhZ2UYCiABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlSAASLgoMbW9kZWxfY2hhbmdlGAsgASgLMhYuYWdlbnRkLnYxLk1vZGVsQ2hhbmdlSAASPwoVdGhpbmtpbmdfbGV2ZWxfY2hhbmdlGAwgASgLMh4uYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWxDaGFuZ2VIABIhCgVsYWJlbBgNIAEoCzIQLmFnZW50ZC52MS5MYWJlbEgAEjAKCW1jcF90b29scxgOIAEoCzIbLmFnZW50ZC52MS5NY3BUb29sc1NuYXBzaG90SABCCQoHcGF5bG9hZCqTAQoQQXBwcm92YWxEZWNpc2lvbhIhCh1BUFBST1ZBTF9ERUNJU0lPTl9VTlNQRUNJRklFRBAAEh0KGUFQUFJPVkFMX0RFQ0lTSU9OX0FMTE9XRUQQARIcChhBUFBST1ZBTF9ERUNJU0lPTl9ERU5JRUQQAhIfChtBUFBST1ZBTF9ERUNJU0lPTl9USU1FRF9PVVQQAyqUAQoQQ29tcGFjdGlvblJlYXNvbhIhCh1DT01QQUNUSU9OX1JFQVNPTl9VTlNQRUNJRklFRBAAEhwKGENPTVBBQ1RJT05fUkVBU09OX01BTlVBTBABEh8KG0NPTVBBQ1RJT05fUkVBU09OX1RIUkVTSE9MRBACEh4KGkNPTVBBQ1RJT05fUkVBU09OX09WRVJGTE9XEAMqyQEKDVRoaW5raW5nTGV2ZWwSHgoaVEhJTktJTkdfTEVWRUxfVU5TUEVDSUZJRUQQABIWChJUSElOS0lOR19MRVZFTF9PRkYQARIaChZUSElOS0lOR19MRVZFTF9NSU5JTUFMEAISFgoSVEhJTktJTkdfTEVWRUxfTE9XEAMSGQoVVEhJTktJTkdfTEVWRUxfTUVESVVNEAQSFwoTVEhJTktJTkdfTEVWRUxfSElHSBAFEhgKFFRISU5LSU5HX0xFVkVMX1hISUdIEAZCNFoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjFiBnByb3RvMw", [file_agentd_v1_content, file_agentd_v1_messages, file_google_protobuf_any, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch5hZ2VudGQvdjEvYWdlbnRfbWVzc2FnZXMucHJvdG8SCWFnZW50ZC52MSL0AQoOQXBwcm92YWxOb3RpY2USFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRItCghkZWNpc2lvbhgDIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgEIAEoCRISCgpkZWNpZGVkX2J5GAUgASgJEi0KCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdmlzaWJsZV9pbl91aRgHIAEoCBIgChhpbmNsdWRlX2luX21vZGVsX2NvbnRleHQYCCABKAgi/gEKDUJhc2hFeGVjdXRpb24SDwoHY29tbWFuZBgBIAEoCRIOCgZvdXRwdXQYAiABKAkSFgoJZXhpdF9jb2RlGAMgASgFSACIAQESEQoJY2FuY2VsbGVkGAQgASgIEhEKCXRydW5jYXRlZBgFIAEoCBIYChBmdWxsX291dHB1dF9wYXRoGAYgASgJEi0KCXRpbWVzdGFtcBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdmlzaWJsZV9pbl91aRgIIAEoCBIgChhpbmNsdWRlX2luX21vZGVsX2NvbnRleHQYCSABKAhCDAoKX2V4aXRfY29kZSLfAQoNQ3VzdG9tTWVzc2FnZRITCgtjdXN0b21fdHlwZRgBIAEoCRIoCgdjb250ZW50GAIgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhUKDXZpc2libGVfaW5fdWkYBCABKAgSIAoYaW5jbHVkZV9pbl9tb2RlbF9jb250ZXh0GAUgASgIEi0KCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZgoNQnJhbmNoU3VtbWFyeRIPCgdzdW1tYXJ5GAEgASgJEhUKDWZyb21fZW50cnlfaWQYAiABKAkSLQoJdGltZXN0YW1wGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCL2AQoRQ29tcGFjdGlvblN1bW1hcnkSDwoHc3VtbWFyeRgBIAEoCRIbChNmaXJzdF9rZXB0X2VudHJ5X2lkGAIgASgJEhUKDXRva2Vuc19iZWZvcmUYAyABKAMSLQoJdGltZXN0YW1wGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgx0b2tlbnNfYWZ0ZXIYBSABKAMSKwoGcmVhc29uGAYgASgOMhsuYWdlbnRkLnYxLkNvbXBhY3Rpb25SZWFzb24SEgoKcmVhZF9maWxlcxgHIAMoCRIWCg5tb2RpZmllZF9maWxlcxgIIAMoCSLKAQoJRXh0ZW5zaW9uEiUKB3BheWxvYWQYASABKAsyFC5nb29nbGUucHJvdG9idWYuQW55Ei4KDW1vZGVsX2NvbnRlbnQYAiADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEhUKDXZpc2libGVfaW5fdWkYAyABKAgSIAoYaW5jbHVkZV9pbl9tb2RlbF9jb250ZXh0GAQgASgIEi0KCXRpbWVzdGFtcBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi1gMKDEFnZW50TWVzc2FnZRImCgR1c2VyGAEgASgLMhYuYWdlbnRkLnYxLlVzZXJNZXNzYWdlSAASMAoJYXNzaXN0YW50GAIgASgLMhsuYWdlbnRkLnYxLkFzc2lzdGFudE1lc3NhZ2VIABIzCgt0b29sX3Jlc3VsdBgDIAEoCzIcLmFnZW50ZC52MS5Ub29sUmVzdWx0TWVzc2FnZUgAEjQKD2FwcHJvdmFsX25vdGljZRgEIAEoCzIZLmFnZW50ZC52MS5BcHByb3ZhbE5vdGljZUgAEjIKDmJhc2hfZXhlY3V0aW9uGAUgASgLMhguYWdlbnRkLnYxLkJhc2hFeGVjdXRpb25IABIqCgZjdXN0b20YBiABKAsyGC5hZ2VudGQudjEuQ3VzdG9tTWVzc2FnZUgAEjIKDmJyYW5jaF9zdW1tYXJ5GAcgASgLMhguYWdlbnRkLnYxLkJyYW5jaFN1bW1hcnlIABI6ChJjb21wYWN0aW9uX3N1bW1hcnkYCCABKAsyHC5hZ2VudGQudjEuQ29tcGFjdGlvblN1bW1hcnlIABIpCglleHRlbnNpb24YCSABKAsyFC5hZ2VudGQudjEuRXh0ZW5zaW9uSABCBgoEa2luZCIxCgtNb2RlbENoYW5nZRIQCghwcm92aWRlchgBIAEoCRIQCghtb2RlbF9pZBgCIAEoCSJFChBNY3BUb29sc1NuYXBzaG90Eg4KBnNlcnZlchgBIAEoCRIhCgV0b29scxgCIAMoCzISLmFnZW50ZC52MS5NY3BUb29sIoIBCgdNY3BUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSLQoMaW5wdXRfc2NoZW1hGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBINCgV0aXRsZRgEIAEoCRIWCg5yZWFkX29ubHlfaGludBgFIAEoCCJHChNUaGlua2luZ0xldmVsQ2hhbmdlEjAKDnRoaW5raW5nX2xldmVsGAEgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwiLwoFTGFiZWwSFwoPdGFyZ2V0X2VudHJ5X2lkGAEgASgJEg0KBWxhYmVsGAIgASgJIr4DCgVFbnRyeRIKCgJpZBgBIAEoCRIRCglwYXJlbnRfaWQYAiABKAkSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcnVuX2lkGAQgASgJEicKCXJlZGFjdGlvbhgFIAEoCzIULmFnZW50ZC52MS5SZWRhY3Rpb24SKgoHbWVzc2FnZRgKIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2VIABIuCgxtb2RlbF9jaGFuZ2UYCyABKAsyFi5hZ2VudGQudjEuTW9kZWxDaGFuZ2VIABI/ChV0aGlua2luZ19sZXZlbF9jaGFuZ2UYDCABKAsyHi5hZ2VudGQudjEuVGhpbmtpbmdMZXZlbENoYW5nZUgAEiEKBWxhYmVsGA0gASgLMhAuYWdlbnRkLnYxLkxhYmVsSAASMAoJbWNwX3Rvb2xzGA4gASgLMhsuYWdlbnRkLnYxLk1jcFRvb2xzU25hcHNob3RIABI2ChByZWRhY3Rpb25fbm90aWNlGA8gASgLMhouYWdlbnRkLnYxLlJlZGFjdGlvbk5vdGljZUgAQgkKB3BheWxvYWQiWgoJUmVkYWN0aW9uEigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC3JlZGFjdGVkX2J5GAIgASgJEg4KBnJlYXNvbhgDIAEoCSJZCg9SZWRhY3Rpb25Ob3RpY2USEQoJZW50cnlfaWRzGAEgAygJEhMKC3JlZGFjdGVkX2J5GAIgASgJEg4KBnJlYXNvbhgDIAEoCRIOCgZ0ZW5hbnQYBCABKAkqkwEKEEFwcHJvdmFsRGVjaXNpb24SIQodQVBQUk9WQUxfREVDSVNJT05fVU5TUEVDSUZJRUQQABIdChlBUFBST1ZBTF9ERUNJU0lPTl9BTExPV0VEEAESHAoYQVBQUk9WQUxfREVDSVNJT05fREVOSUVEEAISHwobQVBQUk9WQUxfREVDSVNJT05fVElNRURfT1VUEAMqlAEKEENvbXBhY3Rpb25SZWFzb24SIQodQ09NUEFDVElPTl9SRUFTT05fVU5TUEVDSUZJRUQQABIcChhDT01QQUNUSU9OX1JFQVNPTl9NQU5VQUwQARIfChtDT01QQUNUSU9OX1JFQVNPTl9USFJFU0hPTEQQAhIeChpDT01QQUNUSU9OX1JFQVNPTl9PVkVSRkxPVxADKskBCg1UaGlua2luZ0xldmVsEh4KGlRISU5LSU5HX0xFVkVMX1VOU1BFQ0lGSUVEEAASFgoSVEhJTktJTkdfTEVWRUxfT0ZGEAESGgoWVEhJTktJTkdfTEVWRUxfTUlOSU1BTBACEhYKElRISU5LSU5HX0xFVkVMX0xPVxADEhkKFVRISU5LSU5HX0xFVkVMX01FRElVTRAEEhcKE1RISU5LSU5HX0xFVkVMX0hJR0gQBRIYChRUSElOS0lOR19MRVZFTF9YSElHSBAGQjRaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxYgZwcm90bzM", [file_agentd_v1_content, file_agentd_v1_messages, file_google_protobuf_any, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * ApprovalNotice records a decision about a tool call that needed approval.
@@ -704,6 +704,16 @@ export type Entry = Message<"agentd.v1.Entry"> & {
   runId: string;
 
   /**
+   * Set when the entry was redacted (RedactEntries). Its payload is then a
+   * tombstone of the same kind: every text replaced by "[redacted]", tool
+   * call arguments, tool result details and provider signatures removed;
+   * its id, parent, kind and tool-call pairing kept.
+   *
+   * @generated from field: agentd.v1.Redaction redaction = 5;
+   */
+  redaction?: Redaction | undefined;
+
+  /**
    * What the entry holds. Exactly one is set.
    *
    * @generated from oneof agentd.v1.Entry.payload
@@ -749,6 +759,14 @@ export type Entry = Message<"agentd.v1.Entry"> & {
      */
     value: McpToolsSnapshot;
     case: "mcpTools";
+  } | {
+    /**
+     * A record of a RedactEntries call; it never reaches the model.
+     *
+     * @generated from field: agentd.v1.RedactionNotice redaction_notice = 15;
+     */
+    value: RedactionNotice;
+    case: "redactionNotice";
   } | { case: undefined; value?: undefined };
 };
 
@@ -758,6 +776,86 @@ export type Entry = Message<"agentd.v1.Entry"> & {
  */
 export const EntrySchema: GenMessage<Entry> = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent_messages, 12);
+
+/**
+ * Redaction says that an entry's content was removed, when, by whom and
+ * why.
+ *
+ * @generated from message agentd.v1.Redaction
+ */
+export type Redaction = Message<"agentd.v1.Redaction"> & {
+  /**
+   * When the content was removed.
+   *
+   * @generated from field: google.protobuf.Timestamp time = 1;
+   */
+  time?: Timestamp | undefined;
+
+  /**
+   * Who asked, as the request said (RedactEntriesRequest.redacted_by).
+   *
+   * @generated from field: string redacted_by = 2;
+   */
+  redactedBy: string;
+
+  /**
+   * Why, as the request said.
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message agentd.v1.Redaction.
+ * Use `create(RedactionSchema)` to create a new message.
+ */
+export const RedactionSchema: GenMessage<Redaction> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_messages, 13);
+
+/**
+ * RedactionNotice records, in the transcript, that entries were redacted:
+ * which, when, by whom and why. It is appended at the session's leaf and
+ * never reaches the model.
+ *
+ * @generated from message agentd.v1.RedactionNotice
+ */
+export type RedactionNotice = Message<"agentd.v1.RedactionNotice"> & {
+  /**
+   * The entries redacted.
+   *
+   * @generated from field: repeated string entry_ids = 1;
+   */
+  entryIds: string[];
+
+  /**
+   * Who asked, as the request said.
+   *
+   * @generated from field: string redacted_by = 2;
+   */
+  redactedBy: string;
+
+  /**
+   * Why, as the request said.
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * The tenant of the caller that asked; empty for a caller of no tenant.
+   *
+   * @generated from field: string tenant = 4;
+   */
+  tenant: string;
+};
+
+/**
+ * Describes the message agentd.v1.RedactionNotice.
+ * Use `create(RedactionNoticeSchema)` to create a new message.
+ */
+export const RedactionNoticeSchema: GenMessage<RedactionNotice> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_messages, 14);
 
 /**
  * ApprovalDecision is the outcome of an approval request for one tool call.
