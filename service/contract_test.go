@@ -244,7 +244,10 @@ func TestEntryPayloadKindsRoundTrip(t *testing.T) {
 		"mcp_tools": {Id: "e", ParentId: "d", RunId: "r", Payload: &agentdv1.Entry_McpTools{McpTools: &agentdv1.McpToolsSnapshot{Server: "fs", Tools: []*agentdv1.McpTool{{
 			Name: "read_text_file", Title: "Read", Description: "Reads a file.", ReadOnlyHint: true,
 			InputSchema: mustStruct(t, map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}}})}}}}},
+		"redaction_notice": {Id: "f", ParentId: "e", Time: testTime, Payload: &agentdv1.Entry_RedactionNotice{RedactionNotice: &agentdv1.RedactionNotice{
+			EntryIds: []string{"a", "b"}, RedactedBy: "support", Reason: "asked to be forgotten", Tenant: "acme"}}},
 	}
+	cases["message"].Redaction = &agentdv1.Redaction{Time: testTime, RedactedBy: "support", Reason: "asked to be forgotten"}
 	requireEveryOneofField(t, (&agentdv1.Entry{}).ProtoReflect().Descriptor().Oneofs().ByName("payload"), cases)
 	for name, e := range cases {
 		roundTrip(t, name, e)

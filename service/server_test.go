@@ -218,6 +218,7 @@ func TestEveryRPCIsImplemented(t *testing.T) {
 		"GetTree":       func() error { _, err := c.GetTree(ctx, &agentdv1.GetTreeRequest{}); return err },
 		"SetLabel":      func() error { _, err := c.SetLabel(ctx, &agentdv1.SetLabelRequest{}); return err },
 		"Navigate":      func() error { _, err := c.Navigate(ctx, &agentdv1.NavigateRequest{}); return err },
+		"RedactEntries": func() error { _, err := c.RedactEntries(ctx, &agentdv1.RedactEntriesRequest{}); return err },
 		"ForkSession":   func() error { _, err := c.ForkSession(ctx, &agentdv1.ForkSessionRequest{}); return err },
 		"ExportSession": func() error {
 			st, err := c.ExportSession(ctx, &agentdv1.ExportSessionRequest{})
