@@ -69,8 +69,8 @@ func LinkBatch(sessionID string, entries []*agentdv1.Entry, parent string, now t
 
 // CheckRedact refuses a Redact no engine may carry out, before it touches
 // anything: no replacement, a nil or payload-less one, an id named twice,
-// and a notice that is not a redaction notice. It returns each
-// replacement's kind.
+// and a notice that is not a redaction notice an Append would take. It
+// returns the notice's kind, for appending it.
 func CheckRedact(sessionID string, replacements []*agentdv1.Entry, notice *agentdv1.Entry) ([]string, error) {
 	if len(replacements) == 0 {
 		return nil, &Error{Kind: ErrInvalid, SessionID: sessionID, Detail: "no entries to redact"}
@@ -78,20 +78,17 @@ func CheckRedact(sessionID string, replacements []*agentdv1.Entry, notice *agent
 	if notice.GetRedactionNotice() == nil {
 		return nil, &Error{Kind: ErrInvalid, SessionID: sessionID, Detail: "the notice of a redaction must be a redaction notice entry"}
 	}
-	kinds := make([]string, len(replacements))
 	seen := map[string]bool{}
 	for i, e := range replacements {
-		k, err := EntryKind(e)
-		if e == nil || err != nil {
+		if _, err := EntryKind(e); e == nil || err != nil {
 			return nil, &Error{Kind: ErrInvalid, SessionID: sessionID, Detail: fmt.Sprintf("replacement %d has no payload", i)}
 		}
 		if seen[e.GetId()] {
 			return nil, &Error{Kind: ErrInvalid, SessionID: sessionID, EntryID: e.GetId(), Detail: "the entry is named twice"}
 		}
 		seen[e.GetId()] = true
-		kinds[i] = k
 	}
-	return kinds, nil
+	return CheckAppend(sessionID, []*agentdv1.Entry{notice})
 }
 
 // Replaced is a redaction's replacement as stored: it keeps the stored

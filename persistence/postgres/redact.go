@@ -16,10 +16,7 @@ import (
 // entries, run_events): the operator's to schedule where the bytes must
 // be gone at once.
 func (s *Store) Redact(ctx context.Context, sessionID string, replacements []*agentdv1.Entry, notice *agentdv1.Entry) error {
-	if _, err := persistence.CheckRedact(sessionID, replacements, notice); err != nil {
-		return err
-	}
-	kinds, err := persistence.CheckAppend(sessionID, []*agentdv1.Entry{notice})
+	kinds, err := persistence.CheckRedact(sessionID, replacements, notice)
 	if err != nil {
 		return err
 	}

@@ -20,10 +20,7 @@ const sqlEntryByID = `SELECT seq, id, coalesce(parent_id, ''), encoding, payload
 // emptied: at once, or as soon as no outside reader holds a snapshot from
 // before. The file then keeps no copy of the replaced bytes.
 func (s *Store) Redact(ctx context.Context, sessionID string, replacements []*agentdv1.Entry, notice *agentdv1.Entry) error {
-	if _, err := persistence.CheckRedact(sessionID, replacements, notice); err != nil {
-		return err
-	}
-	kinds, err := persistence.CheckAppend(sessionID, []*agentdv1.Entry{notice})
+	kinds, err := persistence.CheckRedact(sessionID, replacements, notice)
 	if err != nil {
 		return err
 	}
