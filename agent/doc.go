@@ -13,7 +13,7 @@
 // start-up the runs a stopped agentd left active are closed and their logs
 // ended.
 //
-// Before every model call a run shapes what the model sees (docs/architecture.md §4):
+// Before every model call a run shapes what the model sees (docs/ARCHITECTURE.md §4):
 // the transcript path as the latest compaction left it (package
 // contextview), the session's context policy (package contextpolicy), the
 // client's context hook (SubmitContext), the context blocks. It compacts

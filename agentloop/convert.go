@@ -20,7 +20,7 @@ const (
 )
 
 // DefaultConvertToLLM is the conversion used when Config.ConvertToLLM is nil
-// and the fallback when a custom one fails. It follows docs/architecture.md §1 and pi's
+// and the fallback when a custom one fails. It follows docs/ARCHITECTURE.md §1 and pi's
 // coding agent: user, assistant and tool results pass through unchanged;
 // custom kinds become user messages (keeping their timestamp) only when
 // include_in_model_context is true — visible_in_ui is never consulted;

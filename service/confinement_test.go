@@ -84,7 +84,7 @@ func TestCeilingsOverTheWire(t *testing.T) {
 				t.Fatalf("got %v, want %v", err, tc.code)
 			}
 			info := errorInfo(err)
-			if info.GetReason() != tc.reason.String() || info.GetDomain() != "agentd" {
+			if info.GetReason() != tc.reason.String() || info.GetDomain() != "agentd.v1" {
 				t.Fatalf("ErrorInfo %v, want reason %v", info, tc.reason)
 			}
 			for k, v := range tc.meta {

@@ -85,7 +85,7 @@ func (s *Service) status(ctx context.Context, what string, err error) error {
 }
 
 // refusalDomain is the domain of the ErrorInfo details agentd sends.
-const refusalDomain = "agentd"
+const refusalDomain = "agentd.v1"
 
 // withReason adds a google.rpc.ErrorInfo detail typing the refusal (the
 // name of an agentdv1.Refusal as its reason) to the status err, when the

@@ -1,6 +1,6 @@
 // Package contextpolicy applies a session's declarative context policy
 // (agentdv1.ContextPolicy) to one model call's view: the transformContext
-// step of docs/architecture.md §4. Policies are pure: they return new slices, copy a
+// step of docs/ARCHITECTURE.md §4. Policies are pure: they return new slices, copy a
 // message before changing it, and never change the transcript.
 package contextpolicy
 

@@ -1915,7 +1915,7 @@ export const ToolSourceSchema: GenMessage<ToolSource> = /*@__PURE__*/
 /**
  * Refusal says why agentd refused a request, for clients that branch on
  * it: the error status carries a google.rpc.ErrorInfo detail whose domain
- * is "agentd" and whose reason is a Refusal's name (such as
+ * is "agentd.v1" and whose reason is a Refusal's name (such as
  * "REFUSAL_TENANT_CEILING"), with the particulars in its metadata. The
  * status message says the same in words.
  *
