@@ -195,7 +195,7 @@ func (a *Agent) checkWorkspaceRoot(tenant, root string) (string, error) {
 		return resolved, nil
 	}
 	for _, allowed := range roots.Values {
-		if inside(allowed, resolved) {
+		if fspath.Inside(allowed, resolved) {
 			return resolved, nil
 		}
 	}
@@ -221,19 +221,13 @@ func (a *Agent) forbiddenWorkspace(dir string) *FieldError {
 	}
 	for _, p := range a.protected {
 		switch {
-		case inside(dir, p.dir):
+		case fspath.Inside(dir, p.dir):
 			return forbid(p.what, "holds the directory of agentd's %s; choose a directory of its own", p.what)
-		case inside(p.dir, dir):
+		case fspath.Inside(p.dir, dir):
 			return forbid(p.what, "lies inside the directory of agentd's %s; choose a directory of its own", p.what)
 		}
 	}
 	return nil
-}
-
-// inside reports whether p is base or lies below it.
-func inside(base, p string) bool {
-	_, ok := fspath.Within(base, p)
-	return ok
 }
 
 // MaxWritablePaths bounds SandboxSettings.writable_paths.

@@ -261,9 +261,7 @@ func (c *AuthConfig) checkWorkspaceRoots() error {
 				if other.tenant == name {
 					continue
 				}
-				_, in := fspath.Within(other.dir, dir)
-				_, holds := fspath.Within(dir, other.dir)
-				if in || holds {
+				if fspath.Inside(other.dir, dir) || fspath.Inside(dir, other.dir) {
 					return fmt.Errorf("%s: %q overlaps a workspace root of tenant %q (%s): a directory may belong to one tenant only", field, r, other.tenant, other.dir)
 				}
 			}

@@ -322,7 +322,7 @@ func (w *Workspace) checkWritable(tg target) error {
 	}
 	for _, wp := range w.opts.WritablePaths {
 		if r, err := w.resolve(wp); err == nil {
-			if _, ok := fspath.Within(r.rel, tg.rel); ok {
+			if fspath.Inside(r.rel, tg.rel) {
 				return nil
 			}
 		}
@@ -345,7 +345,7 @@ func (w *Workspace) brokenLink(p, link string) error {
 		}
 		abs = filepath.Join(parent, dest)
 	}
-	if _, ok := fspath.Within(w.dir, filepath.Clean(abs)); !ok {
+	if !fspath.Inside(w.dir, filepath.Clean(abs)) {
 		return w.escapeError(p)
 	}
 	return fmt.Errorf("Path %s is a symbolic link to %s, which does not exist", p, dest)

@@ -162,7 +162,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.DurationVar(&cfg.lease, "lease", agent.DefaultLease,
 		"PostgreSQL: how long a replica's claim on a run lasts without renewal; after it another replica closes the run as interrupted")
 	fs.IntVar(&cfg.dbMaxConns, "db-max-conns", 0, "PostgreSQL: most pooled connections (0: the driver's default, the larger of 4 and the CPUs)")
-	roots := fs.String("workspace-roots", getenv("AGENTD_WORKSPACE_ROOTS"),
+	if roots := getenv("AGENTD_WORKSPACE_ROOTS"); roots != "" {
+		cfg.workspaceRoots = filepath.SplitList(roots)
+	}
+	fs.Var(pathListFlag{&cfg.workspaceRoots}, "workspace-roots",
 		"directories the workspace_root of sessions of no tenant must lie in (tenants have their own in --auth-config), separated by "+string(os.PathListSeparator)+"; empty allows any (env AGENTD_WORKSPACE_ROOTS)")
 	confinementFlags(fs, &cfg.confine, getenv)
 	if err := fs.Parse(args); err != nil {
@@ -170,9 +173,6 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if err := cfg.confine.check(); err != nil {
 		return config{}, err
-	}
-	if *roots != "" {
-		cfg.workspaceRoots = filepath.SplitList(*roots)
 	}
 	if *showVersion {
 		return config{}, errVersion

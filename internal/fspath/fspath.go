@@ -16,3 +16,9 @@ func Within(base, p string) (rel string, ok bool) {
 	}
 	return "", false
 }
+
+// Inside reports whether p is base or lies below it.
+func Inside(base, p string) bool {
+	_, ok := Within(base, p)
+	return ok
+}

@@ -17,7 +17,7 @@ func TestWithin(t *testing.T) {
 		{"/", "/etc", "etc", true},
 	}
 	for _, tc := range tests {
-		if rel, ok := Within(tc.base, tc.p); rel != tc.rel || ok != tc.ok {
+		if rel, ok := Within(tc.base, tc.p); rel != tc.rel || ok != tc.ok || Inside(tc.base, tc.p) != tc.ok {
 			t.Errorf("Within(%q, %q) = %q, %v; want %q, %v", tc.base, tc.p, rel, ok, tc.rel, tc.ok)
 		}
 	}

@@ -10,9 +10,6 @@ import (
 	"github.com/agentd/agentd/persistence"
 )
 
-// sqlEntryByID finds one entry of a session in its key range.
-const sqlEntryByID = `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 AND id = ?2`
-
 // Redact implements persistence.Store. The writer runs with SQLite's
 // secure_delete, so the pages that held the replaced payloads (and the
 // dropped event batches) are overwritten with zeros, and afterwards the

@@ -503,7 +503,7 @@ func masksIn(trees []tree, patterns []string) []mask {
 				if t.Link != "" {
 					continue
 				}
-				if _, ok := fspath.Within(t.Path, real); ok {
+				if fspath.Inside(t.Path, real) {
 					seen[real] = true
 					out = append(out, mask{Path: real, Dir: fi.IsDir()})
 					break
@@ -516,7 +516,7 @@ func masksIn(trees []tree, patterns []string) []mask {
 
 func underAny(p string, roots []string) bool {
 	for _, r := range roots {
-		if _, ok := fspath.Within(filepath.Clean(r), p); ok {
+		if fspath.Inside(filepath.Clean(r), p) {
 			return true
 		}
 	}
