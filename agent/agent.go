@@ -482,7 +482,7 @@ func (a *Agent) DeleteSession(ctx context.Context, sessionID string, force bool)
 }
 
 func deleteBusy(sessionID, runID string) error {
-	return refuse(ErrBusy, "session %q has an active run %q: Abort it first, wait for agent_end, or set force to abort and delete", sessionID, runID)
+	return refuse(agentdv1.ErrorReason_ERROR_REASON_SESSION_BUSY, "session %q has an active run %q: Abort it first, wait for agent_end, or set force to abort and delete", sessionID, runID)
 }
 
 // appendEntries writes entries through w (the store, or a run's claim on

@@ -55,7 +55,10 @@ func (a *Agent) openBudget(ctx context.Context, sessionID string, limits *agentd
 	}
 	b.spent = spent
 	if reason := b.overSpent(); reason != "" {
-		return nil, refuse(ErrLimit, "session %q: %s; raise config.budget with UpdateSession to go on", sessionID, reason)
+		e := refuse(agentdv1.ErrorReason_ERROR_REASON_BUDGET_EXCEEDED, "session %q: %s; raise config.budget with UpdateSession to go on", sessionID, reason).
+			with("session_id", sessionID)
+		e.QuotaSubject = "session:" + sessionID
+		return nil, e
 	}
 	return b, nil
 }

@@ -163,8 +163,7 @@ func beyond(tenant, setting, value, format string, args ...any) *Error {
 	if tenant != "" {
 		who = fmt.Sprintf("the sessions of tenant %q", tenant)
 	}
-	e := refuse(ErrPermission, "%s may not %s (the operator's setting %s)", who, fmt.Sprintf(format, args...), setting)
-	e.Reason = agentdv1.Refusal_REFUSAL_TENANT_CEILING
+	e := refuse(agentdv1.ErrorReason_ERROR_REASON_TENANT_CEILING, "%s may not %s (the operator's setting %s)", who, fmt.Sprintf(format, args...), setting)
 	e.Metadata = map[string]string{"tenant": tenant, "setting": setting, "value": value}
 	return e
 }

@@ -158,7 +158,7 @@ func TestCeilingRefusals(t *testing.T) {
 					t.Fatalf("refused: %v", err)
 				}
 			case tc.setting != "":
-				if !errors.As(err, &ae) || !errors.Is(err, agent.ErrPermission) || ae.Reason != agentdv1.Refusal_REFUSAL_TENANT_CEILING {
+				if !errors.As(err, &ae) || !errors.Is(err, agent.ErrPermission) || ae.Reason != agentdv1.ErrorReason_ERROR_REASON_TENANT_CEILING {
 					t.Fatalf("got %v, want a ceiling refusal", err)
 				}
 				if ae.Metadata["tenant"] != tc.tenant || ae.Metadata["setting"] != tc.setting || ae.Metadata["value"] != tc.value {
@@ -171,7 +171,7 @@ func TestCeilingRefusals(t *testing.T) {
 				if !errors.As(err, &fe) || fe.Field != tc.field {
 					t.Fatalf("got %v, want a refusal of %s", err, tc.field)
 				}
-				if strings.HasPrefix(tc.field, "config.workspace_root") && fe.Reason != agentdv1.Refusal_REFUSAL_WORKSPACE_FORBIDDEN {
+				if strings.HasPrefix(tc.field, "config.workspace_root") && fe.Reason != agentdv1.ErrorReason_ERROR_REASON_WORKSPACE_FORBIDDEN {
 					t.Fatalf("reason %v", fe.Reason)
 				}
 			}
@@ -244,7 +244,7 @@ func TestBashNeedsTheSandbox(t *testing.T) {
 	w := newCeilingWorld(t, sandbox.Unavailable("user namespaces are disabled"))
 	err := w.h.a.CheckConfig("", &agentdv1.SessionConfig{WorkspaceRoot: w.adminWS, Tools: []*agentdv1.Tool{{Name: "bash"}}})
 	var ae *agent.Error
-	if !errors.As(err, &ae) || !errors.Is(err, agent.ErrPrecondition) || ae.Reason != agentdv1.Refusal_REFUSAL_SANDBOX_UNAVAILABLE ||
+	if !errors.As(err, &ae) || !errors.Is(err, agent.ErrPrecondition) || ae.Reason != agentdv1.ErrorReason_ERROR_REASON_SANDBOX_UNAVAILABLE ||
 		!strings.Contains(ae.Message, "--sandbox=off") || !strings.Contains(ae.Message, "user namespaces are disabled") {
 		t.Fatalf("bash without a sandbox: %v", err)
 	}

@@ -212,10 +212,10 @@ func (a *Agent) Compact(ctx context.Context, sessionID string, opts CompactOptio
 		keep = sh.settings.KeepRecentTokens
 	}
 	if _, ok := compaction.Prepare(contextview.FromPath(path), keep); !ok {
-		return refuse(ErrPrecondition, "session %q: %v", sessionID, errNothingToCompact)
+		return refuse(agentdv1.ErrorReason_ERROR_REASON_NOTHING_TO_COMPACT, "session %q: %v", sessionID, errNothingToCompact)
 	}
 	if merr != nil && opts.Summary == "" && !opts.DryRun && sess.Config.GetCompaction().GetModel() == nil {
-		return refuse(ErrPrecondition, "session %q: its model cannot write the summary now: %v; pass summary to bring your own", sessionID, merr)
+		return refuse(agentdv1.ErrorReason_ERROR_REASON_MODEL_UNAVAILABLE, "session %q: its model cannot write the summary now: %v; pass summary to bring your own", sessionID, merr)
 	}
 	var seq uint64
 	var sendErr error

@@ -90,6 +90,28 @@ func (s shaper) messages(items []contextview.Item) []*agentdv1.AgentMessage {
 	return out
 }
 
+// assemble is the end of every context pipeline, the one place that turns
+// shaped items into what the model receives: the blocks message first,
+// convertToLlm, the replay rules for the session's model, tool results
+// without their details (they are for UIs and logs), the system prompt
+// and the tools. Runs, Continue's check and GetContext all end here, so
+// GetContext shows exactly what a model call would be sent.
+func (s shaper) assemble(items []contextview.Item, tools *agentloop.ToolSet) *agentdv1.Context {
+	llm := provider.Replay(agentloop.DefaultConvertToLLM(s.messages(items)), s.model)
+	for i, m := range llm {
+		if tr := m.GetToolResult(); tr != nil && tr.GetDetails() != nil {
+			llm[i] = &agentdv1.Message{Role: &agentdv1.Message_ToolResult{ToolResult: withoutDetails(tr)}}
+		}
+	}
+	return &agentdv1.Context{SystemPrompt: s.cfg.GetSystemPrompt(), Messages: llm, Tools: tools.Definitions()}
+}
+
+// withoutDetails is tr without its details, sharing the rest.
+func withoutDetails(tr *agentdv1.ToolResultMessage) *agentdv1.ToolResultMessage {
+	return &agentdv1.ToolResultMessage{ToolCallId: tr.GetToolCallId(), ToolName: tr.GetToolName(), Content: tr.GetContent(),
+		IsError: tr.GetIsError(), Timestamp: tr.GetTimestamp()}
+}
+
 // estimate estimates a call over items with the blocks message first: the
 // blocks count only when no answer's usage (which covers them) is used.
 func (s shaper) estimate(items []contextview.Item) contextview.Estimate {
@@ -165,11 +187,13 @@ func (r *Run) report(stage string, err error) {
 	}}})
 }
 
-// transform is the run's transformContext: the compacted view of the path,
-// the policies, automatic compaction when the result passes the
-// threshold, the hook, the blocks. msgs is the loop's own list; it only
-// checks that the run's path holds the same messages.
-func (rc *runContext) transform(ctx context.Context, msgs []*agentdv1.AgentMessage) ([]*agentdv1.AgentMessage, error) {
+// build is the run's context pipeline (docs/ARCHITECTURE.md §4): the
+// compacted view of the path, the policies, automatic compaction when the
+// result passes the threshold, the hook, then [shaper.assemble]. msgs is
+// the loop's own list; it only checks that the run's path holds the same
+// messages. Before the run starts (Continue's check) it neither compacts
+// nor asks the hook: nothing is written and no event is sent.
+func (rc *runContext) build(ctx context.Context, msgs []*agentdv1.AgentMessage, tools *agentloop.ToolSet) (*agentdv1.Context, error) {
 	r := rc.run
 	rc.mu.Lock()
 	n := 0
@@ -185,8 +209,7 @@ func (rc *runContext) transform(ctx context.Context, msgs []*agentdv1.AgentMessa
 	}
 	shaped := rc.shaper.policies(rc.currentView(), rc.memo, r.report)
 	if !r.log.started() {
-		// Continue's check before the run starts: no events, no writes.
-		return rc.shaper.messages(shaped), nil
+		return rc.shaper.assemble(shaped, tools), nil
 	}
 	if est := rc.shaper.estimate(shaped); rc.shaper.wouldCompact(est) {
 		if _, err := rc.compact(ctx, agentdv1.CompactionReason_COMPACTION_REASON_THRESHOLD, "", "", 0); err == nil {
@@ -196,7 +219,7 @@ func (rc *runContext) transform(ctx context.Context, msgs []*agentdv1.AgentMessa
 	if hook := rc.shaper.cfg.GetContextHook(); hook != nil {
 		shaped = rc.askHook(ctx, hook, shaped)
 	}
-	return rc.shaper.messages(shaped), nil
+	return rc.shaper.assemble(shaped, tools), nil
 }
 
 // retry wraps the session's retry decision with overflow recovery: the

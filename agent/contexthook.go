@@ -122,7 +122,7 @@ func (a *Agent) SubmitContext(ctx context.Context, sessionID, requestID string, 
 func (a *Agent) submitContextLocal(sessionID, requestID string, sel []ContextSelection) error {
 	r := a.active(sessionID)
 	if r == nil {
-		return refuse(ErrIdle, "session %q has no active run, so no context request waits for an answer", sessionID)
+		return refuse(agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE, "session %q has no active run, so no context request waits for an answer", sessionID).with("session_id", sessionID)
 	}
 	offered, err := r.pending.offered(sessionID, requestID)
 	if err != nil {

@@ -323,7 +323,7 @@ func (l *eventLog) since(after uint64) (evs []Event, ended bool, wake <-chan str
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if after >= l.next {
-		return nil, false, nil, false, 0, refuse(ErrOutOfRange, "after_seq %d is beyond the last event of run %q (seq %d)", after, l.runID, l.next-1)
+		return nil, false, nil, false, 0, refuse(agentdv1.ErrorReason_ERROR_REASON_SEQ_OUT_OF_RANGE, "after_seq %d is beyond the last event of run %q (seq %d)", after, l.runID, l.next-1)
 	}
 	if after+1 < l.first {
 		return nil, false, nil, true, l.first, nil

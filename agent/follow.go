@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
 )
 
@@ -44,7 +45,7 @@ func (a *Agent) Follow(ctx context.Context, sessionID, runID string, after uint6
 			return err
 		}
 		if remote == nil {
-			return refuse(ErrIdle, "session %q has no active run; pass the run_id of a recent run to replay its events, or read GetTranscript", sessionID)
+			return refuse(agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE, "session %q has no active run; pass the run_id of a recent run to replay its events, or read GetTranscript", sessionID).with("session_id", sessionID)
 		}
 		runID = remote.ID
 	}
@@ -58,7 +59,7 @@ func (a *Agent) Follow(ctx context.Context, sessionID, runID string, after uint6
 }
 
 func runNotFound(sessionID, runID string) error {
-	return refuse(ErrNotFound, "run %q of session %q not found; GetTranscript has every stored message", runID, sessionID)
+	return refuse(agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_FOUND, "run %q of session %q not found; GetTranscript has every stored message", runID, sessionID)
 }
 
 // followLive follows a run of this agent.
@@ -95,7 +96,7 @@ func (a *Agent) followLive(ctx context.Context, r *Run, after uint64, opts Follo
 				return err
 			}
 			if n == 0 {
-				return refuse(ErrOutOfRange, "events after seq %d of run %q are missing from the store", after, r.id)
+				return refuse(agentdv1.ErrorReason_ERROR_REASON_SEQ_OUT_OF_RANGE, "events after seq %d of run %q are missing from the store", after, r.id)
 			}
 			continue
 		}
@@ -178,11 +179,11 @@ func (a *Agent) followStored(ctx context.Context, sessionID, runID string, after
 		return err
 	}
 	if run.EventsPruned {
-		return refuse(ErrNotFound, "the events of run %q of session %q are no longer retained (the retention is %v, see --event-retention); GetTranscript has every stored message",
+		return refuse(agentdv1.ErrorReason_ERROR_REASON_EVENTS_EXPIRED, "the events of run %q of session %q are no longer retained (the retention is %v, see --event-retention); GetTranscript has every stored message",
 			runID, sessionID, a.opts.EventRetention)
 	}
 	if run.Ended() && after > run.LastSeq {
-		return refuse(ErrOutOfRange, "after_seq %d is beyond the last event of run %q (seq %d)", after, runID, run.LastSeq)
+		return refuse(agentdv1.ErrorReason_ERROR_REASON_SEQ_OUT_OF_RANGE, "after_seq %d is beyond the last event of run %q (seq %d)", after, runID, run.LastSeq)
 	}
 	ended := false
 	var caughtUp time.Time // when the run was first seen ended with every stored event sent

@@ -52,7 +52,7 @@ func (a *Agent) checkModel(ref *agentdv1.ModelRef) error {
 	}
 	if _, _, err := a.opts.Models.Resolve(ref); err != nil {
 		if errors.Is(err, provider.ErrNotConfigured) {
-			return refuse(ErrPrecondition, "config.model: %v (ListModels shows the models and whether each is configured)", err)
+			return refuse(agentdv1.ErrorReason_ERROR_REASON_MODEL_UNAVAILABLE, "config.model: %v (ListModels shows the models and whether each is configured)", err)
 		}
 		return invalid("config.model", "%v (ListModels shows the models and whether each is configured)", err)
 	}

@@ -45,7 +45,7 @@ func (a *Agent) RedactEntries(ctx context.Context, sessionID string, r Redaction
 	for i, id := range r.EntryIDs {
 		e, err := a.store.GetEntry(ctx, sessionID, id)
 		if errors.Is(err, persistence.ErrNotFound) {
-			return nil, refuse(ErrNotFound, "entry %q (entry_ids[%d]) is not in session %q; GetTree lists its entries", id, i, sessionID)
+			return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_ENTRY_NOT_FOUND, "entry %q (entry_ids[%d]) is not in session %q; GetTree lists its entries", id, i, sessionID)
 		} else if err != nil {
 			return nil, err
 		}

@@ -65,8 +65,9 @@ func (w fencedWriter) EndRun(ctx context.Context, _ string, outcome agentdv1.Run
 
 // busyRefusal is the refusal of a run on a session that runs runID.
 func busyRefusal(sessionID, runID string) *Error {
-	return refuse(ErrBusy,
-		"session %q is already running run %q: use Steer or FollowUp to queue messages, Attach to follow the run, or wait for agent_end", sessionID, runID)
+	return refuse(agentdv1.ErrorReason_ERROR_REASON_SESSION_BUSY,
+		"session %q is already running run %q: use Steer or FollowUp to queue messages, Attach to follow the run, or wait for agent_end", sessionID, runID).
+		with("session_id", sessionID, "run_id", runID)
 }
 
 // startRun records the run's start: on a shared store as a claim of this
@@ -234,7 +235,7 @@ func (a *Agent) relay(ctx context.Context, sessionID string, ctl *agentdv1.Repli
 		case <-wake:
 		case <-poll.C:
 		case <-deadline.C:
-			return nil, true, refuse(ErrUnavailable, "agentd replica %q, which runs run %q of session %q, did not answer within %v; retry",
+			return nil, true, refuse(agentdv1.ErrorReason_ERROR_REASON_REPLICA_UNREACHABLE, "agentd replica %q, which runs run %q of session %q, did not answer within %v; retry",
 				run.Owner, run.ID, sessionID, ControlTimeout)
 		case <-ctx.Done():
 			return nil, true, ctx.Err()
@@ -342,47 +343,33 @@ func (a *Agent) localControl(ctx context.Context, ctl *agentdv1.ReplicaControl) 
 		}
 		err = a.submitContextLocal(sid, cx.GetRequestId(), sel)
 	default:
-		err = refuse(ErrPrecondition, "a control of another replica has no action this build knows; upgrade the replicas to one version")
+		err = refuse(agentdv1.ErrorReason_ERROR_REASON_REPLICA_VERSION_MISMATCH, "a control of another replica has no action this build knows; upgrade the replicas to one version")
 	}
 	return ans, err
-}
-
-// The refusal kinds by the name an answer carries them under.
-var answerKinds = map[string]error{
-	"busy": ErrBusy, "idle": ErrIdle, "precondition": ErrPrecondition, "not_found": ErrNotFound, "exists": ErrExists,
-	"limit": ErrLimit, "unavailable": ErrUnavailable, "conflict": ErrConflict, "out_of_range": ErrOutOfRange,
-	"permission": ErrPermission,
 }
 
 // errorAnswer is the answer that carries err to the sender.
 func errorAnswer(err error) *agentdv1.ReplicaControlAnswer {
 	var fe *FieldError
 	if errors.As(err, &fe) {
-		return &agentdv1.ReplicaControlAnswer{ErrorKind: "invalid", ErrorField: fe.Field, ErrorMessage: fe.Description,
-			ErrorReason: fe.Reason, ErrorMetadata: fe.Metadata}
+		return &agentdv1.ReplicaControlAnswer{ErrorReason: fe.Reason, ErrorField: fe.Field, ErrorMessage: fe.Description, ErrorMetadata: fe.Metadata}
 	}
 	var e *Error
 	if errors.As(err, &e) {
-		for name, kind := range answerKinds {
-			if e.Kind == kind {
-				return &agentdv1.ReplicaControlAnswer{ErrorKind: name, ErrorMessage: e.Message, ErrorReason: e.Reason, ErrorMetadata: e.Metadata}
-			}
-		}
+		return &agentdv1.ReplicaControlAnswer{ErrorReason: e.Reason, ErrorMessage: e.Message, ErrorMetadata: e.Metadata}
 	}
-	return &agentdv1.ReplicaControlAnswer{ErrorKind: "unavailable", ErrorMessage: "the replica running the run failed: " + err.Error()}
+	return &agentdv1.ReplicaControlAnswer{ErrorReason: agentdv1.ErrorReason_ERROR_REASON_REPLICA_UNREACHABLE,
+		ErrorMessage: "the replica running the run failed: " + err.Error()}
 }
 
 // answerError is the error an answer carries, or nil.
 func answerError(ans *agentdv1.ReplicaControlAnswer) error {
-	switch ans.GetErrorKind() {
-	case "":
+	reason := ans.GetErrorReason()
+	switch {
+	case reason == agentdv1.ErrorReason_ERROR_REASON_UNSPECIFIED:
 		return nil
-	case "invalid":
-		return &FieldError{Field: ans.GetErrorField(), Description: ans.GetErrorMessage(), Reason: ans.GetErrorReason(), Metadata: ans.GetErrorMetadata()}
+	case ans.GetErrorField() != "":
+		return &FieldError{Field: ans.GetErrorField(), Description: ans.GetErrorMessage(), Reason: reason, Metadata: ans.GetErrorMetadata()}
 	}
-	kind, ok := answerKinds[ans.GetErrorKind()]
-	if !ok {
-		kind = ErrUnavailable
-	}
-	return &Error{Kind: kind, Message: ans.GetErrorMessage(), Reason: ans.GetErrorReason(), Metadata: ans.GetErrorMetadata()}
+	return &Error{Reason: reason, Message: ans.GetErrorMessage(), Metadata: ans.GetErrorMetadata()}
 }

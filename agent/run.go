@@ -119,10 +119,50 @@ type StartRequest struct {
 	// FromRoot starts the run on a new root of the tree (edit and resend
 	// of the first message): its context is the prompt alone.
 	FromRoot bool
-	// MaxTenantRuns, when positive, is the most runs the session's tenant
-	// may have active on this agent at once; a run beyond it is refused
-	// with ErrLimit.
-	MaxTenantRuns int
+	// TenantLimits are the limits of the session's tenant, decided here
+	// beside this agent's own.
+	TenantLimits TenantLimits
+}
+
+// TenantLimits are what a tenant's runs may use; zero values limit
+// nothing.
+type TenantLimits struct {
+	// MaxConcurrentRuns is the most runs the tenant may have active on
+	// this agent at once; a run beyond it is refused with
+	// ERROR_REASON_TENANT_LIMIT.
+	MaxConcurrentRuns int
+	// MaxCostPerDayUSD is the most the tenant's model calls may cost per
+	// UTC day; once it is spent, a new run is refused with
+	// ERROR_REASON_TENANT_LIMIT until the day ends.
+	MaxCostPerDayUSD float64
+}
+
+// DayStart is the start of t's day in UTC, when daily limits reset.
+func DayStart(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
+// checkDailyCost refuses a new run of a tenant that spent its daily cost
+// limit, naming the limit and when it resets.
+func (a *Agent) checkDailyCost(ctx context.Context, tenant string, l TenantLimits) error {
+	if l.MaxCostPerDayUSD <= 0 {
+		return nil
+	}
+	now := a.opts.Now()
+	start := DayStart(now)
+	spent, err := a.store.TenantSpend(ctx, tenant, start)
+	if err != nil {
+		return fmt.Errorf("sum the spending of tenant %q: %w", tenant, err)
+	}
+	if spent.CostUSD < l.MaxCostPerDayUSD {
+		return nil
+	}
+	reset := start.Add(24 * time.Hour)
+	e := refuse(agentdv1.ErrorReason_ERROR_REASON_TENANT_LIMIT, "tenant %q has spent $%.4f today, its maxCostPerDayUsd is $%.4f (agentd's --auth-config); it resets at %s",
+		tenant, spent.CostUSD, l.MaxCostPerDayUSD, reset.Format(time.RFC3339)).with("tenant", tenant, "limit", "maxCostPerDayUsd")
+	e.RetryDelay, e.QuotaSubject = reset.Sub(now), "tenant:"+tenant
+	return e
 }
 
 // Start starts a run of the session, with the request's prompt appended
@@ -146,13 +186,16 @@ func (a *Agent) Start(ctx context.Context, req StartRequest) (string, error) {
 	cfg := proto.CloneOf(sess.Config)
 	model, stream, retry, err := a.modelFor(cfg)
 	if err != nil {
-		return "", refuse(ErrPrecondition, "session %q: its model cannot be used now: %v", sessionID, err)
+		return "", refuse(agentdv1.ErrorReason_ERROR_REASON_MODEL_UNAVAILABLE, "session %q: its model cannot be used now: %v", sessionID, err)
 	}
 	if err := a.checkModelCeilings(sess.Tenant, cfg); err != nil {
 		return "", err
 	}
+	if err := a.checkDailyCost(ctx, sess.Tenant, req.TenantLimits); err != nil {
+		return "", err
+	}
 	id := runID(sessionID, requestID)
-	r, existing, err := a.register(sess, id, cfg, req.MaxTenantRuns)
+	r, existing, err := a.register(sess, id, cfg, req.TenantLimits.MaxConcurrentRuns)
 	if err != nil {
 		return "", err
 	}
@@ -195,12 +238,12 @@ func (a *Agent) Start(ctx context.Context, req StartRequest) (string, error) {
 // kind.
 func toolsUnusable(sessionID string, err error) error {
 	var typed *Error
-	if errors.As(err, &typed) && typed.Reason != agentdv1.Refusal_REFUSAL_UNSPECIFIED {
+	if errors.As(err, &typed) {
 		out := *typed
 		out.Message = fmt.Sprintf("session %q: its tools cannot be used now: %s", sessionID, typed.Message)
 		return &out
 	}
-	return refuse(ErrPrecondition, "session %q: its tools cannot be used now: %v", sessionID, err)
+	return refuse(agentdv1.ErrorReason_ERROR_REASON_TOOLS_UNAVAILABLE, "session %q: its tools cannot be used now: %v", sessionID, err)
 }
 
 // errStoredRun says the run of a request id is in the store already.
@@ -214,11 +257,11 @@ func (a *Agent) register(sess *persistence.Session, runID string, cfg *agentdv1.
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closing {
-		return nil, nil, refuse(ErrUnavailable, "agentd is shutting down; retry against the restarted server")
+		return nil, nil, refuse(agentdv1.ErrorReason_ERROR_REASON_SHUTTING_DOWN, "agentd is shutting down; retry against the restarted server")
 	}
 	if r := a.byID[runID]; r != nil {
 		if r.sessionID != sessionID {
-			return nil, nil, refuse(ErrExists, "request_id was already used for run %q of another session; use a new request_id", runID)
+			return nil, nil, refuse(agentdv1.ErrorReason_ERROR_REASON_REQUEST_ID_REUSED, "request_id was already used for run %q of another session; use a new request_id", runID)
 		}
 		return nil, r, nil
 	}
@@ -226,15 +269,20 @@ func (a *Agent) register(sess *persistence.Session, runID string, cfg *agentdv1.
 		return nil, nil, busyRefusal(sessionID, r.id)
 	}
 	if a.appending[sessionID] {
-		return nil, nil, refuse(ErrConflict, "session %q is being changed by AppendMessages, UpdateSession or Compact; retry when it returns", sessionID)
+		return nil, nil, refuse(agentdv1.ErrorReason_ERROR_REASON_CONCURRENT_CHANGE, "session %q is being changed by AppendMessages, UpdateSession or Compact; retry when it returns", sessionID)
 	}
 	if len(a.bySession) >= a.opts.MaxConcurrentRuns {
-		return nil, nil, refuse(ErrLimit,
+		e := refuse(agentdv1.ErrorReason_ERROR_REASON_CONCURRENCY_LIMIT,
 			"%d runs are active, the most this agentd allows (--max-runs); retry when one ends", len(a.bySession))
+		e.QuotaSubject = "agentd"
+		return nil, nil, e
 	}
 	if n := a.tenantRunsLocked(sess.Tenant); maxTenantRuns > 0 && n >= maxTenantRuns {
-		return nil, nil, refuse(ErrLimit,
-			"tenant %q has %d runs active, the most its max_concurrent_runs allows (agentd's --auth-config); retry when one ends", sess.Tenant, n)
+		e := refuse(agentdv1.ErrorReason_ERROR_REASON_TENANT_LIMIT,
+			"tenant %q has %d runs active, the most its max_concurrent_runs allows (agentd's --auth-config); retry when one ends", sess.Tenant, n).
+			with("tenant", sess.Tenant, "limit", "maxConcurrentRuns")
+		e.QuotaSubject = "tenant:" + sess.Tenant
+		return nil, nil, e
 	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r = &Run{
@@ -342,13 +390,13 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 		Now: a.opts.Now,
 	}
 	rc := &runContext{run: r, shaper: newShaper(cfg, model), stream: stream, view: contextview.NewBuilder(path), memo: contextpolicy.NewMemo()}
-	loopCfg.TransformContext = rc.transform
+	loopCfg.Context = rc.build
 	loopCfg.Retry = rc.retry(retry)
 	r.context = rc
 	state := agentloop.State{SystemPrompt: cfg.GetSystemPrompt(), Messages: transcriptMessages(path), Tools: kit.set}
 	if prompt == nil {
 		if err := agentloop.CheckContinue(ctx, state, loopCfg); err != nil {
-			return refuse(ErrPrecondition, "%v: Continue needs a transcript whose last message the model sees is a user message or a tool result; use Prompt instead", err)
+			return refuse(agentdv1.ErrorReason_ERROR_REASON_CANNOT_CONTINUE, "%v: Continue needs a transcript whose last message the model sees is a user message or a tool result; use Prompt instead", err)
 		}
 	}
 	if err := a.startRun(ctx, r); err != nil {
@@ -361,7 +409,7 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 			return gerr
 		}
 		if stored.EventsPruned {
-			return refuse(ErrExists, "request_id %q was already accepted as run %q, whose events are no longer retained; GetTranscript shows what it stored", requestID, r.id)
+			return refuse(agentdv1.ErrorReason_ERROR_REASON_REQUEST_ID_REUSED, "request_id %q was already accepted as run %q, whose events are no longer retained; GetTranscript shows what it stored", requestID, r.id)
 		}
 		return errStoredRun
 	}
@@ -586,7 +634,7 @@ func (a *Agent) enqueue(sessionID string, msg *agentdv1.AgentMessage, followUp b
 	r := a.bySession[sessionID]
 	if r == nil {
 		a.mu.Unlock()
-		return 0, refuse(ErrIdle, "session %q has no active run: use Prompt to start one", sessionID)
+		return 0, refuse(agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE, "session %q has no active run: use Prompt to start one", sessionID).with("session_id", sessionID)
 	}
 	q := r.steering
 	if followUp {
@@ -615,10 +663,10 @@ func (a *Agent) Abort(ctx context.Context, sessionID, runID string) (string, err
 func (a *Agent) abortLocal(ctx context.Context, sessionID, runID string) (string, error) {
 	r := a.active(sessionID)
 	if r == nil {
-		return "", refuse(ErrIdle, "session %q has no active run to abort", sessionID)
+		return "", refuse(agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE, "session %q has no active run to abort", sessionID).with("session_id", sessionID)
 	}
 	if runID != "" && runID != r.id {
-		return "", refuse(ErrPrecondition, "run %q is not the active run of session %q (that is %q)", runID, sessionID, r.id)
+		return "", refuse(agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE, "run %q is not the active run of session %q (that is %q)", runID, sessionID, r.id).with("session_id", sessionID, "run_id", r.id)
 	}
 	if err := r.abortAndWait(ctx, "aborted by an Abort call"); err != nil {
 		return "", err
@@ -639,7 +687,7 @@ func (a *Agent) SubmitToolResult(ctx context.Context, sessionID, toolCallID stri
 func (a *Agent) submitToolResultLocal(sessionID, toolCallID string, result ToolResult) error {
 	r := a.active(sessionID)
 	if r == nil {
-		return refuse(ErrIdle, "session %q has no active run, so no tool call waits for a result", sessionID)
+		return refuse(agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE, "session %q has no active run, so no tool call waits for a result", sessionID).with("session_id", sessionID)
 	}
 	return r.pending.deliver(sessionID, toolCallID, waitClientResult, result)
 }
@@ -657,7 +705,7 @@ func (a *Agent) ResolveApproval(ctx context.Context, sessionID, toolCallID strin
 func (a *Agent) resolveApprovalLocal(sessionID, toolCallID string, decision Approval) error {
 	r := a.active(sessionID)
 	if r == nil {
-		return refuse(ErrIdle, "session %q has no active run, so no tool call waits for approval", sessionID)
+		return refuse(agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE, "session %q has no active run, so no tool call waits for approval", sessionID).with("session_id", sessionID)
 	}
 	return r.pending.deliver(sessionID, toolCallID, waitApproval, decision)
 }

@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/agentd/agentd/agent/contextview"
-	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/provider"
@@ -43,21 +40,13 @@ func (a *Agent) Context(ctx context.Context, sessionID, leafEntryID string) (*Co
 		a.opts.Logger.WarnContext(ctx, "context pipeline fell back", "session", sessionID, "stage", stage, "err", err)
 	}
 	shaped := sh.policies(contextview.FromPath(path), nil, logFailure)
-	state := agentloop.State{SystemPrompt: sess.Config.GetSystemPrompt(), Messages: sh.messages(shaped), Tools: kit.set}
-	c, failures := agentloop.BuildContext(ctx, state, agentloop.Config{Model: model})
-	for _, f := range failures {
-		logFailure("convert_to_llm", f)
-	}
+	c := sh.assemble(shaped, kit.set)
 	rep := &ContextReport{Context: c, MessageTokens: make([]int64, len(c.GetMessages())), ContextWindow: model.ContextWindow,
 		CompactionThreshold: sh.threshold()}
 	for i, m := range c.GetMessages() {
-		if tr := m.GetToolResult(); tr != nil && tr.GetDetails() != nil {
-			tr = proto.CloneOf(tr)
-			tr.Details = nil
-			c.Messages[i] = &agentdv1.Message{Role: &agentdv1.Message_ToolResult{ToolResult: tr}}
-		}
 		rep.MessageTokens[i] = contextview.MessageTokens(m)
 	}
+	// The estimate a run's compaction decision uses, over the same items.
 	est := sh.estimate(shaped)
 	rep.TotalTokens = est.Total
 	rep.WouldCompact = sh.wouldCompact(est)
@@ -122,11 +111,11 @@ func (a *Agent) hold(ctx context.Context, sessionID, op string) (release func(),
 		runID = remote.ID
 	}
 	if runID != "" {
-		return nil, refuse(ErrBusy,
+		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_SESSION_BUSY,
 			"session %q is running run %q: %s needs an idle session; use Steer or FollowUp, or wait for agent_end", sessionID, runID, op)
 	}
 	if a.appending[sessionID] {
-		return nil, refuse(ErrConflict, "session %q is being changed by another call; retry", sessionID)
+		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_CONCURRENT_CHANGE, "session %q is being changed by another call; retry", sessionID)
 	}
 	a.appending[sessionID] = true
 	return func() {

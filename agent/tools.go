@@ -212,7 +212,7 @@ func (a *Agent) checkWorkspaceRoot(tenant, root string) (string, error) {
 func (a *Agent) forbiddenWorkspace(dir string) *FieldError {
 	forbid := func(what, format string, args ...any) *FieldError {
 		fe := invalid("config.workspace_root", format, args...)
-		fe.Reason = agentdv1.Refusal_REFUSAL_WORKSPACE_FORBIDDEN
+		fe.Reason = agentdv1.ErrorReason_ERROR_REASON_WORKSPACE_FORBIDDEN
 		fe.Metadata = map[string]string{"path": dir, "protects": what}
 		return fe
 	}
@@ -290,8 +290,7 @@ func (a *Agent) ToolSandbox(cfg *agentdv1.SessionConfig) *agentdv1.ToolSandbox {
 
 // sandboxUnavailable refuses bash where the sandbox cannot confine it.
 func sandboxUnavailable(err error) *Error {
-	e := refuse(ErrPrecondition, "bash cannot run confined on this machine (%v); agentd's operator can run bash unconfined, with agentd's own authority, with agentd --sandbox=off", err)
-	e.Reason = agentdv1.Refusal_REFUSAL_SANDBOX_UNAVAILABLE
+	e := refuse(agentdv1.ErrorReason_ERROR_REASON_SANDBOX_UNAVAILABLE, "bash cannot run confined on this machine (%v); agentd's operator can run bash unconfined, with agentd's own authority, with agentd --sandbox=off", err)
 	e.Metadata = map[string]string{"reason": err.Error(), "flag": "--sandbox=off"}
 	return e
 }

@@ -72,7 +72,7 @@ func (a *Agent) Navigate(ctx context.Context, sessionID, entryID string, opts Na
 	}
 	if summary == "" && opts.Summarize && len(left) > 0 {
 		if summary, err = a.summarizeBranch(ctx, sess, left, opts.Instructions); err != nil {
-			return nil, refuse(ErrPrecondition, "session %q: the branch summary failed (%v); navigate without one, or pass summary", sessionID, err)
+			return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_SUMMARY_FAILED, "session %q: the branch summary failed (%v); navigate without one, or pass summary", sessionID, err)
 		}
 	}
 	if err := a.store.SetLeaf(ctx, sessionID, entryID); err != nil {

@@ -79,10 +79,10 @@ func (p *pendingCalls) deliver(sessionID, id string, kind waitKind, v any) error
 	defer p.mu.Unlock()
 	c := p.calls[id]
 	if c == nil || c.kind != kind {
-		return refuse(ErrNotFound, "%s %q of session %q is not waiting for a %s", kind.subject(), id, sessionID, kind)
+		return refuse(agentdv1.ErrorReason_ERROR_REASON_NOT_WAITING, "%s %q of session %q is not waiting for a %s", kind.subject(), id, sessionID, kind)
 	}
 	if c.state != "waiting" {
-		return refuse(ErrPrecondition, "%s %q of session %q no longer waits for a %s: it was %s", kind.subject(), id, sessionID, kind, c.state)
+		return refuse(agentdv1.ErrorReason_ERROR_REASON_ANSWER_TOO_LATE, "%s %q of session %q no longer waits for a %s: it was %s", kind.subject(), id, sessionID, kind, c.state)
 	}
 	c.state = "answered"
 	c.answer <- v
@@ -103,10 +103,10 @@ func (p *pendingCalls) offered(sessionID, id string) ([]contextview.Item, error)
 	defer p.mu.Unlock()
 	c := p.calls[id]
 	if c == nil || c.kind != waitContext {
-		return nil, refuse(ErrNotFound, "context request %q of session %q is not waiting for an answer", id, sessionID)
+		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_NOT_WAITING, "context request %q of session %q is not waiting for an answer", id, sessionID)
 	}
 	if c.state != "waiting" {
-		return nil, refuse(ErrPrecondition, "context request %q of session %q no longer waits for an answer: it was %s", id, sessionID, c.state)
+		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_ANSWER_TOO_LATE, "context request %q of session %q no longer waits for an answer: it was %s", id, sessionID, c.state)
 	}
 	return c.offered, nil
 }

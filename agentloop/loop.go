@@ -38,6 +38,10 @@ type TransformFunc func(ctx context.Context, msgs []*agentdv1.AgentMessage) ([]*
 // "convert_to_llm".
 type ConvertFunc func(ctx context.Context, msgs []*agentdv1.AgentMessage) ([]*agentdv1.Message, error)
 
+// ContextFunc builds the context of one model call from the run's
+// messages; see Config.Context.
+type ContextFunc func(ctx context.Context, msgs []*agentdv1.AgentMessage, tools *ToolSet) (*agentdv1.Context, error)
+
 // TurnInfo is what ShouldStopAfterTurn sees.
 type TurnInfo struct {
 	// Turn counts the run's turns from 1.
@@ -61,6 +65,14 @@ type Config struct {
 	Stream provider.StreamFunc
 	// StreamOptions are passed to Stream unchanged.
 	StreamOptions provider.Options
+
+	// Context, when set, builds the whole context of every model call (and
+	// of CheckContinue) from the run's messages, which it must not modify,
+	// instead of TransformContext, ConvertToLLM and the replay: the owner
+	// of a pipeline of its own, such as package agent, supplies it so
+	// that one function builds what the model receives. The loop makes no
+	// copy for it. An error ends the run as a sink failure does.
+	Context ContextFunc
 
 	// TransformContext runs before ConvertToLLM on every model call; nil
 	// means identity.
@@ -489,6 +501,9 @@ func BuildContext(ctx context.Context, state State, cfg Config) (*agentdv1.Conte
 // stops the pipeline.
 func assembleContext(ctx context.Context, systemPrompt string, msgs []*agentdv1.AgentMessage, tools *ToolSet, cfg Config,
 	onFailure func(stage string, err error) error) (*agentdv1.Context, error) {
+	if cfg.Context != nil {
+		return cfg.Context(ctx, msgs, tools)
+	}
 	if cfg.TransformContext != nil {
 		out, err := safeTransform(ctx, cfg.TransformContext, cloneMessages(msgs))
 		if err != nil {

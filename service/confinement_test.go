@@ -65,17 +65,17 @@ func TestCeilingsOverTheWire(t *testing.T) {
 		ctx    context.Context
 		cfg    *agentdv1.SessionConfig
 		code   codes.Code
-		reason agentdv1.Refusal
+		reason agentdv1.ErrorReason
 		meta   map[string]string
 	}{
 		{"a tool beyond the ceiling", acme, &agentdv1.SessionConfig{WorkspaceRoot: acmeWS, Tools: []*agentdv1.Tool{{Name: "write_file"}}},
-			codes.PermissionDenied, agentdv1.Refusal_REFUSAL_TENANT_CEILING, map[string]string{"tenant": "acme", "setting": "tenants.acme.tools", "value": "write_file"}},
+			codes.PermissionDenied, agentdv1.ErrorReason_ERROR_REASON_TENANT_CEILING, map[string]string{"tenant": "acme", "setting": "tenants.acme.tools", "value": "write_file"}},
 		{"another tenant's workspace", globex, &agentdv1.SessionConfig{WorkspaceRoot: acmeWS, Tools: []*agentdv1.Tool{{Name: "read_file"}}},
-			codes.PermissionDenied, agentdv1.Refusal_REFUSAL_TENANT_CEILING, map[string]string{"tenant": "globex", "setting": "tenants.globex.workspaceRoots", "value": acmeWS}},
+			codes.PermissionDenied, agentdv1.ErrorReason_ERROR_REASON_TENANT_CEILING, map[string]string{"tenant": "globex", "setting": "tenants.globex.workspaceRoots", "value": acmeWS}},
 		{"network", acme, &agentdv1.SessionConfig{Sandbox: &agentdv1.SandboxSettings{Network: agentdv1.SandboxNetwork_SANDBOX_NETWORK_ALLOWED}},
-			codes.PermissionDenied, agentdv1.Refusal_REFUSAL_TENANT_CEILING, map[string]string{"tenant": "acme", "setting": "--sandbox-network", "value": "SANDBOX_NETWORK_ALLOWED"}},
+			codes.PermissionDenied, agentdv1.ErrorReason_ERROR_REASON_TENANT_CEILING, map[string]string{"tenant": "acme", "setting": "--sandbox-network", "value": "SANDBOX_NETWORK_ALLOWED"}},
 		{"the root directory", acme, &agentdv1.SessionConfig{WorkspaceRoot: "/", Tools: []*agentdv1.Tool{{Name: "read_file"}}},
-			codes.InvalidArgument, agentdv1.Refusal_REFUSAL_WORKSPACE_FORBIDDEN, map[string]string{"path": "/", "protects": "everything"}},
+			codes.InvalidArgument, agentdv1.ErrorReason_ERROR_REASON_WORKSPACE_FORBIDDEN, map[string]string{"path": "/", "protects": "everything"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -84,7 +84,7 @@ func TestCeilingsOverTheWire(t *testing.T) {
 				t.Fatalf("got %v, want %v", err, tc.code)
 			}
 			info := errorInfo(err)
-			if info.GetReason() != tc.reason.String() || info.GetDomain() != "agentd.v1" {
+			if info.GetReason() != agent.ReasonName(tc.reason) || info.GetDomain() != "agentd.v1" {
 				t.Fatalf("ErrorInfo %v, want reason %v", info, tc.reason)
 			}
 			for k, v := range tc.meta {

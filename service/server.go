@@ -27,8 +27,8 @@ import (
 	"google.golang.org/grpc/reflection"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
-	"google.golang.org/grpc/status"
 
+	"github.com/agentd/agentd/agent"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
@@ -86,7 +86,7 @@ func NewServer(svc agentdv1.AgentServiceServer, opts ServerOptions) *Server {
 	recoverOpts := []recovery.Option{
 		recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
 			logger.ErrorContext(ctx, "panic in gRPC handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			return status.Error(codes.Internal, "internal error: the server recovered from a panic while handling this call; see the agentd log")
+			return refusal(&agent.Error{Reason: agentdv1.ErrorReason_ERROR_REASON_INTERNAL, Message: "internal error: the server recovered from a panic while handling this call; see the agentd log"})
 		}),
 	}
 	var unary []grpc.UnaryServerInterceptor

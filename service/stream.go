@@ -51,9 +51,7 @@ func (s *Service) run(ctx context.Context, req agent.StartRequest, detach bool, 
 	if err != nil {
 		return err
 	}
-	if req.MaxTenantRuns, err = s.checkTenantLimits(ctx, rec.Tenant); err != nil {
-		return err
-	}
+	req.TenantLimits = s.tenantLimits(rec.Tenant)
 	runID, err := s.agent.Start(ctx, req)
 	if err != nil {
 		return s.status(ctx, "start a run", err)

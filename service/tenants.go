@@ -21,10 +21,8 @@ import (
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/auth"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/grpc/status"
 
 	"github.com/agentd/agentd/agent"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -328,14 +326,14 @@ func (a *authenticator) authenticate(ctx context.Context) (context.Context, erro
 	token, err := auth.AuthFromMD(ctx, "bearer")
 	if err != nil {
 		a.refused(ctx, "no credentials")
-		return nil, status.Error(codes.Unauthenticated, "missing credentials: "+a.hint)
+		return nil, refusal(&agent.Error{Reason: agentdv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED, Message: "missing credentials: " + a.hint})
 	}
 	// Looked up by the token's hash, which is all agentd keeps: the
 	// lookup's timing says nothing about the token itself.
 	c, ok := a.tokens[sha256.Sum256([]byte(token))]
 	if !ok {
 		a.refused(ctx, "unknown bearer token")
-		return nil, status.Error(codes.Unauthenticated, "invalid bearer token")
+		return nil, refusal(&agent.Error{Reason: agentdv1.ErrorReason_ERROR_REASON_UNAUTHENTICATED, Message: "invalid bearer token"})
 	}
 	return context.WithValue(ctx, callerKey{}, c), nil
 }
@@ -365,29 +363,10 @@ func verifiedClientCert(ctx context.Context) *x509.Certificate {
 	return info.State.VerifiedChains[0][0]
 }
 
-// dayStart is the start of t's day in UTC, when daily limits reset.
-func dayStart(t time.Time) time.Time {
-	y, m, d := t.UTC().Date()
-	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
-}
-
-// checkTenantLimits refuses a new run of the caller's tenant over its
-// daily cost limit, naming the limit and when it resets; it returns the
-// concurrency limit for the agent to apply.
-func (s *Service) checkTenantLimits(ctx context.Context, tenant string) (maxRuns int, err error) {
+// tenantLimits are the limits of tenant's runs, for the agent to decide.
+func (s *Service) tenantLimits(tenant string) agent.TenantLimits {
 	l := s.tenants[tenant]
-	if l.MaxCostPerDayUSD > 0 {
-		start := dayStart(s.now())
-		spent, err := s.store.TenantSpend(ctx, tenant, start)
-		if err != nil {
-			return 0, s.status(ctx, "sum the tenant's spending", err)
-		}
-		if spent.CostUSD >= l.MaxCostPerDayUSD {
-			return 0, status.Errorf(codes.ResourceExhausted, "tenant %q has spent $%.4f today, its maxCostPerDayUsd is $%.4f (agentd's --auth-config); it resets at %s",
-				tenant, spent.CostUSD, l.MaxCostPerDayUSD, start.Add(24*time.Hour).Format(time.RFC3339))
-		}
-	}
-	return l.MaxConcurrentRuns, nil
+	return agent.TenantLimits{MaxConcurrentRuns: l.MaxConcurrentRuns, MaxCostPerDayUSD: l.MaxCostPerDayUSD}
 }
 
 // GetTenantUsage implements agentdv1.AgentServiceServer.
@@ -396,11 +375,13 @@ func (s *Service) GetTenantUsage(ctx context.Context, req *agentdv1.GetTenantUsa
 	tenant := caller.Tenant
 	if req.GetTenant() != "" {
 		if !caller.Admin && req.GetTenant() != caller.Tenant {
-			return nil, status.Errorf(codes.PermissionDenied, "tenant: only an admin may ask for another tenant's usage; leave it empty for your own (%q)", caller.Tenant)
+			return nil, refusal(&agent.Error{Reason: agentdv1.ErrorReason_ERROR_REASON_TENANT_FORBIDDEN,
+				Message:  fmt.Sprintf("tenant: only an admin may ask for another tenant's usage; leave it empty for your own (%q)", caller.Tenant),
+				Metadata: map[string]string{"tenant": caller.Tenant}})
 		}
 		tenant = req.GetTenant()
 	}
-	start := dayStart(s.now())
+	start := agent.DayStart(s.now())
 	spent, err := s.store.TenantSpend(ctx, tenant, start)
 	if err != nil {
 		return nil, s.status(ctx, "sum the tenant's spending", err)

@@ -82,7 +82,8 @@ func TestSubcommands(t *testing.T) {
 	if code, _, stderr := ctl(t, addr, "navigate", id, first.GetId(), "--summary", "went back"); code != 0 {
 		t.Fatalf("navigate: %s", stderr)
 	}
-	if code, _, stderr := ctl(t, addr, "compact", id, "--dry-run"); code != 1 || !strings.Contains(stderr, "not now: ") || !strings.Contains(stderr, "nothing to compact") {
+	if code, _, stderr := ctl(t, addr, "compact", id, "--dry-run"); code != 1 || !strings.Contains(stderr, "not now: ") || !strings.Contains(stderr, "nothing to compact") ||
+		!strings.Contains(stderr, "[NOTHING_TO_COMPACT]") {
 		t.Fatalf("compact --dry-run of a short session: %d %q", code, stderr)
 	}
 	file := filepath.Join(t.TempDir(), "s.agentd")

@@ -22,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -138,12 +139,24 @@ func (a *app) close() {
 	}
 }
 
-// explain turns an error into one line that says what to do.
+// explain turns an error into one line that says what to do, ending with
+// agentd's reason for a refusal (such as "[SESSION_BUSY]") that scripts
+// can match.
 func (a *app) explain(err error) string {
 	st, ok := status.FromError(err)
 	if !ok {
 		return err.Error()
 	}
+	line := a.explainStatus(st)
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "agentd.v1" {
+			line += " [" + info.GetReason() + "]"
+		}
+	}
+	return line
+}
+
+func (a *app) explainStatus(st *status.Status) string {
 	switch st.Code() {
 	case codes.Unavailable:
 		return fmt.Sprintf("agentd is not running at %s: start it with `make run`, or pass --addr (%s)", a.addr, st.Message())

@@ -15,7 +15,7 @@ except ImportError:  # pragma: no cover - depends on the layout
     _gen = os.path.join(os.path.dirname(__file__), "..", "..", "..", "gen", "python")
     sys.path.insert(0, os.path.abspath(_gen))
 
-from agentd_client.client import AgentdClient, is_resumable, to_content  # noqa: E402
+from agentd_client.client import AgentdClient, Refusal, is_resumable, refusal_of, to_content  # noqa: E402
 from agentd_client.reducer import (  # noqa: E402
     ApprovalItem,
     AssistantItem,
@@ -35,6 +35,7 @@ from agentd_client.reducer import (  # noqa: E402
 
 __all__ = [
     "AgentdClient",
+    "Refusal",
     "ApprovalItem",
     "AssistantItem",
     "ChatState",
@@ -47,6 +48,7 @@ __all__ = [
     "is_resumable",
     "items_from_transcript",
     "reduce_chat",
+    "refusal_of",
     "set_draft",
     "text_of",
     "to_content",

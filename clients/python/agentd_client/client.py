@@ -7,10 +7,11 @@ Everything not wrapped here is on ``client.rpc``, the generated
 from __future__ import annotations
 
 import inspect
-from typing import Any, AsyncIterator, Iterable, Optional, Sequence, Union
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Dict, Iterable, Optional, Sequence, Union
 
 import grpc
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory, struct_pb2
 
 from agentd.v1 import agent_messages_pb2, content_pb2, events_pb2, service_pb2, service_pb2_grpc, session_pb2
 
@@ -32,6 +33,74 @@ def to_content(content: Content) -> list:
 def is_resumable(err: BaseException) -> bool:
     """True for the stream errors after which Attach can pick the run up."""
     return isinstance(err, grpc.aio.AioRpcError) and err.code() in _RESUMABLE
+
+
+def _rpc_messages() -> tuple:
+    """google.rpc.Status and google.rpc.ErrorInfo, built from their field
+    numbers: Debian ships no Python package of the google.rpc types."""
+    fdp = descriptor_pb2.FileDescriptorProto(name="agentd_client/google_rpc.proto", package="google.rpc", syntax="proto3",
+                                             dependency=["google/protobuf/any.proto"])
+    t = descriptor_pb2.FieldDescriptorProto
+    status = fdp.message_type.add(name="Status")
+    status.field.add(name="code", number=1, type=t.TYPE_INT32, label=t.LABEL_OPTIONAL)
+    status.field.add(name="message", number=2, type=t.TYPE_STRING, label=t.LABEL_OPTIONAL)
+    status.field.add(name="details", number=3, type=t.TYPE_MESSAGE, label=t.LABEL_REPEATED, type_name=".google.protobuf.Any")
+    info = fdp.message_type.add(name="ErrorInfo")
+    info.field.add(name="reason", number=1, type=t.TYPE_STRING, label=t.LABEL_OPTIONAL)
+    info.field.add(name="domain", number=2, type=t.TYPE_STRING, label=t.LABEL_OPTIONAL)
+    entry = info.nested_type.add(name="MetadataEntry", options=descriptor_pb2.MessageOptions(map_entry=True))
+    entry.field.add(name="key", number=1, type=t.TYPE_STRING, label=t.LABEL_OPTIONAL)
+    entry.field.add(name="value", number=2, type=t.TYPE_STRING, label=t.LABEL_OPTIONAL)
+    info.field.add(name="metadata", number=3, type=t.TYPE_MESSAGE, label=t.LABEL_REPEATED,
+                   type_name=".google.rpc.ErrorInfo.MetadataEntry")
+    from google.protobuf import any_pb2  # noqa: F401 - registers google/protobuf/any.proto in the default pool
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(any_pb2.DESCRIPTOR.serialized_pb)
+    fd = pool.Add(fdp)
+    # GetMessageClass is protobuf 4's; Debian's 3.x has the factory only.
+    get = getattr(message_factory, "GetMessageClass", None) or message_factory.MessageFactory(pool).GetPrototype
+    return get(fd.message_types_by_name["Status"]), get(fd.message_types_by_name["ErrorInfo"])
+
+
+_Status, _ErrorInfo = _rpc_messages()
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why agentd refused a call: branch on ``reason``, never on the text."""
+
+    #: The reason, a ``service_pb2.ErrorReason`` value.
+    reason: int
+    #: The reason as the ErrorInfo detail carries it, such as "SESSION_BUSY".
+    reason_name: str
+    #: The status code.
+    code: grpc.StatusCode
+    #: The refusal's particulars, such as "session_id" and "run_id".
+    metadata: Dict[str, str] = field(default_factory=dict)
+
+
+def refusal_of(err: BaseException) -> Optional[Refusal]:
+    """The Refusal a gRPC error carries (its google.rpc.ErrorInfo of domain
+    "agentd.v1"), or None."""
+    if not isinstance(err, grpc.RpcError):
+        return None
+    trailers = err.trailing_metadata() or ()
+    for key, value in trailers:
+        if key != "grpc-status-details-bin":
+            continue
+        status = _Status.FromString(value)
+        for detail in status.details:
+            if detail.type_url.rsplit("/", 1)[-1] != "google.rpc.ErrorInfo":
+                continue
+            info = _ErrorInfo.FromString(detail.value)
+            if info.domain != "agentd.v1":
+                continue
+            try:
+                reason = service_pb2.ErrorReason.Value("ERROR_REASON_" + info.reason)
+            except ValueError:
+                reason = service_pb2.ERROR_REASON_UNSPECIFIED
+            return Refusal(reason=reason, reason_name=info.reason, code=err.code(), metadata=dict(info.metadata))
+    return None
 
 
 class AgentdClient:

@@ -13,8 +13,8 @@ import grpc
 from google.protobuf import json_format
 
 import agentd_client  # noqa: F401  (puts gen/python on the path)
-from agentd.v1 import content_pb2, events_pb2, messages_pb2, session_pb2
-from agentd_client import AgentdClient, ChatState, Conversation, apply_event, items_from_transcript, reduce_chat
+from agentd.v1 import content_pb2, events_pb2, messages_pb2, service_pb2, session_pb2
+from agentd_client import AgentdClient, ChatState, Conversation, apply_event, items_from_transcript, reduce_chat, refusal_of
 
 from tests.agentd_server import Agentd
 
@@ -212,6 +212,15 @@ class AgentdE2E(unittest.IsolatedAsyncioTestCase):
                           ("assistant", "已改用 8080。")])
         self.assertEqual(len(conv.transcript), 4)
         self.assertEqual(conv.ui, Conversation().ui, "events never touch the UI state")
+        # Once the run ended, steering is refused with a typed reason.
+        with self.assertRaises(grpc.aio.AioRpcError) as caught:
+            await self.client.steer(session.id, "too late")
+        refusal = refusal_of(caught.exception)
+        self.assertIsNotNone(refusal)
+        self.assertEqual(refusal.reason, service_pb2.ERROR_REASON_RUN_NOT_ACTIVE)
+        self.assertEqual(refusal.reason_name, "RUN_NOT_ACTIVE")
+        self.assertEqual(refusal.metadata.get("session_id"), session.id)
+        self.assertEqual(refusal.code, grpc.StatusCode.FAILED_PRECONDITION)
 
     async def test_dropped_detached_stream_resumes_with_attach(self) -> None:
         script = faux(call("call_1", "lookup", {}), text("一二三四五六七八九十" * 6), tokens_per_second=200)

@@ -7,6 +7,7 @@
 import { create, fromJson } from "@bufbuild/protobuf";
 import type { JsonObject, JsonValue, MessageInitShape } from "@bufbuild/protobuf";
 import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { BinaryReader } from "@bufbuild/protobuf/wire";
 import {
   Code,
   ConnectError,
@@ -23,6 +24,7 @@ import { ContentBlockSchema } from "../../../gen/ts/agentd/v1/content_pb.js";
 import type { AgentEvent, ApprovalRequested, CompactionEnd, ToolCallRequested } from "../../../gen/ts/agentd/v1/events_pb.js";
 import {
   AgentService,
+  ErrorReason,
   type GetContextResponse,
   type NavigateResponse,
   type TreeNode,
@@ -89,6 +91,63 @@ export function toContent(content: Content): ContentBlock[] {
 export function isResumable(err: unknown): boolean {
   const code = ConnectError.from(err).code;
   return code === Code.Unavailable || code === Code.Internal || code === Code.Unknown || code === Code.DeadlineExceeded;
+}
+
+/**
+ * Refusal is why agentd refused a call, read from the google.rpc.ErrorInfo
+ * detail (domain "agentd.v1") of its error: branch on `reason`, never on
+ * the text.
+ */
+export interface Refusal {
+  /** The reason; see the ErrorReason enum's documentation. */
+  reason: ErrorReason;
+  /** The reason as the detail carries it, such as "SESSION_BUSY". */
+  reasonName: string;
+  /** The refusal's particulars, such as "session_id" and "run_id". */
+  metadata: Record<string, string>;
+  /** The status code. */
+  code: Code;
+}
+
+const errorInfoType = "google.rpc.ErrorInfo";
+
+/** The Refusal an error carries, or undefined when it carries none. */
+export function refusalOf(err: unknown): Refusal | undefined {
+  const ce = ConnectError.from(err);
+  for (const d of ce.details) {
+    if (!("type" in d) || d.type !== errorInfoType) continue;
+    const info = decodeErrorInfo(d.value);
+    if (info.domain !== "agentd.v1") continue;
+    const reason = (ErrorReason as unknown as Record<string, ErrorReason>)[info.reason];
+    return { reason: reason ?? ErrorReason.UNSPECIFIED, reasonName: info.reason, metadata: info.metadata, code: ce.code };
+  }
+  return undefined;
+}
+
+// decodeErrorInfo reads google.rpc.ErrorInfo's three fields (reason = 1,
+// domain = 2, metadata = 3) with the protobuf runtime's wire reader: its
+// schema is not among the generated types.
+function decodeErrorInfo(bytes: Uint8Array): { reason: string; domain: string; metadata: Record<string, string> } {
+  const out = { reason: "", domain: "", metadata: {} as Record<string, string> };
+  const r = new BinaryReader(bytes);
+  while (r.pos < r.len) {
+    const [field, wireType] = r.tag();
+    if (field === 1) out.reason = r.string();
+    else if (field === 2) out.domain = r.string();
+    else if (field === 3) {
+      const entry = new BinaryReader(r.bytes());
+      let key = "";
+      let value = "";
+      while (entry.pos < entry.len) {
+        const [f, wt] = entry.tag();
+        if (f === 1) key = entry.string();
+        else if (f === 2) value = entry.string();
+        else entry.skip(wt);
+      }
+      out.metadata[key] = value;
+    } else r.skip(wireType);
+  }
+  return out;
 }
 
 /** AgentdClient talks to one agentd. Call close() when done. */

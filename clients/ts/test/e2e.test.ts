@@ -6,10 +6,13 @@ import assert from "node:assert/strict";
 
 import { equals, type MessageInitShape } from "@bufbuild/protobuf";
 
-import { AgentdClient } from "../src/client.js";
+import { Code } from "@connectrpc/connect";
+
+import { AgentdClient, refusalOf } from "../src/client.js";
 import { applyEvent, emptyChat, emptyConversation, itemsFromTranscript, reduceChat, type ChatItem, type ChatState } from "../src/reducer.js";
 import { AgentMessageSchema, type Entry } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
 import { RunOutcome, type AgentEvent } from "../../../gen/ts/agentd/v1/events_pb.js";
+import { ErrorReason } from "../../../gen/ts/agentd/v1/service_pb.js";
 import type { SessionConfigSchema } from "../../../gen/ts/agentd/v1/session_pb.js";
 import { startAgentd, type Agentd } from "./agentd.js";
 
@@ -227,6 +230,15 @@ describe("agentd TypeScript client", () => {
     );
     assert.equal(conv.transcript.length, 4, "every committed message is in the transcript");
     assert.equal(conv.ui, emptyConversation.ui, "events never touch the UI state");
+    // Once the run ended, steering is refused with a typed reason.
+    const refused = await client.steer(session.id, "too late").then(
+      () => undefined,
+      (err: unknown) => refusalOf(err),
+    );
+    assert.equal(refused?.reason, ErrorReason.RUN_NOT_ACTIVE);
+    assert.equal(refused?.reasonName, "RUN_NOT_ACTIVE");
+    assert.equal(refused?.metadata["session_id"], session.id);
+    assert.equal(refused?.code, Code.FailedPrecondition);
   });
 
   test("a dropped detached stream resumes with Attach without missing or duplicating an event", async () => {

@@ -420,10 +420,6 @@ func (x *ReplicaContextAnswer) GetRefused() string {
 // request would have returned on the owner.
 type ReplicaControlAnswer struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Empty when the request succeeded; otherwise the agent's refusal kind
-	// (busy, idle, precondition, not_found, exists, limit, unavailable,
-	// conflict, out_of_range, permission, invalid).
-	ErrorKind string `protobuf:"bytes,1,opt,name=error_kind,json=errorKind,proto3" json:"error_kind,omitempty"`
 	// The refusal's text, exactly as the owner would have returned it.
 	ErrorMessage string `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	// For an invalid request: the field it names.
@@ -432,8 +428,9 @@ type ReplicaControlAnswer struct {
 	Queued uint32 `protobuf:"varint,4,opt,name=queued,proto3" json:"queued,omitempty"`
 	// For Abort: the run aborted.
 	RunId string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
-	// The refusal's type, when it has one, with its particulars.
-	ErrorReason Refusal `protobuf:"varint,6,opt,name=error_reason,json=errorReason,proto3,enum=agentd.v1.Refusal" json:"error_reason,omitempty"`
+	// ERROR_REASON_UNSPECIFIED when the request succeeded; otherwise why
+	// the owner refused it, which also decides the status code.
+	ErrorReason ErrorReason `protobuf:"varint,6,opt,name=error_reason,json=errorReason,proto3,enum=agentd.v1.ErrorReason" json:"error_reason,omitempty"`
 	// The particulars of error_reason.
 	ErrorMetadata map[string]string `protobuf:"bytes,7,rep,name=error_metadata,json=errorMetadata,proto3" json:"error_metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
@@ -470,13 +467,6 @@ func (*ReplicaControlAnswer) Descriptor() ([]byte, []int) {
 	return file_agentd_v1_replica_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *ReplicaControlAnswer) GetErrorKind() string {
-	if x != nil {
-		return x.ErrorKind
-	}
-	return ""
-}
-
 func (x *ReplicaControlAnswer) GetErrorMessage() string {
 	if x != nil {
 		return x.ErrorMessage
@@ -505,11 +495,11 @@ func (x *ReplicaControlAnswer) GetRunId() string {
 	return ""
 }
 
-func (x *ReplicaControlAnswer) GetErrorReason() Refusal {
+func (x *ReplicaControlAnswer) GetErrorReason() ErrorReason {
 	if x != nil {
 		return x.ErrorReason
 	}
-	return Refusal_REFUSAL_UNSPECIFIED
+	return ErrorReason_ERROR_REASON_UNSPECIFIED
 }
 
 func (x *ReplicaControlAnswer) GetErrorMetadata() map[string]string {
@@ -555,20 +545,19 @@ const file_agentd_v1_replica_proto_rawDesc = "" +
 	"\n" +
 	"selections\x18\x02 \x03(\v2\x1b.agentd.v1.ContextSelectionR\n" +
 	"selections\x12\x18\n" +
-	"\arefused\x18\x03 \x01(\tR\arefused\"\xfe\x02\n" +
-	"\x14ReplicaControlAnswer\x12\x1d\n" +
-	"\n" +
-	"error_kind\x18\x01 \x01(\tR\terrorKind\x12#\n" +
+	"\arefused\x18\x03 \x01(\tR\arefused\"\xf5\x02\n" +
+	"\x14ReplicaControlAnswer\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\verror_field\x18\x03 \x01(\tR\n" +
 	"errorField\x12\x16\n" +
 	"\x06queued\x18\x04 \x01(\rR\x06queued\x12\x15\n" +
-	"\x06run_id\x18\x05 \x01(\tR\x05runId\x125\n" +
-	"\ferror_reason\x18\x06 \x01(\x0e2\x12.agentd.v1.RefusalR\verrorReason\x12Y\n" +
+	"\x06run_id\x18\x05 \x01(\tR\x05runId\x129\n" +
+	"\ferror_reason\x18\x06 \x01(\x0e2\x16.agentd.v1.ErrorReasonR\verrorReason\x12Y\n" +
 	"\x0eerror_metadata\x18\a \x03(\v22.agentd.v1.ReplicaControlAnswer.ErrorMetadataEntryR\rerrorMetadata\x1a@\n" +
 	"\x12ErrorMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x01\x10\x02R\n" +
+	"error_kindB4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
 
 var (
 	file_agentd_v1_replica_proto_rawDescOnce sync.Once
@@ -594,7 +583,7 @@ var file_agentd_v1_replica_proto_goTypes = []any{
 	(*ContentBlock)(nil),         // 7: agentd.v1.ContentBlock
 	(*structpb.Value)(nil),       // 8: google.protobuf.Value
 	(*ContextSelection)(nil),     // 9: agentd.v1.ContextSelection
-	(Refusal)(0),                 // 10: agentd.v1.Refusal
+	(ErrorReason)(0),             // 10: agentd.v1.ErrorReason
 }
 var file_agentd_v1_replica_proto_depIdxs = []int32{
 	6,  // 0: agentd.v1.ReplicaControl.steer:type_name -> agentd.v1.AgentMessage
@@ -605,7 +594,7 @@ var file_agentd_v1_replica_proto_depIdxs = []int32{
 	7,  // 5: agentd.v1.ReplicaToolResult.content:type_name -> agentd.v1.ContentBlock
 	8,  // 6: agentd.v1.ReplicaToolResult.details:type_name -> google.protobuf.Value
 	9,  // 7: agentd.v1.ReplicaContextAnswer.selections:type_name -> agentd.v1.ContextSelection
-	10, // 8: agentd.v1.ReplicaControlAnswer.error_reason:type_name -> agentd.v1.Refusal
+	10, // 8: agentd.v1.ReplicaControlAnswer.error_reason:type_name -> agentd.v1.ErrorReason
 	5,  // 9: agentd.v1.ReplicaControlAnswer.error_metadata:type_name -> agentd.v1.ReplicaControlAnswer.ErrorMetadataEntry
 	10, // [10:10] is the sub-list for method output_type
 	10, // [10:10] is the sub-list for method input_type

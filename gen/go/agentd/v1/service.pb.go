@@ -24,72 +24,228 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Refusal says why agentd refused a request, for clients that branch on
-// it: the error status carries a google.rpc.ErrorInfo detail whose domain
-// is "agentd.v1" and whose reason is a Refusal's name (such as
-// "REFUSAL_TENANT_CEILING"), with the particulars in its metadata. The
-// status message says the same in words.
-type Refusal int32
+// ErrorReason says why agentd refused a request, so clients in any
+// language branch on it instead of on the text. Every error status agentd
+// returns for a refusal carries a google.rpc.ErrorInfo detail whose domain
+// is "agentd.v1" and whose reason is the value's name without the
+// "ERROR_REASON_" prefix (such as "SESSION_BUSY"), with the particulars in
+// its metadata; the status message says the same in words. Each reason
+// always comes with the one status code named here. INVALID_ARGUMENT also
+// carries a google.rpc.BadRequest naming the field; RESOURCE_EXHAUSTED a
+// google.rpc.QuotaFailure naming the limit; UNAVAILABLE and
+// RESOURCE_EXHAUSTED a google.rpc.RetryInfo when agentd knows when a retry
+// can succeed.
+type ErrorReason int32
 
 const (
-	// Not a typed refusal.
-	Refusal_REFUSAL_UNSPECIFIED Refusal = 0
+	// Not a typed refusal (or one from an older agentd).
+	ErrorReason_ERROR_REASON_UNSPECIFIED ErrorReason = 0
 	// The operator's ceiling for the caller's tenant forbids what the
 	// request asks: a tool, MCP server, model, approval policy, network or
 	// workspace (PERMISSION_DENIED). Metadata: "tenant", "setting" (the
 	// --auth-config key or the agentd flag) and "value" (what was asked).
-	Refusal_REFUSAL_TENANT_CEILING Refusal = 1
+	ErrorReason_ERROR_REASON_TENANT_CEILING ErrorReason = 1
 	// bash cannot be confined on this machine, so sessions may not enable
 	// it (FAILED_PRECONDITION). Metadata: "reason", and "flag" naming the
 	// operator's way to run bash unconfined.
-	Refusal_REFUSAL_SANDBOX_UNAVAILABLE Refusal = 2
+	ErrorReason_ERROR_REASON_SANDBOX_UNAVAILABLE ErrorReason = 2
 	// The workspace_root is one agentd never allows (INVALID_ARGUMENT):
 	// "/", agentd's database directory, a configured file's directory, or
 	// one holding them. Metadata: "path" and "protects" (what it would
 	// expose).
-	Refusal_REFUSAL_WORKSPACE_FORBIDDEN Refusal = 3
+	ErrorReason_ERROR_REASON_WORKSPACE_FORBIDDEN ErrorReason = 3
+	// A request field cannot be used as given (INVALID_ARGUMENT); the
+	// BadRequest detail names the field. Metadata: "field".
+	ErrorReason_ERROR_REASON_INVALID_ARGUMENT ErrorReason = 4
+	// The session is running a run, and the request needs an idle session
+	// or a new run (FAILED_PRECONDITION): Steer or FollowUp queue messages
+	// into it, Attach follows it. Metadata: "session_id", "run_id" (the
+	// active run).
+	ErrorReason_ERROR_REASON_SESSION_BUSY ErrorReason = 5
+	// The request acts on a run (Steer, FollowUp, Abort, an answer to a
+	// tool call, approval or context request) but the session has no
+	// active run, or the run named is not the active one
+	// (FAILED_PRECONDITION). Metadata: "session_id".
+	ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE ErrorReason = 6
+	// Continue cannot start: the context the model would see is empty or
+	// ends with an assistant message (FAILED_PRECONDITION); Prompt instead.
+	ErrorReason_ERROR_REASON_CANNOT_CONTINUE ErrorReason = 7
+	// The session's model (or its compaction model) cannot be used now:
+	// its provider is not configured or the model is unknown
+	// (FAILED_PRECONDITION). Metadata: "session_id" when a session's.
+	ErrorReason_ERROR_REASON_MODEL_UNAVAILABLE ErrorReason = 8
+	// The session's tools were valid when it was configured and are not
+	// now: a workspace root gone, an MCP server no longer configured
+	// (FAILED_PRECONDITION). Metadata: "session_id".
+	ErrorReason_ERROR_REASON_TOOLS_UNAVAILABLE ErrorReason = 9
+	// Compact found nothing to compact: the whole conversation is within
+	// the part kept verbatim (FAILED_PRECONDITION).
+	ErrorReason_ERROR_REASON_NOTHING_TO_COMPACT ErrorReason = 10
+	// A summary the request needs could not be written by the model
+	// (FAILED_PRECONDITION); pass a summary of your own.
+	ErrorReason_ERROR_REASON_SUMMARY_FAILED ErrorReason = 11
+	// The tool call, approval or context request was waiting but is no
+	// longer: it was answered, timed out or abandoned (FAILED_PRECONDITION).
+	// Metadata: "id".
+	ErrorReason_ERROR_REASON_ANSWER_TOO_LATE ErrorReason = 12
+	// The tool call, approval or context request named is not waiting for
+	// an answer in the session's active run (NOT_FOUND). Metadata: "id".
+	ErrorReason_ERROR_REASON_NOT_WAITING ErrorReason = 13
+	// The session does not exist, or belongs to another tenant
+	// (NOT_FOUND). Metadata: "session_id".
+	ErrorReason_ERROR_REASON_SESSION_NOT_FOUND ErrorReason = 14
+	// The run does not exist in the session (NOT_FOUND). Metadata:
+	// "run_id".
+	ErrorReason_ERROR_REASON_RUN_NOT_FOUND ErrorReason = 15
+	// The entry is not in the session (NOT_FOUND). Metadata: "entry_id".
+	ErrorReason_ERROR_REASON_ENTRY_NOT_FOUND ErrorReason = 16
+	// The run's events are no longer retained (NOT_FOUND); GetTranscript
+	// has every stored message. Metadata: "run_id".
+	ErrorReason_ERROR_REASON_EVENTS_EXPIRED ErrorReason = 17
+	// The request_id was used before in a way that cannot be replayed
+	// (ALREADY_EXISTS): use a new request_id.
+	ErrorReason_ERROR_REASON_REQUEST_ID_REUSED ErrorReason = 18
+	// As many runs are active as this agentd allows (--max-runs)
+	// (RESOURCE_EXHAUSTED); retry when one ends. QuotaFailure subject
+	// "agentd".
+	ErrorReason_ERROR_REASON_CONCURRENCY_LIMIT ErrorReason = 19
+	// The caller's tenant reached a limit of its own: its concurrent runs
+	// or its daily cost (RESOURCE_EXHAUSTED). QuotaFailure subject
+	// "tenant:<name>"; RetryInfo when the limit resets at a known time.
+	// Metadata: "tenant", "limit" (maxConcurrentRuns or maxCostPerDayUsd).
+	ErrorReason_ERROR_REASON_TENANT_LIMIT ErrorReason = 20
+	// The session's budget (SessionConfig.budget) is spent
+	// (RESOURCE_EXHAUSTED): raise it with UpdateSession to go on.
+	// QuotaFailure subject "session:<id>". Metadata: "session_id".
+	ErrorReason_ERROR_REASON_BUDGET_EXCEEDED ErrorReason = 21
+	// agentd is shutting down (UNAVAILABLE): retry against the restarted
+	// server.
+	ErrorReason_ERROR_REASON_SHUTTING_DOWN ErrorReason = 22
+	// The replica running the run did not answer in time (UNAVAILABLE):
+	// retry. Metadata: "replica".
+	ErrorReason_ERROR_REASON_REPLICA_UNREACHABLE ErrorReason = 23
+	// Another call changes the session at this moment (ABORTED): retry.
+	ErrorReason_ERROR_REASON_CONCURRENT_CHANGE ErrorReason = 24
+	// The position asked for (after_seq) is beyond the run's events, or
+	// events before it are missing (OUT_OF_RANGE).
+	ErrorReason_ERROR_REASON_SEQ_OUT_OF_RANGE ErrorReason = 25
+	// The replicas run different versions of agentd and one cannot carry
+	// out another's request (FAILED_PRECONDITION): upgrade them to one.
+	ErrorReason_ERROR_REASON_REPLICA_VERSION_MISMATCH ErrorReason = 26
+	// The call carries no credentials, or ones agentd does not accept
+	// (UNAUTHENTICATED).
+	ErrorReason_ERROR_REASON_UNAUTHENTICATED ErrorReason = 27
+	// The caller's tenant may not do what the request asks of another
+	// tenant, such as reading its usage (PERMISSION_DENIED).
+	ErrorReason_ERROR_REASON_TENANT_FORBIDDEN ErrorReason = 28
+	// The store's data could not be read back (DATA_LOSS); see the agentd
+	// log.
+	ErrorReason_ERROR_REASON_DATA_CORRUPT ErrorReason = 29
+	// agentd failed inside (INTERNAL); see the agentd log. Not a refusal
+	// of the request: it may succeed when retried.
+	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 30
+	// The request cannot be served in the session's current state for a
+	// reason no other value names (FAILED_PRECONDITION); the text says what
+	// to do.
+	ErrorReason_ERROR_REASON_FAILED_PRECONDITION ErrorReason = 31
 )
 
-// Enum value maps for Refusal.
+// Enum value maps for ErrorReason.
 var (
-	Refusal_name = map[int32]string{
-		0: "REFUSAL_UNSPECIFIED",
-		1: "REFUSAL_TENANT_CEILING",
-		2: "REFUSAL_SANDBOX_UNAVAILABLE",
-		3: "REFUSAL_WORKSPACE_FORBIDDEN",
+	ErrorReason_name = map[int32]string{
+		0:  "ERROR_REASON_UNSPECIFIED",
+		1:  "ERROR_REASON_TENANT_CEILING",
+		2:  "ERROR_REASON_SANDBOX_UNAVAILABLE",
+		3:  "ERROR_REASON_WORKSPACE_FORBIDDEN",
+		4:  "ERROR_REASON_INVALID_ARGUMENT",
+		5:  "ERROR_REASON_SESSION_BUSY",
+		6:  "ERROR_REASON_RUN_NOT_ACTIVE",
+		7:  "ERROR_REASON_CANNOT_CONTINUE",
+		8:  "ERROR_REASON_MODEL_UNAVAILABLE",
+		9:  "ERROR_REASON_TOOLS_UNAVAILABLE",
+		10: "ERROR_REASON_NOTHING_TO_COMPACT",
+		11: "ERROR_REASON_SUMMARY_FAILED",
+		12: "ERROR_REASON_ANSWER_TOO_LATE",
+		13: "ERROR_REASON_NOT_WAITING",
+		14: "ERROR_REASON_SESSION_NOT_FOUND",
+		15: "ERROR_REASON_RUN_NOT_FOUND",
+		16: "ERROR_REASON_ENTRY_NOT_FOUND",
+		17: "ERROR_REASON_EVENTS_EXPIRED",
+		18: "ERROR_REASON_REQUEST_ID_REUSED",
+		19: "ERROR_REASON_CONCURRENCY_LIMIT",
+		20: "ERROR_REASON_TENANT_LIMIT",
+		21: "ERROR_REASON_BUDGET_EXCEEDED",
+		22: "ERROR_REASON_SHUTTING_DOWN",
+		23: "ERROR_REASON_REPLICA_UNREACHABLE",
+		24: "ERROR_REASON_CONCURRENT_CHANGE",
+		25: "ERROR_REASON_SEQ_OUT_OF_RANGE",
+		26: "ERROR_REASON_REPLICA_VERSION_MISMATCH",
+		27: "ERROR_REASON_UNAUTHENTICATED",
+		28: "ERROR_REASON_TENANT_FORBIDDEN",
+		29: "ERROR_REASON_DATA_CORRUPT",
+		30: "ERROR_REASON_INTERNAL",
+		31: "ERROR_REASON_FAILED_PRECONDITION",
 	}
-	Refusal_value = map[string]int32{
-		"REFUSAL_UNSPECIFIED":         0,
-		"REFUSAL_TENANT_CEILING":      1,
-		"REFUSAL_SANDBOX_UNAVAILABLE": 2,
-		"REFUSAL_WORKSPACE_FORBIDDEN": 3,
+	ErrorReason_value = map[string]int32{
+		"ERROR_REASON_UNSPECIFIED":              0,
+		"ERROR_REASON_TENANT_CEILING":           1,
+		"ERROR_REASON_SANDBOX_UNAVAILABLE":      2,
+		"ERROR_REASON_WORKSPACE_FORBIDDEN":      3,
+		"ERROR_REASON_INVALID_ARGUMENT":         4,
+		"ERROR_REASON_SESSION_BUSY":             5,
+		"ERROR_REASON_RUN_NOT_ACTIVE":           6,
+		"ERROR_REASON_CANNOT_CONTINUE":          7,
+		"ERROR_REASON_MODEL_UNAVAILABLE":        8,
+		"ERROR_REASON_TOOLS_UNAVAILABLE":        9,
+		"ERROR_REASON_NOTHING_TO_COMPACT":       10,
+		"ERROR_REASON_SUMMARY_FAILED":           11,
+		"ERROR_REASON_ANSWER_TOO_LATE":          12,
+		"ERROR_REASON_NOT_WAITING":              13,
+		"ERROR_REASON_SESSION_NOT_FOUND":        14,
+		"ERROR_REASON_RUN_NOT_FOUND":            15,
+		"ERROR_REASON_ENTRY_NOT_FOUND":          16,
+		"ERROR_REASON_EVENTS_EXPIRED":           17,
+		"ERROR_REASON_REQUEST_ID_REUSED":        18,
+		"ERROR_REASON_CONCURRENCY_LIMIT":        19,
+		"ERROR_REASON_TENANT_LIMIT":             20,
+		"ERROR_REASON_BUDGET_EXCEEDED":          21,
+		"ERROR_REASON_SHUTTING_DOWN":            22,
+		"ERROR_REASON_REPLICA_UNREACHABLE":      23,
+		"ERROR_REASON_CONCURRENT_CHANGE":        24,
+		"ERROR_REASON_SEQ_OUT_OF_RANGE":         25,
+		"ERROR_REASON_REPLICA_VERSION_MISMATCH": 26,
+		"ERROR_REASON_UNAUTHENTICATED":          27,
+		"ERROR_REASON_TENANT_FORBIDDEN":         28,
+		"ERROR_REASON_DATA_CORRUPT":             29,
+		"ERROR_REASON_INTERNAL":                 30,
+		"ERROR_REASON_FAILED_PRECONDITION":      31,
 	}
 )
 
-func (x Refusal) Enum() *Refusal {
-	p := new(Refusal)
+func (x ErrorReason) Enum() *ErrorReason {
+	p := new(ErrorReason)
 	*p = x
 	return p
 }
 
-func (x Refusal) String() string {
+func (x ErrorReason) String() string {
 	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
 }
 
-func (Refusal) Descriptor() protoreflect.EnumDescriptor {
+func (ErrorReason) Descriptor() protoreflect.EnumDescriptor {
 	return file_agentd_v1_service_proto_enumTypes[0].Descriptor()
 }
 
-func (Refusal) Type() protoreflect.EnumType {
+func (ErrorReason) Type() protoreflect.EnumType {
 	return &file_agentd_v1_service_proto_enumTypes[0]
 }
 
-func (x Refusal) Number() protoreflect.EnumNumber {
+func (x ErrorReason) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Use Refusal.Descriptor instead.
-func (Refusal) EnumDescriptor() ([]byte, []int) {
+// Deprecated: Use ErrorReason.Descriptor instead.
+func (ErrorReason) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_v1_service_proto_rawDescGZIP(), []int{0}
 }
 
@@ -3925,12 +4081,41 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\tread_only\x18\x05 \x01(\bR\breadOnly\x12(\n" +
 	"\x05tools\x18\x06 \x03(\v2\x12.agentd.v1.McpToolR\x05tools\x12\x10\n" +
 	"\x03pid\x18\a \x01(\x05R\x03pid\x12\x1a\n" +
-	"\brestarts\x18\b \x01(\rR\brestarts*\x80\x01\n" +
-	"\aRefusal\x12\x17\n" +
-	"\x13REFUSAL_UNSPECIFIED\x10\x00\x12\x1a\n" +
-	"\x16REFUSAL_TENANT_CEILING\x10\x01\x12\x1f\n" +
-	"\x1bREFUSAL_SANDBOX_UNAVAILABLE\x10\x02\x12\x1f\n" +
-	"\x1bREFUSAL_WORKSPACE_FORBIDDEN\x10\x03*\x8e\x01\n" +
+	"\brestarts\x18\b \x01(\rR\brestarts*\xd8\b\n" +
+	"\vErrorReason\x12\x1c\n" +
+	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bERROR_REASON_TENANT_CEILING\x10\x01\x12$\n" +
+	" ERROR_REASON_SANDBOX_UNAVAILABLE\x10\x02\x12$\n" +
+	" ERROR_REASON_WORKSPACE_FORBIDDEN\x10\x03\x12!\n" +
+	"\x1dERROR_REASON_INVALID_ARGUMENT\x10\x04\x12\x1d\n" +
+	"\x19ERROR_REASON_SESSION_BUSY\x10\x05\x12\x1f\n" +
+	"\x1bERROR_REASON_RUN_NOT_ACTIVE\x10\x06\x12 \n" +
+	"\x1cERROR_REASON_CANNOT_CONTINUE\x10\a\x12\"\n" +
+	"\x1eERROR_REASON_MODEL_UNAVAILABLE\x10\b\x12\"\n" +
+	"\x1eERROR_REASON_TOOLS_UNAVAILABLE\x10\t\x12#\n" +
+	"\x1fERROR_REASON_NOTHING_TO_COMPACT\x10\n" +
+	"\x12\x1f\n" +
+	"\x1bERROR_REASON_SUMMARY_FAILED\x10\v\x12 \n" +
+	"\x1cERROR_REASON_ANSWER_TOO_LATE\x10\f\x12\x1c\n" +
+	"\x18ERROR_REASON_NOT_WAITING\x10\r\x12\"\n" +
+	"\x1eERROR_REASON_SESSION_NOT_FOUND\x10\x0e\x12\x1e\n" +
+	"\x1aERROR_REASON_RUN_NOT_FOUND\x10\x0f\x12 \n" +
+	"\x1cERROR_REASON_ENTRY_NOT_FOUND\x10\x10\x12\x1f\n" +
+	"\x1bERROR_REASON_EVENTS_EXPIRED\x10\x11\x12\"\n" +
+	"\x1eERROR_REASON_REQUEST_ID_REUSED\x10\x12\x12\"\n" +
+	"\x1eERROR_REASON_CONCURRENCY_LIMIT\x10\x13\x12\x1d\n" +
+	"\x19ERROR_REASON_TENANT_LIMIT\x10\x14\x12 \n" +
+	"\x1cERROR_REASON_BUDGET_EXCEEDED\x10\x15\x12\x1e\n" +
+	"\x1aERROR_REASON_SHUTTING_DOWN\x10\x16\x12$\n" +
+	" ERROR_REASON_REPLICA_UNREACHABLE\x10\x17\x12\"\n" +
+	"\x1eERROR_REASON_CONCURRENT_CHANGE\x10\x18\x12!\n" +
+	"\x1dERROR_REASON_SEQ_OUT_OF_RANGE\x10\x19\x12)\n" +
+	"%ERROR_REASON_REPLICA_VERSION_MISMATCH\x10\x1a\x12 \n" +
+	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x1b\x12!\n" +
+	"\x1dERROR_REASON_TENANT_FORBIDDEN\x10\x1c\x12\x1d\n" +
+	"\x19ERROR_REASON_DATA_CORRUPT\x10\x1d\x12\x19\n" +
+	"\x15ERROR_REASON_INTERNAL\x10\x1e\x12$\n" +
+	" ERROR_REASON_FAILED_PRECONDITION\x10\x1f*\x8e\x01\n" +
 	"\x0fToolSourceState\x12!\n" +
 	"\x1dTOOL_SOURCE_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19TOOL_SOURCE_STATE_STOPPED\x10\x01\x12\x1b\n" +
@@ -3984,7 +4169,7 @@ func file_agentd_v1_service_proto_rawDescGZIP() []byte {
 var file_agentd_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_agentd_v1_service_proto_goTypes = []any{
-	(Refusal)(0),                     // 0: agentd.v1.Refusal
+	(ErrorReason)(0),                 // 0: agentd.v1.ErrorReason
 	(ToolSourceState)(0),             // 1: agentd.v1.ToolSourceState
 	(*ExportSessionRequest)(nil),     // 2: agentd.v1.ExportSessionRequest
 	(*SessionRecord)(nil),            // 3: agentd.v1.SessionRecord

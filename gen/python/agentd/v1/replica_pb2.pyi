@@ -52,7 +52,7 @@ class ReplicaControl(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., steer: _Optional[_Union[_agent_messages_pb2.AgentMessage, _Mapping]] = ..., follow_up: _Optional[_Union[_agent_messages_pb2.AgentMessage, _Mapping]] = ..., abort: _Optional[str] = ..., tool_result: _Optional[_Union[ReplicaToolResult, _Mapping]] = ..., approval: _Optional[_Union[ReplicaApproval, _Mapping]] = ..., context: _Optional[_Union[ReplicaContextAnswer, _Mapping]] = ...) -> None: ...
 
 class ReplicaControlAnswer(_message.Message):
-    __slots__ = ["error_field", "error_kind", "error_message", "error_metadata", "error_reason", "queued", "run_id"]
+    __slots__ = ["error_field", "error_message", "error_metadata", "error_reason", "queued", "run_id"]
     class ErrorMetadataEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -61,20 +61,18 @@ class ReplicaControlAnswer(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ERROR_FIELD_FIELD_NUMBER: _ClassVar[int]
-    ERROR_KIND_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     ERROR_METADATA_FIELD_NUMBER: _ClassVar[int]
     ERROR_REASON_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     error_field: str
-    error_kind: str
     error_message: str
     error_metadata: _containers.ScalarMap[str, str]
-    error_reason: _service_pb2.Refusal
+    error_reason: _service_pb2.ErrorReason
     queued: int
     run_id: str
-    def __init__(self, error_kind: _Optional[str] = ..., error_message: _Optional[str] = ..., error_field: _Optional[str] = ..., queued: _Optional[int] = ..., run_id: _Optional[str] = ..., error_reason: _Optional[_Union[_service_pb2.Refusal, str]] = ..., error_metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    def __init__(self, error_message: _Optional[str] = ..., error_field: _Optional[str] = ..., queued: _Optional[int] = ..., run_id: _Optional[str] = ..., error_reason: _Optional[_Union[_service_pb2.ErrorReason, str]] = ..., error_metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ReplicaToolResult(_message.Message):
     __slots__ = ["content", "details", "is_error", "tool_call_id"]

@@ -12,10 +12,38 @@ from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
-REFUSAL_SANDBOX_UNAVAILABLE: Refusal
-REFUSAL_TENANT_CEILING: Refusal
-REFUSAL_UNSPECIFIED: Refusal
-REFUSAL_WORKSPACE_FORBIDDEN: Refusal
+ERROR_REASON_ANSWER_TOO_LATE: ErrorReason
+ERROR_REASON_BUDGET_EXCEEDED: ErrorReason
+ERROR_REASON_CANNOT_CONTINUE: ErrorReason
+ERROR_REASON_CONCURRENCY_LIMIT: ErrorReason
+ERROR_REASON_CONCURRENT_CHANGE: ErrorReason
+ERROR_REASON_DATA_CORRUPT: ErrorReason
+ERROR_REASON_ENTRY_NOT_FOUND: ErrorReason
+ERROR_REASON_EVENTS_EXPIRED: ErrorReason
+ERROR_REASON_FAILED_PRECONDITION: ErrorReason
+ERROR_REASON_INTERNAL: ErrorReason
+ERROR_REASON_INVALID_ARGUMENT: ErrorReason
+ERROR_REASON_MODEL_UNAVAILABLE: ErrorReason
+ERROR_REASON_NOTHING_TO_COMPACT: ErrorReason
+ERROR_REASON_NOT_WAITING: ErrorReason
+ERROR_REASON_REPLICA_UNREACHABLE: ErrorReason
+ERROR_REASON_REPLICA_VERSION_MISMATCH: ErrorReason
+ERROR_REASON_REQUEST_ID_REUSED: ErrorReason
+ERROR_REASON_RUN_NOT_ACTIVE: ErrorReason
+ERROR_REASON_RUN_NOT_FOUND: ErrorReason
+ERROR_REASON_SANDBOX_UNAVAILABLE: ErrorReason
+ERROR_REASON_SEQ_OUT_OF_RANGE: ErrorReason
+ERROR_REASON_SESSION_BUSY: ErrorReason
+ERROR_REASON_SESSION_NOT_FOUND: ErrorReason
+ERROR_REASON_SHUTTING_DOWN: ErrorReason
+ERROR_REASON_SUMMARY_FAILED: ErrorReason
+ERROR_REASON_TENANT_CEILING: ErrorReason
+ERROR_REASON_TENANT_FORBIDDEN: ErrorReason
+ERROR_REASON_TENANT_LIMIT: ErrorReason
+ERROR_REASON_TOOLS_UNAVAILABLE: ErrorReason
+ERROR_REASON_UNAUTHENTICATED: ErrorReason
+ERROR_REASON_UNSPECIFIED: ErrorReason
+ERROR_REASON_WORKSPACE_FORBIDDEN: ErrorReason
 TOOL_SOURCE_STATE_FAILED: ToolSourceState
 TOOL_SOURCE_STATE_READY: ToolSourceState
 TOOL_SOURCE_STATE_STOPPED: ToolSourceState
@@ -577,7 +605,7 @@ class UpdateSessionResponse(_message.Message):
     session: _session_pb2.Session
     def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[_agent_messages_pb2.Entry, _Mapping]]] = ...) -> None: ...
 
-class Refusal(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class ToolSourceState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

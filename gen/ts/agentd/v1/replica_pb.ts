@@ -8,7 +8,7 @@ import type { AgentMessage } from "./agent_messages_pb.js";
 import { file_agentd_v1_agent_messages } from "./agent_messages_pb.js";
 import type { ContentBlock } from "./content_pb.js";
 import { file_agentd_v1_content } from "./content_pb.js";
-import type { ContextSelection, Refusal } from "./service_pb.js";
+import type { ContextSelection, ErrorReason } from "./service_pb.js";
 import { file_agentd_v1_service } from "./service_pb.js";
 import type { Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/replica.proto.
  */
 export const file_agentd_v1_replica: GenFile = /*@__PURE__*/
-  fileDesc("ChdhZ2VudGQvdjEvcmVwbGljYS5wcm90bxIJYWdlbnRkLnYxIsACCg5SZXBsaWNhQ29udHJvbBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIoCgVzdGVlchgDIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2VIABIsCglmb2xsb3dfdXAYBCABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlSAASDwoFYWJvcnQYBSABKAlIABIzCgt0b29sX3Jlc3VsdBgGIAEoCzIcLmFnZW50ZC52MS5SZXBsaWNhVG9vbFJlc3VsdEgAEi4KCGFwcHJvdmFsGAcgASgLMhouYWdlbnRkLnYxLlJlcGxpY2FBcHByb3ZhbEgAEjIKB2NvbnRleHQYCCABKAsyHy5hZ2VudGQudjEuUmVwbGljYUNvbnRleHRBbnN3ZXJIAEIICgZhY3Rpb24ijgEKEVJlcGxpY2FUb29sUmVzdWx0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIoCgdjb250ZW50GAIgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhAKCGlzX2Vycm9yGAQgASgIIlwKD1JlcGxpY2FBcHByb3ZhbBIUCgx0b29sX2NhbGxfaWQYASABKAkSDwoHYWxsb3dlZBgCIAEoCBIOCgZyZWFzb24YAyABKAkSEgoKZGVjaWRlZF9ieRgEIAEoCSJsChRSZXBsaWNhQ29udGV4dEFuc3dlchISCgpyZXF1ZXN0X2lkGAEgASgJEi8KCnNlbGVjdGlvbnMYAiADKAsyGy5hZ2VudGQudjEuQ29udGV4dFNlbGVjdGlvbhIPCgdyZWZ1c2VkGAMgASgJIqICChRSZXBsaWNhQ29udHJvbEFuc3dlchISCgplcnJvcl9raW5kGAEgASgJEhUKDWVycm9yX21lc3NhZ2UYAiABKAkSEwoLZXJyb3JfZmllbGQYAyABKAkSDgoGcXVldWVkGAQgASgNEg4KBnJ1bl9pZBgFIAEoCRIoCgxlcnJvcl9yZWFzb24YBiABKA4yEi5hZ2VudGQudjEuUmVmdXNhbBJKCg5lcnJvcl9tZXRhZGF0YRgHIAMoCzIyLmFnZW50ZC52MS5SZXBsaWNhQ29udHJvbEFuc3dlci5FcnJvck1ldGFkYXRhRW50cnkaNAoSRXJyb3JNZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCNFoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjFiBnByb3RvMw", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_service, file_google_protobuf_struct]);
+  fileDesc("ChdhZ2VudGQvdjEvcmVwbGljYS5wcm90bxIJYWdlbnRkLnYxIsACCg5SZXBsaWNhQ29udHJvbBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIoCgVzdGVlchgDIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2VIABIsCglmb2xsb3dfdXAYBCABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlSAASDwoFYWJvcnQYBSABKAlIABIzCgt0b29sX3Jlc3VsdBgGIAEoCzIcLmFnZW50ZC52MS5SZXBsaWNhVG9vbFJlc3VsdEgAEi4KCGFwcHJvdmFsGAcgASgLMhouYWdlbnRkLnYxLlJlcGxpY2FBcHByb3ZhbEgAEjIKB2NvbnRleHQYCCABKAsyHy5hZ2VudGQudjEuUmVwbGljYUNvbnRleHRBbnN3ZXJIAEIICgZhY3Rpb24ijgEKEVJlcGxpY2FUb29sUmVzdWx0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIoCgdjb250ZW50GAIgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhAKCGlzX2Vycm9yGAQgASgIIlwKD1JlcGxpY2FBcHByb3ZhbBIUCgx0b29sX2NhbGxfaWQYASABKAkSDwoHYWxsb3dlZBgCIAEoCBIOCgZyZWFzb24YAyABKAkSEgoKZGVjaWRlZF9ieRgEIAEoCSJsChRSZXBsaWNhQ29udGV4dEFuc3dlchISCgpyZXF1ZXN0X2lkGAEgASgJEi8KCnNlbGVjdGlvbnMYAiADKAsyGy5hZ2VudGQudjEuQ29udGV4dFNlbGVjdGlvbhIPCgdyZWZ1c2VkGAMgASgJIqQCChRSZXBsaWNhQ29udHJvbEFuc3dlchIVCg1lcnJvcl9tZXNzYWdlGAIgASgJEhMKC2Vycm9yX2ZpZWxkGAMgASgJEg4KBnF1ZXVlZBgEIAEoDRIOCgZydW5faWQYBSABKAkSLAoMZXJyb3JfcmVhc29uGAYgASgOMhYuYWdlbnRkLnYxLkVycm9yUmVhc29uEkoKDmVycm9yX21ldGFkYXRhGAcgAygLMjIuYWdlbnRkLnYxLlJlcGxpY2FDb250cm9sQW5zd2VyLkVycm9yTWV0YWRhdGFFbnRyeRo0ChJFcnJvck1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUoECAEQAlIKZXJyb3Jfa2luZEI0WjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MWIGcHJvdG8z", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_service, file_google_protobuf_struct]);
 
 /**
  * ReplicaControl is a request for an active run that one agentd replica
@@ -241,15 +241,6 @@ export const ReplicaContextAnswerSchema: GenMessage<ReplicaContextAnswer> = /*@_
  */
 export type ReplicaControlAnswer = Message<"agentd.v1.ReplicaControlAnswer"> & {
   /**
-   * Empty when the request succeeded; otherwise the agent's refusal kind
-   * (busy, idle, precondition, not_found, exists, limit, unavailable,
-   * conflict, out_of_range, permission, invalid).
-   *
-   * @generated from field: string error_kind = 1;
-   */
-  errorKind: string;
-
-  /**
    * The refusal's text, exactly as the owner would have returned it.
    *
    * @generated from field: string error_message = 2;
@@ -278,11 +269,12 @@ export type ReplicaControlAnswer = Message<"agentd.v1.ReplicaControlAnswer"> & {
   runId: string;
 
   /**
-   * The refusal's type, when it has one, with its particulars.
+   * ERROR_REASON_UNSPECIFIED when the request succeeded; otherwise why
+   * the owner refused it, which also decides the status code.
    *
-   * @generated from field: agentd.v1.Refusal error_reason = 6;
+   * @generated from field: agentd.v1.ErrorReason error_reason = 6;
    */
-  errorReason: Refusal;
+  errorReason: ErrorReason;
 
   /**
    * The particulars of error_reason.
