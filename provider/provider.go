@@ -148,7 +148,9 @@ type Stream = iter.Seq[Event]
 
 // StreamFunc starts one model call. It must not block before returning the
 // Stream; the call itself runs while the Stream is ranged over, and honours
-// ctx: a cancelled ctx ends the stream with an ABORTED message.
+// ctx: a cancelled ctx ends the stream with an ABORTED message. c is what
+// the model receives, already through [Replay] for model (the context
+// pipeline replays once per call); adapters only translate it.
 type StreamFunc func(ctx context.Context, model Model, c *agentdv1.Context, opts Options) Stream
 
 // Collect drains a stream and returns its final message, or nil when the

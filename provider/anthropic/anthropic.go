@@ -82,8 +82,8 @@ func ThinkingBudget(level agentdv1.ThinkingLevel) int64 {
 	return 0
 }
 
-// BuildParams converts a context into the request the SDK sends. It applies
-// provider.Replay first.
+// BuildParams converts a context, already replayed for model
+// ([provider.StreamFunc]), into the request the SDK sends.
 func BuildParams(model provider.Model, c *agentdv1.Context, opts provider.Options) sdk.MessageNewParams {
 	maxTokens := opts.MaxTokens
 	if maxTokens <= 0 {
@@ -92,7 +92,7 @@ func BuildParams(model provider.Model, c *agentdv1.Context, opts provider.Option
 	if maxTokens <= 0 {
 		maxTokens = 4096
 	}
-	params := sdk.MessageNewParams{Model: sdk.Model(model.ID), Messages: convertMessages(provider.Replay(c.GetMessages(), model))}
+	params := sdk.MessageNewParams{Model: sdk.Model(model.ID), Messages: convertMessages(c.GetMessages())}
 	cache := sdk.NewCacheControlEphemeralParam()
 	if s := c.GetSystemPrompt(); s != "" {
 		params.System = []sdk.TextBlockParam{{Text: s, CacheControl: cache}}

@@ -89,7 +89,7 @@ func TestThinkingToolCallThenFollowUp(t *testing.T) {
 	p := newProvider(s)
 	opts := provider.Options{ThinkingLevel: agentdv1.ThinkingLevel_THINKING_LEVEL_MEDIUM, MaxTokens: 1000}
 	user := wiretest.User("Weather in SF?")
-	evs := wiretest.Drain(p.Stream(context.Background(), model, ctxOf(user), opts))
+	evs := wiretest.Drain(wiretest.Replayed(p.Stream)(context.Background(), model, ctxOf(user), opts))
 	want := []string{"start", "thinking_start", "thinking_delta", "thinking_delta", "thinking_end",
 		"text_start", "text_delta", "text_end", "toolcall_start", "toolcall_delta", "toolcall_delta", "toolcall_end", "done"}
 	if got := wiretest.Types(evs); !reflect.DeepEqual(got, want) {
@@ -113,7 +113,7 @@ func TestThinkingToolCallThenFollowUp(t *testing.T) {
 	}
 
 	second := ctxOf(user, wiretest.Assistant(first), wiretest.ToolResult(tc.GetId(), "get_weather", "15 degrees"))
-	if final := provider.Collect(p.Stream(context.Background(), model, second, opts)); final.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP {
+	if final := provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), model, second, opts)); final.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP {
 		t.Fatalf("second call: %v", final)
 	}
 	raw := string(s.Requests()[1].Body)
@@ -135,13 +135,13 @@ func TestRedactedThinkingReplaysVerbatim(t *testing.T) {
 	)
 	p := newProvider(s)
 	user := wiretest.User("hi")
-	first := provider.Collect(p.Stream(context.Background(), model, ctxOf(user), provider.Options{}))
+	first := provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), model, ctxOf(user), provider.Options{}))
 	th := first.GetContent()[0].GetThinking()
 	const data = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpPkNRj2YfWXGmKDxH4mPnZ5sQ7vB5URj2pabmeHZbsvmM="
 	if !th.GetRedacted() || th.GetThinkingSignature() != data || th.GetThinking() != "" {
 		t.Fatalf("redacted block = %v", th)
 	}
-	provider.Collect(p.Stream(context.Background(), model, ctxOf(user, wiretest.Assistant(first), wiretest.User("more")), provider.Options{}))
+	provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), model, ctxOf(user, wiretest.Assistant(first), wiretest.User("more")), provider.Options{}))
 	if raw := string(s.Requests()[1].Body); !strings.Contains(raw, `{"data":"`+data+`","type":"redacted_thinking"}`) {
 		t.Fatalf("redacted thinking not replayed verbatim: %s", raw)
 	}
@@ -154,7 +154,7 @@ func TestParallelToolCallsAndOrphans(t *testing.T) {
 	)
 	p := newProvider(s)
 	user := wiretest.User("read both")
-	first := provider.Collect(p.Stream(context.Background(), model, ctxOf(user), provider.Options{}))
+	first := provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), model, ctxOf(user), provider.Options{}))
 	var ids []string
 	for _, b := range first.GetContent() {
 		ids = append(ids, b.GetToolCall().GetId()+"="+b.GetToolCall().GetArguments().AsMap()["path"].(string))
@@ -163,7 +163,7 @@ func TestParallelToolCallsAndOrphans(t *testing.T) {
 		t.Fatalf("calls = %v", ids)
 	}
 	// Only one result came back before the user spoke again.
-	provider.Collect(p.Stream(context.Background(), model, ctxOf(user, wiretest.Assistant(first),
+	provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), model, ctxOf(user, wiretest.Assistant(first),
 		wiretest.ToolResult("toolu_A", "read", "A"), wiretest.User("go on")), provider.Options{}))
 	var req struct {
 		Messages []struct {
@@ -265,7 +265,7 @@ func TestRateLimitIsRetriedAfterItsWait(t *testing.T) {
 	)
 	p := newProvider(s)
 	m, failed, slept := wiretest.Retry(provider.RetryPolicy{}, func() provider.Stream {
-		return p.Stream(context.Background(), model, ctxOf(wiretest.User("hi")), provider.Options{})
+		return wiretest.Replayed(p.Stream)(context.Background(), model, ctxOf(wiretest.User("hi")), provider.Options{})
 	})
 	if m.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP || !reflect.DeepEqual(slept, []time.Duration{3 * time.Second}) ||
 		len(failed) != 1 || !strings.HasPrefix(failed[0].GetErrorMessage(), "429 rate_limit_error: slow down") {
@@ -319,7 +319,7 @@ func TestOverloadMidStreamIsRetried(t *testing.T) {
 	s := wiretest.New(t, wiretest.Reply{Body: partial}, wiretest.Reply{Body: wiretest.File(t, "testdata/text.sse")})
 	p := newProvider(s)
 	m, failed, slept := wiretest.Retry(provider.RetryPolicy{}, func() provider.Stream {
-		return p.Stream(context.Background(), model, ctxOf(wiretest.User("hi")), provider.Options{})
+		return wiretest.Replayed(p.Stream)(context.Background(), model, ctxOf(wiretest.User("hi")), provider.Options{})
 	})
 	if len(failed) != 1 || failed[0].GetErrorMessage() != "overloaded_error: Overloaded" || failed[0].GetContent()[0].GetText().GetText() != "Hel" {
 		t.Fatalf("failed attempts %v", failed)

@@ -164,8 +164,8 @@ func (p *Provider) Stream(ctx context.Context, model provider.Model, c *agentdv1
 	}
 }
 
-// BuildRequest converts a context into the SDK's contents and config, after
-// provider.Replay.
+// BuildRequest converts a context, already replayed for model
+// ([provider.StreamFunc]), into the SDK's contents and config.
 func BuildRequest(model provider.Model, c *agentdv1.Context, opts provider.Options) ([]*genai.Content, *genai.GenerateContentConfig) {
 	cfg := &genai.GenerateContentConfig{}
 	if s := c.GetSystemPrompt(); s != "" {
@@ -185,7 +185,7 @@ func BuildRequest(model provider.Model, c *agentdv1.Context, opts provider.Optio
 		}
 		cfg.Tools = []*genai.Tool{{FunctionDeclarations: decls}}
 	}
-	return convertMessages(provider.Replay(c.GetMessages(), model), model), cfg
+	return convertMessages(c.GetMessages(), model), cfg
 }
 
 // thinkingConfig asks for thought summaries; Gemini 3 takes a level,

@@ -119,7 +119,7 @@ func TestThinkingSignaturesToolCallThenFollowUp(t *testing.T) {
 	)
 	p := newProvider(t, s)
 	user := wiretest.User("Weather in Paris?")
-	evs := wiretest.Drain(p.Stream(context.Background(), pro, ctxOf(user), provider.Options{ThinkingLevel: agentdv1.ThinkingLevel_THINKING_LEVEL_MEDIUM}))
+	evs := wiretest.Drain(wiretest.Replayed(p.Stream)(context.Background(), pro, ctxOf(user), provider.Options{ThinkingLevel: agentdv1.ThinkingLevel_THINKING_LEVEL_MEDIUM}))
 	want := []string{"start", "thinking_start", "thinking_delta", "thinking_delta", "thinking_end", "text_start", "text_delta", "text_end",
 		"toolcall_start", "toolcall_delta", "toolcall_end", "done"}
 	if got := wiretest.Types(evs); !reflect.DeepEqual(got, want) {
@@ -145,7 +145,7 @@ func TestThinkingSignaturesToolCallThenFollowUp(t *testing.T) {
 		t.Fatalf("thinking config: %s", s.Requests()[0].Body)
 	}
 
-	provider.Collect(p.Stream(context.Background(), pro, ctxOf(user, wiretest.Assistant(first), wiretest.ToolResult(tc.GetId(), "get_weather", "18C")), provider.Options{}))
+	provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), pro, ctxOf(user, wiretest.Assistant(first), wiretest.ToolResult(tc.GetId(), "get_weather", "18C")), provider.Options{}))
 	r := s.Requests()[1]
 	req := decode(t, r)
 	if len(req.Contents) != 3 {
@@ -178,10 +178,10 @@ func TestSignaturesDroppedForAnotherModel(t *testing.T) {
 	)
 	p := newProvider(t, s)
 	user := wiretest.User("Weather in Paris?")
-	first := provider.Collect(p.Stream(context.Background(), pro, ctxOf(user), provider.Options{}))
+	first := provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), pro, ctxOf(user), provider.Options{}))
 	id := first.GetContent()[2].GetToolCall().GetId()
 	conv := ctxOf(user, wiretest.Assistant(first), wiretest.ToolResult(id, "get_weather", "18C"))
-	provider.Collect(p.Stream(context.Background(), flash, conv, provider.Options{}))
+	provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), flash, conv, provider.Options{}))
 	body := string(s.Requests()[1].Body)
 	req := decode(t, s.Requests()[1])
 	if strings.Contains(body, "thoughtSignature") || strings.Contains(body, `"thought":true`) || req.Contents[1].Parts[0].Text != "**Planning** Need the weather. Call the tool." {
@@ -189,7 +189,7 @@ func TestSignaturesDroppedForAnotherModel(t *testing.T) {
 	}
 	// Gemini 3 needs a placeholder on calls without their own signature.
 	g3 := provider.Model{Provider: "google", ID: "gemini-3-pro-preview", API: google.API, Reasoning: true}
-	provider.Collect(p.Stream(context.Background(), g3, conv, provider.Options{}))
+	provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), g3, conv, provider.Options{}))
 	req = decode(t, s.Requests()[2])
 	if fc := req.Contents[1].Parts[2]; fc.FunctionCall == nil || fc.ThoughtSignature != "c2tpcF90aG91Z2h0X3NpZ25hdHVyZV92YWxpZGF0b3I=" {
 		t.Fatalf("gemini 3 call: %s", s.Requests()[2].Body)
@@ -203,13 +203,13 @@ func TestParallelCallsWithoutIDsAndOrphans(t *testing.T) {
 	)
 	p := newProvider(t, s)
 	user := wiretest.User("read both")
-	first := provider.Collect(p.Stream(context.Background(), flash, ctxOf(user), provider.Options{}))
+	first := provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), flash, ctxOf(user), provider.Options{}))
 	c := first.GetContent()
 	if len(c) != 2 || c[0].GetToolCall().GetId() == c[1].GetToolCall().GetId() || c[1].GetToolCall().GetArguments().AsMap()["path"] != "b.txt" ||
 		first.GetStopReason() != agentdv1.StopReason_STOP_REASON_TOOL_USE {
 		t.Fatalf("first = %v", first)
 	}
-	provider.Collect(p.Stream(context.Background(), flash, ctxOf(user, wiretest.Assistant(first),
+	provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), flash, ctxOf(user, wiretest.Assistant(first),
 		wiretest.ToolResult(c[1].GetToolCall().GetId(), "read", "B"), wiretest.ToolResult("read_unknown", "read", "stray")), provider.Options{}))
 	req := decode(t, s.Requests()[1])
 	if len(req.Contents) != 3 {
@@ -314,7 +314,7 @@ func TestRateLimitIsRetriedAfterItsWait(t *testing.T) {
 	)
 	p := newProvider(t, s)
 	m, _, slept := wiretest.Retry(provider.RetryPolicy{}, func() provider.Stream {
-		return p.Stream(context.Background(), flash, ctxOf(wiretest.User("hi")), provider.Options{})
+		return wiretest.Replayed(p.Stream)(context.Background(), flash, ctxOf(wiretest.User("hi")), provider.Options{})
 	})
 	if m.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP || m.GetContent()[0].GetText().GetText() != "Hello, world" ||
 		!reflect.DeepEqual(slept, []time.Duration{2 * time.Second}) || len(s.Requests()) != 2 {
@@ -338,7 +338,7 @@ func TestLiveGemini(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := provider.Collect(p.Stream(ctx, flash, ctxOf(wiretest.User("Say the word: pong")), provider.Options{MaxTokens: 200}))
+	m := provider.Collect(wiretest.Replayed(p.Stream)(ctx, flash, ctxOf(wiretest.User("Say the word: pong")), provider.Options{MaxTokens: 200}))
 	if m.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP || len(m.GetContent()) == 0 || m.GetUsage().GetOutput() == 0 {
 		t.Fatalf("live answer = %v", m)
 	}

@@ -107,7 +107,7 @@ func TestHTTPClientTimeout(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := provider.Collect(p.Stream(context.Background(), flash, ctxOf(wiretest.User("hi")), provider.Options{}))
+			m := provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), flash, ctxOf(wiretest.User("hi")), provider.Options{}))
 			if m.GetStopReason() != tt.stop || !strings.HasPrefix(m.GetErrorMessage(), tt.errPrefix) || m.GetContent()[0].GetText().GetText() == "" {
 				t.Fatalf("stop %v error %q blocks %d", m.GetStopReason(), m.GetErrorMessage(), len(m.GetContent()))
 			}

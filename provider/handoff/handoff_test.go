@@ -203,7 +203,7 @@ func TestHandoffChainThroughRealAdapters(t *testing.T) {
 	conv := []*agentdv1.Message{wiretest.User("Weather in Paris?")}
 	for i, h := range hops {
 		s := wiretest.New(t, wiretest.Reply{Body: wiretest.File(t, h.reply)})
-		final := provider.Collect(h.stream(s)(context.Background(), h.model, &agentdv1.Context{SystemPrompt: "Be brief.", Messages: conv},
+		final := provider.Collect(wiretest.Replayed(h.stream(s))(context.Background(), h.model, &agentdv1.Context{SystemPrompt: "Be brief.", Messages: conv},
 			provider.Options{ThinkingLevel: agentdv1.ThinkingLevel_THINKING_LEVEL_MEDIUM}))
 		if final.GetStopReason() == agentdv1.StopReason_STOP_REASON_ERROR {
 			t.Fatalf("hop %s failed: %v", h.name, final)

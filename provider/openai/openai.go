@@ -83,7 +83,8 @@ func Effort(level agentdv1.ThinkingLevel) string {
 	return ""
 }
 
-// BuildParams converts a context into the request, after provider.Replay.
+// BuildParams converts a context, already replayed for model
+// ([provider.StreamFunc]), into the request.
 func BuildParams(model provider.Model, c *agentdv1.Context, opts provider.Options, compat Compat) sdk.ChatCompletionNewParams {
 	params := sdk.ChatCompletionNewParams{Model: shared.ChatModel(model.ID)}
 	if s := c.GetSystemPrompt(); s != "" {
@@ -93,7 +94,7 @@ func BuildParams(model provider.Model, c *agentdv1.Context, opts provider.Option
 			params.Messages = append(params.Messages, sdk.SystemMessage(s))
 		}
 	}
-	params.Messages = append(params.Messages, convertMessages(provider.Replay(c.GetMessages(), model), model, compat)...)
+	params.Messages = append(params.Messages, convertMessages(c.GetMessages(), model, compat)...)
 	if opts.MaxTokens > 0 {
 		if compat.MaxTokensField == "max_tokens" {
 			params.MaxTokens = param.NewOpt(opts.MaxTokens)

@@ -97,7 +97,7 @@ func TestReasoningToolCallThenFollowUp(t *testing.T) {
 	)
 	p := newProvider(s, openai.Profiles()["vllm"])
 	user := wiretest.User("Weather in Paris?")
-	evs := wiretest.Drain(p.Stream(context.Background(), qwen, ctxOf(user), provider.Options{ThinkingLevel: agentdv1.ThinkingLevel_THINKING_LEVEL_HIGH}))
+	evs := wiretest.Drain(wiretest.Replayed(p.Stream)(context.Background(), qwen, ctxOf(user), provider.Options{ThinkingLevel: agentdv1.ThinkingLevel_THINKING_LEVEL_HIGH}))
 	want := []string{"start", "thinking_start", "thinking_delta", "thinking_delta", "thinking_end", "text_start", "text_delta", "text_end",
 		"toolcall_start", "toolcall_delta", "toolcall_delta", "toolcall_end", "done"}
 	if got := wiretest.Types(evs); !reflect.DeepEqual(got, want) {
@@ -114,7 +114,7 @@ func TestReasoningToolCallThenFollowUp(t *testing.T) {
 	if c0.ReasoningEffort != "" {
 		t.Fatalf("vllm profile sends no reasoning_effort: %s", s.Requests()[0].Body)
 	}
-	provider.Collect(p.Stream(context.Background(), qwen, ctxOf(user, wiretest.Assistant(first), wiretest.ToolResult("call_abc123", "get_weather", "18C")), provider.Options{}))
+	provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), qwen, ctxOf(user, wiretest.Assistant(first), wiretest.ToolResult("call_abc123", "get_weather", "18C")), provider.Options{}))
 	c := decode(t, s.Requests()[1])
 	a := c.Messages[2]
 	if a.Role != "assistant" || a.ReasoningContent != "Need the weather. Call the tool." || string(a.Content) != `"Checking."` ||
@@ -133,11 +133,11 @@ func TestParallelToolCallsAndOrphans(t *testing.T) {
 	)
 	p := newProvider(s, openai.Compat{})
 	user := wiretest.User("read both")
-	first := provider.Collect(p.Stream(context.Background(), gpt, ctxOf(user), provider.Options{}))
+	first := provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), gpt, ctxOf(user), provider.Options{}))
 	if n := len(first.GetContent()); n != 2 || first.GetContent()[1].GetToolCall().GetArguments().AsMap()["path"] != "b.txt" {
 		t.Fatalf("first = %v", first)
 	}
-	provider.Collect(p.Stream(context.Background(), gpt, ctxOf(user, wiretest.Assistant(first), wiretest.ToolResult("call_B", "read", "B")), provider.Options{}))
+	provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), gpt, ctxOf(user, wiretest.Assistant(first), wiretest.ToolResult("call_B", "read", "B")), provider.Options{}))
 	c := decode(t, s.Requests()[1])
 	var got []string
 	for _, m := range c.Messages[3:] {
@@ -213,7 +213,7 @@ func TestRateLimitIsRetriedAfterItsWait(t *testing.T) {
 	)
 	p := newProvider(s, openai.Compat{})
 	m, failed, slept := wiretest.Retry(provider.RetryPolicy{BaseDelay: 10 * time.Millisecond}, func() provider.Stream {
-		return p.Stream(context.Background(), gpt, ctxOf(wiretest.User("hi")), provider.Options{})
+		return wiretest.Replayed(p.Stream)(context.Background(), gpt, ctxOf(wiretest.User("hi")), provider.Options{})
 	})
 	if m.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP || len(failed) != 2 ||
 		!reflect.DeepEqual(slept, []time.Duration{2 * time.Second, 20 * time.Millisecond}) {

@@ -115,8 +115,8 @@ func ParseTextSignature(s string) (TextSignature, bool) {
 	return TextSignature{V: 1, ID: s}, true
 }
 
-// BuildBody converts a context into the JSON request body, after
-// provider.Replay. The SDK's params type carries every field but the input,
+// BuildBody converts a context, already replayed for model
+// ([provider.StreamFunc]), into the JSON request body. The SDK's params type carries every field but the input,
 // which is spliced in raw so that reasoning items go back byte for byte.
 func BuildBody(model provider.Model, c *agentdv1.Context, opts provider.Options) ([]byte, error) {
 	params := responses.ResponseNewParams{
@@ -178,7 +178,7 @@ func BuildInput(model provider.Model, c *agentdv1.Context) ([]byte, error) {
 			return nil, err
 		}
 	}
-	for i, m := range provider.Replay(c.GetMessages(), model) {
+	for i, m := range c.GetMessages() {
 		switch r := m.GetRole().(type) {
 		case *agentdv1.Message_User:
 			content := inputContent(r.User.GetContent(), model)

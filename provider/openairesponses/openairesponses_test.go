@@ -133,7 +133,7 @@ func TestReasoningToolCallThenFollowUp(t *testing.T) {
 	)
 	p := newProvider(s)
 	user := wiretest.User("Weather in Paris?")
-	evs := wiretest.Drain(p.Stream(context.Background(), o4, ctxOf(user), provider.Options{ThinkingLevel: agentdv1.ThinkingLevel_THINKING_LEVEL_HIGH}))
+	evs := wiretest.Drain(wiretest.Replayed(p.Stream)(context.Background(), o4, ctxOf(user), provider.Options{ThinkingLevel: agentdv1.ThinkingLevel_THINKING_LEVEL_HIGH}))
 	want := []string{"start", "thinking_start", "thinking_delta", "thinking_delta", "thinking_delta", "thinking_end",
 		"text_start", "text_delta", "text_end", "toolcall_start", "toolcall_delta", "toolcall_delta", "toolcall_end", "done"}
 	if got := wiretest.Types(evs); !reflect.DeepEqual(got, want) {
@@ -156,7 +156,7 @@ func TestReasoningToolCallThenFollowUp(t *testing.T) {
 		t.Fatalf("first body = %s", s.Requests()[0].Body)
 	}
 
-	provider.Collect(p.Stream(context.Background(), o4, ctxOf(user, wiretest.Assistant(first), wiretest.ToolResult("call_abc123|fc_F1", "get_weather", "18C")), provider.Options{}))
+	provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), o4, ctxOf(user, wiretest.Assistant(first), wiretest.ToolResult("call_abc123|fc_F1", "get_weather", "18C")), provider.Options{}))
 	r := s.Requests()[1]
 	// The reasoning item goes back byte for byte, right before the items it
 	// led to.
@@ -182,18 +182,18 @@ func TestRedactedReasoningKeptForSameModelOnly(t *testing.T) {
 	)
 	p := newProvider(s)
 	user := wiretest.User("6*7?")
-	first := provider.Collect(p.Stream(context.Background(), o4, ctxOf(user), provider.Options{}))
+	first := provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), o4, ctxOf(user), provider.Options{}))
 	th := first.GetContent()[0].GetThinking()
 	if th.GetThinking() != "" || th.GetThinkingSignature() != `{"id":"rs_HIDDEN","type":"reasoning","encrypted_content":"gAAAAABhiddenOnly","summary":[]}` {
 		t.Fatalf("first = %v", first)
 	}
 	next := ctxOf(user, wiretest.Assistant(first), wiretest.User("why?"))
-	provider.Collect(p.Stream(context.Background(), o4, next, provider.Options{}))
+	provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), o4, next, provider.Options{}))
 	if !bytes.Contains(s.Requests()[1].Body, []byte(`"encrypted_content":"gAAAAABhiddenOnly"`)) {
 		t.Fatalf("same model lost the reasoning item: %s", s.Requests()[1].Body)
 	}
 	// Another model of the same API gets neither the item nor its id.
-	provider.Collect(p.Stream(context.Background(), gpt, next, provider.Options{}))
+	provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), gpt, next, provider.Options{}))
 	_, items := decode(t, s.Requests()[2])
 	if got, want := describe(items), []string{":system", ":user", "message:assistant:id=msg_1_0", ":user"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("items = %v, want %v\n%s", got, want, s.Requests()[2].Body)
@@ -207,7 +207,7 @@ func TestParallelToolCallsAndOrphans(t *testing.T) {
 	)
 	p := newProvider(s)
 	user := wiretest.User("read both")
-	first := provider.Collect(p.Stream(context.Background(), gpt, ctxOf(user), provider.Options{}))
+	first := provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), gpt, ctxOf(user), provider.Options{}))
 	c := first.GetContent()
 	if len(c) != 2 || c[0].GetToolCall().GetId() != "call_A|fc_A" || c[0].GetToolCall().GetArguments().AsMap()["path"] != "a.txt" ||
 		c[1].GetToolCall().GetId() != "call_B|fc_B" || c[1].GetToolCall().GetArguments().AsMap()["path"] != "b.txt" {
@@ -215,7 +215,7 @@ func TestParallelToolCallsAndOrphans(t *testing.T) {
 	}
 	// Only call B got a result, and an orphan result for an unknown call
 	// must never be sent.
-	provider.Collect(p.Stream(context.Background(), gpt, ctxOf(user, wiretest.Assistant(first),
+	provider.Collect(wiretest.Replayed(p.Stream)(context.Background(), gpt, ctxOf(user, wiretest.Assistant(first),
 		wiretest.ToolResult("call_B|fc_B", "read", "B"), wiretest.ToolResult("call_ZZ|fc_ZZ", "read", "stray")), provider.Options{}))
 	_, items := decode(t, s.Requests()[1])
 	var got []string
@@ -312,7 +312,7 @@ func TestRateLimitIsRetriedAfterItsWait(t *testing.T) {
 	)
 	p := newProvider(s)
 	m, _, slept := wiretest.Retry(provider.RetryPolicy{}, func() provider.Stream {
-		return p.Stream(context.Background(), gpt, ctxOf(wiretest.User("hi")), provider.Options{})
+		return wiretest.Replayed(p.Stream)(context.Background(), gpt, ctxOf(wiretest.User("hi")), provider.Options{})
 	})
 	if m.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP || m.GetContent()[0].GetText().GetText() != "Hello, world" ||
 		!reflect.DeepEqual(slept, []time.Duration{2 * time.Second}) || len(s.Requests()) != 2 {
@@ -353,7 +353,7 @@ func TestLiveOpenAIResponses(t *testing.T) {
 	defer cancel()
 	p := openairesponses.New(openairesponses.Config{APIKey: key})
 	model := provider.Model{Provider: "openai", ID: "gpt-4.1-mini", API: openairesponses.API}
-	m := provider.Collect(p.Stream(ctx, model, ctxOf(wiretest.User("Say the word: pong")), provider.Options{MaxTokens: 50}))
+	m := provider.Collect(wiretest.Replayed(p.Stream)(ctx, model, ctxOf(wiretest.User("Say the word: pong")), provider.Options{MaxTokens: 50}))
 	if m.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP || len(m.GetContent()) == 0 || m.GetContent()[0].GetText().GetText() == "" ||
 		m.GetUsage().GetOutput() == 0 || m.GetResponseId() == "" {
 		t.Fatalf("live answer = %v", m)

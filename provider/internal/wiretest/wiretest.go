@@ -4,6 +4,7 @@
 package wiretest
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -200,5 +201,15 @@ func Retry(policy provider.RetryPolicy, call func() provider.Stream) (final *age
 		}
 		failed = append(failed, last.Message)
 		waits = append(waits, d)
+	}
+}
+
+// Replayed is stream with the context replayed for the call's model first,
+// as the agent loop sends every call: the adapters take a replayed context
+// and do not replay it again.
+func Replayed(stream provider.StreamFunc) provider.StreamFunc {
+	return func(ctx context.Context, model provider.Model, c *agentdv1.Context, opts provider.Options) provider.Stream {
+		replayed := &agentdv1.Context{SystemPrompt: c.GetSystemPrompt(), Messages: provider.Replay(c.GetMessages(), model), Tools: c.GetTools()}
+		return stream(ctx, model, replayed, opts)
 	}
 }
