@@ -60,6 +60,16 @@ func TestRetentionSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its first model call is spending too: measure after it has asked for the tool.
+	errAsked := errors.New("asked")
+	if err := h.a.Follow(ctx, busy, runID, 0, agent.FollowOptions{}, func(e agent.Event) error {
+		if ev, err := e.Decode(); err != nil || ev.GetToolCallRequested() != nil {
+			return errors.Join(err, errAsked)
+		}
+		return nil
+	}); !errors.Is(err, errAsked) {
+		t.Fatalf("following the busy run: %v", err)
+	}
 
 	exists := func(id string) bool {
 		_, err := h.store.GetSession(ctx, id)
