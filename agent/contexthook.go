@@ -71,59 +71,11 @@ type contextAnswer struct {
 	err   error
 }
 
-// ContextSelection is one item of a SubmitContext answer: an offered entry
-// to keep, or a message to inject.
-type ContextSelection struct {
-	EntryID string
-	Message *agentdv1.AgentMessage
-}
-
-// RefuseContext tells a waiting context request that its answer was
-// refused before it reached SubmitContext (a message that failed
-// validation), so the call goes ahead with the policies' context at once
-// instead of waiting for the timeout. It does nothing when no such request
-// waits.
-func (a *Agent) RefuseContext(ctx context.Context, sessionID, requestID string, why error) {
-	if a.active(sessionID) == nil && a.shared != nil {
-		_, _, _ = a.relay(ctx, sessionID, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_Context{Context: &agentdv1.ReplicaContextAnswer{
-			RequestId: requestID, Refused: why.Error(),
-		}}})
-		return
-	}
-	a.refuseContextLocal(sessionID, requestID, why)
-}
-
-func (a *Agent) refuseContextLocal(sessionID, requestID string, why error) {
-	if r := a.active(sessionID); r != nil {
-		_ = r.pending.deliver(sessionID, requestID, waitContext, contextAnswer{err: why})
-	}
-}
-
-// SubmitContext answers a context_requested event of the session's active
-// run. An answer naming an entry the request did not offer, or one twice,
-// is refused with a *FieldError; the waiting call then goes ahead with the
-// policies' context.
-func (a *Agent) SubmitContext(ctx context.Context, sessionID, requestID string, sel []ContextSelection) error {
-	err := a.submitContextLocal(sessionID, requestID, sel)
-	wire := make([]*agentdv1.ContextSelection, len(sel))
-	for i, s := range sel {
-		if s.Message != nil {
-			wire[i] = &agentdv1.ContextSelection{Item: &agentdv1.ContextSelection_Message{Message: s.Message}}
-		} else {
-			wire[i] = &agentdv1.ContextSelection{Item: &agentdv1.ContextSelection_EntryId{EntryId: s.EntryID}}
-		}
-	}
-	_, err = a.orRelay(ctx, sessionID, err, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_Context{Context: &agentdv1.ReplicaContextAnswer{
-		RequestId: requestID, Selections: wire,
-	}}})
-	return err
-}
-
-func (a *Agent) submitContextLocal(sessionID, requestID string, sel []ContextSelection) error {
-	r := a.active(sessionID)
-	if r == nil {
-		return refuse(agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE, "session %q has no active run, so no context request waits for an answer", sessionID).with("session_id", sessionID)
-	}
+// answerContext delivers a SubmitContext answer to the run's waiting
+// context request, or refuses it (and lets the call go ahead with the
+// policies' context) when it names an entry the request did not offer.
+func (r *Run) answerContext(requestID string, sel []*agentdv1.ContextSelection) error {
+	sessionID := r.sessionID
 	offered, err := r.pending.offered(sessionID, requestID)
 	if err != nil {
 		return err
@@ -136,21 +88,21 @@ func (a *Agent) submitContextLocal(sessionID, requestID string, sel []ContextSel
 	var items []contextview.Item
 	var bad error
 	for i, s := range sel {
-		if s.Message != nil {
-			items = append(items, contextview.NewItem("", s.Message))
+		if m := s.GetMessage(); m != nil {
+			items = append(items, contextview.NewItem("", m))
 			continue
 		}
-		it, ok := byID[s.EntryID]
+		it, ok := byID[s.GetEntryId()]
 		switch {
 		case !ok:
-			bad = invalid(fmt.Sprintf("items[%d].entry_id", i), "%q is not an entry of context request %q; keep only entry ids its context_requested event listed", truncate(s.EntryID, 70), requestID)
-		case used[s.EntryID]:
-			bad = invalid(fmt.Sprintf("items[%d].entry_id", i), "%q is named twice; keep each entry at most once", truncate(s.EntryID, 70))
+			bad = invalid(fmt.Sprintf("items[%d].entry_id", i), "%q is not an entry of context request %q; keep only entry ids its context_requested event listed", truncate(s.GetEntryId(), 70), requestID)
+		case used[s.GetEntryId()]:
+			bad = invalid(fmt.Sprintf("items[%d].entry_id", i), "%q is named twice; keep each entry at most once", truncate(s.GetEntryId(), 70))
 		}
 		if bad != nil {
 			break
 		}
-		used[s.EntryID] = true
+		used[s.GetEntryId()] = true
 		items = append(items, it)
 	}
 	if bad == nil && len(items) == 0 {

@@ -296,7 +296,7 @@ func (a *Agent) serveControl(c persistence.Control) {
 	ans := &agentdv1.ReplicaControlAnswer{}
 	var err error
 	if err = proto.Unmarshal(c.Payload, ctl); err == nil {
-		ans, err = a.localControl(ctx, ctl)
+		ans, err = a.controlHere(ctx, ctl)
 	}
 	if err != nil {
 		ans = errorAnswer(err)
@@ -308,44 +308,6 @@ func (a *Agent) serveControl(c persistence.Control) {
 	if err != nil && !errors.Is(err, persistence.ErrConflict) {
 		a.opts.Logger.Warn("could not answer a control of another replica", "control", c.ID, "run", c.RunID, "err", err)
 	}
-}
-
-// localControl carries out a control on this replica's run.
-func (a *Agent) localControl(ctx context.Context, ctl *agentdv1.ReplicaControl) (*agentdv1.ReplicaControlAnswer, error) {
-	sid := ctl.GetSessionId()
-	ans := &agentdv1.ReplicaControlAnswer{}
-	var err error
-	var n int
-	switch act := ctl.GetAction().(type) {
-	case *agentdv1.ReplicaControl_Steer:
-		n, err = a.enqueue(sid, act.Steer, false)
-		ans.Queued = uint32(n)
-	case *agentdv1.ReplicaControl_FollowUp:
-		n, err = a.enqueue(sid, act.FollowUp, true)
-		ans.Queued = uint32(n)
-	case *agentdv1.ReplicaControl_Abort:
-		ans.RunId, err = a.abortLocal(ctx, sid, act.Abort)
-	case *agentdv1.ReplicaControl_ToolResult:
-		tr := act.ToolResult
-		err = a.submitToolResultLocal(sid, tr.GetToolCallId(), ToolResult{Content: tr.GetContent(), Details: tr.GetDetails(), IsError: tr.GetIsError()})
-	case *agentdv1.ReplicaControl_Approval:
-		ap := act.Approval
-		err = a.resolveApprovalLocal(sid, ap.GetToolCallId(), Approval{Allowed: ap.GetAllowed(), Reason: ap.GetReason(), DecidedBy: ap.GetDecidedBy()})
-	case *agentdv1.ReplicaControl_Context:
-		cx := act.Context
-		if cx.GetRefused() != "" {
-			a.refuseContextLocal(sid, cx.GetRequestId(), errors.New(cx.GetRefused()))
-			return ans, nil
-		}
-		sel := make([]ContextSelection, len(cx.GetSelections()))
-		for i, s := range cx.GetSelections() {
-			sel[i] = ContextSelection{EntryID: s.GetEntryId(), Message: s.GetMessage()}
-		}
-		err = a.submitContextLocal(sid, cx.GetRequestId(), sel)
-	default:
-		err = refuse(agentdv1.ErrorReason_ERROR_REASON_REPLICA_VERSION_MISMATCH, "a control of another replica has no action this build knows; upgrade the replicas to one version")
-	}
-	return ans, err
 }
 
 // errorAnswer is the answer that carries err to the sender.

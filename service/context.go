@@ -118,11 +118,11 @@ func (s *Service) SubmitContext(ctx context.Context, req *agentdv1.SubmitContext
 		s.agent.RefuseContext(ctx, req.GetSessionId(), req.GetRequestId(), err)
 		return nil, err
 	}
-	sel := make([]agent.ContextSelection, len(items))
+	sel := make([]*agentdv1.ContextSelection, len(items))
 	for i, it := range items {
 		switch x := it.GetItem().(type) {
 		case *agentdv1.ContextSelection_EntryId:
-			sel[i].EntryID = x.EntryId
+			sel[i] = it
 		case *agentdv1.ContextSelection_Message:
 			field := fmt.Sprintf("items[%d].message", i)
 			if err := s.limits.checkAgentMessage(field, x.Message); err != nil {
@@ -131,7 +131,7 @@ func (s *Service) SubmitContext(ctx context.Context, req *agentdv1.SubmitContext
 			}
 			m := proto.CloneOf(x.Message)
 			stampMessage(m, s.now)
-			sel[i].Message = m
+			sel[i] = &agentdv1.ContextSelection{Item: &agentdv1.ContextSelection_Message{Message: m}}
 		default:
 			err := invalid(fmt.Sprintf("items[%d]", i), "set entry_id or message")
 			s.agent.RefuseContext(ctx, req.GetSessionId(), req.GetRequestId(), err)
