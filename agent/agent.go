@@ -29,6 +29,10 @@ import (
 const (
 	// MaxTools bounds the tools of a session.
 	MaxTools = 128
+	// MaxNameBytes bounds the short names a client chooses: entry labels,
+	// context block names, session label keys, request ids and who
+	// decided or redacted.
+	MaxNameBytes = 128
 	// DefaultMaxTurns is the most turns one run may take when neither the
 	// session nor Options.MaxTurns says otherwise.
 	DefaultMaxTurns = 1000
@@ -388,8 +392,8 @@ func checkContextConfig(cfg *agentdv1.SessionConfig) error {
 	}
 	names := map[string]bool{}
 	for i, b := range cfg.GetContextBlocks() {
-		if b.GetName() == "" || len(b.GetName()) > 128 {
-			return invalid(fmt.Sprintf("config.context_blocks[%d].name", i), "needs 1 to 128 bytes")
+		if b.GetName() == "" || len(b.GetName()) > MaxNameBytes {
+			return invalid(fmt.Sprintf("config.context_blocks[%d].name", i), "needs 1 to %d bytes", MaxNameBytes)
 		}
 		if names[b.GetName()] {
 			return invalid(fmt.Sprintf("config.context_blocks[%d].name", i), "%q is used twice; block names are unique", truncate(b.GetName(), 70))

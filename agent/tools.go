@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/fspath"
+	"github.com/agentd/agentd/provider"
 	"github.com/agentd/agentd/tools"
 )
 
@@ -23,10 +23,6 @@ const (
 	DefaultClientToolTimeout = 10 * time.Minute
 	DefaultApprovalTimeout   = 10 * time.Minute
 )
-
-// ToolNamePattern is what a tool name may be: what every provider API
-// accepts.
-var ToolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
 // toolKit is the tools of one run (or, without a run, of a configuration
 // being checked or previewed): the tool set for the loop and the approval
@@ -72,8 +68,8 @@ func (a *Agent) toolKit(tenant string, cfg *agentdv1.SessionConfig, r *Run, mcp 
 	list := make([]agentloop.Tool, 0, len(decls))
 	for i, d := range decls {
 		field := fmt.Sprintf("config.tools[%d]", i)
-		if !ToolNamePattern.MatchString(d.GetName()) {
-			return nil, invalid(field+".name", "%q is not a valid tool name (1 to 64 characters of a-z A-Z 0-9 _ -)", truncate(d.GetName(), 70))
+		if err := provider.CheckToolName(d.GetName()); err != nil {
+			return nil, invalid(field+".name", "%v", err)
 		}
 		if j, dup := seen[d.GetName()]; dup {
 			return nil, invalid(field+".name", "%q is already declared by config.tools[%d]; tool names must be unique", d.GetName(), j)

@@ -12,15 +12,12 @@ import (
 	"github.com/agentd/agentd/persistence"
 )
 
-// MaxEntryLabelBytes bounds a label set with SetLabel.
-const MaxEntryLabelBytes = 128
-
 // SetLabel names an entry of the session, or clears its name when label is
 // empty, by appending a Label entry at the leaf (the latest for a target
 // wins). Labels never reach the model, so a run may be active.
 func (a *Agent) SetLabel(ctx context.Context, sessionID, entryID, label string) (*agentdv1.Entry, error) {
-	if len(label) > MaxEntryLabelBytes {
-		return nil, invalid("label", "%d bytes exceed the limit of %d", len(label), MaxEntryLabelBytes)
+	if len(label) > MaxNameBytes {
+		return nil, invalid("label", "%d bytes exceed the limit of %d", len(label), MaxNameBytes)
 	}
 	if _, err := a.store.GetEntry(ctx, sessionID, entryID); err != nil {
 		return nil, err

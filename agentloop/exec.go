@@ -2,7 +2,6 @@ package agentloop
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -278,14 +277,7 @@ func (r *run) execute1(p prepared, onUpdate UpdateFunc) (res Result, isError boo
 	}()
 	res, err := p.entry.tool.Execute(r.ctx, Call{ID: p.call.GetId(), Args: p.args, Update: onUpdate, Run: scope{r}})
 	if err != nil {
-		failed := errorResult(err.Error())
-		// A failing tool may still have details for UIs (a command's exit
-		// code and output): keep them.
-		var withDetails interface{ ResultDetails() *structpb.Value }
-		if errors.As(err, &withDetails) {
-			failed.Details = withDetails.ResultDetails()
-		}
-		return failed, true
+		return errorResult(err.Error()), true
 	}
 	return res, res.IsError
 }

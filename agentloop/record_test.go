@@ -11,12 +11,6 @@ import (
 	"github.com/agentd/agentd/provider/faux"
 )
 
-// detailedError is a tool failure that carries details for UIs.
-type detailedError struct{ details *structpb.Value }
-
-func (detailedError) Error() string                    { return "command failed with exit code 2" }
-func (e detailedError) ResultDetails() *structpb.Value { return e.details }
-
 func TestToolsEmitRecordAndFailWithDetails(t *testing.T) {
 	notice := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Custom{Custom: &agentdv1.CustomMessage{
 		CustomType: "decision", Content: []*agentdv1.ContentBlock{faux.Text("allowed")}, IncludeInModelContext: true}}}
@@ -32,7 +26,8 @@ func TestToolsEmitRecordAndFailWithDetails(t *testing.T) {
 		return agentloop.Result{Content: []*agentdv1.ContentBlock{faux.Text("partial output")}, IsError: true}, nil
 	})
 	failing := newTool(t, "failing", `{"type":"object"}`, func(context.Context, agentloop.Call) (agentloop.Result, error) {
-		return agentloop.Result{}, detailedError{exit}
+		// A failure with details for UIs is an error result, not an error.
+		return agentloop.Result{Content: []*agentdv1.ContentBlock{{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: "command failed with exit code 2"}}}}, Details: exit, IsError: true}, nil
 	})
 	p := faux.New(faux.Options{},
 		faux.Reply(faux.Message(faux.ToolCall("c1", "gated", nil), faux.ToolCall("c2", "failing", nil))),

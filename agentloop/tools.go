@@ -58,9 +58,10 @@ type Call struct {
 }
 
 // Tool is a tool the model may call. Execute must honour ctx: an abort
-// cancels it. A returned error becomes an error result with the error's
-// text (and the error's ResultDetails() *structpb.Value as details, when it
-// has that method); a panic becomes one too.
+// cancels it. A tool fails in one of two forms of one result: a returned
+// error becomes an error result holding the error's text (a panic becomes
+// one too); a failure that has more to show (details for user interfaces,
+// images) returns a [Result] with IsError set.
 type Tool interface {
 	// Definition is the declaration sent to the model: name, description,
 	// JSON Schema parameters and the sequential flag. It must not change.

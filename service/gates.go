@@ -42,8 +42,8 @@ func (s *Service) ResolveApproval(ctx context.Context, req *agentdv1.ResolveAppr
 	if len(req.GetReason()) > maxReasonBytes {
 		return nil, invalid("reason", "%d bytes exceed the limit of %d", len(req.GetReason()), maxReasonBytes)
 	}
-	if len(req.GetDecidedBy()) > maxShortStringBytes {
-		return nil, invalid("decided_by", "%d bytes exceed the limit of %d", len(req.GetDecidedBy()), maxShortStringBytes)
+	if len(req.GetDecidedBy()) > agent.MaxNameBytes {
+		return nil, invalid("decided_by", "%d bytes exceed the limit of %d", len(req.GetDecidedBy()), agent.MaxNameBytes)
 	}
 	err := s.agent.ResolveApproval(ctx, req.GetSessionId(), req.GetToolCallId(), agent.Approval{
 		Allowed:   req.GetDecision() == agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED,

@@ -37,8 +37,8 @@ func (s *Service) RedactEntries(ctx context.Context, req *agentdv1.RedactEntries
 	if len(req.GetReason()) > maxReasonBytes {
 		return nil, invalid("reason", "%d bytes exceed the limit of %d", len(req.GetReason()), maxReasonBytes)
 	}
-	if len(req.GetRedactedBy()) > maxShortStringBytes {
-		return nil, invalid("redacted_by", "%d bytes exceed the limit of %d", len(req.GetRedactedBy()), maxShortStringBytes)
+	if len(req.GetRedactedBy()) > agent.MaxNameBytes {
+		return nil, invalid("redacted_by", "%d bytes exceed the limit of %d", len(req.GetRedactedBy()), agent.MaxNameBytes)
 	}
 	entries, err := s.agent.RedactEntries(ctx, req.GetSessionId(), agent.Redaction{
 		EntryIDs: ids, Reason: req.GetReason(), By: req.GetRedactedBy(), Tenant: CallerFrom(ctx).Tenant})

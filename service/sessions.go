@@ -167,8 +167,8 @@ func checkLabels(field string, labels map[string]string) error {
 		return invalid(field, "%d labels exceed the limit of %d", len(labels), maxLabels)
 	}
 	for k, v := range labels {
-		if k == "" || len(k) > maxShortStringBytes || len(v) > maxLabelValueBytes {
-			return invalid(fmt.Sprintf("%s[%q]", field, truncate(k, 40)), "keys need 1 to %d bytes and values at most %d", maxShortStringBytes, maxLabelValueBytes)
+		if k == "" || len(k) > agent.MaxNameBytes || len(v) > maxLabelValueBytes {
+			return invalid(fmt.Sprintf("%s[%q]", field, truncate(k, 40)), "keys need 1 to %d bytes and values at most %d", agent.MaxNameBytes, maxLabelValueBytes)
 		}
 	}
 	return nil

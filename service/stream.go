@@ -60,8 +60,8 @@ func (s *Service) run(ctx context.Context, req agent.StartRequest, detach bool, 
 }
 
 func checkRequestID(id string) error {
-	if len(id) > maxShortStringBytes {
-		return invalid("request_id", "%d bytes exceed the limit of %d", len(id), maxShortStringBytes)
+	if len(id) > agent.MaxNameBytes {
+		return invalid("request_id", "%d bytes exceed the limit of %d", len(id), agent.MaxNameBytes)
 	}
 	return nil
 }

@@ -8,16 +8,13 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/agentd/agentd/agent"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/provider"
 )
 
 // Fixed bounds of request fields, as the proto documents them.
 const (
-	// maxShortStringBytes bounds ids a client chooses (request_id), label
-	// keys and decided_by.
-	maxShortStringBytes = 128
 	// maxLabelValueBytes bounds a label's value.
 	maxLabelValueBytes = 1024
 	// maxLabels bounds the labels of one session.
@@ -80,7 +77,8 @@ func (l Limits) withDefaults() Limits {
 	return d
 }
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+// idPattern is what an id a client chooses may be.
+var idPattern = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z0-9._:-]{1,%d}$`, persistence.MaxIDLength))
 
 // checkID validates a required id field.
 func checkID(field, id string) error {
@@ -88,7 +86,7 @@ func checkID(field, id string) error {
 		return invalid(field, "required")
 	}
 	if !idPattern.MatchString(id) {
-		return invalid(field, "%q is not a valid id (1 to 128 characters of A-Z a-z 0-9 . _ : -)", truncate(id, 40))
+		return invalid(field, "%q is not a valid id (1 to %d characters of A-Z a-z 0-9 . _ : -)", truncate(id, 40), persistence.MaxIDLength)
 	}
 	return nil
 }
@@ -167,8 +165,8 @@ func (l Limits) checkContent(field string, blocks []*agentdv1.ContentBlock, kind
 			if blk.ToolCall.GetId() == "" {
 				return invalid(f+".tool_call.id", "required")
 			}
-			if !agent.ToolNamePattern.MatchString(blk.ToolCall.GetName()) {
-				return invalid(f+".tool_call.name", "%q is not a valid tool name", truncate(blk.ToolCall.GetName(), 70))
+			if err := provider.CheckToolName(blk.ToolCall.GetName()); err != nil {
+				return invalid(f+".tool_call.name", "%v", err)
 			}
 		default:
 			return invalid(f, "no block kind set (text, image, thinking or tool_call)")

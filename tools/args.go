@@ -13,6 +13,10 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
+// errAborted is what a file tool returns when its call was aborted before
+// it changed anything.
+var errAborted = errors.New("Operation aborted")
+
 // The loop validates arguments against the schema before Execute, so these
 // helpers only guard direct callers; their errors name the field.
 

@@ -12,28 +12,9 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
 	"github.com/agentd/agentd/agentloop"
 	"github.com/agentd/agentd/tools/sandbox"
 )
-
-// Error is a failed tool call that still carries details for user
-// interfaces, such as a failed command's exit code. The loop shows the
-// model Error's text; a loop that looks for ResultDetails (errors.As) can
-// keep the structured part in the error result too.
-type Error struct {
-	// Message is the text of the error result.
-	Message string
-	// Details is the structured data of the failure.
-	Details *structpb.Value
-}
-
-// Error implements error.
-func (e *Error) Error() string { return e.Message }
-
-// ResultDetails returns the details the error result should carry.
-func (e *Error) ResultDetails() *structpb.Value { return e.Details }
 
 // drainGrace bounds the wait for output after the process group is gone: a
 // process that left the group (setsid) may hold the pipe open.
@@ -164,7 +145,9 @@ func (t *bashTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.
 		if body != "" {
 			msg = body + "\n\n" + status
 		}
-		return agentloop.Result{}, &Error{Message: msg, Details: det}
+		// A failed command still has details for user interfaces (its
+		// exit code, where the full output went).
+		return agentloop.Result{Content: text(msg), Details: det, IsError: true}, nil
 	}
 	if body == "" {
 		body = "(no output)"

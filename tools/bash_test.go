@@ -2,6 +2,7 @@ package tools
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +50,11 @@ func (f *fixture) bash(t *testing.T, ctx context.Context, args map[string]any, r
 	}
 	res, err := f.callCtx(t, ctx, Bash, args, r.update)
 	if err != nil {
-		return err.Error(), errDetails(t, err), err
+		return err.Error(), nil, err
+	}
+	if res.IsError {
+		// A failed command is an error result with details.
+		return textOf(t, res), detailsOf(t, res), errors.New(textOf(t, res))
 	}
 	return textOf(t, res), detailsOf(t, res), nil
 }

@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,7 +29,7 @@ func (t *editTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.
 		return agentloop.Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return agentloop.Result{}, errors.New("Operation aborted")
+		return agentloop.Result{}, errAborted
 	}
 	w := t.w
 	w.mutate.Lock()
@@ -88,7 +87,7 @@ func (t *editTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.
 		return agentloop.Result{}, fmt.Errorf("No changes made to %s. The replacement produced identical content. This might indicate an issue with special characters or the text not existing as expected.", p)
 	}
 	if err := ctx.Err(); err != nil {
-		return agentloop.Result{}, errors.New("Operation aborted")
+		return agentloop.Result{}, errAborted
 	}
 
 	final := updated

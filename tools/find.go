@@ -47,7 +47,7 @@ func (w *Workspace) walk(ctx context.Context, rel string, visit func(relPath str
 		return visit(r, d)
 	})
 	if ctx.Err() != nil {
-		return errors.New("Operation aborted")
+		return errAborted
 	}
 	return err
 }

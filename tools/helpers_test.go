@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -145,15 +144,6 @@ func detailsOf(t *testing.T, res agentloop.Result) map[string]any {
 		t.Fatalf("details are %T, not an object", res.Details.AsInterface())
 	}
 	return m
-}
-
-func errDetails(t *testing.T, err error) map[string]any {
-	t.Helper()
-	var te *Error
-	if !errors.As(err, &te) {
-		t.Fatalf("error %v is %T, not *Error", err, err)
-	}
-	return te.ResultDetails().AsInterface().(map[string]any)
 }
 
 // waitGone waits until pid has exited (gone or a zombie). A killed process

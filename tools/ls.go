@@ -2,7 +2,6 @@ package tools
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -65,7 +64,7 @@ func (t *lsTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Re
 	limitReached := false
 	for _, e := range entries {
 		if ctx.Err() != nil {
-			return agentloop.Result{}, errors.New("Operation aborted")
+			return agentloop.Result{}, errAborted
 		}
 		if len(names) >= limit {
 			limitReached = true

@@ -129,7 +129,7 @@ func (t *readTool) text(ctx context.Context, r io.Reader, shown string, offset, 
 		}
 		total++
 		if total%4096 == 0 && ctx.Err() != nil {
-			return agentloop.Result{}, errors.New("Operation aborted")
+			return agentloop.Result{}, errAborted
 		}
 		switch {
 		case total < offset || cut != "" || userStop || firstTooLong > 0:

@@ -25,7 +25,7 @@ func (t *writeTool) Execute(ctx context.Context, call agentloop.Call) (agentloop
 		return agentloop.Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return agentloop.Result{}, errors.New("Operation aborted")
+		return agentloop.Result{}, errAborted
 	}
 	w := t.w
 	w.mutate.Lock()

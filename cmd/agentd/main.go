@@ -47,6 +47,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/agentd/agentd/agent"
+	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/provider/catalog"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/tools/mcp"
@@ -192,8 +193,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if cfg.dbMaxConns < 0 || cfg.dbMaxConns > 10000 {
 		return config{}, fmt.Errorf("--db-max-conns %d: want 0 (the default) to 10000", cfg.dbMaxConns)
 	}
-	if cfg.replicaID == "" || len(cfg.replicaID) > 128 {
-		return config{}, errors.New("--replica-id must be 1 to 128 bytes")
+	if cfg.replicaID == "" || len(cfg.replicaID) > persistence.MaxIDLength {
+		return config{}, fmt.Errorf("--replica-id must be 1 to %d bytes", persistence.MaxIDLength)
 	}
 	if (cfg.tlsCert == "") != (cfg.tlsKey == "") {
 		return config{}, errors.New("--tls-cert and --tls-key go together: give both or neither")

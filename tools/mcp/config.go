@@ -154,8 +154,8 @@ func (c *ServerConfig) Allowed(name string) bool {
 // provider accepts, and it has no "__", which separates it from the tool.
 var ServerNamePattern = regexp.MustCompile(`^[a-zA-Z0-9-]+(_[a-zA-Z0-9-]+)*$`)
 
-// maxServerName leaves room for a tool name within the 64 characters of a
-// model-visible name.
+// maxServerName leaves room for a tool name within the [provider.MaxToolNameLength]
+// characters of a model-visible name.
 const maxServerName = 32
 
 // envRef matches ${NAME} in env and header values.
