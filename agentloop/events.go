@@ -110,36 +110,12 @@ func (e *emitter) call(ev *agentdv1.AgentEvent) (err error) {
 
 var errClosed = fmt.Errorf("agentloop: event after agent_end")
 
+// eventName is the name of ev's kind, the event oneof's field name
+// ("message_update"), so a new event type needs no code here.
 func eventName(ev *agentdv1.AgentEvent) string {
-	switch ev.Event.(type) {
-	case *agentdv1.AgentEvent_AgentStart:
-		return "agent_start"
-	case *agentdv1.AgentEvent_TurnStart:
-		return "turn_start"
-	case *agentdv1.AgentEvent_MessageStart:
-		return "message_start"
-	case *agentdv1.AgentEvent_MessageUpdate:
-		return "message_update"
-	case *agentdv1.AgentEvent_MessageEnd:
-		return "message_end"
-	case *agentdv1.AgentEvent_ToolExecutionStart:
-		return "tool_execution_start"
-	case *agentdv1.AgentEvent_ToolExecutionUpdate:
-		return "tool_execution_update"
-	case *agentdv1.AgentEvent_ToolExecutionEnd:
-		return "tool_execution_end"
-	case *agentdv1.AgentEvent_TurnEnd:
-		return "turn_end"
-	case *agentdv1.AgentEvent_AgentEnd:
-		return "agent_end"
-	case *agentdv1.AgentEvent_QueueUpdate:
-		return "queue_update"
-	case *agentdv1.AgentEvent_Error:
-		return "error"
-	case *agentdv1.AgentEvent_ApprovalRequested:
-		return "approval_requested"
-	case *agentdv1.AgentEvent_ToolCallRequested:
-		return "tool_call_requested"
+	m := ev.ProtoReflect()
+	if fd := m.WhichOneof(m.Descriptor().Oneofs().ByName("event")); fd != nil {
+		return string(fd.Name())
 	}
 	return "unknown"
 }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -570,54 +568,6 @@ func safeConvert(ctx context.Context, f ConvertFunc, in []*agentdv1.AgentMessage
 	return out, nil
 }
 
-// partial accumulates the streamed assistant message incrementally (one
-// builder per block), so a stream that breaks off still leaves a message to
-// store. Nothing copies it per delta.
-type partial struct {
-	blocks []partialBlock
-}
-
-type partialBlock struct {
-	kind      provider.BlockKind
-	text      strings.Builder
-	signature string
-	redacted  bool
-	call      *agentdv1.ToolCall
-	id, name  string
-}
-
-func (p *partial) block(i int, kind provider.BlockKind) *partialBlock {
-	for len(p.blocks) <= i {
-		p.blocks = append(p.blocks, partialBlock{})
-	}
-	b := &p.blocks[i]
-	if b.kind == 0 {
-		b.kind = kind
-	}
-	return b
-}
-
-func (p *partial) content() []*agentdv1.ContentBlock {
-	out := make([]*agentdv1.ContentBlock, 0, len(p.blocks))
-	for i := range p.blocks {
-		b := &p.blocks[i]
-		switch b.kind {
-		case provider.BlockText:
-			out = append(out, &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: b.text.String(), TextSignature: b.signature}}})
-		case provider.BlockThinking:
-			out = append(out, &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_Thinking{Thinking: &agentdv1.ThinkingContent{Thinking: b.text.String(), ThinkingSignature: b.signature, Redacted: b.redacted}}})
-		case provider.BlockToolCall:
-			call := b.call
-			if call == nil {
-				// Never leak the partial-JSON scratch buffer: {} until complete.
-				call = &agentdv1.ToolCall{Id: b.id, Name: b.name, Arguments: &structpb.Struct{Fields: map[string]*structpb.Value{}}}
-			}
-			out = append(out, &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_ToolCall{ToolCall: call}})
-		}
-	}
-	return out
-}
-
 // errTextNoFinal is the failure of a model stream that ended without its
 // final message; an aborted one says provider.AbortedMessage.
 const errTextNoFinal = "Provider stream ended without a final message"
@@ -682,7 +632,7 @@ func (r *run) streamOnce() (*agentdv1.AssistantMessage, time.Duration, error) {
 		header     *agentdv1.AssistantMessage
 		final      *agentdv1.AssistantMessage
 		retryAfter time.Duration
-		acc        partial
+		acc        provider.Partial
 		sendErr    error
 		failure    string
 	)
@@ -715,7 +665,8 @@ func (r *run) streamOnce() (*agentdv1.AssistantMessage, time.Duration, error) {
 				if header == nil {
 					continue // pi ignores deltas before start
 				}
-				sendErr = r.applyDelta(&acc, ev)
+				acc.Add(ev)
+				sendErr = r.forwardDelta(ev)
 			}
 			if sendErr != nil {
 				return
@@ -730,7 +681,7 @@ func (r *run) streamOnce() (*agentdv1.AssistantMessage, time.Duration, error) {
 		if header != nil {
 			m.Api, m.Provider, m.Model, m.Timestamp = header.GetApi(), header.GetProvider(), header.GetModel(), header.GetTimestamp()
 		}
-		m.Content = acc.content()
+		m.Content = acc.Content()
 		if failure == "" {
 			failure = errTextNoFinal
 		}
@@ -778,38 +729,28 @@ func (r *run) emptyAssistant(at time.Time) *agentdv1.AssistantMessage {
 	}
 }
 
-func (r *run) applyDelta(acc *partial, ev provider.Event) error {
+// forwardDelta sends a block event of the model's stream to the run's
+// sink as a message_update.
+func (r *run) forwardDelta(ev provider.Event) error {
 	i := ev.ContentIndex
 	switch ev.Type {
 	case provider.EventTextStart:
-		acc.block(i, provider.BlockText)
 		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_TextStart{TextStart: &agentdv1.TextStart{ContentIndex: uint32(i)}}}))
 	case provider.EventTextDelta:
-		acc.block(i, provider.BlockText).text.WriteString(ev.Delta)
 		return r.em.send(r.em.textDelta(i, ev.Delta))
 	case provider.EventTextEnd:
-		acc.block(i, provider.BlockText).signature = ev.Signature
 		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_TextEnd{TextEnd: &agentdv1.TextEnd{ContentIndex: uint32(i), TextSignature: ev.Signature}}}))
 	case provider.EventThinkingStart:
-		acc.block(i, provider.BlockThinking).redacted = ev.Redacted
 		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ThinkingStart{ThinkingStart: &agentdv1.ThinkingStart{ContentIndex: uint32(i), Redacted: ev.Redacted}}}))
 	case provider.EventThinkingDelta:
-		acc.block(i, provider.BlockThinking).text.WriteString(ev.Delta)
 		return r.em.send(r.em.thinkingDelta(i, ev.Delta))
 	case provider.EventThinkingEnd:
-		acc.block(i, provider.BlockThinking).signature = ev.Signature
 		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ThinkingEnd{ThinkingEnd: &agentdv1.ThinkingEnd{ContentIndex: uint32(i), ThinkingSignature: ev.Signature}}}))
 	case provider.EventToolCallStart:
-		b := acc.block(i, provider.BlockToolCall)
-		b.id, b.name = ev.ToolCallID, ev.ToolName
 		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ToolCallStart{ToolCallStart: &agentdv1.ToolCallStart{ContentIndex: uint32(i), Id: ev.ToolCallID, Name: ev.ToolName}}}))
 	case provider.EventToolCallDelta:
-		// The JSON fragments are not accumulated: only the final, parsed call
-		// at toolcall_end may reach the transcript.
-		acc.block(i, provider.BlockToolCall)
 		return r.em.send(r.em.toolCallDelta(i, ev.Delta))
 	case provider.EventToolCallEnd:
-		acc.block(i, provider.BlockToolCall).call = ev.ToolCall
 		return r.em.send(evUpdate(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ToolCallEnd{ToolCallEnd: &agentdv1.ToolCallEnd{ContentIndex: uint32(i), ToolCall: ev.ToolCall}}}))
 	}
 	return nil

@@ -15,17 +15,13 @@ import (
 // same words the faux provider and pi use.
 const AbortedMessage = "Request was aborted"
 
-// blockState accumulates one content block while it streams.
+// blockState is what the emitter knows of a block beyond its content
+// (which its [Partial] holds).
 type blockState struct {
-	kind      BlockKind
-	buf       strings.Builder
-	signature string
-	redacted  bool
-	closed    bool
-	toolID    string
-	toolName  string
-	thoughtSg string
-	call      *agentdv1.ToolCall
+	kind   BlockKind
+	closed bool
+	// args accumulates a tool call's JSON, parsed when the call ends.
+	args strings.Builder
 }
 
 // Emitter is the shared half of every adapter: it turns "a block started, a
@@ -41,6 +37,7 @@ type Emitter struct {
 	model   Model
 	now     func() time.Time
 	blocks  []*blockState
+	partial Partial
 	stopped bool
 	started bool
 	ended   bool
@@ -65,6 +62,7 @@ func NewEmitter(model Model, yield func(Event) bool, now func() time.Time) *Emit
 }
 
 func (e *Emitter) send(ev Event) bool {
+	e.partial.Add(ev)
 	if e.stopped {
 		return false
 	}
@@ -119,12 +117,12 @@ func (e *Emitter) BeginText() (int, bool) {
 // BeginThinking opens a thinking block; redacted blocks carry no text, only
 // the encrypted payload set later with SetSignature.
 func (e *Emitter) BeginThinking(redacted bool) (int, bool) {
-	return e.open(&blockState{kind: BlockThinking, redacted: redacted}, Event{Type: EventThinkingStart, Redacted: redacted})
+	return e.open(&blockState{kind: BlockThinking}, Event{Type: EventThinkingStart, Redacted: redacted})
 }
 
 // BeginToolCall opens a tool call block.
 func (e *Emitter) BeginToolCall(id, name string) (int, bool) {
-	return e.open(&blockState{kind: BlockToolCall, toolID: id, toolName: name}, Event{Type: EventToolCallStart, ToolCallID: id, ToolName: name})
+	return e.open(&blockState{kind: BlockToolCall}, Event{Type: EventToolCallStart, ToolCallID: id, ToolName: name})
 }
 
 var deltaTypes = [...]EventType{BlockText: EventTextDelta, BlockThinking: EventThinkingDelta, BlockToolCall: EventToolCallDelta}
@@ -139,7 +137,9 @@ func (e *Emitter) Delta(idx int, s string) bool {
 	if b.closed {
 		return !e.stopped
 	}
-	b.buf.WriteString(s)
+	if b.kind == BlockToolCall {
+		b.args.WriteString(s)
+	}
 	return e.send(Event{Type: deltaTypes[b.kind], ContentIndex: idx, Delta: s})
 }
 
@@ -147,21 +147,21 @@ func (e *Emitter) Delta(idx int, s string) bool {
 // streams thinking signatures as deltas).
 func (e *Emitter) AppendSignature(idx int, s string) {
 	if idx >= 0 && idx < len(e.blocks) {
-		e.blocks[idx].signature += s
+		e.partial.blocks[idx].signature += s
 	}
 }
 
 // SetSignature replaces the block's signature.
 func (e *Emitter) SetSignature(idx int, s string) {
 	if idx >= 0 && idx < len(e.blocks) {
-		e.blocks[idx].signature = s
+		e.partial.blocks[idx].signature = s
 	}
 }
 
 // SetThoughtSignature sets a tool call's Gemini thought signature.
 func (e *Emitter) SetThoughtSignature(idx int, s string) {
 	if idx >= 0 && idx < len(e.blocks) {
-		e.blocks[idx].thoughtSg = s
+		e.partial.blocks[idx].thoughtSignature = s
 	}
 }
 
@@ -169,7 +169,7 @@ func (e *Emitter) SetThoughtSignature(idx int, s string) {
 // learns the item id after the call id).
 func (e *Emitter) SetToolCallID(idx int, id string) {
 	if idx >= 0 && idx < len(e.blocks) {
-		e.blocks[idx].toolID = id
+		e.partial.blocks[idx].id = id
 	}
 }
 
@@ -178,7 +178,10 @@ func (e *Emitter) Text(idx int) string {
 	if idx < 0 || idx >= len(e.blocks) {
 		return ""
 	}
-	return e.blocks[idx].buf.String()
+	if e.blocks[idx].kind == BlockToolCall {
+		return e.blocks[idx].args.String()
+	}
+	return e.partial.blocks[idx].text.String()
 }
 
 // End closes the block at idx with its end event. Closing twice is a no-op.
@@ -191,14 +194,19 @@ func (e *Emitter) End(idx int) bool {
 		return !e.stopped
 	}
 	b.closed = true
+	pb := &e.partial.blocks[idx]
 	switch b.kind {
 	case BlockText:
-		return e.send(Event{Type: EventTextEnd, ContentIndex: idx, Signature: b.signature})
+		return e.send(Event{Type: EventTextEnd, ContentIndex: idx, Signature: pb.signature})
 	case BlockThinking:
-		return e.send(Event{Type: EventThinkingEnd, ContentIndex: idx, Signature: b.signature})
+		return e.send(Event{Type: EventThinkingEnd, ContentIndex: idx, Signature: pb.signature})
 	default:
-		b.call = e.toolCall(b, true)
-		return e.send(Event{Type: EventToolCallEnd, ContentIndex: idx, ToolCall: e.toolCall(b, true)})
+		raw := b.args.String()
+		if strings.TrimSpace(raw) == "" {
+			raw = "{}"
+		}
+		call := &agentdv1.ToolCall{Id: pb.id, Name: pb.name, Arguments: ParseToolArguments(raw), ThoughtSignature: pb.thoughtSignature}
+		return e.send(Event{Type: EventToolCallEnd, ContentIndex: idx, ToolCall: call})
 	}
 }
 
@@ -210,35 +218,6 @@ func (e *Emitter) EndAll() bool {
 		}
 	}
 	return !e.stopped
-}
-
-func (e *Emitter) toolCall(b *blockState, complete bool) *agentdv1.ToolCall {
-	raw := b.buf.String()
-	if !complete || strings.TrimSpace(raw) == "" {
-		raw = "{}"
-	}
-	return &agentdv1.ToolCall{Id: b.toolID, Name: b.toolName, Arguments: ParseToolArguments(raw), ThoughtSignature: b.thoughtSg}
-}
-
-func (e *Emitter) content() []*agentdv1.ContentBlock {
-	out := make([]*agentdv1.ContentBlock, 0, len(e.blocks))
-	for _, b := range e.blocks {
-		switch b.kind {
-		case BlockText:
-			out = append(out, &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: b.buf.String(), TextSignature: b.signature}}})
-		case BlockThinking:
-			out = append(out, &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_Thinking{Thinking: &agentdv1.ThinkingContent{Thinking: b.buf.String(), ThinkingSignature: b.signature, Redacted: b.redacted}}})
-		case BlockToolCall:
-			// An unfinished call keeps {} arguments: a partial-JSON
-			// scratch buffer never reaches the transcript.
-			tc := b.call
-			if tc == nil {
-				tc = e.toolCall(b, false)
-			}
-			out = append(out, &agentdv1.ContentBlock{Block: &agentdv1.ContentBlock_ToolCall{ToolCall: tc}})
-		}
-	}
-	return out
 }
 
 // HasToolCalls reports whether a tool call block was opened.
@@ -253,7 +232,7 @@ func (e *Emitter) HasToolCalls() bool {
 
 func (e *Emitter) final(stop agentdv1.StopReason, errMsg string) *agentdv1.AssistantMessage {
 	m := e.header()
-	m.Content = e.content()
+	m.Content = e.partial.Content()
 	u := e.Usage
 	if u.Total == 0 {
 		u.Total = u.Input + u.Output + u.CacheRead + u.CacheWrite
