@@ -160,9 +160,6 @@ type runContext struct {
 	// row is reported, not compacted again.
 	overflowRecovered bool
 	hookRequests      int
-	// summaries counts the compaction summaries this run appended to path:
-	// they are in the transcript but not in the loop's messages.
-	summaries int
 }
 
 func (rc *runContext) appendEntry(e *agentdv1.Entry) {
@@ -189,24 +186,14 @@ func (r *Run) report(stage string, err error) {
 
 // build is the run's context pipeline (docs/ARCHITECTURE.md §4): the
 // compacted view of the path, the policies, automatic compaction when the
-// result passes the threshold, the hook, then [shaper.assemble]. msgs is
-// the loop's own list; it only checks that the run's path holds the same
-// messages. Before the run starts (Continue's check) it neither compacts
-// nor asks the hook: nothing is written and no event is sent.
-func (rc *runContext) build(ctx context.Context, msgs []*agentdv1.AgentMessage, tools *agentloop.ToolSet) (*agentdv1.Context, error) {
+// result passes the threshold, the hook, then [shaper.assemble]. It reads
+// the run's path, which every message of the run joins as it is stored
+// (appendEntry), never the loop's list: the path is the one copy of the
+// conversation the model sees. Before the run starts (Continue's check)
+// it neither compacts nor asks the hook: nothing is written and no event
+// is sent.
+func (rc *runContext) build(ctx context.Context, _ []*agentdv1.AgentMessage, tools *agentloop.ToolSet) (*agentdv1.Context, error) {
 	r := rc.run
-	rc.mu.Lock()
-	n := 0
-	for _, e := range rc.view.Path() {
-		if e.GetMessage() != nil {
-			n++
-		}
-	}
-	n -= rc.summaries
-	rc.mu.Unlock()
-	if n != len(msgs) {
-		return nil, fmt.Errorf("the run's transcript has %d messages but the loop holds %d", n, len(msgs))
-	}
 	shaped := rc.shaper.policies(rc.currentView(), rc.memo, r.report)
 	if !r.log.started() {
 		return rc.shaper.assemble(shaped, tools), nil
@@ -257,7 +244,6 @@ func (rc *runContext) compact(ctx context.Context, reason agentdv1.CompactionRea
 		publish: r.publish, appendEntry: func(e *agentdv1.Entry) {
 			rc.mu.Lock()
 			rc.view.Append(e)
-			rc.summaries++
 			rc.mu.Unlock()
 		}}
 	rc.mu.Lock()
