@@ -148,7 +148,7 @@ func TestClaimRun(t *testing.T) {
 		t.Fatalf("ActiveRun of a session without claimed run: %v", err)
 	}
 	// Ended, the session takes a new claim.
-	if err := s.EndRunFenced(ctx, f, agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
+	if err := s.Fenced(f).EndRun(ctx, f.RunID, agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
 		t.Fatal(err)
 	}
 	claim(t, s, sid, "r4", "replica-b", time.Minute)
@@ -197,7 +197,7 @@ func TestRenewLeases(t *testing.T) {
 			t.Fatal("the lease of dropped did not expire")
 		}
 	}
-	if err := s.AppendEventsFenced(ctx, kept, []persistence.Event{{Seq: 1, Data: []byte("x")}}); err != nil {
+	if err := s.Fenced(kept).AppendEvents(ctx, kept.RunID, []persistence.Event{{Seq: 1, Data: []byte("x")}}); err != nil {
 		t.Fatalf("fenced write after renewals: %v", err)
 	}
 	lost, err := s.RenewLeases(ctx, "a", []string{"kept", "dropped"}, lease)
@@ -216,20 +216,20 @@ var fencedWrites = []struct {
 	write func(ctx context.Context, s *postgres.Store, f persistence.Fence, sessionID string) error
 }{
 	{"AppendFenced", func(ctx context.Context, s *postgres.Store, f persistence.Fence, sid string) error {
-		return s.AppendFenced(ctx, f, sid, userEntry("x"))
+		return s.Fenced(f).Append(ctx, sid, userEntry("x"))
 	}},
 	{"SetLeafFenced", func(ctx context.Context, s *postgres.Store, f persistence.Fence, sid string) error {
-		return s.SetLeafFenced(ctx, f, sid, "")
+		return s.Fenced(f).SetLeaf(ctx, sid, "")
 	}},
 	{"AppendEventsFenced", func(ctx context.Context, s *postgres.Store, f persistence.Fence, sid string) error {
 		r, err := s.GetRun(ctx, f.RunID)
 		if err != nil {
 			return err
 		}
-		return s.AppendEventsFenced(ctx, f, []persistence.Event{{Seq: r.LastSeq + 1, Data: []byte("e")}})
+		return s.Fenced(f).AppendEvents(ctx, f.RunID, []persistence.Event{{Seq: r.LastSeq + 1, Data: []byte("e")}})
 	}},
 	{"EndRunFenced", func(ctx context.Context, s *postgres.Store, f persistence.Fence, sid string) error {
-		return s.EndRunFenced(ctx, f, agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, "")
+		return s.Fenced(f).EndRun(ctx, f.RunID, agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, "")
 	}},
 }
 
@@ -319,7 +319,7 @@ func TestFencedWrites(t *testing.T) {
 
 	t.Run("session of another run", func(t *testing.T) {
 		f := claim(t, s, newSession(t, s), "mine", "a", time.Minute)
-		if err := s.AppendFenced(ctx, f, newSession(t, s), userEntry("x")); !errors.Is(err, persistence.ErrInvalid) {
+		if err := s.Fenced(f).Append(ctx, newSession(t, s), userEntry("x")); !errors.Is(err, persistence.ErrInvalid) {
 			t.Fatalf("AppendFenced to another session: %v, want ErrInvalid", err)
 		}
 	})
@@ -336,19 +336,19 @@ func TestEventsAfterEnd(t *testing.T) {
 	ev := func(seq uint64) []persistence.Event {
 		return []persistence.Event{{Seq: seq, Data: []byte(fmt.Sprint("event ", seq))}}
 	}
-	if err := s.AppendEventsFenced(ctx, f, ev(1)); err != nil {
+	if err := s.Fenced(f).AppendEvents(ctx, f.RunID, ev(1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.EndRunFenced(ctx, f, agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
+	if err := s.Fenced(f).EndRun(ctx, f.RunID, agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendEventsFenced(ctx, f, ev(2)); err != nil {
+	if err := s.Fenced(f).AppendEvents(ctx, f.RunID, ev(2)); err != nil {
 		t.Fatalf("AppendEventsFenced after EndRunFenced: %v", err)
 	}
-	if err := s.AppendFenced(ctx, f, sid, userEntry("late")); !errors.Is(err, persistence.ErrFenced) {
+	if err := s.Fenced(f).Append(ctx, sid, userEntry("late")); !errors.Is(err, persistence.ErrFenced) {
 		t.Fatalf("AppendFenced after EndRunFenced: %v, want ErrFenced", err)
 	}
-	if err := s.EndRunFenced(ctx, f, agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); !errors.Is(err, persistence.ErrConflict) {
+	if err := s.Fenced(f).EndRun(ctx, f.RunID, agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); !errors.Is(err, persistence.ErrConflict) {
 		t.Fatalf("EndRunFenced twice: %v, want ErrConflict", err)
 	}
 	if got, err := s.Events(ctx, "r1", 0, 10); err != nil || len(got) != 2 {
@@ -361,7 +361,7 @@ func TestEventsAfterEnd(t *testing.T) {
 	if _, err := s.CloseExpiredRuns(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AppendEventsFenced(ctx, g, ev(1)); !errors.Is(err, persistence.ErrFenced) {
+	if err := s.Fenced(g).AppendEvents(ctx, g.RunID, ev(1)); !errors.Is(err, persistence.ErrFenced) {
 		t.Fatalf("AppendEventsFenced after CloseExpiredRuns: %v, want ErrFenced", err)
 	}
 }
@@ -424,7 +424,7 @@ func TestCloseExpiredRunsConcurrently(t *testing.T) {
 			t.Fatalf("%s was closed: %+v, %v", id, r, err)
 		}
 	}
-	if err := stores[1].AppendEventsFenced(ctx, live, []persistence.Event{{Seq: 1, Data: []byte("x")}}); err != nil {
+	if err := stores[1].Fenced(live).AppendEvents(ctx, live.RunID, []persistence.Event{{Seq: 1, Data: []byte("x")}}); err != nil {
 		t.Fatalf("the live claim: %v", err)
 	}
 }
@@ -496,11 +496,11 @@ func TestControls(t *testing.T) {
 		}
 	}
 
-	if err := owner.AppendEventsFenced(ctx, f, []persistence.Event{{Seq: 1, Data: []byte("x")}}); err != nil {
+	if err := owner.Fenced(f).AppendEvents(ctx, f.RunID, []persistence.Event{{Seq: 1, Data: []byte("x")}}); err != nil {
 		t.Fatal(err)
 	}
 	wantWake(t, events, "the events")
-	if err := owner.EndRunFenced(ctx, f, agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
+	if err := owner.Fenced(f).EndRun(ctx, f.RunID, agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := sender.SendControl(ctx, "r1", []byte("x")); !errors.Is(err, persistence.ErrNotFound) {
@@ -533,7 +533,7 @@ func TestWatchReconnects(t *testing.T) {
 	}
 	wantWake(t, quiet, "the reconnection")
 	drain(events) // woken by the reconnection too
-	if err := s.AppendEventsFenced(ctx, f, []persistence.Event{{Seq: 1, Data: []byte("x")}}); err != nil {
+	if err := s.Fenced(f).AppendEvents(ctx, f.RunID, []persistence.Event{{Seq: 1, Data: []byte("x")}}); err != nil {
 		t.Fatal(err)
 	}
 	wantWake(t, events, "events after the reconnection")
@@ -542,12 +542,12 @@ func TestWatchReconnects(t *testing.T) {
 	stopEvents()
 	stopEvents() // idempotent
 	drain(events)
-	if err := s.AppendEventsFenced(ctx, f, []persistence.Event{{Seq: 2, Data: []byte("y")}}); err != nil {
+	if err := s.Fenced(f).AppendEvents(ctx, f.RunID, []persistence.Event{{Seq: 2, Data: []byte("y")}}); err != nil {
 		t.Fatal(err)
 	}
 	other, stopOther := s.Watch(persistence.EventsTopic("r1"))
 	defer stopOther()
-	if err := s.AppendEventsFenced(ctx, f, []persistence.Event{{Seq: 3, Data: []byte("z")}}); err != nil {
+	if err := s.Fenced(f).AppendEvents(ctx, f.RunID, []persistence.Event{{Seq: 3, Data: []byte("z")}}); err != nil {
 		t.Fatal(err)
 	}
 	wantWake(t, other, "events after a new watch")
