@@ -89,7 +89,7 @@ func drain(ch <-chan struct{}) {
 func TestClaimRun(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
-	s := newStore(t, dsn, postgres.Options{})
+	s := newStore(t, dsn)
 	sid, other := newSession(t, s), newSession(t, s)
 	f := claim(t, s, sid, "r1", "replica-a", time.Minute)
 	if f != (persistence.Fence{RunID: "r1", Owner: "replica-a", Generation: 1}) {
@@ -157,7 +157,7 @@ func TestClaimRun(t *testing.T) {
 func TestRenewLeases(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
-	s := newStore(t, dsn, postgres.Options{})
+	s := newStore(t, dsn)
 	kept := claim(t, s, newSession(t, s), "kept", "a", lease)
 	claim(t, s, newSession(t, s), "dropped", "a", lease)
 	claim(t, s, newSession(t, s), "theirs", "b", time.Minute)
@@ -236,7 +236,7 @@ var fencedWrites = []struct {
 func TestFencedWrites(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
-	s := newStore(t, dsn, postgres.Options{})
+	s := newStore(t, dsn)
 	states := []struct {
 		name string
 		// prepare claims a run of sessionID and returns the fence to
@@ -330,7 +330,7 @@ func TestFencedWrites(t *testing.T) {
 func TestEventsAfterEnd(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
-	s := newStore(t, dsn, postgres.Options{})
+	s := newStore(t, dsn)
 	sid := newSession(t, s)
 	f := claim(t, s, sid, "r1", "a", time.Minute)
 	ev := func(seq uint64) []persistence.Event {
@@ -369,7 +369,7 @@ func TestEventsAfterEnd(t *testing.T) {
 func TestCloseExpiredRunsConcurrently(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
-	stores := []*postgres.Store{newStore(t, dsn, postgres.Options{}), newStore(t, dsn, postgres.Options{})}
+	stores := []*postgres.Store{newStore(t, dsn), newStore(t, dsn)}
 	const runs = 20
 	var want []string
 	for i := range runs {
@@ -435,8 +435,8 @@ func TestControls(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
 	var lags atomic.Int64
-	owner := newStore(t, dsn, postgres.Options{OnNotifyLag: func(time.Duration) { lags.Add(1) }})
-	sender := newStore(t, dsn, postgres.Options{})
+	owner := newStore(t, dsn, postgres.WithNotifyLag(func(time.Duration) { lags.Add(1) }))
+	sender := newStore(t, dsn)
 	sid := newSession(t, owner)
 	f := claim(t, owner, sid, "r1", "replica-a", time.Minute)
 
@@ -516,7 +516,7 @@ func TestControls(t *testing.T) {
 func TestWatchReconnects(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
-	s := newStore(t, dsn, postgres.Options{})
+	s := newStore(t, dsn)
 	sid := newSession(t, s)
 	f := claim(t, s, sid, "r1", "a", time.Minute)
 	quiet, stopQuiet := s.Watch("nothing:happens")
