@@ -53,7 +53,11 @@ func (a *Agent) startRun(ctx context.Context, r *Run) error {
 		return err
 	}
 	w := a.shared.Fenced(fence)
+	// The lease loop reads the writers of the runs it lists under a.mu:
+	// the run is listed already.
+	a.mu.Lock()
 	r.writer = w
+	a.mu.Unlock()
 	r.log.store = w
 	return nil
 }
