@@ -491,7 +491,7 @@ func deleteBusy(sessionID, runID string) error {
 
 // appendEntries writes entries through w (the store, or a run's claim on
 // it) and measures the store's latency.
-func (a *Agent) appendEntries(ctx context.Context, w runWriter, sessionID string, entries ...*agentdv1.Entry) error {
+func (a *Agent) appendEntries(ctx context.Context, w persistence.RunWriter, sessionID string, entries ...*agentdv1.Entry) error {
 	start := time.Now()
 	err := w.Append(ctx, sessionID, entries...)
 	a.opts.Metrics.StoreLatency("append", time.Since(start))

@@ -12,6 +12,7 @@ import (
 	"github.com/agentd/agentd/agent/compaction"
 	"github.com/agentd/agentd/agent/contextview"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/provider"
 )
 
@@ -24,7 +25,7 @@ type compactor struct {
 	publish     func(*agentdv1.AgentEvent)
 	appendEntry func(*agentdv1.Entry)
 	// writer stores the summary: the store, or the run's claim on it.
-	writer runWriter
+	writer persistence.RunWriter
 }
 
 // errNothingToCompact says a view is too short to compact.

@@ -96,9 +96,7 @@ func (l *eventLog) setTraceID(id trace.TraceID) {
 
 type eventLog struct {
 	// store is where batches go: the store, or the run's claim on it.
-	store interface {
-		AppendEvents(ctx context.Context, runID string, events []persistence.Event) error
-	}
+	store            persistence.RunWriter
 	logger           *slog.Logger
 	sessionID, runID string
 	traceID          []byte // the run's trace, set before its first event
@@ -124,7 +122,7 @@ type eventLog struct {
 	flushMu sync.Mutex
 }
 
-func newEventLog(store persistence.Store, logger *slog.Logger, sessionID, runID string) *eventLog {
+func newEventLog(store persistence.RunWriter, logger *slog.Logger, sessionID, runID string) *eventLog {
 	l := &eventLog{store: store, logger: logger, sessionID: sessionID, runID: runID, first: 1, next: 1,
 		wake: make(chan struct{}), followers: map[*int]uint64{}}
 	l.room = sync.NewCond(&l.mu)

@@ -31,38 +31,6 @@ const (
 	sharedPoll = time.Second
 )
 
-// runWriter is how a run writes: the store itself when this agent is its
-// only owner, or the run's claim on a shared store, which refuses the
-// writes once the claim is lost.
-type runWriter interface {
-	Append(ctx context.Context, sessionID string, entries ...*agentdv1.Entry) error
-	SetLeaf(ctx context.Context, sessionID, entryID string) error
-	AppendEvents(ctx context.Context, runID string, events []persistence.Event) error
-	EndRun(ctx context.Context, runID string, outcome agentdv1.RunOutcome, errorMessage string) error
-}
-
-// fencedWriter writes a run under its claim.
-type fencedWriter struct {
-	store persistence.Shared
-	fence persistence.Fence
-}
-
-func (w fencedWriter) Append(ctx context.Context, sessionID string, entries ...*agentdv1.Entry) error {
-	return w.store.AppendFenced(ctx, w.fence, sessionID, entries...)
-}
-
-func (w fencedWriter) SetLeaf(ctx context.Context, sessionID, entryID string) error {
-	return w.store.SetLeafFenced(ctx, w.fence, sessionID, entryID)
-}
-
-func (w fencedWriter) AppendEvents(ctx context.Context, _ string, events []persistence.Event) error {
-	return w.store.AppendEventsFenced(ctx, w.fence, events)
-}
-
-func (w fencedWriter) EndRun(ctx context.Context, _ string, outcome agentdv1.RunOutcome, errorMessage string) error {
-	return w.store.EndRunFenced(ctx, w.fence, outcome, errorMessage)
-}
-
 // busyRefusal is the refusal of a run on a session that runs runID.
 func busyRefusal(sessionID, runID string) *Error {
 	return refuse(agentdv1.ErrorReason_ERROR_REASON_SESSION_BUSY,
@@ -84,8 +52,12 @@ func (a *Agent) startRun(ctx context.Context, r *Run) error {
 	if err != nil {
 		return err
 	}
-	w := fencedWriter{store: a.shared, fence: fence}
+	w := a.shared.Fenced(fence)
+	// The lease loop reads the writers of the runs it lists under a.mu:
+	// the run is listed already.
+	a.mu.Lock()
 	r.writer = w
+	a.mu.Unlock()
 	r.log.store = w
 	return nil
 }
@@ -142,7 +114,7 @@ func (a *Agent) leaseLoop() {
 		a.mu.Lock()
 		held := make([]string, 0, len(a.bySession))
 		for _, r := range a.bySession {
-			if r.writer != nil && r.writer != runWriter(a.store) {
+			if r.writer != nil && r.writer != persistence.RunWriter(a.store) {
 				held = append(held, r.id)
 			}
 		}

@@ -41,7 +41,7 @@ type Run struct {
 	log      *eventLog
 	// writer is how the run writes: the store, or its claim on a shared
 	// store.
-	writer runWriter
+	writer persistence.RunWriter
 	// fenced says the run's claim was lost: its writes are refused, and
 	// its agent_end says why.
 	fenced atomic.Bool

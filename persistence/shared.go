@@ -45,15 +45,17 @@ type Shared interface {
 	// once; a run with a valid lease is never touched.
 	CloseExpiredRuns(ctx context.Context) ([]*Run, error)
 
-	// AppendFenced is Append for the session of a claimed run: it stores
-	// nothing and fails with ErrFenced unless f still holds.
-	AppendFenced(ctx context.Context, f Fence, sessionID string, entries ...*agentdv1.Entry) error
-	// SetLeafFenced is SetLeaf under f.
-	SetLeafFenced(ctx context.Context, f Fence, sessionID, entryID string) error
-	// AppendEventsFenced is AppendEvents under f.
-	AppendEventsFenced(ctx context.Context, f Fence, events []Event) error
-	// EndRunFenced is EndRun under f.
-	EndRunFenced(ctx context.Context, f Fence, outcome agentdv1.RunOutcome, errorMessage string) error
+	// Fenced returns the writer of the run f claimed: each of its writes
+	// stores nothing and fails with ErrFenced unless f still holds (the
+	// same owner and generation, the run active and its lease not
+	// expired). The one exception is AppendEvents, which still stores
+	// for the holder that ended the run with the writer's EndRun (the
+	// generation stays then): a run's last events (agent_end) follow its
+	// end. A run ended any other way (Store.EndRun, CloseExpiredRuns)
+	// refuses them. Append and SetLeaf must name the run's session, and
+	// AppendEvents and EndRun the run f claimed; otherwise they fail
+	// with ErrInvalid.
+	Fenced(f Fence) RunWriter
 
 	// SendControl stores a control message for the owner of the active
 	// run runID and wakes it (topic ControlTopic(owner)); it returns the
@@ -80,6 +82,24 @@ type Shared interface {
 	Ping(ctx context.Context) error
 }
 
+// RunWriter is the writes a run makes, with the signatures of the
+// [Store] methods of the same names: a Store is the RunWriter of the runs
+// it alone writes (Store.StartRun), and Shared.Fenced gives the writer of
+// a claimed run.
+type RunWriter interface {
+	// Append is Store.Append.
+	Append(ctx context.Context, sessionID string, entries ...*agentdv1.Entry) error
+	// SetLeaf is Store.SetLeaf.
+	SetLeaf(ctx context.Context, sessionID, entryID string) error
+	// AppendEvents is Store.AppendEvents.
+	AppendEvents(ctx context.Context, runID string, events []Event) error
+	// EndRun is Store.EndRun.
+	EndRun(ctx context.Context, runID string, outcome agentdv1.RunOutcome, errorMessage string) error
+}
+
+// A Store writes the runs it alone writes.
+var _ RunWriter = Store(nil)
+
 // Fence is one replica's claim on a run, carried by every write of the
 // run.
 type Fence struct {
@@ -90,6 +110,16 @@ type Fence struct {
 	// Generation is the claim's generation: it changes whenever the run
 	// changes hands or is closed, which invalidates the fence.
 	Generation int64
+}
+
+// CheckRun returns an error matching ErrInvalid unless runID is the run
+// f claims: the check of an engine's fenced writer (Shared.Fenced) on
+// the run its AppendEvents and EndRun name.
+func (f Fence) CheckRun(runID string) error {
+	if runID != f.RunID {
+		return &Error{Kind: ErrInvalid, RunID: runID, Detail: "the writer is fenced by a claim on run " + strconv.Quote(f.RunID)}
+	}
+	return nil
 }
 
 // Control is a control message for the owner of a run.

@@ -75,7 +75,7 @@ func (h *harness) start() {
 	var st persistence.Store
 	var err error
 	if h.dsn != "" {
-		st, err = postgres.Open(context.Background(), h.dsn, postgres.Options{})
+		st, err = postgres.Open(context.Background(), h.dsn)
 	} else {
 		st, err = sqlite.Open(context.Background(), h.dbPath)
 	}

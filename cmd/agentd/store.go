@@ -41,11 +41,10 @@ func openStore(ctx context.Context, cfg config, logger *slog.Logger, metrics *se
 		if u, err := url.Parse(cfg.dbPath); err == nil {
 			name = u.Redacted()
 		}
-		s, err := postgres.Open(ctx, cfg.dbPath, postgres.Options{
-			MaxConns:    int32(cfg.dbMaxConns),
-			Logger:      logger,
-			OnNotifyLag: metrics.NotifyLag,
-		})
+		s, err := postgres.Open(ctx, cfg.dbPath,
+			postgres.WithMaxConns(int32(cfg.dbMaxConns)),
+			postgres.WithLogger(logger),
+			postgres.WithNotifyLag(metrics.NotifyLag))
 		if err != nil {
 			return nil, fmt.Errorf("open PostgreSQL database %s (--db): %w", name, err)
 		}

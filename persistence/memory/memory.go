@@ -6,6 +6,11 @@
 // batches, as encoded bytes, so a caller can never change a stored entry
 // through a pointer it kept, and a restart (Reopen) returns exactly the
 // bytes that were written. Nothing survives the process.
+//
+// NewShared is the in-memory persistence.Shared, for tests of several
+// replicas in one process: each replica opens its own handle (Peer) onto
+// one database, and leases run on a clock the test moves (WithClock,
+// ManualClock).
 package memory
 
 import (
@@ -41,6 +46,12 @@ type data struct {
 	sessions map[string]*session
 	runs     map[string]*run
 	spend    []spendRow
+
+	// Of Shared: the controls between replicas, by id, and the watchers
+	// of each topic, of every handle.
+	controls    map[int64]*control
+	nextControl int64
+	watchers    map[string]map[*watcher]struct{}
 }
 
 // spendRow is what one stored message cost; it outlives its session.
@@ -73,14 +84,42 @@ type storedEntry struct {
 type run struct {
 	rec    persistence.Run
 	events []persistence.Event
+	// generation is the claim's fencing generation (Shared); 0 for a run
+	// without owner.
+	generation int64
 }
 
 // errClosed is returned by calls after Close.
 var errClosed = errors.New("memory store: closed")
 
+// Option changes how New and NewShared configure the store.
+type Option func(*options)
+
+type options struct {
+	now func() time.Time
+}
+
+// WithClock sets the store's clock: the times it fills in (sessions,
+// entries, runs) and, on a Shared store, the clock leases start, expire
+// and are renewed on, the database's clock of a real engine. Default
+// time.Now; tests pass a ManualClock's Now to move time by hand.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.now = now }
+}
+
 // New returns an empty store.
-func New() *Store {
-	return &Store{d: &data{now: time.Now, sessions: map[string]*session{}, runs: map[string]*run{}}}
+func New(opts ...Option) *Store {
+	return &Store{d: newData(opts)}
+}
+
+// newData is an empty database configured by opts.
+func newData(opts []Option) *data {
+	o := options{now: time.Now}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &data{now: o.now, sessions: map[string]*session{}, runs: map[string]*run{},
+		controls: map[int64]*control{}, watchers: map[string]map[*watcher]struct{}{}}
 }
 
 // Reopen closes s and returns a new store over the same data, as a restart
@@ -312,6 +351,11 @@ func (s *Store) DeleteSession(_ context.Context, sessionID string) error {
 				delete(d.runs, id)
 			}
 		}
+		for id, c := range d.controls {
+			if _, ok := d.runs[c.runID]; !ok {
+				delete(d.controls, id)
+			}
+		}
 		return nil
 	})
 }
@@ -434,13 +478,18 @@ func (s *Store) SetLeaf(_ context.Context, sessionID, entryID string) error {
 		if err != nil {
 			return err
 		}
-		if _, ok := sess.index[entryID]; !ok && entryID != "" {
-			return persistence.EntryNotFound(sessionID, entryID)
-		}
-		sess.leaf = entryID
-		sess.update = d.nowTime()
-		return nil
+		return d.setLeaf(sess, entryID)
 	})
+}
+
+// setLeaf is SetLeaf on a session found under the write lock.
+func (d *data) setLeaf(sess *session, entryID string) error {
+	if _, ok := sess.index[entryID]; !ok && entryID != "" {
+		return persistence.EntryNotFound(sess.id, entryID)
+	}
+	sess.leaf = entryID
+	sess.update = d.nowTime()
+	return nil
 }
 
 func (sess *session) decode(st storedEntry) (*agentdv1.Entry, error) {
@@ -607,8 +656,8 @@ func (s *Store) Labels(_ context.Context, sessionID string) (map[string]string, 
 
 // StartRun implements persistence.Store.
 func (s *Store) StartRun(_ context.Context, sessionID, runID string) error {
-	if runID == "" || len(runID) > persistence.MaxIDLength {
-		return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, RunID: runID, Detail: fmt.Sprintf("run id must be 1 to %d bytes", persistence.MaxIDLength)}
+	if err := checkRunID(sessionID, runID); err != nil {
+		return err
 	}
 	return s.write(func(d *data) error {
 		if _, err := d.session(sessionID); err != nil {
@@ -632,12 +681,22 @@ func (s *Store) EndRun(_ context.Context, runID string, outcome agentdv1.RunOutc
 		if !ok {
 			return persistence.RunNotFound(runID)
 		}
-		if r.rec.Ended() {
-			return &persistence.Error{Kind: persistence.ErrConflict, RunID: runID, Detail: "run already ended"}
-		}
-		r.rec.EndTime, r.rec.Outcome, r.rec.ErrorMessage = d.nowTime(), outcome, errorMessage
-		return nil
+		// Ending a claimed run without its fence takes the claim away.
+		return d.endRun(r, outcome, errorMessage, r.rec.Owner != "")
 	})
+}
+
+// endRun ends run r, found under the write lock, and with bump moves its
+// generation, which fences its owner out.
+func (d *data) endRun(r *run, outcome agentdv1.RunOutcome, errorMessage string, bump bool) error {
+	if r.rec.Ended() {
+		return &persistence.Error{Kind: persistence.ErrConflict, RunID: r.rec.ID, Detail: "run already ended"}
+	}
+	r.rec.EndTime, r.rec.Outcome, r.rec.ErrorMessage = d.nowTime(), outcome, errorMessage
+	if bump {
+		r.generation++
+	}
+	return nil
 }
 
 // GetRun implements persistence.Store.
@@ -655,13 +714,15 @@ func (s *Store) GetRun(_ context.Context, runID string) (*persistence.Run, error
 	return out, err
 }
 
-// CloseInterruptedRuns implements persistence.Store.
+// CloseInterruptedRuns implements persistence.Store for runs without
+// owner. Claimed runs (Shared) are left alone: other replicas may be
+// running them, and CloseExpiredRuns closes those whose lease expired.
 func (s *Store) CloseInterruptedRuns(context.Context) ([]*persistence.Run, error) {
 	var out []*persistence.Run
 	err := s.write(func(d *data) error {
 		now := d.nowTime()
 		for _, r := range d.runs {
-			if r.rec.Ended() {
+			if r.rec.Ended() || r.rec.Owner != "" {
 				continue
 			}
 			r.rec.EndTime, r.rec.Outcome = now, agentdv1.RunOutcome_RUN_OUTCOME_INTERRUPTED
@@ -670,10 +731,15 @@ func (s *Store) CloseInterruptedRuns(context.Context) ([]*persistence.Run, error
 		}
 		return nil
 	})
-	slices.SortFunc(out, func(a, b *persistence.Run) int {
+	sortRuns(out)
+	return out, err
+}
+
+// sortRuns orders runs oldest first (by start, then id).
+func sortRuns(runs []*persistence.Run) {
+	slices.SortFunc(runs, func(a, b *persistence.Run) int {
 		return cmp.Or(a.StartTime.Compare(b.StartTime), cmp.Compare(a.ID, b.ID))
 	})
-	return out, err
 }
 
 // --- event log ---
@@ -688,15 +754,22 @@ func (s *Store) AppendEvents(_ context.Context, runID string, events []persisten
 		if !ok {
 			return persistence.RunNotFound(runID)
 		}
-		if err := persistence.CheckEventBatch(runID, r.rec.LastSeq, events); err != nil {
-			return err
-		}
-		for _, ev := range events {
-			r.events = append(r.events, persistence.Event{Seq: ev.Seq, Data: slices.Clone(ev.Data)})
-		}
-		r.rec.LastSeq = events[len(events)-1].Seq
-		return nil
+		return d.appendEvents(r, events)
 	})
+}
+
+// appendEvents is AppendEvents on a run found under the write lock. It
+// wakes the watchers of the run's events (Shared.Watch).
+func (d *data) appendEvents(r *run, events []persistence.Event) error {
+	if err := persistence.CheckEventBatch(r.rec.ID, r.rec.LastSeq, events); err != nil {
+		return err
+	}
+	for _, ev := range events {
+		r.events = append(r.events, persistence.Event{Seq: ev.Seq, Data: slices.Clone(ev.Data)})
+	}
+	r.rec.LastSeq = events[len(events)-1].Seq
+	d.wake(persistence.EventsTopic(r.rec.ID))
+	return nil
 }
 
 // Events implements persistence.Store.
@@ -719,7 +792,8 @@ func (s *Store) Events(_ context.Context, runID string, after uint64, limit int)
 	return out, err
 }
 
-// PruneEvents implements persistence.Store.
+// PruneEvents implements persistence.Store. It also deletes the controls
+// between replicas nobody needs any more (see controlRetention).
 func (s *Store) PruneEvents(_ context.Context, endedBefore time.Time) (int, error) {
 	n := 0
 	err := s.write(func(d *data) error {
@@ -729,6 +803,7 @@ func (s *Store) PruneEvents(_ context.Context, endedBefore time.Time) (int, erro
 				n++
 			}
 		}
+		d.pruneControls()
 		return nil
 	})
 	return n, err

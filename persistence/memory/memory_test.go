@@ -3,6 +3,7 @@ package memory
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -33,5 +34,14 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
+	})
+}
+
+func TestSharedConformance(t *testing.T) {
+	// The subtests run one at a time: one clock serves their databases.
+	clock := NewManualClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
+	storetest.RunShared(t, func(*testing.T) persistence.Shared { return NewShared(WithClock(clock.Now)) }, storetest.SharedCaps{
+		Advance: clock.Advance,
+		Peer:    func(_ *testing.T, s persistence.Shared) persistence.Shared { return s.(*Shared).Peer() },
 	})
 }

@@ -37,7 +37,7 @@ func BenchmarkAppendPerMessage(b *testing.B) {
 			return s
 		}},
 		{"postgres", func(b *testing.B) persistence.Store {
-			s, err := postgres.Open(ctx, pgtest.DSN(b), postgres.Options{})
+			s, err := postgres.Open(ctx, pgtest.DSN(b))
 			if err != nil {
 				b.Fatal(err)
 			}

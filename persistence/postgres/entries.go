@@ -24,11 +24,6 @@ func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentd
 	return s.append(ctx, nil, sessionID, entries)
 }
 
-// AppendFenced implements persistence.Shared.
-func (s *Store) AppendFenced(ctx context.Context, f persistence.Fence, sessionID string, entries ...*agentdv1.Entry) error {
-	return s.append(ctx, &f, sessionID, entries)
-}
-
 // append stores entries under fence f when it is not nil. The session's
 // row is locked first (then the run's, by the fence), the order every
 // write of a session takes, so appends of several processes queue up
@@ -158,11 +153,6 @@ func checkCallerIDs(ctx context.Context, tx pgx.Tx, sessionID string, pk int64, 
 // SetLeaf implements persistence.Store.
 func (s *Store) SetLeaf(ctx context.Context, sessionID, entryID string) error {
 	return s.setLeaf(ctx, nil, sessionID, entryID)
-}
-
-// SetLeafFenced implements persistence.Shared.
-func (s *Store) SetLeafFenced(ctx context.Context, f persistence.Fence, sessionID, entryID string) error {
-	return s.setLeaf(ctx, &f, sessionID, entryID)
 }
 
 func (s *Store) setLeaf(ctx context.Context, f *persistence.Fence, sessionID, entryID string) error {

@@ -21,14 +21,6 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, events []persist
 	return s.appendEvents(ctx, nil, runID, events)
 }
 
-// AppendEventsFenced implements persistence.Shared. Unlike the other
-// fenced writes it is allowed after the run ended, as long as it was f's
-// holder that ended it (EndRunFenced): the run's last events (agent_end)
-// are stored after its end. See runState.check.
-func (s *Store) AppendEventsFenced(ctx context.Context, f persistence.Fence, events []persistence.Event) error {
-	return s.appendEvents(ctx, &f, f.RunID, events)
-}
-
 // appendEvents stores a batch under fence f when it is not nil. The run's
 // row is locked for the whole transaction, so batches of one run from
 // several processes are checked against the log one at a time.

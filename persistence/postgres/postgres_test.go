@@ -38,7 +38,7 @@ type harness struct {
 
 func (h *harness) open(t *testing.T, dsn string) persistence.Store {
 	t.Helper()
-	s := openStore(t, dsn, postgres.Options{})
+	s := openStore(t, dsn)
 	h.mu.Lock()
 	h.dsns[s] = dsn
 	h.mu.Unlock()
@@ -79,9 +79,9 @@ func TestConformance(t *testing.T) {
 // openStore opens a store on dsn that is not closed by the test's end
 // unless the caller does (the suite closes its own); stores of the
 // Shared tests use newStore.
-func openStore(t *testing.T, dsn string, opts postgres.Options) *postgres.Store {
+func openStore(t *testing.T, dsn string, opts ...postgres.Option) *postgres.Store {
 	t.Helper()
-	s, err := postgres.Open(context.Background(), dsn, opts)
+	s, err := postgres.Open(context.Background(), dsn, opts...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -89,9 +89,9 @@ func openStore(t *testing.T, dsn string, opts postgres.Options) *postgres.Store 
 }
 
 // newStore opens a store on dsn that is closed when the test ends.
-func newStore(t *testing.T, dsn string, opts postgres.Options) *postgres.Store {
+func newStore(t *testing.T, dsn string, opts ...postgres.Option) *postgres.Store {
 	t.Helper()
-	s := openStore(t, dsn, opts)
+	s := openStore(t, dsn, opts...)
 	t.Cleanup(func() {
 		if err := s.Close(); err != nil {
 			t.Errorf("Close: %v", err)
@@ -125,7 +125,7 @@ func TestSchema(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			stores[i], errs[i] = postgres.Open(ctx, dsn, postgres.Options{})
+			stores[i], errs[i] = postgres.Open(ctx, dsn)
 		}()
 	}
 	wg.Wait()
@@ -149,7 +149,7 @@ func TestSchema(t *testing.T) {
 	if _, err := raw.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES (7, '0007_future.sql')`); err != nil {
 		t.Fatal(err)
 	}
-	_, err := postgres.Open(ctx, dsn, postgres.Options{})
+	_, err := postgres.Open(ctx, dsn)
 	var sv *postgres.SchemaVersionError
 	if !errors.As(err, &sv) || sv.Found != 7 || sv.Supported != 3 {
 		t.Fatalf("Open of a newer schema: %v, want *SchemaVersionError{Found: 7, Supported: 3}", err)
@@ -159,7 +159,7 @@ func TestSchema(t *testing.T) {
 	if _, err := rawConn(t, other).Exec(ctx, `CREATE TABLE notes (x int)`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := postgres.Open(ctx, other, postgres.Options{}); err == nil {
+	if _, err := postgres.Open(ctx, other); err == nil {
 		t.Fatal("Open of another application's database succeeded")
 	} else {
 		t.Logf("Open of another application's database: %v", err)
@@ -167,7 +167,7 @@ func TestSchema(t *testing.T) {
 }
 
 func TestCloseTwice(t *testing.T) {
-	s := openStore(t, pgtest.DSN(t), postgres.Options{})
+	s := openStore(t, pgtest.DSN(t))
 	if err := s.Close(); err != nil {
 		t.Fatalf("first Close: %v", err)
 	}
@@ -185,7 +185,7 @@ func TestCloseTwice(t *testing.T) {
 func TestPayloadFormat(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.DSN(t)
-	s := newStore(t, dsn, postgres.Options{})
+	s := newStore(t, dsn)
 	sess, err := s.CreateSession(ctx, persistence.CreateSessionParams{})
 	if err != nil {
 		t.Fatal(err)

@@ -50,11 +50,47 @@ func (s *Store) EndRun(ctx context.Context, runID string, outcome agentdv1.RunOu
 	return s.endRun(ctx, nil, runID, outcome, errorMessage)
 }
 
-// EndRunFenced implements persistence.Shared. The generation stays, which
-// is what lets the owner store the run's last events after it (see
-// AppendEventsFenced).
-func (s *Store) EndRunFenced(ctx context.Context, f persistence.Fence, outcome agentdv1.RunOutcome, errorMessage string) error {
-	return s.endRun(ctx, &f, f.RunID, outcome, errorMessage)
+// fencedWriter is the writer of a claimed run (Store.Fenced): every write
+// checks its fence in the write's transaction.
+type fencedWriter struct {
+	s *Store
+	f persistence.Fence
+}
+
+// Fenced implements persistence.Shared.
+func (s *Store) Fenced(f persistence.Fence) persistence.RunWriter {
+	return &fencedWriter{s: s, f: f}
+}
+
+// Append is Store.Append under the fence.
+func (w *fencedWriter) Append(ctx context.Context, sessionID string, entries ...*agentdv1.Entry) error {
+	return w.s.append(ctx, &w.f, sessionID, entries)
+}
+
+// SetLeaf is Store.SetLeaf under the fence.
+func (w *fencedWriter) SetLeaf(ctx context.Context, sessionID, entryID string) error {
+	return w.s.setLeaf(ctx, &w.f, sessionID, entryID)
+}
+
+// AppendEvents is Store.AppendEvents under the fence. Unlike the other
+// fenced writes it is allowed after the run ended, as long as it was the
+// fence's holder that ended it (EndRun of this writer): the run's last
+// events (agent_end) are stored after its end. See runState.check.
+func (w *fencedWriter) AppendEvents(ctx context.Context, runID string, events []persistence.Event) error {
+	if err := w.f.CheckRun(runID); err != nil {
+		return err
+	}
+	return w.s.appendEvents(ctx, &w.f, runID, events)
+}
+
+// EndRun is Store.EndRun under the fence. The generation stays, which is
+// what lets the owner store the run's last events after it (see
+// AppendEvents).
+func (w *fencedWriter) EndRun(ctx context.Context, runID string, outcome agentdv1.RunOutcome, errorMessage string) error {
+	if err := w.f.CheckRun(runID); err != nil {
+		return err
+	}
+	return w.s.endRun(ctx, &w.f, runID, outcome, errorMessage)
 }
 
 func (s *Store) endRun(ctx context.Context, f *persistence.Fence, runID string, outcome agentdv1.RunOutcome, errorMessage string) error {
@@ -120,7 +156,7 @@ func lockRun(ctx context.Context, tx pgx.Tx, runID, lock string) (runState, erro
 // check returns an ErrFenced error unless fence f holds on the run: the
 // same owner and generation, and the run active with its lease not
 // expired. With afterEnd, a run that ended keeps its fence: only
-// EndRunFenced ends a run without moving the generation, so an ended
+// a fenced EndRun ends a run without moving the generation, so an ended
 // run with f's generation was ended by f's holder itself, which still
 // writes the run's last events (agent_end) after that. A run closed by
 // CloseExpiredRuns or ended without fence has a new generation and

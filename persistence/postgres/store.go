@@ -22,23 +22,43 @@ import (
 	"github.com/agentd/agentd/persistence/internal/rowcodec"
 )
 
-// Options configure Open. The zero value is usable.
-type Options struct {
-	// MaxConns bounds the connection pool; 0 keeps pgxpool's default. The
-	// listener of Watch uses one more connection of its own.
-	MaxConns int32
-	// Logger receives the listener's connection problems; nil discards.
-	Logger *slog.Logger
-	// OnNotifyLag, when set, is called with the delay between the sending
-	// of each NOTIFY (the sender's clock_timestamp(), carried in the
-	// payload) and its receipt by this Store: a measure of how late
-	// watchers wake. It runs on the listener's goroutine and must return
-	// quickly.
-	OnNotifyLag func(time.Duration)
-	// Now is the clock of the times the Store interface fills (session,
-	// entry and run times); nil is time.Now. Lease times never use it:
-	// they are the database's clock.
-	Now func() time.Time
+// Option changes how Open configures the store.
+type Option func(*options)
+
+type options struct {
+	maxConns    int32
+	logger      *slog.Logger
+	onNotifyLag func(time.Duration)
+	now         func() time.Time
+}
+
+// WithMaxConns bounds the connection pool; 0 (the default) keeps
+// pgxpool's default. The listener of Watch uses one more connection of
+// its own.
+func WithMaxConns(n int32) Option {
+	return func(o *options) { o.maxConns = n }
+}
+
+// WithLogger sets where the listener's connection problems are reported;
+// default nowhere.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) { o.logger = l }
+}
+
+// WithNotifyLag sets a function called with the delay between the
+// sending of each NOTIFY (the sender's clock_timestamp(), carried in the
+// payload) and its receipt by this Store: a measure of how late watchers
+// wake. It runs on the listener's goroutine and must return quickly.
+// Default none.
+func WithNotifyLag(fn func(time.Duration)) Option {
+	return func(o *options) { o.onNotifyLag = fn }
+}
+
+// WithClock sets the clock of the times the Store interface fills
+// (session, entry and run times); default time.Now. Lease times never
+// use it: they are the database's clock.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.now = now }
 }
 
 // Store is the PostgreSQL persistence.Shared. Safe for concurrent use.
@@ -94,31 +114,29 @@ func (e *SchemaVersionError) Error() string {
 // listener of Watch. It fails when the database is unreachable, its
 // schema is newer than this build, or it holds tables of another
 // application.
-func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	o := options{now: time.Now, logger: slog.New(slog.DiscardHandler)}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store: parse dsn: %w", err)
 	}
-	if opts.MaxConns > 0 {
-		cfg.MaxConns = opts.MaxConns
+	if o.maxConns > 0 {
+		cfg.MaxConns = o.maxConns
 	}
 	where := cfg.ConnConfig.Host + "/" + cfg.ConnConfig.Database
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres store %s: %w", where, err)
 	}
-	s := &Store{pool: pool, now: opts.Now, log: opts.Logger}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
+	s := &Store{pool: pool, now: o.now, log: o.logger}
 	if s.schema, err = s.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store %s: %w", where, err)
 	}
-	s.listener = newListener(cfg.ConnConfig.Copy(), s.log, opts.OnNotifyLag)
+	s.listener = newListener(cfg.ConnConfig.Copy(), s.log, o.onNotifyLag)
 	if err := s.listener.start(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres store %s: listen for notifications: %w", where, err)
