@@ -226,7 +226,8 @@ func TestPromptRunsAndLogsDurably(t *testing.T) {
 }
 
 // Follow of a finished run, and after a restart, replays it from the store,
-// byte for byte; from the middle it gives exactly the rest.
+// byte for byte; from the middle it gives exactly the rest, and from its
+// agent_end nothing, at once.
 func TestFollowFinishedRunAfterRestart(t *testing.T) {
 	h := newHarness(t, agent.Options{})
 	id := h.session(script(text("one two three four five six")))
@@ -236,7 +237,13 @@ func TestFollowFinishedRunAfterRestart(t *testing.T) {
 			h.restart()
 		}
 		for _, after := range []uint64{0, 3, uint64(len(live)) - 1, uint64(len(live))} {
+			start := time.Now()
 			got, err := h.follow(id, runID, after)
+			// The stored agent_end says the log is complete: no wait for
+			// last events that cannot come.
+			if d := time.Since(start); d > time.Second {
+				t.Fatalf("restart %v, after %d: Follow took %v", restart, after, d)
+			}
 			if err != nil {
 				t.Fatalf("restart %v, after %d: %v", restart, after, err)
 			}
