@@ -14,6 +14,7 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
 )
 
 // stream is a run's events as a client of Prompt, Continue or Attach reads
@@ -294,5 +295,14 @@ func seedConfig(t testing.TB, extra ...*agentdv1.AssistantMessage) *agentdv1.Ses
 		SystemPrompt: "你是桌面开发助手。",
 		Tools:        []*agentdv1.Tool{{Name: "read_file"}},
 		Faux:         &agentdv1.FauxScript{Responses: responses},
+	}
+}
+
+// wantStoreNotFound fails unless err is the store's not-found (which the
+// service maps to NOT_FOUND) mentioning mention.
+func wantStoreNotFound(t testing.TB, err error, mention string) {
+	t.Helper()
+	if !errors.Is(err, persistence.ErrNotFound) || !strings.Contains(err.Error(), mention) {
+		t.Fatalf("error %v (%T), want the store's not-found mentioning %q", err, err, mention)
 	}
 }
