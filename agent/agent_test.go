@@ -24,7 +24,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	// The provider catalog's Gemini SDK dependencies start an opencensus
+	// worker when the package loads; it is not ours to stop.
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
 }
 
 // harness is an agent over an in-memory store, which a restart hands to a
