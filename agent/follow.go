@@ -215,8 +215,14 @@ func (a *Agent) followStored(ctx context.Context, sessionID, runID string, after
 			// A run's last events (agent_end) are stored just after its
 			// end is recorded, by its replica or by the one that closed
 			// it: wait for them a little, but not for a log whose writer
-			// is gone.
+			// is gone, nor for one whose agent_end is stored already (a
+			// follower that starts after it has nothing left to get).
 			if caughtUp.IsZero() {
+				if end, err := a.storedEnd(ctx, runID, run.LastSeq); err != nil {
+					return err
+				} else if end {
+					return nil
+				}
 				caughtUp = time.Now()
 			} else if time.Since(caughtUp) > lastEventsGrace {
 				return nil
@@ -232,4 +238,17 @@ func (a *Agent) followStored(ctx context.Context, sessionID, runID string, after
 			return ctx.Err()
 		}
 	}
+}
+
+// storedEnd reports whether the stored event of run runID with seq last is
+// its agent_end.
+func (a *Agent) storedEnd(ctx context.Context, runID string, last uint64) (bool, error) {
+	if last == 0 {
+		return false, nil
+	}
+	evs, err := a.store.Events(ctx, runID, last-1, 1)
+	if err != nil {
+		return false, err
+	}
+	return len(evs) == 1 && evs[0].Seq == last && isAgentEnd(evs[0].Data), nil
 }

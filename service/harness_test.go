@@ -189,23 +189,6 @@ func (h *harness) context(sessionID string) *agentdv1.Context {
 	return resp.GetContext()
 }
 
-// waitIdle polls until the session has no active run.
-func (h *harness) waitIdle(sessionID string) {
-	h.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := h.client.GetSession(h.ctx(), &agentdv1.GetSessionRequest{SessionId: sessionID})
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		if resp.GetSession().GetState() == agentdv1.SessionState_SESSION_STATE_IDLE {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	h.t.Fatalf("session %s did not become idle", sessionID)
-}
-
 // drain reads a stream to its end.
 func drain(stream grpc.ServerStreamingClient[agentdv1.AgentEvent]) ([]*agentdv1.AgentEvent, error) {
 	var evs []*agentdv1.AgentEvent
@@ -350,19 +333,6 @@ func (g *gate) tool() agentloop.Tool {
 		},
 	}}
 }
-
-// newClientConn opens a second, independent connection to addr.
-func newClientConn(t testing.TB, addr string) agentdv1.AgentServiceClient {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return agentdv1.NewAgentServiceClient(conn)
-}
-
-func codeOf(err error) codes.Code { return status.Code(err) }
 
 // listSessions lists every session.
 func (h *harness) listSessions() []*agentdv1.Session {

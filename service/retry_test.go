@@ -3,10 +3,8 @@ package service_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -39,45 +37,10 @@ func (f *flakyModels) List() []*agentdv1.Model {
 	return []*agentdv1.Model{{Ref: &agentdv1.ModelRef{Provider: "test", Id: "flaky"}, Configured: true}}
 }
 
-func TestRetriedModelCallIsRecordedAndHiddenFromTheModel(t *testing.T) {
-	models := &flakyModels{}
-	h := newHarness(t, agent.Options{Models: models, Retry: provider.RetryPolicy{BaseDelay: time.Millisecond}}, service.ServerOptions{})
-	_, err := h.client.CreateSession(h.ctx(), &agentdv1.CreateSessionRequest{Config: &agentdv1.SessionConfig{
-		Model: &agentdv1.ModelRef{Provider: "test", Id: "nope"}}})
-	wantCode(t, err, codes.InvalidArgument, "config.model")
-	list, err := h.client.ListModels(h.ctx(), &agentdv1.ListModelsRequest{})
-	if err != nil || len(list.GetModels()) != 2 || list.GetModels()[1].GetRef().GetId() != "flaky" {
-		t.Fatalf("ListModels: %v %v", list, err)
-	}
-
-	id := h.createSession(&agentdv1.SessionConfig{Model: &agentdv1.ModelRef{Provider: "test", Id: "flaky"}})
-	evs := h.prompt(id, "hi")
-	retried := false
-	for _, ev := range evs {
-		if e := ev.GetError(); e.GetStage() == "provider_retry" && strings.Contains(e.GetMessage(), "429") && !e.GetFatal() {
-			retried = true
-		}
-	}
-	if !retried || evs[len(evs)-1].GetAgentEnd().GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
-		t.Fatalf("no retry event or run failed: %s", kinds(evs))
-	}
-	entries := h.transcript(id)
-	if got := messageKinds(entries); got != "user assistant assistant" {
-		t.Fatalf("transcript %q: the failed attempt must stay", got)
-	}
-	if a := entries[1].GetMessage().GetAssistant(); a.GetStopReason() != agentdv1.StopReason_STOP_REASON_ERROR {
-		t.Fatalf("first answer: %v", a)
-	}
-	// The model context (what the next call gets) hides the failed attempt.
-	c := h.context(id)
-	if len(c.GetMessages()) != 2 || c.GetMessages()[1].GetAssistant().GetContent()[0].GetText().GetText() != "answer after retry" {
-		t.Fatalf("context: %v", c.GetMessages())
-	}
-}
-
-// After a run ends in ERROR, Continue retries the call: the model would
-// see the prompt last, since the failed answer is left out (it used to be
-// refused with "Cannot continue from message role: assistant").
+// Continue end to end: after a run ends in ERROR, Continue retries the
+// call: the model would see the prompt last, since the failed answer is
+// left out (it used to be refused with "Cannot continue from message role:
+// assistant"). Retries and Continue's decision are tested in agent.
 func TestContinueAfterAFailedRun(t *testing.T) {
 	h := newHarness(t, agent.Options{Models: &flakyModels{}, Retry: provider.RetryPolicy{MaxRetries: -1}}, service.ServerOptions{})
 	id := h.createSession(&agentdv1.SessionConfig{Model: &agentdv1.ModelRef{Provider: "test", Id: "flaky"}})

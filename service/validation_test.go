@@ -157,6 +157,11 @@ func TestBadRequestsGetPreciseStatusesAndChangeNothing(t *testing.T) {
 			_, err := c.Steer(ctx, &agentdv1.SteerRequest{SessionId: id, Content: texts("x")})
 			return err
 		}, codes.FailedPrecondition, "no active run"},
+		{"resolve with a decision a client cannot make", func() error {
+			_, err := c.ResolveApproval(ctx, &agentdv1.ResolveApprovalRequest{SessionId: id, ToolCallId: "call_w",
+				Decision: agentdv1.ApprovalDecision_APPROVAL_DECISION_TIMED_OUT})
+			return err
+		}, codes.InvalidArgument, "decision"},
 		{"follow-up without content", func() error {
 			_, err := c.FollowUp(ctx, &agentdv1.FollowUpRequest{SessionId: id})
 			return err

@@ -1,4 +1,4 @@
-package service_test
+package agent_test
 
 import (
 	"context"
@@ -13,15 +13,15 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/fieldmaskpb"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/provider"
 	"github.com/agentd/agentd/provider/catalog"
-	"github.com/agentd/agentd/service"
 )
 
 // anthropicWire serves recorded Anthropic Messages streams in order and
@@ -79,12 +79,12 @@ func TestRealProviderStreamsThroughAgentd(t *testing.T) {
 			return agentloop.Result{Content: texts("15 degrees in " + call.Args.GetFields()["location"].GetStringValue())}, nil
 		},
 	}}
-	h := newHarness(t, agent.Options{Models: reg, Tools: []agentloop.Tool{weather}}, service.ServerOptions{})
-	id := h.createSession(&agentdv1.SessionConfig{
+	h := newHarness(t, agent.Options{Models: reg, Tools: []agentloop.Tool{weather}})
+	id := h.session(&agentdv1.SessionConfig{
 		Model: &agentdv1.ModelRef{Provider: "anthropic", Id: "claude-sonnet-4-5"},
 		Tools: []*agentdv1.Tool{{Name: "get_weather"}},
 	})
-	evs := h.prompt(id, "What's the weather in San Francisco?")
+	evs := h.run(id, "What's the weather in San Francisco?")
 	for _, want := range []string{"thinking_delta", "tool_call_delta", "text_delta"} {
 		found := false
 		for _, ev := range evs {
@@ -95,7 +95,7 @@ func TestRealProviderStreamsThroughAgentd(t *testing.T) {
 			}
 		}
 		if !found {
-			t.Errorf("no %s streamed: %s", want, kinds(evs))
+			t.Errorf("no %s streamed: %s", want, allKinds(evs))
 		}
 	}
 	if end := evs[len(evs)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED || end.GetUsage().GetCost().GetTotal() == 0 {
@@ -132,9 +132,9 @@ func TestOverloadMidAnswerIsRetriedThroughAgentd(t *testing.T) {
 	}
 	wire := &anthropicWire{streams: []string{partial, "../provider/anthropic/testdata/text.sse"}}
 	reg := anthropicRegistry(t, wire)
-	h := newHarness(t, agent.Options{Models: reg, Retry: provider.RetryPolicy{BaseDelay: time.Millisecond}}, service.ServerOptions{})
-	id := h.createSession(&agentdv1.SessionConfig{Model: &agentdv1.ModelRef{Provider: "anthropic", Id: "claude-sonnet-4-5"}})
-	evs := h.prompt(id, "hi")
+	h := newHarness(t, agent.Options{Models: reg, Retry: provider.RetryPolicy{BaseDelay: time.Millisecond}})
+	id := h.session(&agentdv1.SessionConfig{Model: &agentdv1.ModelRef{Provider: "anthropic", Id: "claude-sonnet-4-5"}})
+	evs := h.run(id, "hi")
 	var retried bool
 	for _, ev := range evs {
 		if e := ev.GetError(); e.GetStage() == "provider_retry" && strings.Contains(e.GetMessage(), "overloaded_error") {
@@ -142,7 +142,7 @@ func TestOverloadMidAnswerIsRetriedThroughAgentd(t *testing.T) {
 		}
 	}
 	if end := evs[len(evs)-1].GetAgentEnd(); !retried || end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
-		t.Fatalf("retried %v, %s, %v", retried, kinds(evs), end)
+		t.Fatalf("retried %v, %s, %v", retried, allKinds(evs), end)
 	}
 	entries := h.transcript(id)
 	if got := messageKinds(entries); got != "user assistant assistant" {
@@ -167,31 +167,32 @@ func TestOverloadMidAnswerIsRetriedThroughAgentd(t *testing.T) {
 func TestUpdateSessionSwitchesFauxToAnthropic(t *testing.T) {
 	wire := &anthropicWire{streams: []string{"../provider/anthropic/testdata/text.sse"}}
 	reg := anthropicRegistry(t, wire)
-	h := newHarness(t, agent.Options{Models: reg}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Models: reg})
 	thought := &agentdv1.AssistantMessage{Content: []*agentdv1.ContentBlock{
 		{Block: &agentdv1.ContentBlock_Thinking{Thinking: &agentdv1.ThinkingContent{Thinking: "the port is in config.ts", ThinkingSignature: "faux-sig"}}},
 		{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: "The default port is 3000."}}},
 	}}
-	id := h.createSession(&agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{thought}}})
-	h.prompt(id, "What is the default port?")
+	id := h.session(&agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{thought}}})
+	h.run(id, "What is the default port?")
 
-	resp, err := h.client.UpdateSession(h.ctx(), &agentdv1.UpdateSessionRequest{SessionId: id,
-		Config:     &agentdv1.SessionConfig{Model: &agentdv1.ModelRef{Provider: "anthropic", Id: "claude-sonnet-4-5"}},
-		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"config.model"}}})
+	sess, err := h.store.GetSession(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.GetEntries()) != 1 || resp.GetEntries()[0].GetModelChange().GetModelId() != "claude-sonnet-4-5" {
-		t.Fatalf("UpdateSession entries: %v", resp.GetEntries())
-	}
-	before, err := h.client.GetContext(h.ctx(), &agentdv1.GetContextRequest{SessionId: id})
+	cfg := proto.CloneOf(sess.Config)
+	cfg.Model = &agentdv1.ModelRef{Provider: "anthropic", Id: "claude-sonnet-4-5"}
+	_, entries, err := h.a.UpdateSession(context.Background(), id, persistence.SessionUpdate{Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if before.GetContextWindow() == 0 {
-		t.Fatal("GetContext reports no context window for the Anthropic model")
+	if len(entries) != 1 || entries[0].GetModelChange().GetModelId() != "claude-sonnet-4-5" {
+		t.Fatalf("UpdateSession entries: %v", entries)
 	}
-	evs := h.prompt(id, "Change it to 8080.")
+	before := h.report(id, "")
+	if before.ContextWindow == 0 {
+		t.Fatal("the context reports no context window for the Anthropic model")
+	}
+	evs := h.run(id, "Change it to 8080.")
 	if end := evs[len(evs)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
 		t.Fatalf("agent_end %v", end)
 	}
@@ -207,7 +208,7 @@ func TestUpdateSessionSwitchesFauxToAnthropic(t *testing.T) {
 	if err := json.Unmarshal([]byte(wire.bodies[0]), &body); err != nil {
 		t.Fatal(err)
 	}
-	want := append(before.GetContext().GetMessages(), &agentdv1.Message{Role: &agentdv1.Message_User{User: &agentdv1.UserMessage{Content: texts("Change it to 8080.")}}})
+	want := append(before.Context.GetMessages(), &agentdv1.Message{Role: &agentdv1.Message_User{User: &agentdv1.UserMessage{Content: texts("Change it to 8080.")}}})
 	if len(body.Messages) != len(want) {
 		t.Fatalf("the request has %d messages, GetContext %d and the prompt", len(body.Messages), len(want)-1)
 	}

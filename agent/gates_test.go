@@ -1,4 +1,4 @@
-package service_test
+package agent_test
 
 import (
 	"context"
@@ -7,14 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
-	"github.com/agentd/agentd/service"
 )
 
 func colorTool(t testing.TB) *agentdv1.Tool {
@@ -40,42 +38,32 @@ func noteTool(ran *atomic.Int32) agentloop.Tool {
 }
 
 func TestClientToolRoundTrip(t *testing.T) {
-	h := newHarness(t, agent.Options{}, service.ServerOptions{})
-	id := h.createSession(&agentdv1.SessionConfig{
+	h := newHarness(t, agent.Options{})
+	ctx := context.Background()
+	id := h.session(&agentdv1.SessionConfig{
 		Tools: []*agentdv1.Tool{colorTool(t)},
 		Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{
-			toolCallAnswer(t, "call_c", "pick_color", map[string]any{"hint": "warm"}), textAnswer("you picked red"),
+			toolCall(t, "call_c", "pick_color", map[string]any{"hint": "warm"}), text("you picked red"),
 		}},
 	})
-	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("pick one")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs := recvUntil(t, stream, func(ev *agentdv1.AgentEvent) bool { return ev.GetToolCallRequested() != nil })
+	s := h.promptRun(id, "pick one")
+	evs := s.until(func(ev *agentdv1.AgentEvent) bool { return ev.GetToolCallRequested() != nil })
 	req := evs[len(evs)-1].GetToolCallRequested()
 	if req.GetToolCallId() != "call_c" || req.GetArguments().GetFields()["hint"].GetStringValue() != "warm" || req.GetDeadline() == nil {
 		t.Fatalf("tool_call_requested: %v", req)
 	}
 
-	// Any connection may answer: a second harness client on the same server.
-	other := newClientConn(t, h.addr)
-	_, err = other.SubmitToolResult(h.ctx(), &agentdv1.SubmitToolResultRequest{SessionId: id, ToolCallId: "call_nope", Content: texts("x")})
-	wantCode(t, err, codes.NotFound, "call_nope")
+	err := h.a.SubmitToolResult(ctx, id, "call_nope", agent.ToolResult{Content: texts("x")})
+	wantReason(t, err, agentdv1.ErrorReason_ERROR_REASON_NOT_WAITING, "call_nope")
 	details, _ := structpb.NewValue(map[string]any{"swatch": "#f00"})
-	if _, err := other.SubmitToolResult(h.ctx(), &agentdv1.SubmitToolResultRequest{
-		SessionId: id, ToolCallId: "call_c", Content: texts("red"), Details: details}); err != nil {
+	if err := h.a.SubmitToolResult(ctx, id, "call_c", agent.ToolResult{Content: texts("red"), Details: details}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = other.SubmitToolResult(h.ctx(), &agentdv1.SubmitToolResultRequest{SessionId: id, ToolCallId: "call_c", Content: texts("blue")})
-	if code := codeOf(err); code != codes.FailedPrecondition {
-		t.Fatalf("duplicate answer: %v, want FailedPrecondition", err)
-	}
-	rest, err := drain(stream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	err = h.a.SubmitToolResult(ctx, id, "call_c", agent.ToolResult{Content: texts("blue")})
+	wantReason(t, err, agentdv1.ErrorReason_ERROR_REASON_ANSWER_TOO_LATE, "call_c")
+	rest := s.rest()
 	if end := rest[len(rest)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
-		t.Fatalf("run: %s", kinds(rest))
+		t.Fatalf("run: %s", allKinds(rest))
 	}
 	entries := h.transcript(id)
 	tr := entries[2].GetMessage().GetToolResult()
@@ -84,22 +72,22 @@ func TestClientToolRoundTrip(t *testing.T) {
 		t.Fatalf("stored result: %v", tr)
 	}
 	// After the run nothing waits.
-	_, err = other.SubmitToolResult(h.ctx(), &agentdv1.SubmitToolResultRequest{SessionId: id, ToolCallId: "call_c", Content: texts("late")})
-	wantCode(t, err, codes.FailedPrecondition, "no active run")
+	err = h.a.SubmitToolResult(ctx, id, "call_c", agent.ToolResult{Content: texts("late")})
+	wantReason(t, err, agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE, "no active run")
 }
 
 func TestClientToolTimeoutAndInvalidArguments(t *testing.T) {
-	h := newHarness(t, agent.Options{}, service.ServerOptions{})
-	id := h.createSession(&agentdv1.SessionConfig{
+	h := newHarness(t, agent.Options{})
+	id := h.session(&agentdv1.SessionConfig{
 		Tools:             []*agentdv1.Tool{colorTool(t)},
 		ClientToolTimeout: durationpb.New(150 * time.Millisecond),
 		Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{
-			toolCallAnswer(t, "call_bad", "pick_color", map[string]any{}), // missing "hint"
-			toolCallAnswer(t, "call_slow", "pick_color", map[string]any{"hint": "any"}),
-			textAnswer("ok"),
+			toolCall(t, "call_bad", "pick_color", map[string]any{}), // missing "hint"
+			toolCall(t, "call_slow", "pick_color", map[string]any{"hint": "any"}),
+			text("ok"),
 		}},
 	})
-	evs := h.prompt(id, "go")
+	evs := h.run(id, "go")
 	requested := 0
 	for _, ev := range evs {
 		if ev.GetToolCallRequested() != nil {
@@ -120,11 +108,11 @@ func TestClientToolTimeoutAndInvalidArguments(t *testing.T) {
 	}
 }
 
-func approvalConfig(t testing.TB, policy agentdv1.ApprovalPolicy, calls ...*agentdv1.AssistantMessage) *agentdv1.SessionConfig {
+func approvalConfig(policy agentdv1.ApprovalPolicy, calls ...*agentdv1.AssistantMessage) *agentdv1.SessionConfig {
 	return &agentdv1.SessionConfig{
 		Tools:           []*agentdv1.Tool{{Name: "write_note", Approval: policy}, {Name: "read_file"}},
 		ApprovalTimeout: durationpb.New(time.Minute),
-		Faux:            &agentdv1.FauxScript{Responses: append(calls, textAnswer("finished"))},
+		Faux:            &agentdv1.FauxScript{Responses: append(calls, text("finished"))},
 	}
 }
 
@@ -139,30 +127,21 @@ func TestApprovalAllowDenyAndDurability(t *testing.T) {
 	} {
 		t.Run(tc.decision.String(), func(t *testing.T) {
 			var ran atomic.Int32
-			h := newHarness(t, agent.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}}, service.ServerOptions{})
-			id := h.createSession(approvalConfig(t, agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED,
-				toolCallAnswer(t, "call_w", "write_note", nil)))
-			stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("write it")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			evs := recvUntil(t, stream, func(ev *agentdv1.AgentEvent) bool { return ev.GetApprovalRequested() != nil })
+			h := newHarness(t, agent.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}})
+			id := h.session(approvalConfig(agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED, toolCall(t, "call_w", "write_note", nil)))
+			s := h.promptRun(id, "write it")
+			evs := s.until(func(ev *agentdv1.AgentEvent) bool { return ev.GetApprovalRequested() != nil })
 			if ar := evs[len(evs)-1].GetApprovalRequested(); ar.GetToolCallId() != "call_w" || ar.GetToolName() != "write_note" {
 				t.Fatalf("approval_requested: %v", ar)
 			}
 			if ran.Load() != 0 {
 				t.Fatal("the tool ran before approval")
 			}
-			_, err = h.client.ResolveApproval(h.ctx(), &agentdv1.ResolveApprovalRequest{SessionId: id, ToolCallId: "call_w",
-				Decision: agentdv1.ApprovalDecision_APPROVAL_DECISION_TIMED_OUT})
-			wantCode(t, err, codes.InvalidArgument, "decision")
-			if _, err := h.client.ResolveApproval(h.ctx(), &agentdv1.ResolveApprovalRequest{SessionId: id, ToolCallId: "call_w",
-				Decision: tc.decision, Reason: tc.reason, DecidedBy: "alice"}); err != nil {
+			allowed := tc.decision == agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED
+			if err := h.a.ResolveApproval(context.Background(), id, "call_w", agent.Approval{Allowed: allowed, Reason: tc.reason, DecidedBy: "alice"}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := drain(stream); err != nil {
-				t.Fatal(err)
-			}
+			s.rest()
 			if ran.Load() != tc.wantRan {
 				t.Fatalf("tool ran %d times, want %d", ran.Load(), tc.wantRan)
 			}
@@ -176,7 +155,7 @@ func TestApprovalAllowDenyAndDurability(t *testing.T) {
 					t.Fatalf("notice: %v", n)
 				}
 				tr := entries[3].GetMessage().GetToolResult()
-				if denied := tc.decision == agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED; tr.GetIsError() != denied ||
+				if denied := !allowed; tr.GetIsError() != denied ||
 					(denied && tr.GetContent()[0].GetText().GetText() != "The user denied this tool call: not now") {
 					t.Fatalf("result: %v", tr)
 				}
@@ -190,13 +169,13 @@ func TestApprovalAllowDenyAndDurability(t *testing.T) {
 
 func TestApprovalTimeoutAbortAndPolicy(t *testing.T) {
 	var ran atomic.Int32
-	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}})
 
 	// Timeout.
-	cfg := approvalConfig(t, agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK, toolCallAnswer(t, "call_t", "write_note", nil))
+	cfg := approvalConfig(agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK, toolCall(t, "call_t", "write_note", nil))
 	cfg.ApprovalTimeout = durationpb.New(100 * time.Millisecond)
-	id := h.createSession(cfg)
-	h.prompt(id, "go")
+	id := h.session(cfg)
+	h.run(id, "go")
 	entries := h.transcript(id)
 	if n := entries[2].GetMessage().GetApprovalNotice(); n.GetDecision() != agentdv1.ApprovalDecision_APPROVAL_DECISION_TIMED_OUT || n.GetDecidedBy() != "timeout" {
 		t.Fatalf("timeout notice: %v", entries[2])
@@ -206,9 +185,9 @@ func TestApprovalTimeoutAbortAndPolicy(t *testing.T) {
 	}
 
 	// Deny by policy: no request, a notice by "policy".
-	id = h.createSession(approvalConfig(t, agentdv1.ApprovalPolicy_APPROVAL_POLICY_DENY, toolCallAnswer(t, "call_d", "write_note", nil)))
-	evs := h.prompt(id, "go")
-	if strings.Contains(kinds(evs), "approval_requested") {
+	id = h.session(approvalConfig(agentdv1.ApprovalPolicy_APPROVAL_POLICY_DENY, toolCall(t, "call_d", "write_note", nil)))
+	evs := h.run(id, "go")
+	if strings.Contains(allKinds(evs), "approval_requested") {
 		t.Fatal("a denied-by-policy call asked for approval")
 	}
 	entries = h.transcript(id)
@@ -217,22 +196,17 @@ func TestApprovalTimeoutAbortAndPolicy(t *testing.T) {
 	}
 
 	// Abort while waiting.
-	id = h.createSession(approvalConfig(t, agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK, toolCallAnswer(t, "call_a", "write_note", nil)))
-	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("go")})
-	if err != nil {
+	id = h.session(approvalConfig(agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK, toolCall(t, "call_a", "write_note", nil)))
+	s := h.promptRun(id, "go")
+	s.until(func(ev *agentdv1.AgentEvent) bool { return ev.GetApprovalRequested() != nil })
+	if _, err := h.a.Abort(context.Background(), id, ""); err != nil {
 		t.Fatal(err)
 	}
-	recvUntil(t, stream, func(ev *agentdv1.AgentEvent) bool { return ev.GetApprovalRequested() != nil })
-	if _, err := h.client.Abort(h.ctx(), &agentdv1.AbortRequest{SessionId: id}); err != nil {
-		t.Fatal(err)
+	if rest := s.rest(); rest[len(rest)-1].GetAgentEnd().GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_ABORTED {
+		t.Fatalf("abort while waiting: %s", allKinds(rest))
 	}
-	rest, err := drain(stream)
-	if err != nil || rest[len(rest)-1].GetAgentEnd().GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_ABORTED {
-		t.Fatalf("abort while waiting: %s %v", kinds(rest), err)
-	}
-	_, err = h.client.ResolveApproval(h.ctx(), &agentdv1.ResolveApprovalRequest{SessionId: id, ToolCallId: "call_a",
-		Decision: agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED})
-	wantCode(t, err, codes.FailedPrecondition, "no active run")
+	err := h.a.ResolveApproval(context.Background(), id, "call_a", agent.Approval{Allowed: true})
+	wantReason(t, err, agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE, "no active run")
 	if ran.Load() != 0 {
 		t.Fatalf("write_note ran %d times; every call was refused", ran.Load())
 	}
@@ -240,20 +214,17 @@ func TestApprovalTimeoutAbortAndPolicy(t *testing.T) {
 
 func TestParallelCallsOneWaitsForApproval(t *testing.T) {
 	var ran atomic.Int32
-	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}}, service.ServerOptions{})
-	both := toolCallAnswer(t, "call_w", "write_note", nil)
-	both.Content = append(both.Content, toolCallAnswer(t, "call_r", "read_file", map[string]any{"path": "src/config.ts"}).Content...)
-	cfg := approvalConfig(t, agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED, both)
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}})
+	both := toolCall(t, "call_w", "write_note", nil)
+	both.Content = append(both.Content, toolCall(t, "call_r", "read_file", map[string]any{"path": "src/config.ts"}).Content...)
+	cfg := approvalConfig(agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED, both)
 	cfg.IncludeApprovalsInModelContext = true
-	id := h.createSession(cfg)
-	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("go")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := h.session(cfg)
+	s := h.promptRun(id, "go")
 	// The read finishes while the write still waits for its approval.
 	sawApproval, readDone := false, false
-	for !(sawApproval && readDone) {
-		ev, err := stream.Recv()
+	for !sawApproval || !readDone {
+		ev, err := s.recv()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,13 +236,10 @@ func TestParallelCallsOneWaitsForApproval(t *testing.T) {
 			readDone = true
 		}
 	}
-	if _, err := h.client.ResolveApproval(h.ctx(), &agentdv1.ResolveApprovalRequest{SessionId: id, ToolCallId: "call_w",
-		Decision: agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED}); err != nil {
+	if err := h.a.ResolveApproval(context.Background(), id, "call_w", agent.Approval{Allowed: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := drain(stream); err != nil {
-		t.Fatal(err)
-	}
+	s.rest()
 	// Results in call order, after the notice.
 	if got, want := messageKinds(h.transcript(id)), "user assistant approval_notice tool_result tool_result assistant"; got != want {
 		t.Fatalf("transcript %q, want %q", got, want)
@@ -291,39 +259,31 @@ func TestParallelCallsOneWaitsForApproval(t *testing.T) {
 	}
 }
 
-// A detached run keeps waiting for its client tool after the stream that
-// started it is gone; another client attaches and answers.
+// A detached run keeps waiting for its client tool after the follower that
+// started it is gone; another follower attaches and the answer arrives.
 func TestDetachedRunWaitsForAClientToAttachAndAnswer(t *testing.T) {
-	h := newHarness(t, agent.Options{}, service.ServerOptions{})
-	id := h.createSession(&agentdv1.SessionConfig{
+	h := newHarness(t, agent.Options{})
+	id := h.session(&agentdv1.SessionConfig{
 		Tools: []*agentdv1.Tool{colorTool(t)},
 		Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{
-			toolCallAnswer(t, "call_c", "pick_color", map[string]any{"hint": "cool"}), textAnswer("blue it is"),
+			toolCall(t, "call_c", "pick_color", map[string]any{"hint": "cool"}), text("blue it is"),
 		}},
 	})
-	ctx, cancel := context.WithCancel(h.ctx())
-	stream, err := h.client.Prompt(ctx, &agentdv1.PromptRequest{SessionId: id, Content: texts("pick one"), Detach: true})
-	if err != nil {
-		t.Fatal(err)
+	s := h.startRun(agent.StartRequest{SessionID: id, Prompt: user("pick one")}, true)
+	first := s.until(func(ev *agentdv1.AgentEvent) bool { return ev.GetToolCallRequested() != nil })
+	s.cancel()
+	if _, err := s.drain(); err == nil {
+		t.Fatal("the dropped follower ended without an error")
 	}
-	first := recvUntil(t, stream, func(ev *agentdv1.AgentEvent) bool { return ev.GetToolCallRequested() != nil })
-	cancel()
 
-	other := newClientConn(t, h.addr)
-	att, err := other.Attach(h.ctx(), &agentdv1.AttachRequest{SessionId: id, RunId: first[0].GetRunId(), AfterSeq: first[len(first)-1].GetSeq()})
-	if err != nil {
+	att := h.attach(id, first[0].GetRunId(), first[len(first)-1].GetSeq(), agent.FollowOptions{})
+	if err := h.a.SubmitToolResult(context.Background(), id, "call_c", agent.ToolResult{Content: texts("blue")}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.SubmitToolResult(h.ctx(), &agentdv1.SubmitToolResultRequest{SessionId: id, ToolCallId: "call_c", Content: texts("blue")}); err != nil {
-		t.Fatal(err)
-	}
-	rest, err := drain(att)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkSeqs(t, append(first, rest...), id, 1)
+	rest := att.rest()
+	checkSeqsFrom(t, append(first, rest...), id, 1)
 	if end := rest[len(rest)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
-		t.Fatalf("detached run: %s", kinds(rest))
+		t.Fatalf("detached run: %s", allKinds(rest))
 	}
 	if got := messageKinds(h.transcript(id)); got != "user assistant tool_result assistant" {
 		t.Fatalf("transcript %q", got)
