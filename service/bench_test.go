@@ -35,6 +35,7 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/metrics"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/persistence/postgres/pgtest"
 	"github.com/agentd/agentd/persistence/sqlite"
@@ -552,7 +553,7 @@ func benchConcurrentSessions(b *testing.B, engine string, tokensPerSecond uint32
 
 	for range b.N {
 		b.StopTimer()
-		metrics := service.NewMetrics()
+		metrics := metrics.New()
 		opts := agent.Options{Tools: []agentloop.Tool{tool}, MaxConcurrentRuns: sessions, Metrics: metrics}
 		dsn := ""
 		if engine == "postgres" {
@@ -692,7 +693,7 @@ func sampleHeap(peak *uint64) func() {
 // serverP99 reads the 99th percentile of the server-side delivery latency
 // (event creation to hand-over to the stream) from the metrics histogram,
 // as the upper bound of its bucket.
-func serverP99(b *testing.B, m *service.Metrics) float64 {
+func serverP99(b *testing.B, m *metrics.Metrics) float64 {
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	var total float64

@@ -20,6 +20,7 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/metrics"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/persistence/postgres"
 	"github.com/agentd/agentd/persistence/sqlite"
@@ -62,7 +63,7 @@ func newHarnessOn(t testing.TB, dsn string, opts agent.Options, sopts service.Se
 	if len(svopts) > 0 {
 		h.svopts = svopts[0]
 	}
-	if m, ok := opts.Metrics.(*service.Metrics); ok && h.svopts.Metrics == nil {
+	if m, ok := opts.Metrics.(*metrics.Metrics); ok && h.svopts.Metrics == nil {
 		h.svopts.Metrics = m
 	}
 	h.start()

@@ -47,6 +47,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/agentd/agentd/agent"
+	"github.com/agentd/agentd/metrics"
 	"github.com/agentd/agentd/provider/catalog"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/tools/mcp"
@@ -231,7 +232,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	logger := newLogger(cfg, stderr)
 
-	metrics := service.NewMetrics()
+	metrics := metrics.New()
 	db, err := openStore(ctx, cfg, logger, metrics)
 	if err != nil {
 		return err

@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentd/agentd/metrics"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/persistence/postgres"
 	"github.com/agentd/agentd/persistence/sqlite"
-	"github.com/agentd/agentd/service"
 )
 
 // openedStore is the store --db names, with what the rest of agentd needs
@@ -35,7 +35,7 @@ func isPostgres(db string) bool {
 }
 
 // openStore opens the SQLite file or the PostgreSQL database --db names.
-func openStore(ctx context.Context, cfg config, logger *slog.Logger, metrics *service.Metrics) (*openedStore, error) {
+func openStore(ctx context.Context, cfg config, logger *slog.Logger, metrics *metrics.Metrics) (*openedStore, error) {
 	if isPostgres(cfg.dbPath) {
 		name := cfg.dbPath
 		if u, err := url.Parse(cfg.dbPath); err == nil {
