@@ -24,7 +24,6 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -34,7 +33,9 @@ import (
 
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
+	"github.com/agentd/agentd/daemon"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/metrics"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/persistence/postgres/pgtest"
 	"github.com/agentd/agentd/persistence/sqlite"
@@ -102,33 +103,25 @@ func serveUntilStdinCloses(register func(*grpc.Server), opts ...grpc.ServerOptio
 // cost of tracing inside agentd, not of a collector).
 func serveAgentdForBench(dir string, traced bool) error {
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "agentd.db"))
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	var tp trace.TracerProvider
+	opts := []daemon.Option{daemon.WithAgentOptions(agent.Options{MaxConcurrentRuns: 10_000}), daemon.WithMaxMessageBytes(32 << 20)}
 	if traced {
 		sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 		defer sdk.Shutdown(ctx)
-		tp = sdk
+		opts = append(opts, daemon.WithTracerProvider(sdk))
 	}
-	a, err := agent.New(ctx, st, agent.Options{MaxConcurrentRuns: 10_000, TracerProvider: tp})
+	d, err := daemon.New(ctx, filepath.Join(dir, "agentd.db"), opts...)
 	if err != nil {
 		return err
 	}
-	defer a.Close(ctx)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		_ = d.Shutdown(ctx)
 		return err
 	}
-	srv := service.NewServer(service.New(st, a, service.Options{}), service.ServerOptions{TracerProvider: tp,
-		GRPC: []grpc.ServerOption{grpc.MaxRecvMsgSize(32 << 20), grpc.MaxSendMsgSize(32 << 20)}})
-	go srv.Serve(lis)
+	go d.Serve(lis)
 	fmt.Println(benchReadyLine + lis.Addr().String())
 	_, _ = io.Copy(io.Discard, os.Stdin)
-	srv.Shutdown(ctx)
-	return nil
+	return d.Shutdown(ctx)
 }
 
 // bareStreamer is the baseline: a grpc-go server stream of prebuilt events.
@@ -552,7 +545,7 @@ func benchConcurrentSessions(b *testing.B, engine string, tokensPerSecond uint32
 
 	for range b.N {
 		b.StopTimer()
-		metrics := service.NewMetrics()
+		metrics := metrics.New()
 		opts := agent.Options{Tools: []agentloop.Tool{tool}, MaxConcurrentRuns: sessions, Metrics: metrics}
 		dsn := ""
 		if engine == "postgres" {
@@ -633,21 +626,15 @@ func BenchmarkStartWith10kSessions(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
-		st, err := sqlite.Open(context.Background(), path)
+		d, err := daemon.New(context.Background(), path)
 		if err != nil {
 			b.Fatal(err)
 		}
-		a, err := agent.New(context.Background(), st, agent.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		svc := service.New(st, a, service.Options{})
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv := service.NewServer(svc, service.ServerOptions{})
-		go srv.Serve(lis)
+		go d.Serve(lis)
 		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			b.Fatal(err)
@@ -659,9 +646,9 @@ func BenchmarkStartWith10kSessions(b *testing.B) {
 		total += time.Since(start)
 		b.StopTimer()
 		conn.Close()
-		srv.Shutdown(context.Background())
-		a.Close(context.Background())
-		st.Close()
+		if err := d.Shutdown(context.Background()); err != nil {
+			b.Fatal(err)
+		}
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-to-SERVING")
@@ -692,7 +679,7 @@ func sampleHeap(peak *uint64) func() {
 // serverP99 reads the 99th percentile of the server-side delivery latency
 // (event creation to hand-over to the stream) from the metrics histogram,
 // as the upper bound of its bucket.
-func serverP99(b *testing.B, m *service.Metrics) float64 {
+func serverP99(b *testing.B, m *metrics.Metrics) float64 {
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	var total float64
@@ -810,23 +797,16 @@ func BenchmarkAuthCheck(b *testing.B) {
 		grants[i] = service.TokenGrant{SHA256: hex.EncodeToString(sum[:]), Tenant: fmt.Sprintf("t%d", i), Role: service.RoleUser}
 	}
 	serve := func(opts service.ServerOptions) (agentdv1.AgentServiceClient, string) {
-		st, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "agentd.db"))
+		d, err := daemon.New(ctx, filepath.Join(b.TempDir(), "agentd.db"), daemon.WithServerOptions(opts))
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { st.Close() })
-		a, err := agent.New(ctx, st, agent.Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { a.Close(ctx) })
+		b.Cleanup(func() { _ = d.Shutdown(ctx) })
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			b.Fatal(err)
 		}
-		srv := service.NewServer(service.New(st, a, service.Options{}), opts)
-		go srv.Serve(lis)
-		b.Cleanup(func() { srv.Shutdown(ctx) })
+		go d.Serve(lis)
 		c := benchClient(b, lis.Addr().String())
 		callCtx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer token-500")
 		resp, err := c.CreateSession(callCtx, &agentdv1.CreateSessionRequest{})

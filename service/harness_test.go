@@ -19,10 +19,10 @@ import (
 
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
+	"github.com/agentd/agentd/daemon"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/metrics"
 	"github.com/agentd/agentd/persistence"
-	"github.com/agentd/agentd/persistence/postgres"
-	"github.com/agentd/agentd/persistence/sqlite"
 	"github.com/agentd/agentd/service"
 )
 
@@ -40,7 +40,7 @@ type harness struct {
 	store  persistence.Store
 	agent  *agent.Agent
 	svc    *service.Service
-	srv    *service.Server
+	d      *daemon.Daemon
 	served chan error
 	conn   *grpc.ClientConn
 	client agentdv1.AgentServiceClient
@@ -62,7 +62,7 @@ func newHarnessOn(t testing.TB, dsn string, opts agent.Options, sopts service.Se
 	if len(svopts) > 0 {
 		h.svopts = svopts[0]
 	}
-	if m, ok := opts.Metrics.(*service.Metrics); ok && h.svopts.Metrics == nil {
+	if m, ok := opts.Metrics.(*metrics.Metrics); ok && h.svopts.Metrics == nil {
 		h.svopts.Metrics = m
 	}
 	h.start()
@@ -72,29 +72,24 @@ func newHarnessOn(t testing.TB, dsn string, opts agent.Options, sopts service.Se
 
 func (h *harness) start() {
 	h.t.Helper()
-	var st persistence.Store
-	var err error
+	dsn, engine := h.dbPath, daemon.SQLite
 	if h.dsn != "" {
-		st, err = postgres.Open(context.Background(), h.dsn)
-	} else {
-		st, err = sqlite.Open(context.Background(), h.dbPath)
+		dsn, engine = h.dsn, daemon.Postgres
 	}
+	d, err := daemon.New(context.Background(), dsn, daemon.WithEngine(engine),
+		daemon.WithAgentOptions(h.opts), daemon.WithServiceOptions(h.svopts), daemon.WithServerOptions(h.sopts))
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	a, err := agent.New(context.Background(), st, h.opts)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	svc := service.New(st, a, h.svopts)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		_ = d.Shutdown(context.Background())
 		h.t.Fatal(err)
 	}
-	h.store, h.agent, h.svc, h.addr = st, a, svc, lis.Addr().String()
-	h.srv = service.NewServer(svc, h.sopts)
+	h.d = d
+	h.store, h.agent, h.svc, h.addr = d.Store(), d.Agent(), d.Service(), lis.Addr().String()
 	h.served = make(chan error, 1)
-	go func() { h.served <- h.srv.Serve(lis) }()
+	go func() { h.served <- d.Serve(lis) }()
 	h.conn, err = grpc.NewClient(h.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		h.t.Fatal(err)
@@ -104,23 +99,19 @@ func (h *harness) start() {
 
 // stop shuts everything down the way cmd/agentd does.
 func (h *harness) stop() {
-	if h.srv == nil {
+	if h.d == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	h.conn.Close()
-	if err := h.agent.Close(ctx); err != nil {
-		h.t.Errorf("agent close: %v", err)
+	if err := h.d.Shutdown(ctx); err != nil {
+		h.t.Errorf("shutdown: %v", err)
 	}
-	h.srv.Shutdown(ctx)
 	if err := <-h.served; err != nil {
 		h.t.Errorf("serve: %v", err)
 	}
-	if err := h.store.Close(); err != nil {
-		h.t.Errorf("store close: %v", err)
-	}
-	h.srv = nil
+	h.d = nil
 }
 
 func (h *harness) restart() {

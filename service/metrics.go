@@ -1,150 +1,32 @@
 package service
 
 import (
-	"net/http"
 	"time"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
 )
 
-// Metrics are agentd's Prometheus metrics: per-RPC counts and latencies,
-// active runs, events, and transcript store latency. A nil *Metrics records
-// nothing, so tests and embedders need not set one up.
-type Metrics struct {
-	registry       *prometheus.Registry
-	grpc           *grpcprom.ServerMetrics
-	activeRuns     prometheus.Gauge
-	runsStarted    prometheus.Counter
-	eventsProduced prometheus.Counter
-	eventsSent     prometheus.Counter
-	eventDelivery  prometheus.Histogram
-	storeSeconds   *prometheus.HistogramVec
-	leasesHeld     prometheus.Gauge
-	leasesLost     prometheus.Counter
-	notifyLag      prometheus.Histogram
-	expired        prometheus.Counter
+// StreamMetrics receives the measurements of the event streams a Service
+// sends (package metrics implements it).
+type StreamMetrics interface {
+	// EventSent counts an event sent to a client stream and, for a live
+	// one (created is set), observes how long it took from its creation.
+	EventSent(created time.Time)
 }
 
-// NewMetrics creates the metrics in a registry of their own (plus the Go
-// runtime and process collectors).
-func NewMetrics() *Metrics {
-	m := &Metrics{
-		registry: prometheus.NewRegistry(),
-		grpc: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
-			grpcprom.WithHistogramBuckets([]float64{.001, .005, .01, .05, .1, .5, 1, 5, 30, 120, 600}))),
-		activeRuns: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "agentd_active_runs", Help: "Runs of the agent loop in progress.",
-		}),
-		runsStarted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "agentd_runs_started_total", Help: "Runs of the agent loop started.",
-		}),
-		eventsProduced: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "agentd_events_produced_total", Help: "Agent events produced by runs.",
-		}),
-		eventsSent: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "agentd_events_sent_total", Help: "Agent events sent to client streams (a replay to several clients counts each).",
-		}),
-		eventDelivery: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "agentd_event_delivery_seconds", Help: "Time from an event's creation to its hand-over to a client stream.",
-			Buckets: []float64{.0001, .0005, .001, .005, .01, .025, .05, .1, .25, .5, 1, 5},
-		}),
-		storeSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "agentd_store_latency_seconds", Help: "Latency of transcript store writes.",
-			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .05, .1, .5},
-		}, []string{"op"}),
-		leasesHeld: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "agentd_leases_held", Help: "Run leases this replica holds (shared PostgreSQL store).",
-		}),
-		leasesLost: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "agentd_lease_losses_total", Help: "Active runs this replica stopped because it lost their lease.",
-		}),
-		expired: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "agentd_sessions_expired_total", Help: "Sessions the retention sweep deleted after they were idle longer than their retention.",
-		}),
-		notifyLag: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "agentd_notify_lag_seconds", Help: "Time from a NOTIFY of another replica (or this one) to its receipt here.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5},
-		}),
-	}
-	m.registry.MustRegister(m.grpc, m.activeRuns, m.runsStarted, m.eventsProduced, m.eventsSent, m.eventDelivery, m.storeSeconds,
-		m.leasesHeld, m.leasesLost, m.notifyLag, m.expired,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return m
+// RPCMetrics counts and times the RPCs a Server handles (package metrics
+// implements it).
+type RPCMetrics interface {
+	// UnaryServerInterceptor measures unary calls.
+	UnaryServerInterceptor() grpc.UnaryServerInterceptor
+	// StreamServerInterceptor measures streaming calls.
+	StreamServerInterceptor() grpc.StreamServerInterceptor
+	// InitializeMetrics creates the series of every method s serves, so
+	// they are exported before the first call.
+	InitializeMetrics(s *grpc.Server)
 }
 
-// Handler serves the metrics in the Prometheus text format.
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})
-}
+// noStreamMetrics records nothing.
+type noStreamMetrics struct{}
 
-// RunStarted implements agent.Metrics.
-func (m *Metrics) RunStarted() {
-	if m != nil {
-		m.activeRuns.Inc()
-		m.runsStarted.Inc()
-	}
-}
-
-// RunEnded implements agent.Metrics.
-func (m *Metrics) RunEnded() {
-	if m != nil {
-		m.activeRuns.Dec()
-	}
-}
-
-// EventProduced implements agent.Metrics.
-func (m *Metrics) EventProduced() {
-	if m != nil {
-		m.eventsProduced.Inc()
-	}
-}
-
-// eventSent counts an event sent to a stream and, for a live one (created
-// is set), how long it took from its creation.
-func (m *Metrics) eventSent(created time.Time) {
-	if m != nil {
-		m.eventsSent.Inc()
-		if !created.IsZero() {
-			m.eventDelivery.Observe(time.Since(created).Seconds())
-		}
-	}
-}
-
-// StoreLatency implements agent.Metrics.
-func (m *Metrics) StoreLatency(op string, d time.Duration) {
-	if m != nil {
-		m.storeSeconds.WithLabelValues(op).Observe(d.Seconds())
-	}
-}
-
-// LeasesHeld implements agent.Metrics.
-func (m *Metrics) LeasesHeld(n int) {
-	if m != nil {
-		m.leasesHeld.Set(float64(n))
-	}
-}
-
-// LeaseLost implements agent.Metrics.
-func (m *Metrics) LeaseLost() {
-	if m != nil {
-		m.leasesLost.Inc()
-	}
-}
-
-// SessionExpired implements agent.Metrics.
-func (m *Metrics) SessionExpired() {
-	if m != nil {
-		m.expired.Inc()
-	}
-}
-
-// NotifyLag observes the delay of a database notification between
-// replicas.
-func (m *Metrics) NotifyLag(d time.Duration) {
-	if m != nil {
-		m.notifyLag.Observe(d.Seconds())
-	}
-}
+func (noStreamMetrics) EventSent(time.Time) {}

@@ -39,7 +39,7 @@ type ServerOptions struct {
 	// nil discards them.
 	Logger *slog.Logger
 	// Metrics, when set, counts and times every RPC.
-	Metrics *Metrics
+	Metrics RPCMetrics
 	// AuthToken, when set, is required as "authorization: Bearer <token>"
 	// metadata on every AgentService call, and makes its caller an admin
 	// of no tenant; health and reflection stay open so probes and
@@ -92,8 +92,8 @@ func NewServer(svc agentdv1.AgentServiceServer, opts ServerOptions) *Server {
 	var unary []grpc.UnaryServerInterceptor
 	var stream []grpc.StreamServerInterceptor
 	if opts.Metrics != nil {
-		unary = append(unary, opts.Metrics.grpc.UnaryServerInterceptor())
-		stream = append(stream, opts.Metrics.grpc.StreamServerInterceptor())
+		unary = append(unary, opts.Metrics.UnaryServerInterceptor())
+		stream = append(stream, opts.Metrics.StreamServerInterceptor())
 	}
 	agentService := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool {
 		return c.Service == agentdv1.AgentService_ServiceDesc.ServiceName
@@ -150,7 +150,7 @@ func NewServer(svc agentdv1.AgentServiceServer, opts ServerOptions) *Server {
 		reflection.Register(s.grpc)
 	}
 	if opts.Metrics != nil {
-		opts.Metrics.grpc.InitializeMetrics(s.grpc)
+		opts.Metrics.InitializeMetrics(s.grpc)
 	}
 	s.setServing(true)
 	if opts.Probe == nil {

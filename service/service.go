@@ -20,8 +20,9 @@ type Options struct {
 	// Limits bound request sizes.
 	Limits Limits
 	// Metrics receives per-stream measurements; nil records nothing. Give
-	// the same Metrics to agent.Options for the runs' measurements.
-	Metrics *Metrics
+	// the same metrics.Metrics to agent.Options for the runs' measurements
+	// (package daemon does).
+	Metrics StreamMetrics
 	// Now is the clock; defaults to time.Now.
 	Now func() time.Time
 	// Tenants are the tenants' limits (AuthConfig.Tenants), by name.
@@ -38,7 +39,7 @@ type Service struct {
 	agent   *agent.Agent
 	logger  *slog.Logger
 	limits  Limits
-	metrics *Metrics
+	metrics StreamMetrics
 	now     func() time.Time
 	tenants map[string]TenantPolicy
 }
@@ -50,6 +51,9 @@ func New(store persistence.Store, a *agent.Agent, opts Options) *Service {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = noStreamMetrics{}
 	}
 	return &Service{
 		store:   store,

@@ -73,7 +73,7 @@ func (s *Service) follow(ctx context.Context, sessionID, runID string, after uin
 		if err := stream.SendMsg(encodedEvent(e.Data)); err != nil {
 			return err
 		}
-		s.metrics.eventSent(e.Time)
+		s.metrics.EventSent(e.Time)
 		return nil
 	})
 	return s.status(ctx, "stream events", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/agentd/agentd/daemon"
 	"github.com/agentd/agentd/persistence/sqlite"
 )
 
@@ -31,7 +32,7 @@ func backup(ctx context.Context, cmd string, args []string, getenv func(string) 
 		fs.Usage()
 		return fmt.Errorf("%s takes flags only, got %q", cmd, fs.Arg(0))
 	}
-	if isPostgres(*db) {
+	if daemon.EngineOf(*db) == daemon.Postgres {
 		return errors.New("--db names a PostgreSQL database: back it up with pg_dump (or your provider's snapshots), restore with pg_restore")
 	}
 	switch cmd {

@@ -36,18 +36,20 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/agentd/agentd/agent"
+	"github.com/agentd/agentd/daemon"
+	"github.com/agentd/agentd/metrics"
 	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/persistence/sqlite"
 	"github.com/agentd/agentd/provider/catalog"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/tools/mcp"
@@ -103,6 +105,16 @@ type config struct {
 	lease           time.Duration
 	dbMaxConns      int
 	confine         confinement
+}
+
+// defaultReplicaID is the host name and the process id: unique among the
+// processes that run at once.
+func defaultReplicaID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "agentd"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid())
 }
 
 // parseConfig reads flags, falling back to environment variables for the
@@ -232,22 +244,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	logger := newLogger(cfg, stderr)
 
-	metrics := service.NewMetrics()
-	db, err := openStore(ctx, cfg, logger, metrics)
-	if err != nil {
-		return err
-	}
-	store := db.store
-	defer store.Close()
-
-	grpcOpts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(cfg.maxMessageBytes),
-		grpc.MaxSendMsgSize(cfg.maxMessageBytes),
-		// Long streams idle while tools run: ping to find dead peers, and let
-		// clients ping us without being cut off.
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 20 * time.Second}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	}
+	var grpcOpts []grpc.ServerOption
 	if cfg.tlsCert != "" {
 		creds, err := serverTLS(cfg)
 		if err != nil {
@@ -304,53 +301,66 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			}
 		}()
 	}
-	runs, err := agent.New(ctx, store, agent.Options{
-		Logger:            logger,
-		SchemaVersion:     db.schemaVersion,
-		ReplicaID:         cfg.replicaID,
-		Lease:             cfg.lease,
-		MaxConcurrentRuns: cfg.maxRuns,
-		Metrics:           metrics,
-		Models:            models,
-		Sandbox:           toolSandbox,
-		ToolEnv:           toolEnv,
-		Protected:         protected,
-		Ceilings:          ceilings(cfg, authCfg),
-		Retention:         retention(cfg, authCfg),
-		EventRetention:    cfg.eventRetention,
-		MCP:               mcpServers,
-		TracerProvider:    tracerOrNil(tracing),
-		CaptureContent:    cfg.otelContent,
-	})
+
+	reg := metrics.New()
+	opts := []daemon.Option{
+		daemon.WithLogger(logger),
+		daemon.WithMetrics(reg),
+		daemon.WithPostgresMaxConns(cfg.dbMaxConns),
+		daemon.WithMaxMessageBytes(cfg.maxMessageBytes),
+		daemon.WithAgentOptions(agent.Options{
+			ReplicaID:         cfg.replicaID,
+			Lease:             cfg.lease,
+			MaxConcurrentRuns: cfg.maxRuns,
+			Models:            models,
+			Sandbox:           toolSandbox,
+			ToolEnv:           toolEnv,
+			Protected:         protected,
+			Ceilings:          ceilings(cfg, authCfg),
+			Retention:         retention(cfg, authCfg),
+			EventRetention:    cfg.eventRetention,
+			MCP:               mcpServers,
+			CaptureContent:    cfg.otelContent,
+		}),
+		daemon.WithServerOptions(service.ServerOptions{AuthToken: cfg.authToken, Auth: authCfg, GRPC: grpcOpts}),
+	}
+	if authCfg != nil {
+		opts = append(opts, daemon.WithServiceOptions(service.Options{Tenants: authCfg.Tenants}))
+	}
+	if cfg.syncFull {
+		opts = append(opts, daemon.WithSQLiteOptions(sqlite.WithSynchronous(sqlite.SyncFull)))
+	}
+	if cfg.plainPayloads {
+		opts = append(opts, daemon.WithSQLiteOptions(sqlite.WithPayloadCompression(false)))
+	}
+	if tracing != nil {
+		opts = append(opts, daemon.WithTracerProvider(tracing))
+	}
+	d, err := daemon.New(ctx, cfg.dbPath, opts...)
 	if err != nil {
 		return err
 	}
-	svcOpts := service.Options{Logger: logger, Metrics: metrics}
-	if authCfg != nil {
-		svcOpts.Tenants = authCfg.Tenants
-	}
-	svc := service.New(store, runs, svcOpts)
-
 	lis, err := listen(cfg.listen)
 	if err != nil {
+		_ = d.Shutdown(ctx) // problems are logged
 		return err
 	}
-	srv := service.NewServer(svc, service.ServerOptions{
-		Logger: logger, Metrics: metrics, AuthToken: cfg.authToken, Auth: authCfg, GRPC: grpcOpts, Probe: db.probe,
-		TracerProvider: tracerOrNil(tracing),
-	})
+	replica := ""
+	if d.Engine() == daemon.Postgres {
+		replica = cfg.replicaID
+	}
 
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- srv.Serve(lis) }()
+	go func() { serveErr <- d.Serve(lis) }()
 	var metricsSrv *http.Server
 	if cfg.metricsListen != "" {
 		mlis, err := net.Listen("tcp", cfg.metricsListen)
 		if err != nil {
-			srv.Shutdown(ctx)
+			_ = d.Shutdown(ctx) // problems are logged
 			return fmt.Errorf("cannot listen for metrics on %s (--metrics-listen): %w", cfg.metricsListen, err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", metrics.Handler())
+		mux.Handle("/metrics", reg.Handler())
 		// Profiles for operators, on the same listener as the metrics
 		// (bind it to a private address): /debug/pprof/heap?gc=1 shows the
 		// heap after a collection.
@@ -367,7 +377,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}()
 		logger.Info("metrics serving", "addr", mlis.Addr().String())
 	}
-	logger.Info("agentd serving", "addr", listenAddr(lis), "db", db.name, "replica", db.replica, "auth", cfg.authToken != "" || authCfg != nil, "tenants", authCfg != nil, "tls", cfg.tlsCert != "", "mtls", cfg.tlsClientCA != "")
+	logger.Info("agentd serving", "addr", listenAddr(lis), "db", d.StoreName(), "replica", replica, "auth", cfg.authToken != "" || authCfg != nil, "tenants", authCfg != nil, "tls", cfg.tlsCert != "", "mtls", cfg.tlsClientCA != "")
 
 	var runErr error
 	select {
@@ -377,12 +387,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	logger.Info("agentd shutting down", "grace", cfg.shutdownGrace)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
 	defer cancel()
-	// Abort runs first so every stream ends with agent_end and every run is
-	// recorded as ended; then let the calls drain.
-	if err := runs.Close(shutdownCtx); err != nil {
-		logger.Warn("runs did not end within the grace period", "err", err)
-	}
-	srv.Shutdown(shutdownCtx)
+	// Runs first, so every stream ends with agent_end and every run is
+	// recorded as ended; then the calls drain and the store closes. A run
+	// that did not end within the grace is closed as interrupted at the
+	// next start: logged by Shutdown, not a failure of this one.
+	_ = d.Shutdown(shutdownCtx)
 	if metricsSrv != nil {
 		_ = metricsSrv.Shutdown(shutdownCtx)
 	}
@@ -397,14 +406,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	logger.Info("agentd stopped")
 	return nil
-}
-
-// tracerOrNil keeps a nil provider an untyped nil: tracing off.
-func tracerOrNil(tp *sdktrace.TracerProvider) trace.TracerProvider {
-	if tp == nil {
-		return nil
-	}
-	return tp
 }
 
 // serverTLS loads the server's certificate and, with --tls-client-ca, the

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/agentd/agentd/agent"
+	"github.com/agentd/agentd/daemon"
 	"github.com/agentd/agentd/persistence/sqlite"
 	"github.com/agentd/agentd/service"
 	"github.com/agentd/agentd/tools/sandbox"
@@ -133,7 +134,7 @@ func protectedFiles(cfg config) []agent.Protected {
 		}
 		out = append(out, agent.Protected{Path: path, What: what})
 	}
-	if !isPostgres(cfg.dbPath) {
+	if daemon.EngineOf(cfg.dbPath) != daemon.Postgres {
 		for _, f := range sqlite.Files(cfg.dbPath) {
 			add(f, "database")
 		}

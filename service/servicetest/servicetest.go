@@ -11,44 +11,31 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/agent"
-	"github.com/agentd/agentd/persistence/sqlite"
-	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/daemon"
 )
 
 // Start serves agentd for t and returns its address.
 func Start(t testing.TB, opts agent.Options) string {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "agentd.db"))
+	d, err := daemon.New(context.Background(), filepath.Join(t.TempDir(), "agentd.db"), daemon.WithAgentOptions(opts))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if opts.SchemaVersion == 0 {
-		opts.SchemaVersion = sqlite.SchemaVersion()
-	}
-	a, err := agent.New(ctx, st, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := service.NewServer(service.New(st, a, service.Options{}), service.ServerOptions{})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		_ = d.Shutdown(context.Background())
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
+	go func() { served <- d.Serve(lis) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := a.Close(ctx); err != nil {
-			t.Errorf("agent close: %v", err)
+		if err := d.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
 		}
-		srv.Shutdown(ctx)
 		if err := <-served; err != nil {
 			t.Errorf("serve: %v", err)
-		}
-		if err := st.Close(); err != nil {
-			t.Errorf("store close: %v", err)
 		}
 	})
 	return lis.Addr().String()
