@@ -101,7 +101,7 @@ type Options struct {
 	// Now is the clock; defaults to time.Now.
 	Now func() time.Time
 	// ReplicaID names this agentd among the replicas that share a store
-	// (persistence.Shared): the owner recorded with each run it claims.
+	// ([persistence.Shared]): the owner recorded with each run it claims.
 	// Required with a shared store; ignored otherwise.
 	ReplicaID string
 	// Lease is how long this replica's claim on a run lasts without a
@@ -169,7 +169,7 @@ func (noMetrics) SessionExpired()                    {}
 //
 // On a store with one owner (the SQLite engine locks its file) an Agent
 // assumes it is the only one writing runs. On a shared store
-// (persistence.Shared) several agents, the replicas, serve the same
+// ([persistence.Shared]) several agents, the replicas, serve the same
 // sessions: each run is claimed by one replica with a lease it renews,
 // its writes are fenced by that claim, runs whose lease expired are
 // closed by whichever replica sees it first, followers read another

@@ -14,7 +14,7 @@ import (
 )
 
 // Replica defaults, for stores shared by several agentd processes
-// (persistence.Shared).
+// ([persistence.Shared]).
 const (
 	// DefaultLease is how long a replica's claim on a run lasts without a
 	// renewal. A replica renews every third of it, so two missed renewals

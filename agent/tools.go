@@ -39,7 +39,7 @@ type sessionTool struct {
 	def *agentdv1.Tool
 }
 
-// Definition implements agentloop.Tool.
+// Definition implements [agentloop.Tool].
 func (t sessionTool) Definition() *agentdv1.Tool { return t.def }
 
 // readOnly reports whether a server tool only reads: such tools run
@@ -333,13 +333,13 @@ func (b builtin) ReadOnly() bool { return b.readOnly }
 // runs.
 type declaredTool struct{ def *agentdv1.Tool }
 
-// Definition implements agentloop.Tool.
+// Definition implements [agentloop.Tool].
 func (d declaredTool) Definition() *agentdv1.Tool { return d.def }
 
 // ReadOnly reports the built-in tool's nature.
 func (d declaredTool) ReadOnly() bool { return tools.ReadOnly(d.def.GetName()) }
 
-// Execute implements agentloop.Tool.
+// Execute implements [agentloop.Tool].
 func (d declaredTool) Execute(context.Context, agentloop.Call) (agentloop.Result, error) {
 	return agentloop.Result{}, fmt.Errorf("tool %s is only declared here", d.def.GetName())
 }

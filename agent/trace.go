@@ -145,7 +145,7 @@ type tracedTool struct {
 	tr tracer
 }
 
-// Execute implements agentloop.Tool.
+// Execute implements [agentloop.Tool].
 func (t tracedTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
 	name := t.Definition().GetName()
 	ctx, span := t.tr.t.Start(ctx, "execute_tool "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(

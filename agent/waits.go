@@ -140,10 +140,10 @@ type clientTool struct {
 	now     func() time.Time
 }
 
-// Definition implements agentloop.Tool.
+// Definition implements [agentloop.Tool].
 func (t clientTool) Definition() *agentdv1.Tool { return t.def }
 
-// Execute implements agentloop.Tool.
+// Execute implements [agentloop.Tool].
 func (t clientTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
 	if t.run == nil {
 		return agentloop.Result{}, fmt.Errorf("client tool %s cannot run outside a run", t.def.GetName())
@@ -184,7 +184,7 @@ type approvalGate struct {
 	now            func() time.Time
 }
 
-// before implements agentloop.BeforeToolCallFunc.
+// before implements [agentloop.BeforeToolCallFunc].
 func (g approvalGate) before(ctx context.Context, info agentloop.ToolCallInfo) (agentloop.BeforeDecision, error) {
 	name, id := info.ToolCall.GetName(), info.ToolCall.GetId()
 	switch g.policies[name] {

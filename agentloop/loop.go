@@ -103,7 +103,7 @@ type Config struct {
 	// ERROR, before or after content streamed) is made again in the same
 	// turn, and after how long; nil never retries. The failed answer stays
 	// in the transcript, and the next call's context leaves it out (see
-	// provider.Replay), so a retry repeats nothing the model sees. An error
+	// [provider.Replay]), so a retry repeats nothing the model sees. An error
 	// event with stage "provider_retry" announces each retry. An abort
 	// during the wait ends the call ABORTED.
 	Retry RetryFunc
@@ -197,7 +197,7 @@ func Continue(ctx context.Context, state State, cfg Config, sink Sink) ([]*agent
 
 // CheckContinue reports whether Continue could start from state with
 // nothing queued: it builds the context the next model call would get
-// (BuildContext: transformContext, convertToLlm, then provider.Replay, which
+// (BuildContext: transformContext, convertToLlm, then [provider.Replay], which
 // leaves failed answers out) and refuses, with the *PreconditionError
 // Continue would return, when that context is empty or ends with an
 // assistant message. So after a failed answer the model sees the message
@@ -479,7 +479,7 @@ func (r *run) buildContext() (*agentdv1.Context, error) {
 
 // BuildContext returns the Context the next model call would receive for a
 // run over state with cfg, without calling the model: the transcript after
-// TransformContext, ConvertToLLM and provider.Replay for cfg.Model, the
+// TransformContext, ConvertToLLM and [provider.Replay] for cfg.Model, the
 // system prompt and the tools. It
 // applies the same fail-safe fallbacks as a run; the failures it fell back
 // from are returned alongside, never instead of, the context.
@@ -569,7 +569,7 @@ func safeConvert(ctx context.Context, f ConvertFunc, in []*agentdv1.AgentMessage
 }
 
 // errTextNoFinal is the failure of a model stream that ended without its
-// final message; an aborted one says provider.AbortedMessage.
+// final message; an aborted one says [provider.AbortedMessage].
 const errTextNoFinal = "Provider stream ended without a final message"
 
 // streamAssistant makes one model call, retried as cfg.Retry says, and

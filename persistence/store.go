@@ -79,7 +79,7 @@ type Store interface {
 	// in append order, a page at a time, with the same paging as Entries.
 	Tree(ctx context.Context, sessionID string, req EntriesRequest) (*TreePage, error)
 	// Labels returns the current label of each labelled entry of the
-	// session (see persistence.Labels), by entry id.
+	// session (see [Labels]), by entry id.
 	Labels(ctx context.Context, sessionID string) (map[string]string, error)
 
 	// StartRun records that a run of the session started, so a crash before
@@ -270,9 +270,9 @@ type EntryPage struct {
 // TreeNode is an entry without its payload.
 type TreeNode struct {
 	ID, ParentID string
-	// Kind is persistence.EntryKind of the entry.
+	// Kind is [EntryKind] of the entry.
 	Kind string
-	// Preview is persistence.Preview of the entry.
+	// Preview is [Preview] of the entry.
 	Preview string
 	// Time is when the entry was written.
 	Time time.Time

@@ -20,7 +20,7 @@ type Options struct {
 	// Limits bound request sizes.
 	Limits Limits
 	// Metrics receives per-stream measurements; nil records nothing. Give
-	// the same metrics.Metrics to agent.Options for the runs' measurements
+	// the same metrics.Metrics to [agent.Options] for the runs' measurements
 	// (package daemon does).
 	Metrics StreamMetrics
 	// Now is the clock; defaults to time.Now.

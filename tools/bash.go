@@ -22,7 +22,7 @@ const drainGrace = 2 * time.Second
 
 type bashTool struct{ base }
 
-// Execute implements agentloop.Tool.
+// Execute implements [agentloop.Tool].
 func (t *bashTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
 	command, err := stringArg(call.Args, "command", true)
 	if err != nil {

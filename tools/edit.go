@@ -14,7 +14,7 @@ type editTool struct{ base }
 
 const bom = "\uFEFF"
 
-// Execute implements agentloop.Tool.
+// Execute implements [agentloop.Tool].
 func (t *editTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
 	p, err := stringArg(call.Args, "path", true)
 	if err != nil {

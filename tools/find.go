@@ -52,7 +52,7 @@ func (w *Workspace) walk(ctx context.Context, rel string, visit func(relPath str
 	return err
 }
 
-// Execute implements agentloop.Tool.
+// Execute implements [agentloop.Tool].
 func (t *findTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
 	pattern, err := stringArg(call.Args, "pattern", true)
 	if err != nil {

@@ -32,7 +32,7 @@ type grepRun struct {
 	skippedLarge int
 }
 
-// Execute implements agentloop.Tool.
+// Execute implements [agentloop.Tool].
 func (t *grepTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
 	pattern, err := stringArg(call.Args, "pattern", true)
 	if err != nil {

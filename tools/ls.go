@@ -37,7 +37,7 @@ func (w *Workspace) dirTarget(p string) (target, error) {
 	return tg, nil
 }
 
-// Execute implements agentloop.Tool.
+// Execute implements [agentloop.Tool].
 func (t *lsTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
 	p, err := stringArg(call.Args, "path", false)
 	if err != nil {

@@ -25,7 +25,7 @@ type base struct {
 	def *agentdv1.Tool
 }
 
-// Definition implements agentloop.Tool.
+// Definition implements [agentloop.Tool].
 func (b base) Definition() *agentdv1.Tool { return b.def }
 
 type readTool struct{ base }
@@ -34,7 +34,7 @@ type readTool struct{ base }
 // http.DetectContentType (512) and for a NUL byte check like git's (8000).
 const sniffBytes = 8192
 
-// Execute implements agentloop.Tool.
+// Execute implements [agentloop.Tool].
 func (t *readTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
 	p, err := stringArg(call.Args, "path", true)
 	if err != nil {

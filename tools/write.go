@@ -14,7 +14,7 @@ import (
 
 type writeTool struct{ base }
 
-// Execute implements agentloop.Tool.
+// Execute implements [agentloop.Tool].
 func (t *writeTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
 	p, err := stringArg(call.Args, "path", true)
 	if err != nil {

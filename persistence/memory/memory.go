@@ -1,4 +1,4 @@
-// Package memory is the in-memory persistence.Store: the reference engine
+// Package memory is the in-memory [persistence.Store]: the reference engine
 // the conformance suite (persistence/storetest) is checked against first,
 // and the store of tests that need neither cgo nor files.
 //
@@ -7,7 +7,7 @@
 // through a pointer it kept, and a restart (Reopen) returns exactly the
 // bytes that were written. Nothing survives the process.
 //
-// NewShared is the in-memory persistence.Shared, for tests of several
+// NewShared is the in-memory [persistence.Shared], for tests of several
 // replicas in one process: each replica opens its own handle (Peer) onto
 // one database, and leases run on a clock the test moves (WithClock,
 // ManualClock).
@@ -29,7 +29,7 @@ import (
 	"github.com/agentd/agentd/persistence"
 )
 
-// Store is the in-memory persistence.Store. Safe for concurrent use.
+// Store is the in-memory [persistence.Store]. Safe for concurrent use.
 type Store struct {
 	d      *data
 	closed bool // guarded by d.mu
@@ -129,7 +129,7 @@ func Reopen(s *Store) *Store {
 	return &Store{d: s.d}
 }
 
-// Close implements persistence.Store.
+// Close implements [persistence.Store].
 func (s *Store) Close() error {
 	s.d.mu.Lock()
 	defer s.d.mu.Unlock()
@@ -171,7 +171,7 @@ func (d *data) session(id string) (*session, error) {
 
 // --- sessions ---
 
-// CreateSession implements persistence.Store.
+// CreateSession implements [persistence.Store].
 func (s *Store) CreateSession(_ context.Context, p persistence.CreateSessionParams) (*persistence.Session, error) {
 	id, raw, err := p.Prepare()
 	if err != nil {
@@ -205,7 +205,7 @@ func (sess *session) record() (*persistence.Session, error) {
 		CreateTime: sess.create, UpdateTime: sess.update, LeafEntryID: sess.leaf}, nil
 }
 
-// GetSession implements persistence.Store.
+// GetSession implements [persistence.Store].
 func (s *Store) GetSession(_ context.Context, sessionID string) (*persistence.Session, error) {
 	var out *persistence.Session
 	err := s.read(func(d *data) error {
@@ -219,7 +219,7 @@ func (s *Store) GetSession(_ context.Context, sessionID string) (*persistence.Se
 	return out, err
 }
 
-// UpdateSession implements persistence.Store.
+// UpdateSession implements [persistence.Store].
 func (s *Store) UpdateSession(_ context.Context, sessionID string, u persistence.SessionUpdate) (*persistence.Session, error) {
 	var cfg []byte
 	if u.Config != nil {
@@ -253,7 +253,7 @@ func (s *Store) UpdateSession(_ context.Context, sessionID string, u persistence
 	return out, err
 }
 
-// ContextPath implements persistence.Store.
+// ContextPath implements [persistence.Store].
 func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
 	path, err := s.Path(ctx, sessionID)
 	if err != nil {
@@ -262,7 +262,7 @@ func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.
 	return path[persistence.ContextStart(path):], nil
 }
 
-// ListSessions implements persistence.Store. Page tokens carry the pk of
+// ListSessions implements [persistence.Store]. Page tokens carry the pk of
 // the last session returned, as in the SQLite engine.
 func (s *Store) ListSessions(_ context.Context, req persistence.ListSessionsRequest) (*persistence.SessionPage, error) {
 	size, before, err := req.Cursor()
@@ -307,7 +307,7 @@ func matches(labels, filter map[string]string) bool {
 	return true
 }
 
-// SessionSpend implements persistence.Store.
+// SessionSpend implements [persistence.Store].
 func (s *Store) SessionSpend(_ context.Context, sessionID string) (persistence.Spend, error) {
 	var out persistence.Spend
 	err := s.read(func(d *data) error {
@@ -325,7 +325,7 @@ func (s *Store) SessionSpend(_ context.Context, sessionID string) (persistence.S
 	return out, err
 }
 
-// TenantSpend implements persistence.Store.
+// TenantSpend implements [persistence.Store].
 func (s *Store) TenantSpend(_ context.Context, tenant string, since time.Time) (persistence.Spend, error) {
 	var out persistence.Spend
 	err := s.read(func(d *data) error {
@@ -339,7 +339,7 @@ func (s *Store) TenantSpend(_ context.Context, tenant string, since time.Time) (
 	return out, err
 }
 
-// DeleteSession implements persistence.Store.
+// DeleteSession implements [persistence.Store].
 func (s *Store) DeleteSession(_ context.Context, sessionID string) error {
 	return s.write(func(d *data) error {
 		if _, err := d.session(sessionID); err != nil {
@@ -362,7 +362,7 @@ func (s *Store) DeleteSession(_ context.Context, sessionID string) error {
 
 // --- entries ---
 
-// Append implements persistence.Store.
+// Append implements [persistence.Store].
 func (s *Store) Append(_ context.Context, sessionID string, entries ...*agentdv1.Entry) error {
 	if _, err := persistence.CheckAppend(sessionID, entries); err != nil {
 		return err
@@ -428,7 +428,7 @@ func (d *data) append(sess *session, entries []*agentdv1.Entry) error {
 	return nil
 }
 
-// Redact implements persistence.Store.
+// Redact implements [persistence.Store].
 func (s *Store) Redact(_ context.Context, sessionID string, replacements []*agentdv1.Entry, notice *agentdv1.Entry) error {
 	if _, err := persistence.CheckRedact(sessionID, replacements, notice); err != nil {
 		return err
@@ -471,7 +471,7 @@ func (s *Store) Redact(_ context.Context, sessionID string, replacements []*agen
 	})
 }
 
-// SetLeaf implements persistence.Store.
+// SetLeaf implements [persistence.Store].
 func (s *Store) SetLeaf(_ context.Context, sessionID, entryID string) error {
 	return s.write(func(d *data) error {
 		sess, err := d.session(sessionID)
@@ -504,7 +504,7 @@ func (sess *session) decode(st storedEntry) (*agentdv1.Entry, error) {
 	return e, nil
 }
 
-// GetEntry implements persistence.Store.
+// GetEntry implements [persistence.Store].
 func (s *Store) GetEntry(_ context.Context, sessionID, entryID string) (*agentdv1.Entry, error) {
 	var out *agentdv1.Entry
 	err := s.read(func(d *data) error {
@@ -522,12 +522,12 @@ func (s *Store) GetEntry(_ context.Context, sessionID, entryID string) (*agentdv
 	return out, err
 }
 
-// Path implements persistence.Store.
+// Path implements [persistence.Store].
 func (s *Store) Path(_ context.Context, sessionID string) ([]*agentdv1.Entry, error) {
 	return s.path(sessionID, "")
 }
 
-// PathTo implements persistence.Store.
+// PathTo implements [persistence.Store].
 func (s *Store) PathTo(_ context.Context, sessionID, entryID string) ([]*agentdv1.Entry, error) {
 	if entryID == "" {
 		return nil, &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: "entry id is empty"}
@@ -576,7 +576,7 @@ func (s *Store) path(sessionID, to string) ([]*agentdv1.Entry, error) {
 	return out, err
 }
 
-// Entries implements persistence.Store. Page tokens carry the seq of the
+// Entries implements [persistence.Store]. Page tokens carry the seq of the
 // last entry returned.
 func (s *Store) Entries(_ context.Context, sessionID string, req persistence.EntriesRequest) (*persistence.EntryPage, error) {
 	size, after, err := req.Cursor(sessionID)
@@ -609,7 +609,7 @@ func (s *Store) Entries(_ context.Context, sessionID string, req persistence.Ent
 	return page, nil
 }
 
-// Tree implements persistence.Store.
+// Tree implements [persistence.Store].
 func (s *Store) Tree(ctx context.Context, sessionID string, req persistence.EntriesRequest) (*persistence.TreePage, error) {
 	page, err := s.Entries(ctx, sessionID, req)
 	if err != nil {
@@ -627,7 +627,7 @@ func (s *Store) Tree(ctx context.Context, sessionID string, req persistence.Entr
 	return out, nil
 }
 
-// Labels implements persistence.Store.
+// Labels implements [persistence.Store].
 func (s *Store) Labels(_ context.Context, sessionID string) (map[string]string, error) {
 	var labels []*agentdv1.Entry
 	err := s.read(func(d *data) error {
@@ -654,7 +654,7 @@ func (s *Store) Labels(_ context.Context, sessionID string) (map[string]string, 
 
 // --- runs ---
 
-// StartRun implements persistence.Store.
+// StartRun implements [persistence.Store].
 func (s *Store) StartRun(_ context.Context, sessionID, runID string) error {
 	if err := checkRunID(sessionID, runID); err != nil {
 		return err
@@ -671,7 +671,7 @@ func (s *Store) StartRun(_ context.Context, sessionID, runID string) error {
 	})
 }
 
-// EndRun implements persistence.Store.
+// EndRun implements [persistence.Store].
 func (s *Store) EndRun(_ context.Context, runID string, outcome agentdv1.RunOutcome, errorMessage string) error {
 	if outcome == agentdv1.RunOutcome_RUN_OUTCOME_UNSPECIFIED {
 		return &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: "outcome is unspecified"}
@@ -699,7 +699,7 @@ func (d *data) endRun(r *run, outcome agentdv1.RunOutcome, errorMessage string, 
 	return nil
 }
 
-// GetRun implements persistence.Store.
+// GetRun implements [persistence.Store].
 func (s *Store) GetRun(_ context.Context, runID string) (*persistence.Run, error) {
 	var out *persistence.Run
 	err := s.read(func(d *data) error {
@@ -714,7 +714,7 @@ func (s *Store) GetRun(_ context.Context, runID string) (*persistence.Run, error
 	return out, err
 }
 
-// CloseInterruptedRuns implements persistence.Store for runs without
+// CloseInterruptedRuns implements [persistence.Store] for runs without
 // owner. Claimed runs (Shared) are left alone: other replicas may be
 // running them, and CloseExpiredRuns closes those whose lease expired.
 func (s *Store) CloseInterruptedRuns(context.Context) ([]*persistence.Run, error) {
@@ -744,7 +744,7 @@ func sortRuns(runs []*persistence.Run) {
 
 // --- event log ---
 
-// AppendEvents implements persistence.Store.
+// AppendEvents implements [persistence.Store].
 func (s *Store) AppendEvents(_ context.Context, runID string, events []persistence.Event) error {
 	if len(events) == 0 {
 		return &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: "no events to append"}
@@ -772,7 +772,7 @@ func (d *data) appendEvents(r *run, events []persistence.Event) error {
 	return nil
 }
 
-// Events implements persistence.Store.
+// Events implements [persistence.Store].
 func (s *Store) Events(_ context.Context, runID string, after uint64, limit int) ([]persistence.Event, error) {
 	if limit <= 0 {
 		return nil, &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: fmt.Sprintf("limit %d is not positive", limit)}
@@ -792,7 +792,7 @@ func (s *Store) Events(_ context.Context, runID string, after uint64, limit int)
 	return out, err
 }
 
-// PruneEvents implements persistence.Store. It also deletes the controls
+// PruneEvents implements [persistence.Store]. It also deletes the controls
 // between replicas nobody needs any more (see controlRetention).
 func (s *Store) PruneEvents(_ context.Context, endedBefore time.Time) (int, error) {
 	n := 0

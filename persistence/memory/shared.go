@@ -12,7 +12,7 @@ import (
 	"github.com/agentd/agentd/persistence"
 )
 
-// Shared is the in-memory persistence.Shared: one database that several
+// Shared is the in-memory [persistence.Shared]: one database that several
 // replicas in one process use at once, each through its own handle
 // (NewShared, then Peer for every other replica). It keeps the
 // semantics of the PostgreSQL engine (claims with leases, fencing
@@ -74,7 +74,7 @@ func (d *data) wake(topic string) {
 	}
 }
 
-// Watch implements persistence.Shared. A closed handle's watches are
+// Watch implements [persistence.Shared]. A closed handle's watches are
 // woken no more.
 func (s *Shared) Watch(topic string) (<-chan struct{}, func()) {
 	w := &watcher{h: s.Store, ch: make(chan struct{}, 1)}
@@ -99,7 +99,7 @@ func (s *Shared) Watch(topic string) (<-chan struct{}, func()) {
 	}
 }
 
-// Ping implements persistence.Shared: it fails once the handle is
+// Ping implements [persistence.Shared]: it fails once the handle is
 // closed.
 func (s *Shared) Ping(context.Context) error {
 	return s.read(func(*data) error { return nil })
@@ -113,7 +113,7 @@ func checkRunID(sessionID, runID string) error {
 	return nil
 }
 
-// ClaimRun implements persistence.Shared.
+// ClaimRun implements [persistence.Shared].
 func (s *Shared) ClaimRun(_ context.Context, sessionID, runID, owner string, lease time.Duration) (persistence.Fence, error) {
 	if err := checkRunID(sessionID, runID); err != nil {
 		return persistence.Fence{}, err
@@ -151,7 +151,7 @@ func (d *data) activeRun(sessionID string) *run {
 	return nil
 }
 
-// RenewLeases implements persistence.Shared. A lease that expired is not
+// RenewLeases implements [persistence.Shared]. A lease that expired is not
 // renewed even when no one closed the run yet.
 func (s *Shared) RenewLeases(_ context.Context, owner string, runIDs []string, lease time.Duration) ([]string, error) {
 	if len(runIDs) == 0 {
@@ -179,7 +179,7 @@ func (s *Shared) RenewLeases(_ context.Context, owner string, runIDs []string, l
 	return lost, nil
 }
 
-// ActiveRun implements persistence.Shared.
+// ActiveRun implements [persistence.Shared].
 func (s *Shared) ActiveRun(_ context.Context, sessionID string) (*persistence.Run, error) {
 	var out *persistence.Run
 	err := s.read(func(d *data) error {
@@ -197,7 +197,7 @@ func (s *Shared) ActiveRun(_ context.Context, sessionID string) (*persistence.Ru
 	return out, err
 }
 
-// CloseExpiredRuns implements persistence.Shared. It runs under the
+// CloseExpiredRuns implements [persistence.Shared]. It runs under the
 // write lock, so each run is closed by one caller only. The generation
 // moves, which fences the former owner out.
 func (s *Shared) CloseExpiredRuns(context.Context) ([]*persistence.Run, error) {
@@ -270,7 +270,7 @@ type fencedWriter struct {
 	f persistence.Fence
 }
 
-// Fenced implements persistence.Shared.
+// Fenced implements [persistence.Shared].
 func (s *Shared) Fenced(f persistence.Fence) persistence.RunWriter {
 	return &fencedWriter{s: s, f: f}
 }
@@ -342,7 +342,7 @@ func (w *fencedWriter) EndRun(_ context.Context, runID string, outcome agentdv1.
 	})
 }
 
-// SendControl implements persistence.Shared: the control goes to the
+// SendControl implements [persistence.Shared]: the control goes to the
 // run's owner at the time it is stored.
 func (s *Shared) SendControl(_ context.Context, runID string, payload []byte) (int64, error) {
 	var id int64
@@ -363,7 +363,7 @@ func (s *Shared) SendControl(_ context.Context, runID string, payload []byte) (i
 	return id, nil
 }
 
-// PendingControls implements persistence.Shared.
+// PendingControls implements [persistence.Shared].
 func (s *Shared) PendingControls(_ context.Context, owner string) ([]persistence.Control, error) {
 	var out []persistence.Control
 	err := s.read(func(d *data) error {
@@ -386,7 +386,7 @@ func controlNotFound(id int64) error {
 	return &persistence.Error{Kind: persistence.ErrNotFound, Detail: fmt.Sprintf("control %d does not exist", id)}
 }
 
-// AnswerControl implements persistence.Shared.
+// AnswerControl implements [persistence.Shared].
 func (s *Shared) AnswerControl(_ context.Context, id int64, answer []byte) error {
 	return s.write(func(d *data) error {
 		c, ok := d.controls[id]
@@ -403,7 +403,7 @@ func (s *Shared) AnswerControl(_ context.Context, id int64, answer []byte) error
 	})
 }
 
-// ControlAnswer implements persistence.Shared.
+// ControlAnswer implements [persistence.Shared].
 func (s *Shared) ControlAnswer(_ context.Context, id int64) ([]byte, error) {
 	var out []byte
 	err := s.read(func(d *data) error {

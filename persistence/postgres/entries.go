@@ -19,7 +19,7 @@ import (
 // entryColumns are what decoding an entry needs.
 const entryColumns = `seq, id, coalesce(parent_id, ''), encoding, payload`
 
-// Append implements persistence.Store.
+// Append implements [persistence.Store].
 func (s *Store) Append(ctx context.Context, sessionID string, entries ...*agentdv1.Entry) error {
 	return s.append(ctx, nil, sessionID, entries)
 }
@@ -150,7 +150,7 @@ func checkCallerIDs(ctx context.Context, tx pgx.Tx, sessionID string, pk int64, 
 	return &persistence.Error{Kind: persistence.ErrConflict, SessionID: sessionID, EntryID: taken, Detail: "an entry with this id exists in the session"}
 }
 
-// SetLeaf implements persistence.Store.
+// SetLeaf implements [persistence.Store].
 func (s *Store) SetLeaf(ctx context.Context, sessionID, entryID string) error {
 	return s.setLeaf(ctx, nil, sessionID, entryID)
 }
@@ -182,7 +182,7 @@ func (s *Store) setLeaf(ctx context.Context, f *persistence.Fence, sessionID, en
 	return opError(err, "move the leaf of session %q to entry %q", sessionID, entryID)
 }
 
-// GetEntry implements persistence.Store.
+// GetEntry implements [persistence.Store].
 func (s *Store) GetEntry(ctx context.Context, sessionID, entryID string) (*agentdv1.Entry, error) {
 	var out *agentdv1.Entry
 	err := s.read(ctx, func(tx pgx.Tx) error {
@@ -212,13 +212,13 @@ func entryInTx(ctx context.Context, tx pgx.Tx, sessionID string, pk int64, entry
 	return list[0], nil
 }
 
-// Path implements persistence.Store.
+// Path implements [persistence.Store].
 func (s *Store) Path(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
 	out, err := s.path(ctx, sessionID, "", false)
 	return out, opError(err, "load the path of session %q", sessionID)
 }
 
-// PathTo implements persistence.Store.
+// PathTo implements [persistence.Store].
 func (s *Store) PathTo(ctx context.Context, sessionID, entryID string) ([]*agentdv1.Entry, error) {
 	if entryID == "" {
 		return nil, &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: "entry id is empty"}
@@ -227,7 +227,7 @@ func (s *Store) PathTo(ctx context.Context, sessionID, entryID string) ([]*agent
 	return out, opError(err, "load the path to entry %q of session %q", entryID, sessionID)
 }
 
-// ContextPath implements persistence.Store: it walks the session's tree
+// ContextPath implements [persistence.Store]: it walks the session's tree
 // without payloads, decodes the latest compaction summary on the path to
 // find its first kept entry, and reads and decodes only the entries from
 // there to the leaf.
@@ -317,7 +317,7 @@ func (s *Store) path(ctx context.Context, sessionID, to string, contextOnly bool
 	return out, err
 }
 
-// Entries implements persistence.Store. Page tokens carry the seq of the
+// Entries implements [persistence.Store]. Page tokens carry the seq of the
 // last entry returned.
 func (s *Store) Entries(ctx context.Context, sessionID string, req persistence.EntriesRequest) (*persistence.EntryPage, error) {
 	size, after, err := req.Cursor(sessionID)
@@ -351,7 +351,7 @@ func (s *Store) Entries(ctx context.Context, sessionID string, req persistence.E
 	return page, nil
 }
 
-// Tree implements persistence.Store, from the rows' columns alone.
+// Tree implements [persistence.Store], from the rows' columns alone.
 func (s *Store) Tree(ctx context.Context, sessionID string, req persistence.EntriesRequest) (*persistence.TreePage, error) {
 	size, after, err := req.Cursor(sessionID)
 	if err != nil {
@@ -392,7 +392,7 @@ func (s *Store) Tree(ctx context.Context, sessionID string, req persistence.Entr
 	return page, nil
 }
 
-// Labels implements persistence.Store.
+// Labels implements [persistence.Store].
 func (s *Store) Labels(ctx context.Context, sessionID string) (map[string]string, error) {
 	var out map[string]string
 	err := s.read(ctx, func(tx pgx.Tx) error {
@@ -419,7 +419,7 @@ func (s *Store) Labels(ctx context.Context, sessionID string) (map[string]string
 
 // decodeRows decodes rows of entryColumns and returns them with their
 // seqs. A row that does not decode fails the whole read with a
-// *persistence.CorruptEntryError.
+// *[persistence.CorruptEntryError].
 func decodeRows(sessionID string, rows pgx.Rows) ([]*agentdv1.Entry, []int64, error) {
 	defer rows.Close()
 	var out []*agentdv1.Entry

@@ -16,7 +16,7 @@ import (
 // preceded by its length as a varint, compressed like entry payloads when
 // that pays (see migrations/0001_init.sql and package rowcodec).
 
-// AppendEvents implements persistence.Store.
+// AppendEvents implements [persistence.Store].
 func (s *Store) AppendEvents(ctx context.Context, runID string, events []persistence.Event) error {
 	return s.appendEvents(ctx, nil, runID, events)
 }
@@ -61,7 +61,7 @@ func (s *Store) appendEvents(ctx context.Context, f *persistence.Fence, runID st
 	return opError(err, "append events %d to %d of run %q", events[0].Seq, events[len(events)-1].Seq, runID)
 }
 
-// Events implements persistence.Store.
+// Events implements [persistence.Store].
 func (s *Store) Events(ctx context.Context, runID string, after uint64, limit int) ([]persistence.Event, error) {
 	if limit <= 0 {
 		return nil, &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: fmt.Sprintf("limit %d is not positive", limit)}
@@ -108,7 +108,7 @@ const pruneChunk = 64
 // ones of runs that ended: long enough for any sender to read the answer.
 const controlRetention = time.Hour
 
-// PruneEvents implements persistence.Store. It also deletes the controls
+// PruneEvents implements [persistence.Store]. It also deletes the controls
 // nobody needs any more (see controlRetention).
 func (s *Store) PruneEvents(ctx context.Context, endedBefore time.Time) (int, error) {
 	total := 0

@@ -11,7 +11,7 @@ import (
 	"github.com/agentd/agentd/persistence"
 )
 
-// Redact implements persistence.Store. The replaced row versions stay in
+// Redact implements [persistence.Store]. The replaced row versions stay in
 // PostgreSQL's files until VACUUM reclaims them (autovacuum, or VACUUM
 // entries, run_events): the operator's to schedule where the bytes must
 // be gone at once.

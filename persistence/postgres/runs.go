@@ -17,7 +17,7 @@ import (
 // runColumns are a whole run record, of runs r joined with sessions s.
 const runColumns = `r.id, s.id, r.start_time, r.end_time, r.outcome, r.error_message, r.last_seq, r.events_pruned, coalesce(r.owner, ''), r.lease_expiry`
 
-// StartRun implements persistence.Store. The run has no owner: no lease
+// StartRun implements [persistence.Store]. The run has no owner: no lease
 // or fence applies to it.
 func (s *Store) StartRun(ctx context.Context, sessionID, runID string) error {
 	if err := checkRunID(sessionID, runID); err != nil {
@@ -43,7 +43,7 @@ func checkRunID(sessionID, runID string) error {
 	return nil
 }
 
-// EndRun implements persistence.Store. Ending a claimed run this way (not
+// EndRun implements [persistence.Store]. Ending a claimed run this way (not
 // by its fence) takes the claim away: the generation moves, so the
 // owner's later fenced writes, events included, fail with ErrFenced.
 func (s *Store) EndRun(ctx context.Context, runID string, outcome agentdv1.RunOutcome, errorMessage string) error {
@@ -57,7 +57,7 @@ type fencedWriter struct {
 	f persistence.Fence
 }
 
-// Fenced implements persistence.Shared.
+// Fenced implements [persistence.Shared].
 func (s *Store) Fenced(f persistence.Fence) persistence.RunWriter {
 	return &fencedWriter{s: s, f: f}
 }
@@ -203,7 +203,7 @@ func checkFence(ctx context.Context, tx pgx.Tx, f persistence.Fence, sessionPK i
 	return nil
 }
 
-// GetRun implements persistence.Store.
+// GetRun implements [persistence.Store].
 func (s *Store) GetRun(ctx context.Context, runID string) (*persistence.Run, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs r JOIN sessions s ON s.pk = r.session_pk WHERE r.id = $1`, runID)
 	var runs []*persistence.Run
@@ -219,7 +219,7 @@ func (s *Store) GetRun(ctx context.Context, runID string) (*persistence.Run, err
 	return runs[0], nil
 }
 
-// CloseInterruptedRuns implements persistence.Store for runs without
+// CloseInterruptedRuns implements [persistence.Store] for runs without
 // owner (StartRun). Claimed runs are left alone: other replicas may be
 // running them, and CloseExpiredRuns closes those whose lease expired.
 func (s *Store) CloseInterruptedRuns(ctx context.Context) ([]*persistence.Run, error) {

@@ -20,7 +20,7 @@ import (
 // sessionColumns are a whole session record, with its pk.
 const sessionColumns = `s.pk, s.id, s.create_time, s.update_time, coalesce(s.leaf_entry_id, ''), s.title, s.config, coalesce(s.origin_session_id, ''), coalesce(s.origin_entry_id, ''), s.tenant`
 
-// CreateSession implements persistence.Store.
+// CreateSession implements [persistence.Store].
 func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionParams) (*persistence.Session, error) {
 	id, cfgBytes, err := p.Prepare()
 	if err != nil {
@@ -70,7 +70,7 @@ func insertLabels(ctx context.Context, tx pgx.Tx, pk int64, labels map[string]st
 	return err
 }
 
-// UpdateSession implements persistence.Store.
+// UpdateSession implements [persistence.Store].
 func (s *Store) UpdateSession(ctx context.Context, sessionID string, u persistence.SessionUpdate) (*persistence.Session, error) {
 	var cfg []byte
 	if u.Config != nil {
@@ -123,7 +123,7 @@ func lockSession(ctx context.Context, tx pgx.Tx, sessionID string) (int64, error
 	return pk, err
 }
 
-// GetSession implements persistence.Store.
+// GetSession implements [persistence.Store].
 func (s *Store) GetSession(ctx context.Context, sessionID string) (*persistence.Session, error) {
 	var out *persistence.Session
 	err := s.read(ctx, func(tx pgx.Tx) error {
@@ -150,7 +150,7 @@ func getSession(ctx context.Context, tx pgx.Tx, sessionID string) (*persistence.
 	return list[0], loadLabels(ctx, tx, list, pks)
 }
 
-// ListSessions implements persistence.Store. Page tokens carry the pk of
+// ListSessions implements [persistence.Store]. Page tokens carry the pk of
 // the last session returned: pks only grow, so pages never repeat or skip
 // a session when others are created or deleted between calls.
 func (s *Store) ListSessions(ctx context.Context, req persistence.ListSessionsRequest) (*persistence.SessionPage, error) {
@@ -251,7 +251,7 @@ func loadLabels(ctx context.Context, tx pgx.Tx, list []*persistence.Session, pks
 	return rows.Err()
 }
 
-// SessionSpend implements persistence.Store.
+// SessionSpend implements [persistence.Store].
 func (s *Store) SessionSpend(ctx context.Context, sessionID string) (persistence.Spend, error) {
 	var out persistence.Spend
 	err := s.read(ctx, func(tx pgx.Tx) error {
@@ -264,7 +264,7 @@ func (s *Store) SessionSpend(ctx context.Context, sessionID string) (persistence
 	return out, opError(err, "sum the spending of session %q", sessionID)
 }
 
-// TenantSpend implements persistence.Store.
+// TenantSpend implements [persistence.Store].
 func (s *Store) TenantSpend(ctx context.Context, tenant string, since time.Time) (persistence.Spend, error) {
 	var out persistence.Spend
 	err := s.read(ctx, func(tx pgx.Tx) error {
@@ -273,7 +273,7 @@ func (s *Store) TenantSpend(ctx context.Context, tenant string, since time.Time)
 	return out, opError(err, "sum the spending of tenant %q", tenant)
 }
 
-// DeleteSession implements persistence.Store. Its entries, runs, event
+// DeleteSession implements [persistence.Store]. Its entries, runs, event
 // logs and controls go with it (ON DELETE CASCADE).
 func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
 	tag, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, sessionID)

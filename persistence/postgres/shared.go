@@ -21,7 +21,7 @@ const indexOneClaimedRun = "runs_one_claimed_per_session"
 // refused it ended before it could be read back.
 const claimAttempts = 3
 
-// ClaimRun implements persistence.Shared. The lease starts on the
+// ClaimRun implements [persistence.Shared]. The lease starts on the
 // database's clock.
 func (s *Store) ClaimRun(ctx context.Context, sessionID, runID, owner string, lease time.Duration) (persistence.Fence, error) {
 	if err := checkRunID(sessionID, runID); err != nil {
@@ -59,7 +59,7 @@ func (s *Store) ClaimRun(ctx context.Context, sessionID, runID, owner string, le
 	return persistence.Fence{}, &persistence.Error{Kind: persistence.ErrConflict, SessionID: sessionID, RunID: runID, Detail: "the session's active run keeps changing"}
 }
 
-// RenewLeases implements persistence.Shared: one statement, on the
+// RenewLeases implements [persistence.Shared]: one statement, on the
 // database's clock. A lease that expired is not renewed even when no one
 // closed the run yet, so an owner never extends a claim another replica
 // may be taking over.
@@ -88,7 +88,7 @@ func (s *Store) RenewLeases(ctx context.Context, owner string, runIDs []string, 
 	return lost, nil
 }
 
-// ActiveRun implements persistence.Shared.
+// ActiveRun implements [persistence.Shared].
 func (s *Store) ActiveRun(ctx context.Context, sessionID string) (*persistence.Run, error) {
 	var out *persistence.Run
 	err := s.read(ctx, func(tx pgx.Tx) error {
@@ -113,7 +113,7 @@ func (s *Store) ActiveRun(ctx context.Context, sessionID string) (*persistence.R
 	return out, opError(err, "find the active run of session %q", sessionID)
 }
 
-// CloseExpiredRuns implements persistence.Shared in one statement: the
+// CloseExpiredRuns implements [persistence.Shared] in one statement: the
 // expired runs are locked with SKIP LOCKED, so replicas calling it at
 // once split the runs between them instead of closing one twice, and a
 // run whose fenced write is in flight (share-locked) waits for the next
@@ -136,7 +136,7 @@ func (s *Store) CloseExpiredRuns(ctx context.Context) ([]*persistence.Run, error
 	return out, nil
 }
 
-// SendControl implements persistence.Shared. The owner is read in the
+// SendControl implements [persistence.Shared]. The owner is read in the
 // transaction that stores the control, under a share lock of the run, so
 // the control goes to the replica that holds the run when it commits.
 func (s *Store) SendControl(ctx context.Context, runID string, payload []byte) (int64, error) {
@@ -163,7 +163,7 @@ func (s *Store) SendControl(ctx context.Context, runID string, payload []byte) (
 	return id, nil
 }
 
-// PendingControls implements persistence.Shared.
+// PendingControls implements [persistence.Shared].
 func (s *Store) PendingControls(ctx context.Context, owner string) ([]persistence.Control, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, run_id, payload FROM run_controls WHERE owner = $1 AND answer IS NULL ORDER BY id`, owner)
 	if err != nil {
@@ -185,7 +185,7 @@ func controlNotFound(id int64) error {
 	return &persistence.Error{Kind: persistence.ErrNotFound, Detail: fmt.Sprintf("control %d does not exist", id)}
 }
 
-// AnswerControl implements persistence.Shared.
+// AnswerControl implements [persistence.Shared].
 func (s *Store) AnswerControl(ctx context.Context, id int64, answer []byte) error {
 	if answer == nil {
 		answer = []byte{} // NULL means unanswered
@@ -209,7 +209,7 @@ func (s *Store) AnswerControl(ctx context.Context, id int64, answer []byte) erro
 	return opError(err, "answer control %d", id)
 }
 
-// ControlAnswer implements persistence.Shared.
+// ControlAnswer implements [persistence.Shared].
 func (s *Store) ControlAnswer(ctx context.Context, id int64) ([]byte, error) {
 	var answer []byte
 	err := s.pool.QueryRow(ctx, `SELECT answer FROM run_controls WHERE id = $1`, id).Scan(&answer)

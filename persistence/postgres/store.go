@@ -61,7 +61,7 @@ func WithClock(now func() time.Time) Option {
 	return func(o *options) { o.now = now }
 }
 
-// Store is the PostgreSQL persistence.Shared. Safe for concurrent use.
+// Store is the PostgreSQL [persistence.Shared]. Safe for concurrent use.
 //
 // The methods live in one file per role: sessions.go, entries.go,
 // runs.go, events.go, shared.go (claims, fences, controls) and
@@ -262,7 +262,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Ping implements persistence.Shared.
+// Ping implements [persistence.Shared].
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
 		return fmt.Errorf("ping postgres: %w", err)

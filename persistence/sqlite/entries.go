@@ -26,7 +26,7 @@ const (
 	sqlInsertEntry = `INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload, encoding, append_time, preview) VALUES (?1 * 4294967296 + ?2, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)`
 )
 
-// Append implements persistence.Store. An append writes only the entry
+// Append implements [persistence.Store]. An append writes only the entry
 // rows: the leaf is implied by the highest seq (see
 // migrations/0003_event_log_and_implied_leaf.sql), so the session's row is
 // not rewritten on every commit.
@@ -152,7 +152,7 @@ func (t *writeTx) checkCallerIDs(sessionID string, pk int64, entries []*agentdv1
 	return rows.Err()
 }
 
-// SetLeaf implements persistence.Store.
+// SetLeaf implements [persistence.Store].
 func (s *Store) SetLeaf(ctx context.Context, sessionID, entryID string) error {
 	err := s.write(ctx, func(t *writeTx) error {
 		sess, err := t.session(sessionID)
@@ -179,7 +179,7 @@ func (s *Store) SetLeaf(ctx context.Context, sessionID, entryID string) error {
 	return opError(err, "move the leaf of session %q to entry %q", sessionID, entryID)
 }
 
-// GetEntry implements persistence.Store.
+// GetEntry implements [persistence.Store].
 func (s *Store) GetEntry(ctx context.Context, sessionID, entryID string) (*agentdv1.Entry, error) {
 	var out *agentdv1.Entry
 	err := s.read(ctx, func(tx *sql.Tx) error {
@@ -209,13 +209,13 @@ func (s *Store) entryInTx(ctx context.Context, tx *sql.Tx, sessionID string, pk 
 	return list[0], nil
 }
 
-// Path implements persistence.Store.
+// Path implements [persistence.Store].
 func (s *Store) Path(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
 	out, err := s.path(ctx, sessionID, "")
 	return out, opError(err, "load the path of session %q", sessionID)
 }
 
-// PathTo implements persistence.Store.
+// PathTo implements [persistence.Store].
 func (s *Store) PathTo(ctx context.Context, sessionID, entryID string) ([]*agentdv1.Entry, error) {
 	if entryID == "" {
 		return nil, &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: "entry id is empty"}
@@ -284,7 +284,7 @@ func (s *Store) loadPath(ctx context.Context, tx *sql.Tx, sessionID string, pk i
 	return rowcodec.DecodePath(sessionID, found)
 }
 
-// ContextPath implements persistence.Store: it walks the session's tree
+// ContextPath implements [persistence.Store]: it walks the session's tree
 // without payloads, decodes the latest compaction summary on the path to
 // find its first kept entry, and reads and decodes only the entries from
 // there to the leaf.
@@ -364,7 +364,7 @@ func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.
 	return out, opError(err, "load the context path of session %q", sessionID)
 }
 
-// Entries implements persistence.Store. Page tokens carry the seq of the
+// Entries implements [persistence.Store]. Page tokens carry the seq of the
 // last entry returned.
 func (s *Store) Entries(ctx context.Context, sessionID string, req persistence.EntriesRequest) (*persistence.EntryPage, error) {
 	size, after, err := req.Cursor(sessionID)
@@ -398,7 +398,7 @@ func (s *Store) Entries(ctx context.Context, sessionID string, req persistence.E
 	return page, nil
 }
 
-// Tree implements persistence.Store: the rows' columns, with payloads
+// Tree implements [persistence.Store]: the rows' columns, with payloads
 // read and decoded only for rows written before previews were stored.
 func (s *Store) Tree(ctx context.Context, sessionID string, req persistence.EntriesRequest) (*persistence.TreePage, error) {
 	size, after, err := req.Cursor(sessionID)
@@ -452,7 +452,7 @@ func (s *Store) Tree(ctx context.Context, sessionID string, req persistence.Entr
 	return page, nil
 }
 
-// Labels implements persistence.Store.
+// Labels implements [persistence.Store].
 func (s *Store) Labels(ctx context.Context, sessionID string) (map[string]string, error) {
 	var out map[string]string
 	err := s.read(ctx, func(tx *sql.Tx) error {
@@ -479,7 +479,7 @@ func (s *Store) Labels(ctx context.Context, sessionID string) (map[string]string
 
 // decodeRows decodes (seq, id, parent, encoding, payload) rows and returns
 // them with their seqs. A row that does not decode fails the whole read
-// with a *persistence.CorruptEntryError.
+// with a *[persistence.CorruptEntryError].
 func decodeRows(sessionID string, rows *sql.Rows, capHint int) ([]*agentdv1.Entry, []int64, error) {
 	defer rows.Close()
 	out := make([]*agentdv1.Entry, 0, capHint)

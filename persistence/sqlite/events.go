@@ -16,7 +16,7 @@ import (
 // that pays (see migrations/0003_event_log_and_implied_leaf.sql and
 // 0004_compressed_event_batches.sql).
 
-// AppendEvents implements persistence.Store.
+// AppendEvents implements [persistence.Store].
 func (s *Store) AppendEvents(ctx context.Context, runID string, events []persistence.Event) error {
 	if len(events) == 0 {
 		return &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: "no events to append"}
@@ -58,7 +58,7 @@ func (t *writeTx) appendEvents(runID string, events []persistence.Event, payload
 	return nil
 }
 
-// Events implements persistence.Store.
+// Events implements [persistence.Store].
 func (s *Store) Events(ctx context.Context, runID string, after uint64, limit int) ([]persistence.Event, error) {
 	if limit <= 0 {
 		return nil, &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: fmt.Sprintf("limit %d is not positive", limit)}
@@ -99,7 +99,7 @@ func (s *Store) Events(ctx context.Context, runID string, after uint64, limit in
 // backlog never holds the writer (and every append) for long.
 const pruneChunk = 64
 
-// PruneEvents implements persistence.Store.
+// PruneEvents implements [persistence.Store].
 func (s *Store) PruneEvents(ctx context.Context, endedBefore time.Time) (int, error) {
 	total := 0
 	for {

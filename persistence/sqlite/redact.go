@@ -10,7 +10,7 @@ import (
 	"github.com/agentd/agentd/persistence"
 )
 
-// Redact implements persistence.Store. The writer runs with SQLite's
+// Redact implements [persistence.Store]. The writer runs with SQLite's
 // secure_delete, so the pages that held the replaced payloads (and the
 // dropped event batches) are overwritten with zeros, and afterwards the
 // WAL, which still holds their earlier versions, is checkpointed and

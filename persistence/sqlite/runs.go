@@ -18,7 +18,7 @@ const runColumns = `r.id, s.id, r.start_time, r.end_time, r.outcome, r.error_mes
 // runLastSeq is the last stored event seq of run r.
 const runLastSeq = `coalesce((SELECT e.last_seq FROM run_events e WHERE e.run_id = r.id ORDER BY e.first_seq DESC LIMIT 1), r.last_seq)`
 
-// StartRun implements persistence.Store.
+// StartRun implements [persistence.Store].
 func (s *Store) StartRun(ctx context.Context, sessionID, runID string) error {
 	if runID == "" || len(runID) > persistence.MaxIDLength {
 		return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, RunID: runID, Detail: fmt.Sprintf("run id must be 1 to %d bytes", persistence.MaxIDLength)}
@@ -39,7 +39,7 @@ func (s *Store) StartRun(ctx context.Context, sessionID, runID string) error {
 	return opError(err, "record the start of run %q of session %q", runID, sessionID)
 }
 
-// EndRun implements persistence.Store.
+// EndRun implements [persistence.Store].
 func (s *Store) EndRun(ctx context.Context, runID string, outcome agentdv1.RunOutcome, errorMessage string) error {
 	if outcome == agentdv1.RunOutcome_RUN_OUTCOME_UNSPECIFIED {
 		return &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: "outcome is unspecified"}
@@ -60,7 +60,7 @@ func (s *Store) EndRun(ctx context.Context, runID string, outcome agentdv1.RunOu
 	return opError(err, "record the end of run %q", runID)
 }
 
-// GetRun implements persistence.Store.
+// GetRun implements [persistence.Store].
 func (s *Store) GetRun(ctx context.Context, runID string) (*persistence.Run, error) {
 	var out *persistence.Run
 	err := s.read(ctx, func(tx *sql.Tx) error {
@@ -81,7 +81,7 @@ func (s *Store) GetRun(ctx context.Context, runID string) (*persistence.Run, err
 	return out, opError(err, "get run %q", runID)
 }
 
-// CloseInterruptedRuns implements persistence.Store. It reads only the
+// CloseInterruptedRuns implements [persistence.Store]. It reads only the
 // partial index of active runs, so start-up stays fast however many runs
 // and sessions the database holds. Every active run it finds belongs to a
 // process that is gone: the file has one owner at a time (see Open).

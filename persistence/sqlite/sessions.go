@@ -16,7 +16,7 @@ import (
 	"github.com/agentd/agentd/persistence"
 )
 
-// CreateSession implements persistence.Store.
+// CreateSession implements [persistence.Store].
 func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionParams) (*persistence.Session, error) {
 	id, cfgBytes, err := p.Prepare()
 	if err != nil {
@@ -62,7 +62,7 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 		CreateTime: time.Unix(0, now.UnixNano()), UpdateTime: time.Unix(0, now.UnixNano())}, nil
 }
 
-// UpdateSession implements persistence.Store.
+// UpdateSession implements [persistence.Store].
 func (s *Store) UpdateSession(ctx context.Context, sessionID string, u persistence.SessionUpdate) (*persistence.Session, error) {
 	var cfg []byte
 	if u.Config != nil {
@@ -105,7 +105,7 @@ func (s *Store) UpdateSession(ctx context.Context, sessionID string, u persisten
 	return s.GetSession(ctx, sessionID)
 }
 
-// GetSession implements persistence.Store.
+// GetSession implements [persistence.Store].
 func (s *Store) GetSession(ctx context.Context, sessionID string) (*persistence.Session, error) {
 	var out *persistence.Session
 	err := s.read(ctx, func(tx *sql.Tx) error {
@@ -126,7 +126,7 @@ func (s *Store) GetSession(ctx context.Context, sessionID string) (*persistence.
 	return out, opError(err, "get session %q", sessionID)
 }
 
-// ListSessions implements persistence.Store. Page tokens carry the pk of
+// ListSessions implements [persistence.Store]. Page tokens carry the pk of
 // the last session returned: pks only grow, so pages never repeat or skip a
 // session when others are created or deleted between calls.
 func (s *Store) ListSessions(ctx context.Context, req persistence.ListSessionsRequest) (*persistence.SessionPage, error) {
@@ -231,7 +231,7 @@ func loadLabels(ctx context.Context, tx *sql.Tx, list []*persistence.Session, pk
 	return rows.Err()
 }
 
-// DeleteSession implements persistence.Store.
+// DeleteSession implements [persistence.Store].
 func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
 	err := s.write(ctx, func(t *writeTx) error {
 		t.forget(sessionID)
@@ -253,7 +253,7 @@ func (s *Store) DeleteSession(ctx context.Context, sessionID string) error {
 // tenant.
 const sqlInsertSpend = `INSERT INTO spend (session_pk, tenant, time, tokens, cost) SELECT pk, tenant, ?, ?, ? FROM sessions WHERE pk = ?`
 
-// SessionSpend implements persistence.Store.
+// SessionSpend implements [persistence.Store].
 func (s *Store) SessionSpend(ctx context.Context, sessionID string) (persistence.Spend, error) {
 	var out persistence.Spend
 	err := s.read(ctx, func(tx *sql.Tx) error {
@@ -266,7 +266,7 @@ func (s *Store) SessionSpend(ctx context.Context, sessionID string) (persistence
 	return out, opError(err, "sum the spending of session %q", sessionID)
 }
 
-// TenantSpend implements persistence.Store.
+// TenantSpend implements [persistence.Store].
 func (s *Store) TenantSpend(ctx context.Context, tenant string, since time.Time) (persistence.Spend, error) {
 	var out persistence.Spend
 	err := s.read(ctx, func(tx *sql.Tx) error {

@@ -16,7 +16,7 @@ import (
 	"github.com/agentd/agentd/persistence"
 )
 
-// Store is the SQLite persistence.Store. Safe for concurrent use.
+// Store is the SQLite [persistence.Store]. Safe for concurrent use.
 //
 // The methods live in one file per role: writer.go (the one writer
 // connection and group commit), sessions.go, entries.go, runs.go and

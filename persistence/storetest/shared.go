@@ -14,7 +14,7 @@ import (
 )
 
 // SharedCaps says what an engine under RunShared offers beyond
-// persistence.Shared, and so how the suite moves time and opens
+// [persistence.Shared], and so how the suite moves time and opens
 // replicas.
 type SharedCaps struct {
 	// Advance moves the clock of the engine's leases forward by d. Nil
@@ -38,7 +38,7 @@ const Lease = 300 * time.Millisecond
 // should take.
 const patience = 10 * time.Second
 
-// RunShared runs the suite of persistence.Shared as subtests of t: claims
+// RunShared runs the suite of [persistence.Shared] as subtests of t: claims
 // and their conflicts, leases renewed and lost, the fencing of every
 // RunWriter method, the closing of expired runs (each once, oldest
 // first), controls and their answers, and wake-ups across replicas.

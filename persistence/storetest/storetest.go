@@ -126,7 +126,7 @@ func allEntries(t *testing.T, s persistence.Store, sessionID string) []*agentdv1
 	}
 }
 
-// wantErr checks err matches kind and, when it is a *persistence.Error,
+// wantErr checks err matches kind and, when it is a *[persistence.Error],
 // names the given session and entry.
 func wantErr(t *testing.T, what string, err, kind error, sessionID, entryID string) {
 	t.Helper()

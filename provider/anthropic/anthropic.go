@@ -1,4 +1,4 @@
-// Package anthropic adapts the Anthropic Messages API to provider.Stream,
+// Package anthropic adapts the Anthropic Messages API to [provider.Stream],
 // through the official Go SDK (github.com/anthropics/anthropic-sdk-go).
 //
 // The SDK builds and sends the request (authentication, base URL, typed
@@ -37,7 +37,7 @@ type Provider struct {
 	client sdk.Client
 }
 
-// New returns an adapter. Retries are left to provider.WithRetry, so the
+// New returns an adapter. Retries are left to [provider.WithRetry], so the
 // SDK's own retries are turned off: one policy decides, and every attempt is
 // visible.
 func New(cfg Config) *Provider {
@@ -55,7 +55,7 @@ func New(cfg Config) *Provider {
 	return &Provider{cfg: cfg, client: sdk.NewClient(opts...)}
 }
 
-// Stream implements provider.StreamFunc.
+// Stream implements [provider.StreamFunc].
 func (p *Provider) Stream(ctx context.Context, model provider.Model, c *agentdv1.Context, opts provider.Options) provider.Stream {
 	if model.API == "" {
 		model.API = API

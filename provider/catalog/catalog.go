@@ -1,6 +1,6 @@
 // Package catalog knows which models agentd can call: an embedded list of
 // common models, extended and overridden by a JSON config file, and a
-// Registry that turns a ModelRef into the provider.Model and the adapter
+// Registry that turns a ModelRef into the [provider.Model] and the adapter
 // StreamFunc that serve it.
 package catalog
 
@@ -384,7 +384,7 @@ func newAdapter(name, api, key string, pc ProviderConfig, opts Options) (provide
 }
 
 // Resolve returns the model and the adapter for ref, with the provider's
-// timeouts applied; retries are the agent loop's (provider.RetryPolicy).
+// timeouts applied; retries are the agent loop's ([provider.RetryPolicy]).
 func (r *Registry) Resolve(ref *agentdv1.ModelRef) (provider.Model, provider.StreamFunc, error) {
 	ps, ok := r.providers[ref.GetProvider()]
 	if !ok {

@@ -28,7 +28,7 @@ const (
 )
 
 // EmptyQueueText is the failure of a call with no scripted response left,
-// exactly as pi words it. An aborted call says provider.AbortedMessage.
+// exactly as pi words it. An aborted call says [provider.AbortedMessage].
 const EmptyQueueText = "No more faux responses queued"
 
 // DefaultModel is the model agentd uses when no real provider is configured.
@@ -203,7 +203,7 @@ func (p *Provider) Contexts() []*agentdv1.Context {
 	return append([]*agentdv1.Context(nil), p.contexts...)
 }
 
-// Stream implements provider.StreamFunc. The response is taken from the
+// Stream implements [provider.StreamFunc]. The response is taken from the
 // queue when the call starts, even if the stream is never ranged over.
 func (p *Provider) Stream(ctx context.Context, model provider.Model, c *agentdv1.Context, opts provider.Options) provider.Stream {
 	if model.API == "" {

@@ -1,5 +1,5 @@
 // Package google adapts the Gemini API (generativelanguage.googleapis.com,
-// streamGenerateContent with alt=sse) to provider.Stream. The official Go
+// streamGenerateContent with alt=sse) to [provider.Stream]. The official Go
 // SDK, google.golang.org/genai, builds and sends the request and decodes
 // HTTP errors; the adapter reads the server-sent chunks of a successful
 // response itself with gjson, in one pass over each, because the SDK's
@@ -55,7 +55,7 @@ type Provider struct {
 }
 
 // New builds the SDK client. The SDK does not retry by default and
-// provider.WithRetry owns the policy; its HTTP transport is wrapped so the
+// [provider.WithRetry] owns the policy; its HTTP transport is wrapped so the
 // Retry-After of a failed call, which genai.APIError drops, still reaches
 // the retry policy, and so the adapter reads a successful stream itself.
 func New(ctx context.Context, cfg Config) (*Provider, error) {
@@ -153,7 +153,7 @@ func (t responseTap) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// Stream implements provider.StreamFunc.
+// Stream implements [provider.StreamFunc].
 func (p *Provider) Stream(ctx context.Context, model provider.Model, c *agentdv1.Context, opts provider.Options) provider.Stream {
 	if model.API == "" {
 		model.API = API

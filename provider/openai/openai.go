@@ -1,6 +1,6 @@
 // Package openai adapts the OpenAI Chat Completions API, and every server
 // that imitates it (Ollama, vLLM, llama.cpp server, LM Studio, OpenRouter,
-// Groq, …), to provider.Stream through the official Go SDK
+// Groq, …), to [provider.Stream] through the official Go SDK
 // (github.com/openai/openai-go). Differences between servers are switches
 // in Compat, not separate adapters.
 //
@@ -50,14 +50,14 @@ type Provider struct {
 	client sdk.Client
 }
 
-// New returns an adapter with the SDK's own retries off (provider.WithRetry
+// New returns an adapter with the SDK's own retries off ([provider.WithRetry]
 // owns the policy).
 func New(cfg Config) *Provider {
 	cfg.Now = cfg.Clock()
 	return &Provider{cfg: cfg, client: openaisdk.NewClient(cfg.Endpoint)}
 }
 
-// Stream implements provider.StreamFunc.
+// Stream implements [provider.StreamFunc].
 func (p *Provider) Stream(ctx context.Context, model provider.Model, c *agentdv1.Context, opts provider.Options) provider.Stream {
 	if model.API == "" {
 		model.API = API

@@ -1,5 +1,5 @@
 // Package openairesponses adapts the OpenAI Responses API to
-// provider.Stream through the official Go SDK (github.com/openai/openai-go).
+// [provider.Stream] through the official Go SDK (github.com/openai/openai-go).
 //
 // Reasoning models keep their chain of thought server side; with store=false
 // the API hands it to the client as an encrypted reasoning item, which must
@@ -51,14 +51,14 @@ type Provider struct {
 	client sdk.Client
 }
 
-// New returns an adapter with the SDK's own retries off (provider.WithRetry
+// New returns an adapter with the SDK's own retries off ([provider.WithRetry]
 // owns the policy).
 func New(cfg Config) *Provider {
 	cfg.Now = cfg.Clock()
 	return &Provider{cfg: cfg, client: openaisdk.NewClient(cfg)}
 }
 
-// Stream implements provider.StreamFunc.
+// Stream implements [provider.StreamFunc].
 func (p *Provider) Stream(ctx context.Context, model provider.Model, c *agentdv1.Context, opts provider.Options) provider.Stream {
 	if model.API == "" {
 		model.API = API

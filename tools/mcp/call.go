@@ -122,10 +122,10 @@ func (m *Manager) Tool(server string, spec *agentdv1.McpTool) agentloop.Tool {
 	}}
 }
 
-// Definition implements agentloop.Tool.
+// Definition implements [agentloop.Tool].
 func (t tool) Definition() *agentdv1.Tool { return t.def }
 
-// Execute implements agentloop.Tool.
+// Execute implements [agentloop.Tool].
 func (t tool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
 	var progress ProgressFunc
 	if call.Update != nil {

@@ -178,8 +178,8 @@ type Row struct {
 }
 
 // Decode decodes the row: its payload (inflated first when its encoding
-// says so) must decode (see persistence.DecodeEntry) and name the row's
-// id and parent. Anything else is a *persistence.CorruptEntryError naming
+// says so) must decode (see [persistence.DecodeEntry]) and name the row's
+// id and parent. Anything else is a *[persistence.CorruptEntryError] naming
 // the session, entry and seq.
 func (r Row) Decode(sessionID string) (*agentdv1.Entry, error) {
 	var e *agentdv1.Entry
@@ -263,7 +263,7 @@ func EncodeEvents(events []persistence.Event) []byte {
 // first..last and appends to out those with a seq greater than after,
 // until out holds limit events. A batch that does not inflate, does not
 // parse or holds another number of events than its row says is an
-// ErrCorrupt *persistence.Error naming the run. The events' Data share
+// ErrCorrupt *[persistence.Error] naming the run. The events' Data share
 // one copy of the plain payload, never raw.
 func AppendBatch(out []persistence.Event, runID string, first, last uint64, encoding int64, raw []byte, after uint64, limit int) ([]persistence.Event, error) {
 	var payload []byte

@@ -10,7 +10,7 @@ import (
 )
 
 // NewClient returns an openai-go client for e with the SDK's own retries
-// off: provider.WithRetry owns the policy, so every attempt is visible.
+// off: [provider.WithRetry] owns the policy, so every attempt is visible.
 // An empty key is sent as "none", which keyless local servers accept and
 // the SDK requires.
 func NewClient(e provider.Endpoint) openai.Client {
