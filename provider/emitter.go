@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -206,7 +207,12 @@ func (e *Emitter) End(idx int) bool {
 			raw = "{}"
 		}
 		call := &agentdv1.ToolCall{Id: pb.id, Name: pb.name, Arguments: ParseToolArguments(raw), ThoughtSignature: pb.thoughtSignature}
-		return e.send(Event{Type: EventToolCallEnd, ContentIndex: idx, ToolCall: call})
+		ok := e.send(Event{Type: EventToolCallEnd, ContentIndex: idx, ToolCall: call})
+		// The final message gets its own copy: the event's call travels on
+		// (to the event log, to clients) while the consumer may change the
+		// message's.
+		pb.call = proto.Clone(call).(*agentdv1.ToolCall)
+		return ok
 	}
 }
 

@@ -3,7 +3,6 @@ package provider
 import (
 	"strings"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -72,9 +71,7 @@ func (p *Partial) Add(ev Event) {
 	case EventToolCallDelta:
 		p.block(i, BlockToolCall)
 	case EventToolCallEnd:
-		// A copy: the event's call travels on (to the event log, to
-		// clients) while the message's may be changed by its consumer.
-		p.block(i, BlockToolCall).call = proto.Clone(ev.ToolCall).(*agentdv1.ToolCall)
+		p.block(i, BlockToolCall).call = ev.ToolCall
 	}
 }
 
