@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/persistence/memory"
 	"github.com/agentd/agentd/provider"
@@ -345,27 +345,11 @@ func TestRepairEndsTheInterruptedRunsLog(t *testing.T) {
 	}
 }
 
-// flaky is a model that fails with an overload on its first call and then
-// answers.
-type flaky struct{ calls atomic.Int32 }
-
-func (f *flaky) Resolve(ref *agentdv1.ModelRef) (provider.Model, provider.StreamFunc, error) {
-	model := provider.Model{Provider: "test", ID: "flaky", API: "faux"}
-	return model, func(ctx context.Context, m provider.Model, c *agentdv1.Context, o provider.Options) provider.Stream {
-		if f.calls.Add(1) == 1 {
-			return faux.New(faux.Options{}, faux.Reply(faux.Errored("529 overloaded_error: Overloaded"))).Stream(ctx, m, c, o)
-		}
-		return faux.New(faux.Options{}, faux.Reply(text("second try"))).Stream(ctx, m, c, o)
-	}, nil
-}
-
-func (f *flaky) List() []*agentdv1.Model { return nil }
-
 // After a run ends in ERROR, Continue decides on what the model would see:
 // the failed answer is left out, so the prompt is last and Continue makes
 // the call again.
 func TestContinueAfterAFailedRun(t *testing.T) {
-	h := newHarness(t, agent.Options{Models: &flaky{}, Retry: provider.RetryPolicy{MaxRetries: -1}})
+	h := newHarness(t, agent.Options{Models: &testkit.FlakyModels{}, Retry: provider.RetryPolicy{MaxRetries: -1}})
 	id := h.session(&agentdv1.SessionConfig{Model: &agentdv1.ModelRef{Provider: "test", Id: "flaky"}})
 	_, evs := h.prompt(id, "hi")
 	got := decode(t, evs)

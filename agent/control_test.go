@@ -9,6 +9,7 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/persistence"
 )
 
@@ -167,7 +168,7 @@ func TestClientDisconnectAbortsUnlessDetached(t *testing.T) {
 }
 
 func TestAttachAfterDroppedStreamGetsEveryEventOnce(t *testing.T) {
-	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{testkit.ReadFileTool(seedFiles)}})
 	cfg := seedConfig(t)
 	cfg.Faux.TokensPerSecond = 2000 // paced, so the run outlives the first stream
 	cfg.Faux.Responses[1] = text(strings.Repeat("端口是 3000。", 60))
@@ -193,7 +194,7 @@ func TestAttachAfterDroppedStreamGetsEveryEventOnce(t *testing.T) {
 }
 
 func TestIdempotentPromptAttachesToTheSameRun(t *testing.T) {
-	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{testkit.ReadFileTool(seedFiles)}})
 	id := h.session(seedConfig(t))
 	req := agent.StartRequest{SessionID: id, Prompt: user("读取 src/config.ts"), RequestID: "req-1"}
 	evs1 := h.startRun(req, false).rest()

@@ -13,6 +13,7 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 func colorTool(t testing.TB) *agentdv1.Tool {
@@ -127,7 +128,7 @@ func TestApprovalAllowDenyAndDurability(t *testing.T) {
 	} {
 		t.Run(tc.decision.String(), func(t *testing.T) {
 			var ran atomic.Int32
-			h := newHarness(t, agent.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}})
+			h := newHarness(t, agent.Options{Tools: []agentloop.Tool{noteTool(&ran), testkit.ReadFileTool(seedFiles)}})
 			id := h.session(approvalConfig(agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED, toolCall(t, "call_w", "write_note", nil)))
 			s := h.promptRun(id, "write it")
 			evs := s.until(func(ev *agentdv1.AgentEvent) bool { return ev.GetApprovalRequested() != nil })
@@ -169,7 +170,7 @@ func TestApprovalAllowDenyAndDurability(t *testing.T) {
 
 func TestApprovalTimeoutAbortAndPolicy(t *testing.T) {
 	var ran atomic.Int32
-	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{noteTool(&ran), testkit.ReadFileTool(seedFiles)}})
 
 	// Timeout.
 	cfg := approvalConfig(agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK, toolCall(t, "call_t", "write_note", nil))
@@ -214,7 +215,7 @@ func TestApprovalTimeoutAbortAndPolicy(t *testing.T) {
 
 func TestParallelCallsOneWaitsForApproval(t *testing.T) {
 	var ran atomic.Int32
-	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{noteTool(&ran), readFileTool(seedFiles)}})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{noteTool(&ran), testkit.ReadFileTool(seedFiles)}})
 	both := toolCall(t, "call_w", "write_note", nil)
 	both.Content = append(both.Content, toolCall(t, "call_r", "read_file", map[string]any{"path": "src/config.ts"}).Content...)
 	cfg := approvalConfig(agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED, both)

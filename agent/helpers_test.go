@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/agentd/agentd/agent"
-	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
 )
@@ -258,32 +257,7 @@ func mustStruct(t testing.TB, m map[string]any) *structpb.Struct {
 	return s
 }
 
-// readOnlyTool marks a test tool as read-only, so it runs without approval
-// by default like the built-in read tools.
-type readOnlyTool struct{ agentloop.FuncTool }
-
-func (readOnlyTool) ReadOnly() bool { return true }
-
 var seedFiles = map[string]string{"src/config.ts": "export const config = { port: 3000 };\n"}
-
-// readFileTool is a read_file test tool over an in-memory file system.
-func readFileTool(files map[string]string) agentloop.Tool {
-	params, _ := structpb.NewStruct(map[string]any{
-		"type":       "object",
-		"properties": map[string]any{"path": map[string]any{"type": "string"}},
-		"required":   []any{"path"},
-	})
-	return readOnlyTool{agentloop.FuncTool{
-		Def: &agentdv1.Tool{Name: "read_file", Description: "Read a file.", Parameters: params},
-		Fn: func(_ context.Context, call agentloop.Call) (agentloop.Result, error) {
-			body, ok := files[call.Args.GetFields()["path"].GetStringValue()]
-			if !ok {
-				return agentloop.Result{}, errors.New("no such file")
-			}
-			return agentloop.Result{Content: texts(body)}, nil
-		},
-	}}
-}
 
 // seedConfig is the seed scenario's session: read src/config.ts, answer.
 func seedConfig(t testing.TB, extra ...*agentdv1.AssistantMessage) *agentdv1.SessionConfig {

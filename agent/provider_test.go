@@ -19,6 +19,7 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/provider"
 	"github.com/agentd/agentd/provider/catalog"
@@ -73,7 +74,7 @@ func TestRealProviderStreamsThroughAgentd(t *testing.T) {
 	reg := anthropicRegistry(t, wire)
 	params, _ := structpb.NewStruct(map[string]any{"type": "object", "properties": map[string]any{
 		"location": map[string]any{"type": "string"}, "unit": map[string]any{"type": "string"}}})
-	weather := readOnlyTool{agentloop.FuncTool{
+	weather := testkit.ReadOnlyTool{FuncTool: agentloop.FuncTool{
 		Def: &agentdv1.Tool{Name: "get_weather", Description: "Weather for a place.", Parameters: params},
 		Fn: func(_ context.Context, call agentloop.Call) (agentloop.Result, error) {
 			return agentloop.Result{Content: texts("15 degrees in " + call.Args.GetFields()["location"].GetStringValue())}, nil

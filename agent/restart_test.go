@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,14 +14,14 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/persistence/memory"
 	"github.com/agentd/agentd/provider"
-	"github.com/agentd/agentd/provider/faux"
 )
 
 func TestRestartRestoresSessionsAndContext(t *testing.T) {
-	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{testkit.ReadFileTool(seedFiles)}})
 	ctx := context.Background()
 	ids := []string{h.session(seedConfig(t)), h.session(seedConfig(t)), h.session(&agentdv1.SessionConfig{})}
 	h.run(ids[0], "读取 src/config.ts，告诉我默认端口。")
@@ -82,7 +81,7 @@ func TestRestartRestoresSessionsAndContext(t *testing.T) {
 }
 
 func TestRestartAfterCrashClosesInterruptedRun(t *testing.T) {
-	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{testkit.ReadFileTool(seedFiles)}})
 	id := h.session(seedConfig(t))
 	h.stop()
 
@@ -139,29 +138,8 @@ func TestRestartAfterCrashClosesInterruptedRun(t *testing.T) {
 	wantReason(t, err, agentdv1.ErrorReason_ERROR_REASON_CANNOT_CONTINUE, "Cannot continue from message role: assistant")
 }
 
-// flakyModels is a ModelResolver with one model, "test/flaky", that fails
-// with a rate limit on its first call and then answers.
-type flakyModels struct{ calls atomic.Int32 }
-
-func (f *flakyModels) Resolve(ref *agentdv1.ModelRef) (provider.Model, provider.StreamFunc, error) {
-	model := provider.Model{Provider: "test", ID: "flaky", API: "faux"}
-	if ref.GetProvider() != "test" || ref.GetId() != "flaky" {
-		return provider.Model{}, nil, errors.New("unknown model")
-	}
-	return model, func(ctx context.Context, m provider.Model, c *agentdv1.Context, o provider.Options) provider.Stream {
-		if f.calls.Add(1) == 1 {
-			return faux.New(faux.Options{}, faux.Reply(faux.Errored("429 rate_limit_error: Too many requests"))).Stream(ctx, m, c, o)
-		}
-		return faux.New(faux.Options{}, faux.Reply(faux.Message(faux.Text("answer after retry")))).Stream(ctx, m, c, o)
-	}, nil
-}
-
-func (f *flakyModels) List() []*agentdv1.Model {
-	return []*agentdv1.Model{{Ref: &agentdv1.ModelRef{Provider: "test", Id: "flaky"}, Configured: true}}
-}
-
 func TestRetriedModelCallIsRecordedAndHiddenFromTheModel(t *testing.T) {
-	models := &flakyModels{}
+	models := &testkit.FlakyModels{}
 	h := newHarness(t, agent.Options{Models: models, Retry: provider.RetryPolicy{BaseDelay: time.Millisecond}})
 	var fe *agent.FieldError
 	if err := h.a.CheckConfig("", &agentdv1.SessionConfig{Model: &agentdv1.ModelRef{Provider: "test", Id: "nope"}}); !errors.As(err, &fe) || !strings.HasPrefix(fe.Field, "config.model") {
@@ -191,7 +169,7 @@ func TestRetriedModelCallIsRecordedAndHiddenFromTheModel(t *testing.T) {
 	}
 	// The model context (what the next call gets) hides the failed attempt.
 	c := h.context(id)
-	if len(c.GetMessages()) != 2 || c.GetMessages()[1].GetAssistant().GetContent()[0].GetText().GetText() != "answer after retry" {
+	if len(c.GetMessages()) != 2 || c.GetMessages()[1].GetAssistant().GetContent()[0].GetText().GetText() != testkit.FlakyAnswer {
 		t.Fatalf("context: %v", c.GetMessages())
 	}
 }

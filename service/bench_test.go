@@ -35,6 +35,7 @@ import (
 	"github.com/agentd/agentd/agentloop"
 	"github.com/agentd/agentd/daemon"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/metrics"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/persistence/postgres/pgtest"
@@ -528,7 +529,7 @@ func BenchmarkConcurrentSessions(b *testing.B) {
 
 func benchConcurrentSessions(b *testing.B, engine string, tokensPerSecond uint32, spread time.Duration) {
 	sessions, turns := benchSessions, 10
-	tool := readOnlyTool{agentloop.FuncTool{
+	tool := testkit.ReadOnlyTool{FuncTool: agentloop.FuncTool{
 		Def: &agentdv1.Tool{Name: "step", Description: "One step.", Parameters: mustStruct(b, map[string]any{"type": "object"})},
 		Fn: func(context.Context, agentloop.Call) (agentloop.Result, error) {
 			return agentloop.Result{Content: texts("ok")}, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/service"
 )
 
@@ -33,7 +34,7 @@ func wantField(t *testing.T, err error, field string) {
 // An enum value outside its declared set is refused in every request with
 // INVALID_ARGUMENT naming the field, and nothing is stored.
 func TestEnumValuesOutsideTheirSetsAreRefused(t *testing.T) {
-	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{testkit.ReadFileTool(seedFiles)}}, service.ServerOptions{})
 	ctx, c := h.ctx(), h.client
 	id := h.createSession(seedConfig(t))
 	before := len(h.listSessions())

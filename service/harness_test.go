@@ -21,6 +21,7 @@ import (
 	"github.com/agentd/agentd/agentloop"
 	"github.com/agentd/agentd/daemon"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/metrics"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/service"
@@ -270,31 +271,6 @@ func wantCode(t *testing.T, err error, code codes.Code, mention string) {
 	}
 }
 
-// readOnlyTool marks a test tool as read-only, so it runs without approval
-// by default like the built-in read tools.
-type readOnlyTool struct{ agentloop.FuncTool }
-
-func (readOnlyTool) ReadOnly() bool { return true }
-
-// readFileTool is a read_file test tool over an in-memory file system.
-func readFileTool(files map[string]string) agentloop.Tool {
-	params, _ := structpb.NewStruct(map[string]any{
-		"type":       "object",
-		"properties": map[string]any{"path": map[string]any{"type": "string"}},
-		"required":   []any{"path"},
-	})
-	return readOnlyTool{agentloop.FuncTool{
-		Def: &agentdv1.Tool{Name: "read_file", Description: "Read a file.", Parameters: params},
-		Fn: func(_ context.Context, call agentloop.Call) (agentloop.Result, error) {
-			body, ok := files[call.Args.GetFields()["path"].GetStringValue()]
-			if !ok {
-				return agentloop.Result{}, errors.New("no such file")
-			}
-			return agentloop.Result{Content: texts(body)}, nil
-		},
-	}}
-}
-
 // gate is a tool that blocks until released (or its context ends), so a
 // test controls when a run moves on.
 type gate struct {
@@ -311,7 +287,7 @@ func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
 
 func (g *gate) tool() agentloop.Tool {
 	params, _ := structpb.NewStruct(map[string]any{"type": "object"})
-	return readOnlyTool{agentloop.FuncTool{
+	return testkit.ReadOnlyTool{FuncTool: agentloop.FuncTool{
 		Def: &agentdv1.Tool{Name: "wait", Description: "Wait for the test.", Parameters: params},
 		Fn: func(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
 			g.entered <- call.ID

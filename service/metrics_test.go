@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/metrics"
 	"github.com/agentd/agentd/service"
 )
@@ -30,7 +31,7 @@ func metricValue(t *testing.T, body, name string) float64 {
 
 func TestMetricsCountRunsEventsRPCsAndStoreLatency(t *testing.T) {
 	metrics := metrics.New()
-	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}, Metrics: metrics}, service.ServerOptions{Metrics: metrics})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{testkit.ReadFileTool(seedFiles)}, Metrics: metrics}, service.ServerOptions{Metrics: metrics})
 	id := h.createSession(seedConfig(t))
 	evs := h.prompt(id, "读取 src/config.ts")
 

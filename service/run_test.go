@@ -9,6 +9,7 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/service"
 )
 
@@ -39,7 +40,7 @@ func checkSeqs(t *testing.T, evs []*agentdv1.AgentEvent, sessionID string, first
 }
 
 func TestSeedTwoPromptScenario(t *testing.T) {
-	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}}, service.ServerOptions{})
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{testkit.ReadFileTool(seedFiles)}}, service.ServerOptions{})
 	id := h.createSession(seedConfig(t, textAnswer("好的，我会把端口改成 8080。")))
 
 	evs := h.prompt(id, "读取 src/config.ts，告诉我默认端口。")

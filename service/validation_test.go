@@ -17,6 +17,7 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/service"
 )
 
@@ -31,7 +32,7 @@ func streamErr[T any](s grpc.ServerStreamingClient[T], err error) error {
 }
 
 func TestBadRequestsGetPreciseStatusesAndChangeNothing(t *testing.T) {
-	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{readFileTool(seedFiles)}}, service.ServerOptions{},
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{testkit.ReadFileTool(seedFiles)}}, service.ServerOptions{},
 		service.Options{Limits: service.Limits{MaxTextBytes: 64}})
 	id := h.createSession(seedConfig(t))
 	h.prompt(id, "读取 src/config.ts")
