@@ -127,7 +127,9 @@ func TestCorruptCompressedPayload(t *testing.T) {
 	}{
 		{"not a zlib stream", `UPDATE entries SET payload = x'0a0a0a0a' WHERE id = ?1`},
 		{"truncated stream", `UPDATE entries SET payload = substr(payload, 1, length(payload) / 2) WHERE id = ?1`},
-		{"bad checksum", `UPDATE entries SET payload = substr(payload, 1, length(payload) - 1) || x'00' WHERE id = ?1 AND substr(payload, -1) <> x'00'`},
+		// The last byte belongs to the checksum; it is changed whatever it
+		// was (the transcript, and so the checksum, differs per run).
+		{"bad checksum", `UPDATE entries SET payload = substr(payload, 1, length(payload) - 1) || CASE WHEN substr(payload, -1) = x'00' THEN x'01' ELSE x'00' END WHERE id = ?1`},
 		{"trailing bytes", `UPDATE entries SET payload = payload || x'00' WHERE id = ?1`},
 		{"unknown encoding", `PRAGMA ignore_check_constraints = 1; UPDATE entries SET encoding = 7 WHERE id = ?1`},
 	}
