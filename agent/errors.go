@@ -58,13 +58,15 @@ type kind struct {
 // the proto documents each reason with the same code.
 func kindOf(r agentdv1.ErrorReason) kind {
 	switch r {
-	case agentdv1.ErrorReason_ERROR_REASON_TENANT_CEILING, agentdv1.ErrorReason_ERROR_REASON_TENANT_FORBIDDEN:
+	case agentdv1.ErrorReason_ERROR_REASON_TENANT_CEILING, agentdv1.ErrorReason_ERROR_REASON_TENANT_FORBIDDEN,
+		agentdv1.ErrorReason_ERROR_REASON_CEILING_FORBIDS_RULE:
 		return kind{ErrPermission, code.Code_PERMISSION_DENIED}
 	case agentdv1.ErrorReason_ERROR_REASON_SANDBOX_UNAVAILABLE, agentdv1.ErrorReason_ERROR_REASON_CANNOT_CONTINUE,
 		agentdv1.ErrorReason_ERROR_REASON_MODEL_UNAVAILABLE, agentdv1.ErrorReason_ERROR_REASON_TOOLS_UNAVAILABLE,
 		agentdv1.ErrorReason_ERROR_REASON_NOTHING_TO_COMPACT, agentdv1.ErrorReason_ERROR_REASON_SUMMARY_FAILED,
 		agentdv1.ErrorReason_ERROR_REASON_ANSWER_TOO_LATE, agentdv1.ErrorReason_ERROR_REASON_REPLICA_VERSION_MISMATCH,
-		agentdv1.ErrorReason_ERROR_REASON_FAILED_PRECONDITION:
+		agentdv1.ErrorReason_ERROR_REASON_FAILED_PRECONDITION, agentdv1.ErrorReason_ERROR_REASON_PROMPT_REFUSED,
+		agentdv1.ErrorReason_ERROR_REASON_TOOL_CALLS_IN_DOUBT:
 		return kind{ErrPrecondition, code.Code_FAILED_PRECONDITION}
 	case agentdv1.ErrorReason_ERROR_REASON_WORKSPACE_FORBIDDEN, agentdv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT:
 		return kind{ErrInvalid, code.Code_INVALID_ARGUMENT}
@@ -74,7 +76,8 @@ func kindOf(r agentdv1.ErrorReason) kind {
 		return kind{ErrIdle, code.Code_FAILED_PRECONDITION}
 	case agentdv1.ErrorReason_ERROR_REASON_NOT_WAITING, agentdv1.ErrorReason_ERROR_REASON_SESSION_NOT_FOUND,
 		agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_FOUND, agentdv1.ErrorReason_ERROR_REASON_ENTRY_NOT_FOUND,
-		agentdv1.ErrorReason_ERROR_REASON_EVENTS_EXPIRED:
+		agentdv1.ErrorReason_ERROR_REASON_EVENTS_EXPIRED, agentdv1.ErrorReason_ERROR_REASON_NOT_IN_DOUBT,
+		agentdv1.ErrorReason_ERROR_REASON_RULE_NOT_FOUND:
 		return kind{ErrNotFound, code.Code_NOT_FOUND}
 	case agentdv1.ErrorReason_ERROR_REASON_REQUEST_ID_REUSED:
 		return kind{ErrExists, code.Code_ALREADY_EXISTS}

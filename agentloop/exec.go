@@ -184,6 +184,13 @@ func (r *run) run1(msg *agentdv1.AssistantMessage, p prepared) *finalized {
 			}
 			return r.finalize(p.call, errorResult(reason), true)
 		}
+		if d.Args != nil {
+			args, err := p.entry.schema.validateArguments(p.call.GetName(), d.Args)
+			if err != nil {
+				return r.finalize(p.call, errorResult(err.Error()), true)
+			}
+			p.args = args
+		}
 	}
 	return r.executeAndFinalize(msg, p)
 }

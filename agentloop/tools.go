@@ -169,6 +169,10 @@ type BeforeDecision struct {
 	Block bool
 	// Reason tells the model why the call was blocked.
 	Reason string
+	// Args, when set, replaces the arguments the tool runs with (a hook's
+	// or a resolver's edit). The loop validates them against the tool's
+	// schema again; an invalid replacement becomes the call's error result.
+	Args *structpb.Struct
 }
 
 // BeforeToolCallFunc runs after validation and before execution, in the

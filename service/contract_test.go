@@ -94,6 +94,11 @@ func agentMessageCases(t *testing.T) map[string]*agentdv1.AgentMessage {
 		"extension": {Kind: &agentdv1.AgentMessage_Extension{Extension: &agentdv1.Extension{
 			Payload: payload, ModelContent: []*agentdv1.ContentBlock{text("ext")}, VisibleInUi: true, Timestamp: testTime,
 		}}},
+		"hook_notice": {Kind: &agentdv1.AgentMessage_HookNotice{HookNotice: &agentdv1.HookNotice{
+			RequestId: "r1-hook-1", Event: agentdv1.HookEvent_HOOK_EVENT_USER_PROMPT, Hook: "policy",
+			Action: agentdv1.HookAction_HOOK_ACTION_CONTEXT_ADDED, Reason: "house rules", DecidedBy: "app",
+			Timestamp: testTime, VisibleInUi: true, IncludeInModelContext: true, Content: []*agentdv1.ContentBlock{text("be brief")},
+		}}},
 	}
 }
 
@@ -141,6 +146,12 @@ func agentEventCases(t *testing.T) map[string]*agentdv1.AgentEvent {
 			Steering: []*agentdv1.AgentMessage{msgs["user"]}, FollowUp: []*agentdv1.AgentMessage{msgs["custom"]}}}}),
 		"error": ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_Error{Error: &agentdv1.AgentError{
 			Message: "transform failed", Stage: "transform_context", Fatal: false}}}),
+		"hook_requested": ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_HookRequested{HookRequested: &agentdv1.HookRequested{
+			RequestId: "r1-hook-2", Event: agentdv1.HookEvent_HOOK_EVENT_POST_TOOL_USE, Hook: "hooks[0]", HookIndex: 0,
+			ToolCall: &agentdv1.ToolCall{Id: "call_1", Name: "bash"}, Deadline: testTime,
+			ToolResult: &agentdv1.ToolResultMessage{ToolCallId: "call_1", ToolName: "bash", Content: []*agentdv1.ContentBlock{text("ok")}}}}}),
+		"tool_in_doubt": ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ToolInDoubt{ToolInDoubt: &agentdv1.ToolInDoubt{
+			ToolCallId: "call_1", ToolName: "bash", RunId: "r1", IdempotencyKey: "s/r1/call_1", StartEntryId: "e9"}}}),
 	}
 }
 
@@ -246,6 +257,15 @@ func TestEntryPayloadKindsRoundTrip(t *testing.T) {
 			InputSchema: mustStruct(t, map[string]any{"type": "object", "properties": map[string]any{"path": map[string]any{"type": "string"}}})}}}}},
 		"redaction_notice": {Id: "f", ParentId: "e", Time: testTime, Payload: &agentdv1.Entry_RedactionNotice{RedactionNotice: &agentdv1.RedactionNotice{
 			EntryIds: []string{"a", "b"}, RedactedBy: "support", Reason: "asked to be forgotten", Tenant: "acme"}}},
+		"approval_rule": {Id: "g", ParentId: "f", Time: testTime, Payload: &agentdv1.Entry_ApprovalRule{ApprovalRule: &agentdv1.ApprovalRule{
+			Id: "g", ToolName: "bash", CommandPrefix: "git status", Decision: agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED,
+			CreatedBy: "ops", Created: testTime}}},
+		"approval_rule_removal": {Id: "h", ParentId: "g", Time: testTime, Payload: &agentdv1.Entry_ApprovalRuleRemoval{
+			ApprovalRuleRemoval: &agentdv1.ApprovalRuleRemoval{RuleId: "g", Tenant: "acme"}}},
+		"tool_call_started": {Id: "i", ParentId: "h", Time: testTime, RunId: "r1", Payload: &agentdv1.Entry_ToolCallStarted{
+			ToolCallStarted: &agentdv1.ToolCallStarted{ToolCallId: "call_1", ToolName: "bash", IdempotencyKey: "s/r1/call_1"}}},
+		"tool_in_doubt": {Id: "j", ParentId: "i", Time: testTime, Payload: &agentdv1.Entry_ToolInDoubt{
+			ToolInDoubt: &agentdv1.ToolInDoubt{ToolCallId: "call_1", ToolName: "bash", RunId: "r1", StartEntryId: "i"}}},
 	}
 	cases["message"].Redaction = &agentdv1.Redaction{Time: testTime, RedactedBy: "support", Reason: "asked to be forgotten"}
 	requireEveryOneofField(t, (&agentdv1.Entry{}).ProtoReflect().Descriptor().Oneofs().ByName("payload"), cases)

@@ -81,6 +81,219 @@ func (ApprovalDecision) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{0}
 }
 
+// ApprovalScope says how far an approval decision reaches.
+type ApprovalScope int32
+
+const (
+	// CALL.
+	ApprovalScope_APPROVAL_SCOPE_UNSPECIFIED ApprovalScope = 0
+	// This tool call only.
+	ApprovalScope_APPROVAL_SCOPE_CALL ApprovalScope = 1
+	// This call and the later calls of the same tool (matching the rule,
+	// when one is given) in the rest of this run. Not stored.
+	ApprovalScope_APPROVAL_SCOPE_RUN ApprovalScope = 2
+	// This call and the later calls of the same tool (matching the rule,
+	// when one is given) in this session: stored as an ApprovalRule entry.
+	ApprovalScope_APPROVAL_SCOPE_SESSION ApprovalScope = 3
+)
+
+// Enum value maps for ApprovalScope.
+var (
+	ApprovalScope_name = map[int32]string{
+		0: "APPROVAL_SCOPE_UNSPECIFIED",
+		1: "APPROVAL_SCOPE_CALL",
+		2: "APPROVAL_SCOPE_RUN",
+		3: "APPROVAL_SCOPE_SESSION",
+	}
+	ApprovalScope_value = map[string]int32{
+		"APPROVAL_SCOPE_UNSPECIFIED": 0,
+		"APPROVAL_SCOPE_CALL":        1,
+		"APPROVAL_SCOPE_RUN":         2,
+		"APPROVAL_SCOPE_SESSION":     3,
+	}
+)
+
+func (x ApprovalScope) Enum() *ApprovalScope {
+	p := new(ApprovalScope)
+	*p = x
+	return p
+}
+
+func (x ApprovalScope) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ApprovalScope) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_agent_messages_proto_enumTypes[1].Descriptor()
+}
+
+func (ApprovalScope) Type() protoreflect.EnumType {
+	return &file_agentd_v1_agent_messages_proto_enumTypes[1]
+}
+
+func (x ApprovalScope) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ApprovalScope.Descriptor instead.
+func (ApprovalScope) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{1}
+}
+
+// HookEvent is a point of a run where a Hook is asked.
+type HookEvent int32
+
+const (
+	// Not set; refused in a Hook.
+	HookEvent_HOOK_EVENT_UNSPECIFIED HookEvent = 0
+	// Before a tool call runs: after its arguments were validated, before
+	// approval. ALLOW lets it go on, DENY refuses it (the model gets an
+	// error result carrying the reason), MODIFY replaces its arguments
+	// (validated against the tool's schema again).
+	HookEvent_HOOK_EVENT_PRE_TOOL_USE HookEvent = 1
+	// After a tool call ran, before the model sees its result. ALLOW keeps
+	// the result, MODIFY replaces its content and/or details, REDACT
+	// replaces its content with "[redacted by hook]" and removes details.
+	HookEvent_HOOK_EVENT_POST_TOOL_USE HookEvent = 2
+	// Before a prompt, steering or follow-up message enters the transcript.
+	// ALLOW stores it, DENY refuses it (Prompt fails with PROMPT_REFUSED;
+	// nothing is stored), MODIFY stores it and adds content the model sees
+	// on this run's model calls only.
+	HookEvent_HOOK_EVENT_USER_PROMPT HookEvent = 3
+	// When a run would end normally (the model answered without tool calls
+	// and no follow-up is queued). ALLOW lets it end, MODIFY continues it
+	// with content as a new user message (at most max_continuations times
+	// per run).
+	HookEvent_HOOK_EVENT_STOP HookEvent = 4
+	// Before a compaction (automatic or Compact). ALLOW lets it happen, DENY
+	// vetoes it, MODIFY supplies the summarizer's instructions.
+	HookEvent_HOOK_EVENT_PRE_COMPACT HookEvent = 5
+)
+
+// Enum value maps for HookEvent.
+var (
+	HookEvent_name = map[int32]string{
+		0: "HOOK_EVENT_UNSPECIFIED",
+		1: "HOOK_EVENT_PRE_TOOL_USE",
+		2: "HOOK_EVENT_POST_TOOL_USE",
+		3: "HOOK_EVENT_USER_PROMPT",
+		4: "HOOK_EVENT_STOP",
+		5: "HOOK_EVENT_PRE_COMPACT",
+	}
+	HookEvent_value = map[string]int32{
+		"HOOK_EVENT_UNSPECIFIED":   0,
+		"HOOK_EVENT_PRE_TOOL_USE":  1,
+		"HOOK_EVENT_POST_TOOL_USE": 2,
+		"HOOK_EVENT_USER_PROMPT":   3,
+		"HOOK_EVENT_STOP":          4,
+		"HOOK_EVENT_PRE_COMPACT":   5,
+	}
+)
+
+func (x HookEvent) Enum() *HookEvent {
+	p := new(HookEvent)
+	*p = x
+	return p
+}
+
+func (x HookEvent) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HookEvent) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_agent_messages_proto_enumTypes[2].Descriptor()
+}
+
+func (HookEvent) Type() protoreflect.EnumType {
+	return &file_agentd_v1_agent_messages_proto_enumTypes[2]
+}
+
+func (x HookEvent) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HookEvent.Descriptor instead.
+func (HookEvent) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{2}
+}
+
+// HookAction is what a hook's decision did.
+type HookAction int32
+
+const (
+	// Not set.
+	HookAction_HOOK_ACTION_UNSPECIFIED HookAction = 0
+	// A tool call, prompt or compaction was refused.
+	HookAction_HOOK_ACTION_DENIED HookAction = 1
+	// A tool call's arguments were replaced.
+	HookAction_HOOK_ACTION_ARGUMENTS_REPLACED HookAction = 2
+	// A tool result's content or details were replaced.
+	HookAction_HOOK_ACTION_RESULT_REPLACED HookAction = 3
+	// A tool result was redacted.
+	HookAction_HOOK_ACTION_RESULT_REDACTED HookAction = 4
+	// Content was added to this run's model calls.
+	HookAction_HOOK_ACTION_CONTEXT_ADDED HookAction = 5
+	// A run that would have ended was continued with a message.
+	HookAction_HOOK_ACTION_CONTINUED HookAction = 6
+	// A compaction got the hook's instructions.
+	HookAction_HOOK_ACTION_INSTRUCTIONS_SUPPLIED HookAction = 7
+	// Nobody answered in time; the hook's on_timeout rule decided.
+	HookAction_HOOK_ACTION_TIMED_OUT HookAction = 8
+)
+
+// Enum value maps for HookAction.
+var (
+	HookAction_name = map[int32]string{
+		0: "HOOK_ACTION_UNSPECIFIED",
+		1: "HOOK_ACTION_DENIED",
+		2: "HOOK_ACTION_ARGUMENTS_REPLACED",
+		3: "HOOK_ACTION_RESULT_REPLACED",
+		4: "HOOK_ACTION_RESULT_REDACTED",
+		5: "HOOK_ACTION_CONTEXT_ADDED",
+		6: "HOOK_ACTION_CONTINUED",
+		7: "HOOK_ACTION_INSTRUCTIONS_SUPPLIED",
+		8: "HOOK_ACTION_TIMED_OUT",
+	}
+	HookAction_value = map[string]int32{
+		"HOOK_ACTION_UNSPECIFIED":           0,
+		"HOOK_ACTION_DENIED":                1,
+		"HOOK_ACTION_ARGUMENTS_REPLACED":    2,
+		"HOOK_ACTION_RESULT_REPLACED":       3,
+		"HOOK_ACTION_RESULT_REDACTED":       4,
+		"HOOK_ACTION_CONTEXT_ADDED":         5,
+		"HOOK_ACTION_CONTINUED":             6,
+		"HOOK_ACTION_INSTRUCTIONS_SUPPLIED": 7,
+		"HOOK_ACTION_TIMED_OUT":             8,
+	}
+)
+
+func (x HookAction) Enum() *HookAction {
+	p := new(HookAction)
+	*p = x
+	return p
+}
+
+func (x HookAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HookAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_agent_messages_proto_enumTypes[3].Descriptor()
+}
+
+func (HookAction) Type() protoreflect.EnumType {
+	return &file_agentd_v1_agent_messages_proto_enumTypes[3]
+}
+
+func (x HookAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HookAction.Descriptor instead.
+func (HookAction) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{3}
+}
+
 // CompactionReason says why a compaction happened.
 type CompactionReason int32
 
@@ -124,11 +337,11 @@ func (x CompactionReason) String() string {
 }
 
 func (CompactionReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_messages_proto_enumTypes[1].Descriptor()
+	return file_agentd_v1_agent_messages_proto_enumTypes[4].Descriptor()
 }
 
 func (CompactionReason) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_messages_proto_enumTypes[1]
+	return &file_agentd_v1_agent_messages_proto_enumTypes[4]
 }
 
 func (x CompactionReason) Number() protoreflect.EnumNumber {
@@ -137,7 +350,7 @@ func (x CompactionReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CompactionReason.Descriptor instead.
 func (CompactionReason) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{4}
 }
 
 // ThinkingLevel asks reasoning models to think more or less; each provider
@@ -194,11 +407,11 @@ func (x ThinkingLevel) String() string {
 }
 
 func (ThinkingLevel) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_agent_messages_proto_enumTypes[2].Descriptor()
+	return file_agentd_v1_agent_messages_proto_enumTypes[5].Descriptor()
 }
 
 func (ThinkingLevel) Type() protoreflect.EnumType {
-	return &file_agentd_v1_agent_messages_proto_enumTypes[2]
+	return &file_agentd_v1_agent_messages_proto_enumTypes[5]
 }
 
 func (x ThinkingLevel) Number() protoreflect.EnumNumber {
@@ -207,7 +420,7 @@ func (x ThinkingLevel) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ThinkingLevel.Descriptor instead.
 func (ThinkingLevel) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{5}
 }
 
 // ApprovalNotice records a decision about a tool call that needed approval.
@@ -233,8 +446,17 @@ type ApprovalNotice struct {
 	// Whether the model sees the notice, as a short user message stating the
 	// decision. Independent of visible_in_ui.
 	IncludeInModelContext bool `protobuf:"varint,8,opt,name=include_in_model_context,json=includeInModelContext,proto3" json:"include_in_model_context,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// The rule that decided the call without asking, or the rule this
+	// decision created (ResolveApprovalRequest.rule, or the tool-wide rule
+	// of scope SESSION); unset otherwise.
+	Rule *ApprovalRule `protobuf:"bytes,9,opt,name=rule,proto3" json:"rule,omitempty"`
+	// How far the decision reaches (ResolveApprovalRequest.scope); CALL
+	// for a decision taken by a policy, a rule or a timeout.
+	Scope ApprovalScope `protobuf:"varint,10,opt,name=scope,proto3,enum=agentd.v1.ApprovalScope" json:"scope,omitempty"`
+	// True when the resolver edited the arguments the call runs with.
+	ArgumentsEdited bool `protobuf:"varint,11,opt,name=arguments_edited,json=argumentsEdited,proto3" json:"arguments_edited,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ApprovalNotice) Reset() {
@@ -323,6 +545,525 @@ func (x *ApprovalNotice) GetIncludeInModelContext() bool {
 	return false
 }
 
+func (x *ApprovalNotice) GetRule() *ApprovalRule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+func (x *ApprovalNotice) GetScope() ApprovalScope {
+	if x != nil {
+		return x.Scope
+	}
+	return ApprovalScope_APPROVAL_SCOPE_UNSPECIFIED
+}
+
+func (x *ApprovalNotice) GetArgumentsEdited() bool {
+	if x != nil {
+		return x.ArgumentsEdited
+	}
+	return false
+}
+
+// ApprovalRule decides later tool calls of a session without asking. It
+// is stored as a transcript entry, so forks, exports and every replica
+// carry it; the rules in force are those on the session's current path
+// that no ApprovalRuleRemoval on the path removed. An operator's ceiling
+// (requireApproval) is never lifted by a rule: a call the operator makes
+// ask still asks.
+type ApprovalRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The rule's id: the id of the entry that stores it. Assigned by
+	// agentd; ignored in requests.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The tool the rule applies to, by exact name. Required.
+	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// For bash: the rule applies only to commands that start with this
+	// text (after leading spaces), such as "git status". Empty: any
+	// command. Refused for other tools.
+	CommandPrefix string `protobuf:"bytes,3,opt,name=command_prefix,json=commandPrefix,proto3" json:"command_prefix,omitempty"`
+	// For the file tools (read_file, write_file, edit_file, list_dir): the
+	// rule applies only to paths, relative to the workspace, that match
+	// this glob (Go's path.Match syntax, such as "src/*.go"). Empty: any
+	// path. Refused for other tools.
+	PathGlob string `protobuf:"bytes,4,opt,name=path_glob,json=pathGlob,proto3" json:"path_glob,omitempty"`
+	// ALLOWED or DENIED: the decision the rule takes.
+	Decision ApprovalDecision `protobuf:"varint,5,opt,name=decision,proto3,enum=agentd.v1.ApprovalDecision" json:"decision,omitempty"`
+	// Who made the rule (ResolveApprovalRequest.decided_by).
+	CreatedBy string `protobuf:"bytes,6,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	// When the rule was made.
+	Created *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created,proto3" json:"created,omitempty"`
+	// The reason given; a denial by the rule shows it to the model.
+	Reason        string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalRule) Reset() {
+	*x = ApprovalRule{}
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalRule) ProtoMessage() {}
+
+func (x *ApprovalRule) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalRule.ProtoReflect.Descriptor instead.
+func (*ApprovalRule) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ApprovalRule) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ApprovalRule) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *ApprovalRule) GetCommandPrefix() string {
+	if x != nil {
+		return x.CommandPrefix
+	}
+	return ""
+}
+
+func (x *ApprovalRule) GetPathGlob() string {
+	if x != nil {
+		return x.PathGlob
+	}
+	return ""
+}
+
+func (x *ApprovalRule) GetDecision() ApprovalDecision {
+	if x != nil {
+		return x.Decision
+	}
+	return ApprovalDecision_APPROVAL_DECISION_UNSPECIFIED
+}
+
+func (x *ApprovalRule) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *ApprovalRule) GetCreated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Created
+	}
+	return nil
+}
+
+func (x *ApprovalRule) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ApprovalRuleRemoval records that DeleteApprovalRule removed a rule from
+// the session's path.
+type ApprovalRuleRemoval struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The id of the rule removed.
+	RuleId string `protobuf:"bytes,1,opt,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
+	// The tenant of the caller that removed it; empty for no tenant.
+	Tenant        string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApprovalRuleRemoval) Reset() {
+	*x = ApprovalRuleRemoval{}
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApprovalRuleRemoval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApprovalRuleRemoval) ProtoMessage() {}
+
+func (x *ApprovalRuleRemoval) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApprovalRuleRemoval.ProtoReflect.Descriptor instead.
+func (*ApprovalRuleRemoval) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ApprovalRuleRemoval) GetRuleId() string {
+	if x != nil {
+		return x.RuleId
+	}
+	return ""
+}
+
+func (x *ApprovalRuleRemoval) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+// HookNotice records a hook decision other than ALLOW, so the transcript
+// shows why the conversation looks as it does. A refused prompt leaves no
+// notice (nothing of it is stored); its Prompt call fails instead.
+type HookNotice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The hook_requested request id.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Where the hook was asked.
+	Event HookEvent `protobuf:"varint,2,opt,name=event,proto3,enum=agentd.v1.HookEvent" json:"event,omitempty"`
+	// The hook's name (Hook.name, or "hooks[<index>]").
+	Hook string `protobuf:"bytes,3,opt,name=hook,proto3" json:"hook,omitempty"`
+	// What the decision did.
+	Action HookAction `protobuf:"varint,4,opt,name=action,proto3,enum=agentd.v1.HookAction" json:"action,omitempty"`
+	// The reason the hook gave; the model sees it on a denied tool call.
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Who answered (SubmitHookResultRequest.decided_by), or "timeout".
+	DecidedBy string `protobuf:"bytes,6,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	// The tool call concerned, for PRE_TOOL_USE and POST_TOOL_USE.
+	ToolCallId string `protobuf:"bytes,7,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The tool's name, for PRE_TOOL_USE and POST_TOOL_USE.
+	ToolName string `protobuf:"bytes,8,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// When the decision was taken.
+	Timestamp *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	// Whether user interfaces should show the notice.
+	VisibleInUi bool `protobuf:"varint,10,opt,name=visible_in_ui,json=visibleInUi,proto3" json:"visible_in_ui,omitempty"`
+	// Whether the model sees the notice, as a short user message stating
+	// the decision and reason; chosen by the hook
+	// (SubmitHookResultRequest.include_in_model_context).
+	IncludeInModelContext bool `protobuf:"varint,11,opt,name=include_in_model_context,json=includeInModelContext,proto3" json:"include_in_model_context,omitempty"`
+	// For a CONTEXT_ADDED decision: the content added to the run's model
+	// calls.
+	Content       []*ContentBlock `protobuf:"bytes,12,rep,name=content,proto3" json:"content,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HookNotice) Reset() {
+	*x = HookNotice{}
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HookNotice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HookNotice) ProtoMessage() {}
+
+func (x *HookNotice) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HookNotice.ProtoReflect.Descriptor instead.
+func (*HookNotice) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *HookNotice) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *HookNotice) GetEvent() HookEvent {
+	if x != nil {
+		return x.Event
+	}
+	return HookEvent_HOOK_EVENT_UNSPECIFIED
+}
+
+func (x *HookNotice) GetHook() string {
+	if x != nil {
+		return x.Hook
+	}
+	return ""
+}
+
+func (x *HookNotice) GetAction() HookAction {
+	if x != nil {
+		return x.Action
+	}
+	return HookAction_HOOK_ACTION_UNSPECIFIED
+}
+
+func (x *HookNotice) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *HookNotice) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *HookNotice) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *HookNotice) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *HookNotice) GetTimestamp() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Timestamp
+	}
+	return nil
+}
+
+func (x *HookNotice) GetVisibleInUi() bool {
+	if x != nil {
+		return x.VisibleInUi
+	}
+	return false
+}
+
+func (x *HookNotice) GetIncludeInModelContext() bool {
+	if x != nil {
+		return x.IncludeInModelContext
+	}
+	return false
+}
+
+func (x *HookNotice) GetContent() []*ContentBlock {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// ToolCallStarted records, before a side-effecting tool runs (bash, the
+// file-changing built-ins, MCP tools the operator did not mark read-only,
+// client tools), that the call is about to start. A call with a start and
+// no result after a crash or a lost lease is in doubt: its effect may or
+// may not have happened (see ToolInDoubt).
+type ToolCallStarted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool call.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The tool's name.
+	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// The key client tools and MCP servers receive to deduplicate a call:
+	// "<session id>/<run id>/<tool call id>".
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// The arguments the call runs with (after hooks and approval edits).
+	Arguments     *structpb.Struct `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCallStarted) Reset() {
+	*x = ToolCallStarted{}
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallStarted) ProtoMessage() {}
+
+func (x *ToolCallStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallStarted.ProtoReflect.Descriptor instead.
+func (*ToolCallStarted) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ToolCallStarted) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ToolCallStarted) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *ToolCallStarted) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *ToolCallStarted) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+// ToolInDoubt records a tool call that started and never finished because
+// agentd stopped or lost its lease: its effect may or may not have
+// happened. The session refuses new runs (TOOL_CALLS_IN_DOUBT) until
+// ResolveInDoubt decides each such call.
+type ToolInDoubt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool call.
+	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The tool's name.
+	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	// The arguments the call ran with.
+	Arguments *structpb.Struct `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// The run the call belonged to.
+	RunId string `protobuf:"bytes,4,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The idempotency key the call was given.
+	IdempotencyKey string `protobuf:"bytes,5,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	// The id of the call's ToolCallStarted entry.
+	StartEntryId  string `protobuf:"bytes,6,opt,name=start_entry_id,json=startEntryId,proto3" json:"start_entry_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolInDoubt) Reset() {
+	*x = ToolInDoubt{}
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolInDoubt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolInDoubt) ProtoMessage() {}
+
+func (x *ToolInDoubt) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolInDoubt.ProtoReflect.Descriptor instead.
+func (*ToolInDoubt) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ToolInDoubt) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ToolInDoubt) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+func (x *ToolInDoubt) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *ToolInDoubt) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *ToolInDoubt) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *ToolInDoubt) GetStartEntryId() string {
+	if x != nil {
+		return x.StartEntryId
+	}
+	return ""
+}
+
 // BashExecution records a shell command the user ran outside the model's
 // tool calls (for example a "!" command in a terminal client).
 type BashExecution struct {
@@ -353,7 +1094,7 @@ type BashExecution struct {
 
 func (x *BashExecution) Reset() {
 	*x = BashExecution{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[1]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -365,7 +1106,7 @@ func (x *BashExecution) String() string {
 func (*BashExecution) ProtoMessage() {}
 
 func (x *BashExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[1]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -378,7 +1119,7 @@ func (x *BashExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BashExecution.ProtoReflect.Descriptor instead.
 func (*BashExecution) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BashExecution) GetCommand() string {
@@ -470,7 +1211,7 @@ type CustomMessage struct {
 
 func (x *CustomMessage) Reset() {
 	*x = CustomMessage{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[2]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +1223,7 @@ func (x *CustomMessage) String() string {
 func (*CustomMessage) ProtoMessage() {}
 
 func (x *CustomMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[2]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +1236,7 @@ func (x *CustomMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CustomMessage.ProtoReflect.Descriptor instead.
 func (*CustomMessage) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CustomMessage) GetCustomType() string {
@@ -556,7 +1297,7 @@ type BranchSummary struct {
 
 func (x *BranchSummary) Reset() {
 	*x = BranchSummary{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[3]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +1309,7 @@ func (x *BranchSummary) String() string {
 func (*BranchSummary) ProtoMessage() {}
 
 func (x *BranchSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[3]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +1322,7 @@ func (x *BranchSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BranchSummary.ProtoReflect.Descriptor instead.
 func (*BranchSummary) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BranchSummary) GetSummary() string {
@@ -639,7 +1380,7 @@ type CompactionSummary struct {
 
 func (x *CompactionSummary) Reset() {
 	*x = CompactionSummary{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +1392,7 @@ func (x *CompactionSummary) String() string {
 func (*CompactionSummary) ProtoMessage() {}
 
 func (x *CompactionSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[4]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +1405,7 @@ func (x *CompactionSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionSummary.ProtoReflect.Descriptor instead.
 func (*CompactionSummary) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CompactionSummary) GetSummary() string {
@@ -746,7 +1487,7 @@ type Extension struct {
 
 func (x *Extension) Reset() {
 	*x = Extension{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[5]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +1499,7 @@ func (x *Extension) String() string {
 func (*Extension) ProtoMessage() {}
 
 func (x *Extension) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[5]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +1512,7 @@ func (x *Extension) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Extension.ProtoReflect.Descriptor instead.
 func (*Extension) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Extension) GetPayload() *anypb.Any {
@@ -828,6 +1569,7 @@ type AgentMessage struct {
 	//	*AgentMessage_BranchSummary
 	//	*AgentMessage_CompactionSummary
 	//	*AgentMessage_Extension
+	//	*AgentMessage_HookNotice
 	Kind          isAgentMessage_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -835,7 +1577,7 @@ type AgentMessage struct {
 
 func (x *AgentMessage) Reset() {
 	*x = AgentMessage{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[6]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +1589,7 @@ func (x *AgentMessage) String() string {
 func (*AgentMessage) ProtoMessage() {}
 
 func (x *AgentMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[6]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +1602,7 @@ func (x *AgentMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentMessage.ProtoReflect.Descriptor instead.
 func (*AgentMessage) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AgentMessage) GetKind() isAgentMessage_Kind {
@@ -951,6 +1693,15 @@ func (x *AgentMessage) GetExtension() *Extension {
 	return nil
 }
 
+func (x *AgentMessage) GetHookNotice() *HookNotice {
+	if x != nil {
+		if x, ok := x.Kind.(*AgentMessage_HookNotice); ok {
+			return x.HookNotice
+		}
+	}
+	return nil
+}
+
 type isAgentMessage_Kind interface {
 	isAgentMessage_Kind()
 }
@@ -1000,6 +1751,11 @@ type AgentMessage_Extension struct {
 	Extension *Extension `protobuf:"bytes,9,opt,name=extension,proto3,oneof"`
 }
 
+type AgentMessage_HookNotice struct {
+	// A recorded hook decision.
+	HookNotice *HookNotice `protobuf:"bytes,10,opt,name=hook_notice,json=hookNotice,proto3,oneof"`
+}
+
 func (*AgentMessage_User) isAgentMessage_Kind() {}
 
 func (*AgentMessage_Assistant) isAgentMessage_Kind() {}
@@ -1018,6 +1774,8 @@ func (*AgentMessage_CompactionSummary) isAgentMessage_Kind() {}
 
 func (*AgentMessage_Extension) isAgentMessage_Kind() {}
 
+func (*AgentMessage_HookNotice) isAgentMessage_Kind() {}
+
 // ModelChange records that the session switched model from this entry on.
 type ModelChange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1031,7 +1789,7 @@ type ModelChange struct {
 
 func (x *ModelChange) Reset() {
 	*x = ModelChange{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[7]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1801,7 @@ func (x *ModelChange) String() string {
 func (*ModelChange) ProtoMessage() {}
 
 func (x *ModelChange) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[7]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1814,7 @@ func (x *ModelChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelChange.ProtoReflect.Descriptor instead.
 func (*ModelChange) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ModelChange) GetProvider() string {
@@ -1092,7 +1850,7 @@ type McpToolsSnapshot struct {
 
 func (x *McpToolsSnapshot) Reset() {
 	*x = McpToolsSnapshot{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[8]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1104,7 +1862,7 @@ func (x *McpToolsSnapshot) String() string {
 func (*McpToolsSnapshot) ProtoMessage() {}
 
 func (x *McpToolsSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[8]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1117,7 +1875,7 @@ func (x *McpToolsSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpToolsSnapshot.ProtoReflect.Descriptor instead.
 func (*McpToolsSnapshot) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *McpToolsSnapshot) GetServer() string {
@@ -1159,7 +1917,7 @@ type McpTool struct {
 
 func (x *McpTool) Reset() {
 	*x = McpTool{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[9]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1929,7 @@ func (x *McpTool) String() string {
 func (*McpTool) ProtoMessage() {}
 
 func (x *McpTool) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[9]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1942,7 @@ func (x *McpTool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpTool.ProtoReflect.Descriptor instead.
 func (*McpTool) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *McpTool) GetName() string {
@@ -1234,7 +1992,7 @@ type ThinkingLevelChange struct {
 
 func (x *ThinkingLevelChange) Reset() {
 	*x = ThinkingLevelChange{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[10]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +2004,7 @@ func (x *ThinkingLevelChange) String() string {
 func (*ThinkingLevelChange) ProtoMessage() {}
 
 func (x *ThinkingLevelChange) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[10]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +2017,7 @@ func (x *ThinkingLevelChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThinkingLevelChange.ProtoReflect.Descriptor instead.
 func (*ThinkingLevelChange) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ThinkingLevelChange) GetThinkingLevel() ThinkingLevel {
@@ -1282,7 +2040,7 @@ type Label struct {
 
 func (x *Label) Reset() {
 	*x = Label{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[11]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +2052,7 @@ func (x *Label) String() string {
 func (*Label) ProtoMessage() {}
 
 func (x *Label) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[11]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +2065,7 @@ func (x *Label) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Label.ProtoReflect.Descriptor instead.
 func (*Label) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Label) GetTargetEntryId() string {
@@ -1355,6 +2113,10 @@ type Entry struct {
 	//	*Entry_Label
 	//	*Entry_McpTools
 	//	*Entry_RedactionNotice
+	//	*Entry_ApprovalRule
+	//	*Entry_ApprovalRuleRemoval
+	//	*Entry_ToolCallStarted
+	//	*Entry_ToolInDoubt
 	Payload       isEntry_Payload `protobuf_oneof:"payload"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1362,7 +2124,7 @@ type Entry struct {
 
 func (x *Entry) Reset() {
 	*x = Entry{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[12]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +2136,7 @@ func (x *Entry) String() string {
 func (*Entry) ProtoMessage() {}
 
 func (x *Entry) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[12]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +2149,7 @@ func (x *Entry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Entry.ProtoReflect.Descriptor instead.
 func (*Entry) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Entry) GetId() string {
@@ -1486,6 +2248,42 @@ func (x *Entry) GetRedactionNotice() *RedactionNotice {
 	return nil
 }
 
+func (x *Entry) GetApprovalRule() *ApprovalRule {
+	if x != nil {
+		if x, ok := x.Payload.(*Entry_ApprovalRule); ok {
+			return x.ApprovalRule
+		}
+	}
+	return nil
+}
+
+func (x *Entry) GetApprovalRuleRemoval() *ApprovalRuleRemoval {
+	if x != nil {
+		if x, ok := x.Payload.(*Entry_ApprovalRuleRemoval); ok {
+			return x.ApprovalRuleRemoval
+		}
+	}
+	return nil
+}
+
+func (x *Entry) GetToolCallStarted() *ToolCallStarted {
+	if x != nil {
+		if x, ok := x.Payload.(*Entry_ToolCallStarted); ok {
+			return x.ToolCallStarted
+		}
+	}
+	return nil
+}
+
+func (x *Entry) GetToolInDoubt() *ToolInDoubt {
+	if x != nil {
+		if x, ok := x.Payload.(*Entry_ToolInDoubt); ok {
+			return x.ToolInDoubt
+		}
+	}
+	return nil
+}
+
 type isEntry_Payload interface {
 	isEntry_Payload()
 }
@@ -1521,6 +2319,26 @@ type Entry_RedactionNotice struct {
 	RedactionNotice *RedactionNotice `protobuf:"bytes,15,opt,name=redaction_notice,json=redactionNotice,proto3,oneof"`
 }
 
+type Entry_ApprovalRule struct {
+	// An approval rule in force from this entry on (see ApprovalRule).
+	ApprovalRule *ApprovalRule `protobuf:"bytes,16,opt,name=approval_rule,json=approvalRule,proto3,oneof"`
+}
+
+type Entry_ApprovalRuleRemoval struct {
+	// The removal of an approval rule from this entry on.
+	ApprovalRuleRemoval *ApprovalRuleRemoval `protobuf:"bytes,17,opt,name=approval_rule_removal,json=approvalRuleRemoval,proto3,oneof"`
+}
+
+type Entry_ToolCallStarted struct {
+	// A side-effecting tool call about to start.
+	ToolCallStarted *ToolCallStarted `protobuf:"bytes,18,opt,name=tool_call_started,json=toolCallStarted,proto3,oneof"`
+}
+
+type Entry_ToolInDoubt struct {
+	// A tool call left in doubt by a crash or a lost lease.
+	ToolInDoubt *ToolInDoubt `protobuf:"bytes,19,opt,name=tool_in_doubt,json=toolInDoubt,proto3,oneof"`
+}
+
 func (*Entry_Message) isEntry_Payload() {}
 
 func (*Entry_ModelChange) isEntry_Payload() {}
@@ -1532,6 +2350,14 @@ func (*Entry_Label) isEntry_Payload() {}
 func (*Entry_McpTools) isEntry_Payload() {}
 
 func (*Entry_RedactionNotice) isEntry_Payload() {}
+
+func (*Entry_ApprovalRule) isEntry_Payload() {}
+
+func (*Entry_ApprovalRuleRemoval) isEntry_Payload() {}
+
+func (*Entry_ToolCallStarted) isEntry_Payload() {}
+
+func (*Entry_ToolInDoubt) isEntry_Payload() {}
 
 // Redaction says that an entry's content was removed, when, by whom and
 // why.
@@ -1549,7 +2375,7 @@ type Redaction struct {
 
 func (x *Redaction) Reset() {
 	*x = Redaction{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[13]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1561,7 +2387,7 @@ func (x *Redaction) String() string {
 func (*Redaction) ProtoMessage() {}
 
 func (x *Redaction) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[13]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1574,7 +2400,7 @@ func (x *Redaction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Redaction.ProtoReflect.Descriptor instead.
 func (*Redaction) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Redaction) GetTime() *timestamppb.Timestamp {
@@ -1617,7 +2443,7 @@ type RedactionNotice struct {
 
 func (x *RedactionNotice) Reset() {
 	*x = RedactionNotice{}
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[14]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +2455,7 @@ func (x *RedactionNotice) String() string {
 func (*RedactionNotice) ProtoMessage() {}
 
 func (x *RedactionNotice) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_agent_messages_proto_msgTypes[14]
+	mi := &file_agentd_v1_agent_messages_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +2468,7 @@ func (x *RedactionNotice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedactionNotice.ProtoReflect.Descriptor instead.
 func (*RedactionNotice) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_agent_messages_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RedactionNotice) GetEntryIds() []string {
@@ -1677,7 +2503,7 @@ var File_agentd_v1_agent_messages_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_agent_messages_proto_rawDesc = "" +
 	"\n" +
-	"\x1eagentd/v1/agent_messages.proto\x12\tagentd.v1\x1a\x17agentd/v1/content.proto\x1a\x18agentd/v1/messages.proto\x1a\x19google/protobuf/any.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd6\x02\n" +
+	"\x1eagentd/v1/agent_messages.proto\x12\tagentd.v1\x1a\x17agentd/v1/content.proto\x1a\x18agentd/v1/messages.proto\x1a\x19google/protobuf/any.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xde\x03\n" +
 	"\x0eApprovalNotice\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x1b\n" +
@@ -1688,7 +2514,56 @@ const file_agentd_v1_agent_messages_proto_rawDesc = "" +
 	"decided_by\x18\x05 \x01(\tR\tdecidedBy\x128\n" +
 	"\ttimestamp\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\"\n" +
 	"\rvisible_in_ui\x18\a \x01(\bR\vvisibleInUi\x127\n" +
-	"\x18include_in_model_context\x18\b \x01(\bR\x15includeInModelContext\"\xee\x02\n" +
+	"\x18include_in_model_context\x18\b \x01(\bR\x15includeInModelContext\x12+\n" +
+	"\x04rule\x18\t \x01(\v2\x17.agentd.v1.ApprovalRuleR\x04rule\x12.\n" +
+	"\x05scope\x18\n" +
+	" \x01(\x0e2\x18.agentd.v1.ApprovalScopeR\x05scope\x12)\n" +
+	"\x10arguments_edited\x18\v \x01(\bR\x0fargumentsEdited\"\xa5\x02\n" +
+	"\fApprovalRule\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12%\n" +
+	"\x0ecommand_prefix\x18\x03 \x01(\tR\rcommandPrefix\x12\x1b\n" +
+	"\tpath_glob\x18\x04 \x01(\tR\bpathGlob\x127\n" +
+	"\bdecision\x18\x05 \x01(\x0e2\x1b.agentd.v1.ApprovalDecisionR\bdecision\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\x06 \x01(\tR\tcreatedBy\x124\n" +
+	"\acreated\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\"F\n" +
+	"\x13ApprovalRuleRemoval\x12\x17\n" +
+	"\arule_id\x18\x01 \x01(\tR\x06ruleId\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\"\xda\x03\n" +
+	"\n" +
+	"HookNotice\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12*\n" +
+	"\x05event\x18\x02 \x01(\x0e2\x14.agentd.v1.HookEventR\x05event\x12\x12\n" +
+	"\x04hook\x18\x03 \x01(\tR\x04hook\x12-\n" +
+	"\x06action\x18\x04 \x01(\x0e2\x15.agentd.v1.HookActionR\x06action\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x06 \x01(\tR\tdecidedBy\x12 \n" +
+	"\ftool_call_id\x18\a \x01(\tR\n" +
+	"toolCallId\x12\x1b\n" +
+	"\ttool_name\x18\b \x01(\tR\btoolName\x128\n" +
+	"\ttimestamp\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12\"\n" +
+	"\rvisible_in_ui\x18\n" +
+	" \x01(\bR\vvisibleInUi\x127\n" +
+	"\x18include_in_model_context\x18\v \x01(\bR\x15includeInModelContext\x121\n" +
+	"\acontent\x18\f \x03(\v2\x17.agentd.v1.ContentBlockR\acontent\"\xb0\x01\n" +
+	"\x0fToolCallStarted\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x125\n" +
+	"\targuments\x18\x04 \x01(\v2\x17.google.protobuf.StructR\targuments\"\xe9\x01\n" +
+	"\vToolInDoubt\x12 \n" +
+	"\ftool_call_id\x18\x01 \x01(\tR\n" +
+	"toolCallId\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\x125\n" +
+	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\x12\x15\n" +
+	"\x06run_id\x18\x04 \x01(\tR\x05runId\x12'\n" +
+	"\x0fidempotency_key\x18\x05 \x01(\tR\x0eidempotencyKey\x12$\n" +
+	"\x0estart_entry_id\x18\x06 \x01(\tR\fstartEntryId\"\xee\x02\n" +
 	"\rBashExecution\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\tR\acommand\x12\x16\n" +
 	"\x06output\x18\x02 \x01(\tR\x06output\x12 \n" +
@@ -1728,7 +2603,7 @@ const file_agentd_v1_agent_messages_proto_rawDesc = "" +
 	"\rmodel_content\x18\x02 \x03(\v2\x17.agentd.v1.ContentBlockR\fmodelContent\x12\"\n" +
 	"\rvisible_in_ui\x18\x03 \x01(\bR\vvisibleInUi\x127\n" +
 	"\x18include_in_model_context\x18\x04 \x01(\bR\x15includeInModelContext\x128\n" +
-	"\ttimestamp\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\"\xc7\x04\n" +
+	"\ttimestamp\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\"\x81\x05\n" +
 	"\fAgentMessage\x12,\n" +
 	"\x04user\x18\x01 \x01(\v2\x16.agentd.v1.UserMessageH\x00R\x04user\x12;\n" +
 	"\tassistant\x18\x02 \x01(\v2\x1b.agentd.v1.AssistantMessageH\x00R\tassistant\x12?\n" +
@@ -1739,7 +2614,10 @@ const file_agentd_v1_agent_messages_proto_rawDesc = "" +
 	"\x06custom\x18\x06 \x01(\v2\x18.agentd.v1.CustomMessageH\x00R\x06custom\x12A\n" +
 	"\x0ebranch_summary\x18\a \x01(\v2\x18.agentd.v1.BranchSummaryH\x00R\rbranchSummary\x12M\n" +
 	"\x12compaction_summary\x18\b \x01(\v2\x1c.agentd.v1.CompactionSummaryH\x00R\x11compactionSummary\x124\n" +
-	"\textension\x18\t \x01(\v2\x14.agentd.v1.ExtensionH\x00R\textensionB\x06\n" +
+	"\textension\x18\t \x01(\v2\x14.agentd.v1.ExtensionH\x00R\textension\x128\n" +
+	"\vhook_notice\x18\n" +
+	" \x01(\v2\x15.agentd.v1.HookNoticeH\x00R\n" +
+	"hookNoticeB\x06\n" +
 	"\x04kind\"D\n" +
 	"\vModelChange\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x19\n" +
@@ -1757,7 +2635,7 @@ const file_agentd_v1_agent_messages_proto_rawDesc = "" +
 	"\x0ethinking_level\x18\x01 \x01(\x0e2\x18.agentd.v1.ThinkingLevelR\rthinkingLevel\"E\n" +
 	"\x05Label\x12&\n" +
 	"\x0ftarget_entry_id\x18\x01 \x01(\tR\rtargetEntryId\x12\x14\n" +
-	"\x05label\x18\x02 \x01(\tR\x05label\"\xb1\x04\n" +
+	"\x05label\x18\x02 \x01(\tR\x05label\"\xcf\x06\n" +
 	"\x05Entry\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tparent_id\x18\x02 \x01(\tR\bparentId\x12.\n" +
@@ -1770,7 +2648,11 @@ const file_agentd_v1_agent_messages_proto_rawDesc = "" +
 	"\x15thinking_level_change\x18\f \x01(\v2\x1e.agentd.v1.ThinkingLevelChangeH\x00R\x13thinkingLevelChange\x12(\n" +
 	"\x05label\x18\r \x01(\v2\x10.agentd.v1.LabelH\x00R\x05label\x12:\n" +
 	"\tmcp_tools\x18\x0e \x01(\v2\x1b.agentd.v1.McpToolsSnapshotH\x00R\bmcpTools\x12G\n" +
-	"\x10redaction_notice\x18\x0f \x01(\v2\x1a.agentd.v1.RedactionNoticeH\x00R\x0fredactionNoticeB\t\n" +
+	"\x10redaction_notice\x18\x0f \x01(\v2\x1a.agentd.v1.RedactionNoticeH\x00R\x0fredactionNotice\x12>\n" +
+	"\rapproval_rule\x18\x10 \x01(\v2\x17.agentd.v1.ApprovalRuleH\x00R\fapprovalRule\x12T\n" +
+	"\x15approval_rule_removal\x18\x11 \x01(\v2\x1e.agentd.v1.ApprovalRuleRemovalH\x00R\x13approvalRuleRemoval\x12H\n" +
+	"\x11tool_call_started\x18\x12 \x01(\v2\x1a.agentd.v1.ToolCallStartedH\x00R\x0ftoolCallStarted\x12<\n" +
+	"\rtool_in_doubt\x18\x13 \x01(\v2\x16.agentd.v1.ToolInDoubtH\x00R\vtoolInDoubtB\t\n" +
 	"\apayload\"t\n" +
 	"\tRedaction\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1f\n" +
@@ -1787,7 +2669,30 @@ const file_agentd_v1_agent_messages_proto_rawDesc = "" +
 	"\x1dAPPROVAL_DECISION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19APPROVAL_DECISION_ALLOWED\x10\x01\x12\x1c\n" +
 	"\x18APPROVAL_DECISION_DENIED\x10\x02\x12\x1f\n" +
-	"\x1bAPPROVAL_DECISION_TIMED_OUT\x10\x03*\x94\x01\n" +
+	"\x1bAPPROVAL_DECISION_TIMED_OUT\x10\x03*|\n" +
+	"\rApprovalScope\x12\x1e\n" +
+	"\x1aAPPROVAL_SCOPE_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13APPROVAL_SCOPE_CALL\x10\x01\x12\x16\n" +
+	"\x12APPROVAL_SCOPE_RUN\x10\x02\x12\x1a\n" +
+	"\x16APPROVAL_SCOPE_SESSION\x10\x03*\xaf\x01\n" +
+	"\tHookEvent\x12\x1a\n" +
+	"\x16HOOK_EVENT_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17HOOK_EVENT_PRE_TOOL_USE\x10\x01\x12\x1c\n" +
+	"\x18HOOK_EVENT_POST_TOOL_USE\x10\x02\x12\x1a\n" +
+	"\x16HOOK_EVENT_USER_PROMPT\x10\x03\x12\x13\n" +
+	"\x0fHOOK_EVENT_STOP\x10\x04\x12\x1a\n" +
+	"\x16HOOK_EVENT_PRE_COMPACT\x10\x05*\xa3\x02\n" +
+	"\n" +
+	"HookAction\x12\x1b\n" +
+	"\x17HOOK_ACTION_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12HOOK_ACTION_DENIED\x10\x01\x12\"\n" +
+	"\x1eHOOK_ACTION_ARGUMENTS_REPLACED\x10\x02\x12\x1f\n" +
+	"\x1bHOOK_ACTION_RESULT_REPLACED\x10\x03\x12\x1f\n" +
+	"\x1bHOOK_ACTION_RESULT_REDACTED\x10\x04\x12\x1d\n" +
+	"\x19HOOK_ACTION_CONTEXT_ADDED\x10\x05\x12\x19\n" +
+	"\x15HOOK_ACTION_CONTINUED\x10\x06\x12%\n" +
+	"!HOOK_ACTION_INSTRUCTIONS_SUPPLIED\x10\a\x12\x19\n" +
+	"\x15HOOK_ACTION_TIMED_OUT\x10\b*\x94\x01\n" +
 	"\x10CompactionReason\x12!\n" +
 	"\x1dCOMPACTION_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18COMPACTION_REASON_MANUAL\x10\x01\x12\x1f\n" +
@@ -1814,75 +2719,98 @@ func file_agentd_v1_agent_messages_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_agent_messages_proto_rawDescData
 }
 
-var file_agentd_v1_agent_messages_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_agentd_v1_agent_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_agentd_v1_agent_messages_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_agentd_v1_agent_messages_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_agentd_v1_agent_messages_proto_goTypes = []any{
 	(ApprovalDecision)(0),         // 0: agentd.v1.ApprovalDecision
-	(CompactionReason)(0),         // 1: agentd.v1.CompactionReason
-	(ThinkingLevel)(0),            // 2: agentd.v1.ThinkingLevel
-	(*ApprovalNotice)(nil),        // 3: agentd.v1.ApprovalNotice
-	(*BashExecution)(nil),         // 4: agentd.v1.BashExecution
-	(*CustomMessage)(nil),         // 5: agentd.v1.CustomMessage
-	(*BranchSummary)(nil),         // 6: agentd.v1.BranchSummary
-	(*CompactionSummary)(nil),     // 7: agentd.v1.CompactionSummary
-	(*Extension)(nil),             // 8: agentd.v1.Extension
-	(*AgentMessage)(nil),          // 9: agentd.v1.AgentMessage
-	(*ModelChange)(nil),           // 10: agentd.v1.ModelChange
-	(*McpToolsSnapshot)(nil),      // 11: agentd.v1.McpToolsSnapshot
-	(*McpTool)(nil),               // 12: agentd.v1.McpTool
-	(*ThinkingLevelChange)(nil),   // 13: agentd.v1.ThinkingLevelChange
-	(*Label)(nil),                 // 14: agentd.v1.Label
-	(*Entry)(nil),                 // 15: agentd.v1.Entry
-	(*Redaction)(nil),             // 16: agentd.v1.Redaction
-	(*RedactionNotice)(nil),       // 17: agentd.v1.RedactionNotice
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
-	(*ContentBlock)(nil),          // 19: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),        // 20: google.protobuf.Value
-	(*anypb.Any)(nil),             // 21: google.protobuf.Any
-	(*UserMessage)(nil),           // 22: agentd.v1.UserMessage
-	(*AssistantMessage)(nil),      // 23: agentd.v1.AssistantMessage
-	(*ToolResultMessage)(nil),     // 24: agentd.v1.ToolResultMessage
-	(*structpb.Struct)(nil),       // 25: google.protobuf.Struct
+	(ApprovalScope)(0),            // 1: agentd.v1.ApprovalScope
+	(HookEvent)(0),                // 2: agentd.v1.HookEvent
+	(HookAction)(0),               // 3: agentd.v1.HookAction
+	(CompactionReason)(0),         // 4: agentd.v1.CompactionReason
+	(ThinkingLevel)(0),            // 5: agentd.v1.ThinkingLevel
+	(*ApprovalNotice)(nil),        // 6: agentd.v1.ApprovalNotice
+	(*ApprovalRule)(nil),          // 7: agentd.v1.ApprovalRule
+	(*ApprovalRuleRemoval)(nil),   // 8: agentd.v1.ApprovalRuleRemoval
+	(*HookNotice)(nil),            // 9: agentd.v1.HookNotice
+	(*ToolCallStarted)(nil),       // 10: agentd.v1.ToolCallStarted
+	(*ToolInDoubt)(nil),           // 11: agentd.v1.ToolInDoubt
+	(*BashExecution)(nil),         // 12: agentd.v1.BashExecution
+	(*CustomMessage)(nil),         // 13: agentd.v1.CustomMessage
+	(*BranchSummary)(nil),         // 14: agentd.v1.BranchSummary
+	(*CompactionSummary)(nil),     // 15: agentd.v1.CompactionSummary
+	(*Extension)(nil),             // 16: agentd.v1.Extension
+	(*AgentMessage)(nil),          // 17: agentd.v1.AgentMessage
+	(*ModelChange)(nil),           // 18: agentd.v1.ModelChange
+	(*McpToolsSnapshot)(nil),      // 19: agentd.v1.McpToolsSnapshot
+	(*McpTool)(nil),               // 20: agentd.v1.McpTool
+	(*ThinkingLevelChange)(nil),   // 21: agentd.v1.ThinkingLevelChange
+	(*Label)(nil),                 // 22: agentd.v1.Label
+	(*Entry)(nil),                 // 23: agentd.v1.Entry
+	(*Redaction)(nil),             // 24: agentd.v1.Redaction
+	(*RedactionNotice)(nil),       // 25: agentd.v1.RedactionNotice
+	(*timestamppb.Timestamp)(nil), // 26: google.protobuf.Timestamp
+	(*ContentBlock)(nil),          // 27: agentd.v1.ContentBlock
+	(*structpb.Struct)(nil),       // 28: google.protobuf.Struct
+	(*structpb.Value)(nil),        // 29: google.protobuf.Value
+	(*anypb.Any)(nil),             // 30: google.protobuf.Any
+	(*UserMessage)(nil),           // 31: agentd.v1.UserMessage
+	(*AssistantMessage)(nil),      // 32: agentd.v1.AssistantMessage
+	(*ToolResultMessage)(nil),     // 33: agentd.v1.ToolResultMessage
 }
 var file_agentd_v1_agent_messages_proto_depIdxs = []int32{
 	0,  // 0: agentd.v1.ApprovalNotice.decision:type_name -> agentd.v1.ApprovalDecision
-	18, // 1: agentd.v1.ApprovalNotice.timestamp:type_name -> google.protobuf.Timestamp
-	18, // 2: agentd.v1.BashExecution.timestamp:type_name -> google.protobuf.Timestamp
-	19, // 3: agentd.v1.CustomMessage.content:type_name -> agentd.v1.ContentBlock
-	20, // 4: agentd.v1.CustomMessage.details:type_name -> google.protobuf.Value
-	18, // 5: agentd.v1.CustomMessage.timestamp:type_name -> google.protobuf.Timestamp
-	18, // 6: agentd.v1.BranchSummary.timestamp:type_name -> google.protobuf.Timestamp
-	18, // 7: agentd.v1.CompactionSummary.timestamp:type_name -> google.protobuf.Timestamp
-	1,  // 8: agentd.v1.CompactionSummary.reason:type_name -> agentd.v1.CompactionReason
-	21, // 9: agentd.v1.Extension.payload:type_name -> google.protobuf.Any
-	19, // 10: agentd.v1.Extension.model_content:type_name -> agentd.v1.ContentBlock
-	18, // 11: agentd.v1.Extension.timestamp:type_name -> google.protobuf.Timestamp
-	22, // 12: agentd.v1.AgentMessage.user:type_name -> agentd.v1.UserMessage
-	23, // 13: agentd.v1.AgentMessage.assistant:type_name -> agentd.v1.AssistantMessage
-	24, // 14: agentd.v1.AgentMessage.tool_result:type_name -> agentd.v1.ToolResultMessage
-	3,  // 15: agentd.v1.AgentMessage.approval_notice:type_name -> agentd.v1.ApprovalNotice
-	4,  // 16: agentd.v1.AgentMessage.bash_execution:type_name -> agentd.v1.BashExecution
-	5,  // 17: agentd.v1.AgentMessage.custom:type_name -> agentd.v1.CustomMessage
-	6,  // 18: agentd.v1.AgentMessage.branch_summary:type_name -> agentd.v1.BranchSummary
-	7,  // 19: agentd.v1.AgentMessage.compaction_summary:type_name -> agentd.v1.CompactionSummary
-	8,  // 20: agentd.v1.AgentMessage.extension:type_name -> agentd.v1.Extension
-	12, // 21: agentd.v1.McpToolsSnapshot.tools:type_name -> agentd.v1.McpTool
-	25, // 22: agentd.v1.McpTool.input_schema:type_name -> google.protobuf.Struct
-	2,  // 23: agentd.v1.ThinkingLevelChange.thinking_level:type_name -> agentd.v1.ThinkingLevel
-	18, // 24: agentd.v1.Entry.time:type_name -> google.protobuf.Timestamp
-	16, // 25: agentd.v1.Entry.redaction:type_name -> agentd.v1.Redaction
-	9,  // 26: agentd.v1.Entry.message:type_name -> agentd.v1.AgentMessage
-	10, // 27: agentd.v1.Entry.model_change:type_name -> agentd.v1.ModelChange
-	13, // 28: agentd.v1.Entry.thinking_level_change:type_name -> agentd.v1.ThinkingLevelChange
-	14, // 29: agentd.v1.Entry.label:type_name -> agentd.v1.Label
-	11, // 30: agentd.v1.Entry.mcp_tools:type_name -> agentd.v1.McpToolsSnapshot
-	17, // 31: agentd.v1.Entry.redaction_notice:type_name -> agentd.v1.RedactionNotice
-	18, // 32: agentd.v1.Redaction.time:type_name -> google.protobuf.Timestamp
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	26, // 1: agentd.v1.ApprovalNotice.timestamp:type_name -> google.protobuf.Timestamp
+	7,  // 2: agentd.v1.ApprovalNotice.rule:type_name -> agentd.v1.ApprovalRule
+	1,  // 3: agentd.v1.ApprovalNotice.scope:type_name -> agentd.v1.ApprovalScope
+	0,  // 4: agentd.v1.ApprovalRule.decision:type_name -> agentd.v1.ApprovalDecision
+	26, // 5: agentd.v1.ApprovalRule.created:type_name -> google.protobuf.Timestamp
+	2,  // 6: agentd.v1.HookNotice.event:type_name -> agentd.v1.HookEvent
+	3,  // 7: agentd.v1.HookNotice.action:type_name -> agentd.v1.HookAction
+	26, // 8: agentd.v1.HookNotice.timestamp:type_name -> google.protobuf.Timestamp
+	27, // 9: agentd.v1.HookNotice.content:type_name -> agentd.v1.ContentBlock
+	28, // 10: agentd.v1.ToolCallStarted.arguments:type_name -> google.protobuf.Struct
+	28, // 11: agentd.v1.ToolInDoubt.arguments:type_name -> google.protobuf.Struct
+	26, // 12: agentd.v1.BashExecution.timestamp:type_name -> google.protobuf.Timestamp
+	27, // 13: agentd.v1.CustomMessage.content:type_name -> agentd.v1.ContentBlock
+	29, // 14: agentd.v1.CustomMessage.details:type_name -> google.protobuf.Value
+	26, // 15: agentd.v1.CustomMessage.timestamp:type_name -> google.protobuf.Timestamp
+	26, // 16: agentd.v1.BranchSummary.timestamp:type_name -> google.protobuf.Timestamp
+	26, // 17: agentd.v1.CompactionSummary.timestamp:type_name -> google.protobuf.Timestamp
+	4,  // 18: agentd.v1.CompactionSummary.reason:type_name -> agentd.v1.CompactionReason
+	30, // 19: agentd.v1.Extension.payload:type_name -> google.protobuf.Any
+	27, // 20: agentd.v1.Extension.model_content:type_name -> agentd.v1.ContentBlock
+	26, // 21: agentd.v1.Extension.timestamp:type_name -> google.protobuf.Timestamp
+	31, // 22: agentd.v1.AgentMessage.user:type_name -> agentd.v1.UserMessage
+	32, // 23: agentd.v1.AgentMessage.assistant:type_name -> agentd.v1.AssistantMessage
+	33, // 24: agentd.v1.AgentMessage.tool_result:type_name -> agentd.v1.ToolResultMessage
+	6,  // 25: agentd.v1.AgentMessage.approval_notice:type_name -> agentd.v1.ApprovalNotice
+	12, // 26: agentd.v1.AgentMessage.bash_execution:type_name -> agentd.v1.BashExecution
+	13, // 27: agentd.v1.AgentMessage.custom:type_name -> agentd.v1.CustomMessage
+	14, // 28: agentd.v1.AgentMessage.branch_summary:type_name -> agentd.v1.BranchSummary
+	15, // 29: agentd.v1.AgentMessage.compaction_summary:type_name -> agentd.v1.CompactionSummary
+	16, // 30: agentd.v1.AgentMessage.extension:type_name -> agentd.v1.Extension
+	9,  // 31: agentd.v1.AgentMessage.hook_notice:type_name -> agentd.v1.HookNotice
+	20, // 32: agentd.v1.McpToolsSnapshot.tools:type_name -> agentd.v1.McpTool
+	28, // 33: agentd.v1.McpTool.input_schema:type_name -> google.protobuf.Struct
+	5,  // 34: agentd.v1.ThinkingLevelChange.thinking_level:type_name -> agentd.v1.ThinkingLevel
+	26, // 35: agentd.v1.Entry.time:type_name -> google.protobuf.Timestamp
+	24, // 36: agentd.v1.Entry.redaction:type_name -> agentd.v1.Redaction
+	17, // 37: agentd.v1.Entry.message:type_name -> agentd.v1.AgentMessage
+	18, // 38: agentd.v1.Entry.model_change:type_name -> agentd.v1.ModelChange
+	21, // 39: agentd.v1.Entry.thinking_level_change:type_name -> agentd.v1.ThinkingLevelChange
+	22, // 40: agentd.v1.Entry.label:type_name -> agentd.v1.Label
+	19, // 41: agentd.v1.Entry.mcp_tools:type_name -> agentd.v1.McpToolsSnapshot
+	25, // 42: agentd.v1.Entry.redaction_notice:type_name -> agentd.v1.RedactionNotice
+	7,  // 43: agentd.v1.Entry.approval_rule:type_name -> agentd.v1.ApprovalRule
+	8,  // 44: agentd.v1.Entry.approval_rule_removal:type_name -> agentd.v1.ApprovalRuleRemoval
+	10, // 45: agentd.v1.Entry.tool_call_started:type_name -> agentd.v1.ToolCallStarted
+	11, // 46: agentd.v1.Entry.tool_in_doubt:type_name -> agentd.v1.ToolInDoubt
+	26, // 47: agentd.v1.Redaction.time:type_name -> google.protobuf.Timestamp
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_agent_messages_proto_init() }
@@ -1892,8 +2820,8 @@ func file_agentd_v1_agent_messages_proto_init() {
 	}
 	file_agentd_v1_content_proto_init()
 	file_agentd_v1_messages_proto_init()
-	file_agentd_v1_agent_messages_proto_msgTypes[1].OneofWrappers = []any{}
-	file_agentd_v1_agent_messages_proto_msgTypes[6].OneofWrappers = []any{
+	file_agentd_v1_agent_messages_proto_msgTypes[6].OneofWrappers = []any{}
+	file_agentd_v1_agent_messages_proto_msgTypes[11].OneofWrappers = []any{
 		(*AgentMessage_User)(nil),
 		(*AgentMessage_Assistant)(nil),
 		(*AgentMessage_ToolResult)(nil),
@@ -1903,22 +2831,27 @@ func file_agentd_v1_agent_messages_proto_init() {
 		(*AgentMessage_BranchSummary)(nil),
 		(*AgentMessage_CompactionSummary)(nil),
 		(*AgentMessage_Extension)(nil),
+		(*AgentMessage_HookNotice)(nil),
 	}
-	file_agentd_v1_agent_messages_proto_msgTypes[12].OneofWrappers = []any{
+	file_agentd_v1_agent_messages_proto_msgTypes[17].OneofWrappers = []any{
 		(*Entry_Message)(nil),
 		(*Entry_ModelChange)(nil),
 		(*Entry_ThinkingLevelChange)(nil),
 		(*Entry_Label)(nil),
 		(*Entry_McpTools)(nil),
 		(*Entry_RedactionNotice)(nil),
+		(*Entry_ApprovalRule)(nil),
+		(*Entry_ApprovalRuleRemoval)(nil),
+		(*Entry_ToolCallStarted)(nil),
+		(*Entry_ToolInDoubt)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_agent_messages_proto_rawDesc), len(file_agentd_v1_agent_messages_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   15,
+			NumEnums:      6,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -149,6 +149,8 @@ type AgentEvent struct {
 	//	*AgentEvent_CompactionStart
 	//	*AgentEvent_CompactionEnd
 	//	*AgentEvent_ContextRequested
+	//	*AgentEvent_HookRequested
+	//	*AgentEvent_ToolInDoubt
 	Event         isAgentEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -379,6 +381,24 @@ func (x *AgentEvent) GetContextRequested() *ContextRequested {
 	return nil
 }
 
+func (x *AgentEvent) GetHookRequested() *HookRequested {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_HookRequested); ok {
+			return x.HookRequested
+		}
+	}
+	return nil
+}
+
+func (x *AgentEvent) GetToolInDoubt() *ToolInDoubt {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_ToolInDoubt); ok {
+			return x.ToolInDoubt
+		}
+	}
+	return nil
+}
+
 type isAgentEvent_Event interface {
 	isAgentEvent_Event()
 }
@@ -470,6 +490,17 @@ type AgentEvent_ContextRequested struct {
 	ContextRequested *ContextRequested `protobuf:"bytes,26,opt,name=context_requested,json=contextRequested,proto3,oneof"`
 }
 
+type AgentEvent_HookRequested struct {
+	// A lifecycle hook waits for SubmitHookResult (SessionConfig.hooks).
+	HookRequested *HookRequested `protobuf:"bytes,27,opt,name=hook_requested,json=hookRequested,proto3,oneof"`
+}
+
+type AgentEvent_ToolInDoubt struct {
+	// A tool call was found in doubt: it started and never finished
+	// before agentd stopped or lost its lease (see ResolveInDoubt).
+	ToolInDoubt *ToolInDoubt `protobuf:"bytes,28,opt,name=tool_in_doubt,json=toolInDoubt,proto3,oneof"`
+}
+
 func (*AgentEvent_AgentStart) isAgentEvent_Event() {}
 
 func (*AgentEvent_TurnStart) isAgentEvent_Event() {}
@@ -504,6 +535,171 @@ func (*AgentEvent_CompactionEnd) isAgentEvent_Event() {}
 
 func (*AgentEvent_ContextRequested) isAgentEvent_Event() {}
 
+func (*AgentEvent_HookRequested) isAgentEvent_Event() {}
+
+func (*AgentEvent_ToolInDoubt) isAgentEvent_Event() {}
+
+// HookRequested asks the client to decide at a point of the run (see
+// HookEvent for what each event allows). Answer with SubmitHookResult
+// from any connection, to any replica; the run waits until then or until
+// deadline, when the hook's on_timeout rule decides.
+type HookRequested struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Identifies this request; pass it to SubmitHookResult.
+	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Where the run is.
+	Event HookEvent `protobuf:"varint,2,opt,name=event,proto3,enum=agentd.v1.HookEvent" json:"event,omitempty"`
+	// The hook's name (Hook.name, or "hooks[<index>]").
+	Hook string `protobuf:"bytes,3,opt,name=hook,proto3" json:"hook,omitempty"`
+	// The hook's position in SessionConfig.hooks.
+	HookIndex uint32 `protobuf:"varint,4,opt,name=hook_index,json=hookIndex,proto3" json:"hook_index,omitempty"`
+	// When the hook's on_timeout rule decides.
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// PRE_TOOL_USE and POST_TOOL_USE: the call, with the validated
+	// arguments it runs (or ran) with.
+	ToolCall *ToolCall `protobuf:"bytes,6,opt,name=tool_call,json=toolCall,proto3" json:"tool_call,omitempty"`
+	// POST_TOOL_USE: the result the model would see.
+	ToolResult *ToolResultMessage `protobuf:"bytes,7,opt,name=tool_result,json=toolResult,proto3" json:"tool_result,omitempty"`
+	// USER_PROMPT: the message about to enter the transcript. STOP: the
+	// assistant message the run would end with.
+	Message *AgentMessage `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
+	// USER_PROMPT: where the message comes from: "prompt", "steer" or
+	// "follow_up".
+	Source string `protobuf:"bytes,9,opt,name=source,proto3" json:"source,omitempty"`
+	// STOP: how many times this hook continued the run so far.
+	Continuations uint32 `protobuf:"varint,10,opt,name=continuations,proto3" json:"continuations,omitempty"`
+	// PRE_COMPACT: why the compaction happens.
+	CompactionReason CompactionReason `protobuf:"varint,11,opt,name=compaction_reason,json=compactionReason,proto3,enum=agentd.v1.CompactionReason" json:"compaction_reason,omitempty"`
+	// PRE_COMPACT: the estimated context size in tokens.
+	TokensBefore int64 `protobuf:"varint,12,opt,name=tokens_before,json=tokensBefore,proto3" json:"tokens_before,omitempty"`
+	// PRE_COMPACT: the instructions the compaction has so far (Compact's,
+	// or an earlier hook's).
+	Instructions  string `protobuf:"bytes,13,opt,name=instructions,proto3" json:"instructions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HookRequested) Reset() {
+	*x = HookRequested{}
+	mi := &file_agentd_v1_events_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HookRequested) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HookRequested) ProtoMessage() {}
+
+func (x *HookRequested) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_events_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HookRequested.ProtoReflect.Descriptor instead.
+func (*HookRequested) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *HookRequested) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *HookRequested) GetEvent() HookEvent {
+	if x != nil {
+		return x.Event
+	}
+	return HookEvent_HOOK_EVENT_UNSPECIFIED
+}
+
+func (x *HookRequested) GetHook() string {
+	if x != nil {
+		return x.Hook
+	}
+	return ""
+}
+
+func (x *HookRequested) GetHookIndex() uint32 {
+	if x != nil {
+		return x.HookIndex
+	}
+	return 0
+}
+
+func (x *HookRequested) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *HookRequested) GetToolCall() *ToolCall {
+	if x != nil {
+		return x.ToolCall
+	}
+	return nil
+}
+
+func (x *HookRequested) GetToolResult() *ToolResultMessage {
+	if x != nil {
+		return x.ToolResult
+	}
+	return nil
+}
+
+func (x *HookRequested) GetMessage() *AgentMessage {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *HookRequested) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *HookRequested) GetContinuations() uint32 {
+	if x != nil {
+		return x.Continuations
+	}
+	return 0
+}
+
+func (x *HookRequested) GetCompactionReason() CompactionReason {
+	if x != nil {
+		return x.CompactionReason
+	}
+	return CompactionReason_COMPACTION_REASON_UNSPECIFIED
+}
+
+func (x *HookRequested) GetTokensBefore() int64 {
+	if x != nil {
+		return x.TokensBefore
+	}
+	return 0
+}
+
+func (x *HookRequested) GetInstructions() string {
+	if x != nil {
+		return x.Instructions
+	}
+	return ""
+}
+
 // CompactionStart announces a compaction: the older part of the
 // conversation is being summarized.
 type CompactionStart struct {
@@ -518,7 +714,7 @@ type CompactionStart struct {
 
 func (x *CompactionStart) Reset() {
 	*x = CompactionStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[1]
+	mi := &file_agentd_v1_events_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +726,7 @@ func (x *CompactionStart) String() string {
 func (*CompactionStart) ProtoMessage() {}
 
 func (x *CompactionStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[1]
+	mi := &file_agentd_v1_events_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +739,7 @@ func (x *CompactionStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionStart.ProtoReflect.Descriptor instead.
 func (*CompactionStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CompactionStart) GetReason() CompactionReason {
@@ -589,7 +785,7 @@ type CompactionEnd struct {
 
 func (x *CompactionEnd) Reset() {
 	*x = CompactionEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[2]
+	mi := &file_agentd_v1_events_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +797,7 @@ func (x *CompactionEnd) String() string {
 func (*CompactionEnd) ProtoMessage() {}
 
 func (x *CompactionEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[2]
+	mi := &file_agentd_v1_events_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +810,7 @@ func (x *CompactionEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionEnd.ProtoReflect.Descriptor instead.
 func (*CompactionEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CompactionEnd) GetReason() CompactionReason {
@@ -698,7 +894,7 @@ type ContextRequested struct {
 
 func (x *ContextRequested) Reset() {
 	*x = ContextRequested{}
-	mi := &file_agentd_v1_events_proto_msgTypes[3]
+	mi := &file_agentd_v1_events_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +906,7 @@ func (x *ContextRequested) String() string {
 func (*ContextRequested) ProtoMessage() {}
 
 func (x *ContextRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[3]
+	mi := &file_agentd_v1_events_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -723,7 +919,7 @@ func (x *ContextRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextRequested.ProtoReflect.Descriptor instead.
 func (*ContextRequested) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ContextRequested) GetRequestId() string {
@@ -773,7 +969,7 @@ type ContextItem struct {
 
 func (x *ContextItem) Reset() {
 	*x = ContextItem{}
-	mi := &file_agentd_v1_events_proto_msgTypes[4]
+	mi := &file_agentd_v1_events_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +981,7 @@ func (x *ContextItem) String() string {
 func (*ContextItem) ProtoMessage() {}
 
 func (x *ContextItem) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[4]
+	mi := &file_agentd_v1_events_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +994,7 @@ func (x *ContextItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextItem.ProtoReflect.Descriptor instead.
 func (*ContextItem) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ContextItem) GetEntryId() string {
@@ -838,7 +1034,7 @@ type AgentStart struct {
 
 func (x *AgentStart) Reset() {
 	*x = AgentStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[5]
+	mi := &file_agentd_v1_events_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +1046,7 @@ func (x *AgentStart) String() string {
 func (*AgentStart) ProtoMessage() {}
 
 func (x *AgentStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[5]
+	mi := &file_agentd_v1_events_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +1059,7 @@ func (x *AgentStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStart.ProtoReflect.Descriptor instead.
 func (*AgentStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
 // TurnStart opens a turn.
@@ -877,7 +1073,7 @@ type TurnStart struct {
 
 func (x *TurnStart) Reset() {
 	*x = TurnStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[6]
+	mi := &file_agentd_v1_events_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +1085,7 @@ func (x *TurnStart) String() string {
 func (*TurnStart) ProtoMessage() {}
 
 func (x *TurnStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[6]
+	mi := &file_agentd_v1_events_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +1098,7 @@ func (x *TurnStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStart.ProtoReflect.Descriptor instead.
 func (*TurnStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TurnStart) GetTurn() uint32 {
@@ -925,7 +1121,7 @@ type MessageStart struct {
 
 func (x *MessageStart) Reset() {
 	*x = MessageStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[7]
+	mi := &file_agentd_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1133,7 @@ func (x *MessageStart) String() string {
 func (*MessageStart) ProtoMessage() {}
 
 func (x *MessageStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[7]
+	mi := &file_agentd_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1146,7 @@ func (x *MessageStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageStart.ProtoReflect.Descriptor instead.
 func (*MessageStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MessageStart) GetMessage() *AgentMessage {
@@ -986,7 +1182,7 @@ type MessageUpdate struct {
 
 func (x *MessageUpdate) Reset() {
 	*x = MessageUpdate{}
-	mi := &file_agentd_v1_events_proto_msgTypes[8]
+	mi := &file_agentd_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1194,7 @@ func (x *MessageUpdate) String() string {
 func (*MessageUpdate) ProtoMessage() {}
 
 func (x *MessageUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[8]
+	mi := &file_agentd_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1207,7 @@ func (x *MessageUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageUpdate.ProtoReflect.Descriptor instead.
 func (*MessageUpdate) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MessageUpdate) GetDelta() isMessageUpdate_Delta {
@@ -1180,7 +1376,7 @@ type TextStart struct {
 
 func (x *TextStart) Reset() {
 	*x = TextStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[9]
+	mi := &file_agentd_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1388,7 @@ func (x *TextStart) String() string {
 func (*TextStart) ProtoMessage() {}
 
 func (x *TextStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[9]
+	mi := &file_agentd_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1401,7 @@ func (x *TextStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextStart.ProtoReflect.Descriptor instead.
 func (*TextStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TextStart) GetContentIndex() uint32 {
@@ -1228,7 +1424,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_agentd_v1_events_proto_msgTypes[10]
+	mi := &file_agentd_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1436,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[10]
+	mi := &file_agentd_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1449,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TextDelta) GetContentIndex() uint32 {
@@ -1283,7 +1479,7 @@ type TextEnd struct {
 
 func (x *TextEnd) Reset() {
 	*x = TextEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[11]
+	mi := &file_agentd_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1295,7 +1491,7 @@ func (x *TextEnd) String() string {
 func (*TextEnd) ProtoMessage() {}
 
 func (x *TextEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[11]
+	mi := &file_agentd_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1308,7 +1504,7 @@ func (x *TextEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextEnd.ProtoReflect.Descriptor instead.
 func (*TextEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TextEnd) GetContentIndex() uint32 {
@@ -1338,7 +1534,7 @@ type ThinkingStart struct {
 
 func (x *ThinkingStart) Reset() {
 	*x = ThinkingStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[12]
+	mi := &file_agentd_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1546,7 @@ func (x *ThinkingStart) String() string {
 func (*ThinkingStart) ProtoMessage() {}
 
 func (x *ThinkingStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[12]
+	mi := &file_agentd_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1559,7 @@ func (x *ThinkingStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThinkingStart.ProtoReflect.Descriptor instead.
 func (*ThinkingStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ThinkingStart) GetContentIndex() uint32 {
@@ -1393,7 +1589,7 @@ type ThinkingDelta struct {
 
 func (x *ThinkingDelta) Reset() {
 	*x = ThinkingDelta{}
-	mi := &file_agentd_v1_events_proto_msgTypes[13]
+	mi := &file_agentd_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1601,7 @@ func (x *ThinkingDelta) String() string {
 func (*ThinkingDelta) ProtoMessage() {}
 
 func (x *ThinkingDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[13]
+	mi := &file_agentd_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1614,7 @@ func (x *ThinkingDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThinkingDelta.ProtoReflect.Descriptor instead.
 func (*ThinkingDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ThinkingDelta) GetContentIndex() uint32 {
@@ -1448,7 +1644,7 @@ type ThinkingEnd struct {
 
 func (x *ThinkingEnd) Reset() {
 	*x = ThinkingEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[14]
+	mi := &file_agentd_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1656,7 @@ func (x *ThinkingEnd) String() string {
 func (*ThinkingEnd) ProtoMessage() {}
 
 func (x *ThinkingEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[14]
+	mi := &file_agentd_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1669,7 @@ func (x *ThinkingEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThinkingEnd.ProtoReflect.Descriptor instead.
 func (*ThinkingEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ThinkingEnd) GetContentIndex() uint32 {
@@ -1506,7 +1702,7 @@ type ToolCallStart struct {
 
 func (x *ToolCallStart) Reset() {
 	*x = ToolCallStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[15]
+	mi := &file_agentd_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1714,7 @@ func (x *ToolCallStart) String() string {
 func (*ToolCallStart) ProtoMessage() {}
 
 func (x *ToolCallStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[15]
+	mi := &file_agentd_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1727,7 @@ func (x *ToolCallStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStart.ProtoReflect.Descriptor instead.
 func (*ToolCallStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ToolCallStart) GetContentIndex() uint32 {
@@ -1570,7 +1766,7 @@ type ToolCallDelta struct {
 
 func (x *ToolCallDelta) Reset() {
 	*x = ToolCallDelta{}
-	mi := &file_agentd_v1_events_proto_msgTypes[16]
+	mi := &file_agentd_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1778,7 @@ func (x *ToolCallDelta) String() string {
 func (*ToolCallDelta) ProtoMessage() {}
 
 func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[16]
+	mi := &file_agentd_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1791,7 @@ func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
 func (*ToolCallDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolCallDelta) GetContentIndex() uint32 {
@@ -1625,7 +1821,7 @@ type ToolCallEnd struct {
 
 func (x *ToolCallEnd) Reset() {
 	*x = ToolCallEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[17]
+	mi := &file_agentd_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +1833,7 @@ func (x *ToolCallEnd) String() string {
 func (*ToolCallEnd) ProtoMessage() {}
 
 func (x *ToolCallEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[17]
+	mi := &file_agentd_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +1846,7 @@ func (x *ToolCallEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallEnd.ProtoReflect.Descriptor instead.
 func (*ToolCallEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ToolCallEnd) GetContentIndex() uint32 {
@@ -1681,7 +1877,7 @@ type MessageEnd struct {
 
 func (x *MessageEnd) Reset() {
 	*x = MessageEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[18]
+	mi := &file_agentd_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1889,7 @@ func (x *MessageEnd) String() string {
 func (*MessageEnd) ProtoMessage() {}
 
 func (x *MessageEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[18]
+	mi := &file_agentd_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1902,7 @@ func (x *MessageEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageEnd.ProtoReflect.Descriptor instead.
 func (*MessageEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MessageEnd) GetMessage() *AgentMessage {
@@ -1738,7 +1934,7 @@ type ToolExecutionStart struct {
 
 func (x *ToolExecutionStart) Reset() {
 	*x = ToolExecutionStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[19]
+	mi := &file_agentd_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1750,7 +1946,7 @@ func (x *ToolExecutionStart) String() string {
 func (*ToolExecutionStart) ProtoMessage() {}
 
 func (x *ToolExecutionStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[19]
+	mi := &file_agentd_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1763,7 +1959,7 @@ func (x *ToolExecutionStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExecutionStart.ProtoReflect.Descriptor instead.
 func (*ToolExecutionStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ToolExecutionStart) GetToolCallId() string {
@@ -1806,7 +2002,7 @@ type ToolExecutionUpdate struct {
 
 func (x *ToolExecutionUpdate) Reset() {
 	*x = ToolExecutionUpdate{}
-	mi := &file_agentd_v1_events_proto_msgTypes[20]
+	mi := &file_agentd_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1818,7 +2014,7 @@ func (x *ToolExecutionUpdate) String() string {
 func (*ToolExecutionUpdate) ProtoMessage() {}
 
 func (x *ToolExecutionUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[20]
+	mi := &file_agentd_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1831,7 +2027,7 @@ func (x *ToolExecutionUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExecutionUpdate.ProtoReflect.Descriptor instead.
 func (*ToolExecutionUpdate) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ToolExecutionUpdate) GetToolCallId() string {
@@ -1874,7 +2070,7 @@ type ToolExecutionEnd struct {
 
 func (x *ToolExecutionEnd) Reset() {
 	*x = ToolExecutionEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[21]
+	mi := &file_agentd_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +2082,7 @@ func (x *ToolExecutionEnd) String() string {
 func (*ToolExecutionEnd) ProtoMessage() {}
 
 func (x *ToolExecutionEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[21]
+	mi := &file_agentd_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +2095,7 @@ func (x *ToolExecutionEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExecutionEnd.ProtoReflect.Descriptor instead.
 func (*ToolExecutionEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolExecutionEnd) GetResult() *ToolResultMessage {
@@ -1925,7 +2121,7 @@ type TurnEnd struct {
 
 func (x *TurnEnd) Reset() {
 	*x = TurnEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[22]
+	mi := &file_agentd_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2133,7 @@ func (x *TurnEnd) String() string {
 func (*TurnEnd) ProtoMessage() {}
 
 func (x *TurnEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[22]
+	mi := &file_agentd_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2146,7 @@ func (x *TurnEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnEnd.ProtoReflect.Descriptor instead.
 func (*TurnEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TurnEnd) GetTurn() uint32 {
@@ -1989,7 +2185,7 @@ type AgentEnd struct {
 
 func (x *AgentEnd) Reset() {
 	*x = AgentEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[23]
+	mi := &file_agentd_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2197,7 @@ func (x *AgentEnd) String() string {
 func (*AgentEnd) ProtoMessage() {}
 
 func (x *AgentEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[23]
+	mi := &file_agentd_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2210,7 @@ func (x *AgentEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentEnd.ProtoReflect.Descriptor instead.
 func (*AgentEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AgentEnd) GetOutcome() RunOutcome {
@@ -2049,14 +2245,24 @@ type ApprovalRequested struct {
 	// The validated arguments the tool would run with.
 	Arguments *structpb.Struct `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	// When the request times out and the call is refused.
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=deadline,proto3" json:"deadline,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The decisions ResolveApproval accepts: ALLOWED and DENIED.
+	Decisions []ApprovalDecision `protobuf:"varint,5,rep,packed,name=decisions,proto3,enum=agentd.v1.ApprovalDecision" json:"decisions,omitempty"`
+	// The scopes ResolveApproval accepts for this call.
+	Scopes []ApprovalScope `protobuf:"varint,6,rep,packed,name=scopes,proto3,enum=agentd.v1.ApprovalScope" json:"scopes,omitempty"`
+	// A rule that would decide calls like this one (for bash the command's
+	// first word, for the file tools the path's directory); pass it, as
+	// is or edited, in ResolveApprovalRequest.rule.
+	SuggestedRule *ApprovalRule `protobuf:"bytes,7,opt,name=suggested_rule,json=suggestedRule,proto3" json:"suggested_rule,omitempty"`
+	// The key a client tool receives to deduplicate this call.
+	IdempotencyKey string `protobuf:"bytes,8,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_agentd_v1_events_proto_msgTypes[24]
+	mi := &file_agentd_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2068,7 +2274,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[24]
+	mi := &file_agentd_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2081,7 +2287,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ApprovalRequested) GetToolCallId() string {
@@ -2112,6 +2318,34 @@ func (x *ApprovalRequested) GetDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ApprovalRequested) GetDecisions() []ApprovalDecision {
+	if x != nil {
+		return x.Decisions
+	}
+	return nil
+}
+
+func (x *ApprovalRequested) GetScopes() []ApprovalScope {
+	if x != nil {
+		return x.Scopes
+	}
+	return nil
+}
+
+func (x *ApprovalRequested) GetSuggestedRule() *ApprovalRule {
+	if x != nil {
+		return x.SuggestedRule
+	}
+	return nil
+}
+
+func (x *ApprovalRequested) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
 // ToolCallRequested says the model called a client-executed tool. Run it and
 // answer with SubmitToolResult, from any connection; the run waits until
 // then or until the client tool timeout.
@@ -2124,14 +2358,18 @@ type ToolCallRequested struct {
 	// The arguments, already validated against the tool's JSON Schema.
 	Arguments *structpb.Struct `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	// When the request times out and the call becomes an error result.
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=deadline,proto3" json:"deadline,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// "<session id>/<run id>/<tool call id>": stable across retries of the
+	// call (ResolveInDoubt with RETRY), so the client can run its effect
+	// once.
+	IdempotencyKey string `protobuf:"bytes,5,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ToolCallRequested) Reset() {
 	*x = ToolCallRequested{}
-	mi := &file_agentd_v1_events_proto_msgTypes[25]
+	mi := &file_agentd_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2381,7 @@ func (x *ToolCallRequested) String() string {
 func (*ToolCallRequested) ProtoMessage() {}
 
 func (x *ToolCallRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[25]
+	mi := &file_agentd_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2394,7 @@ func (x *ToolCallRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRequested.ProtoReflect.Descriptor instead.
 func (*ToolCallRequested) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ToolCallRequested) GetToolCallId() string {
@@ -2187,6 +2425,13 @@ func (x *ToolCallRequested) GetDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ToolCallRequested) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
 // QueueUpdate shows the messages waiting to be delivered to the run.
 type QueueUpdate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2200,7 +2445,7 @@ type QueueUpdate struct {
 
 func (x *QueueUpdate) Reset() {
 	*x = QueueUpdate{}
-	mi := &file_agentd_v1_events_proto_msgTypes[26]
+	mi := &file_agentd_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +2457,7 @@ func (x *QueueUpdate) String() string {
 func (*QueueUpdate) ProtoMessage() {}
 
 func (x *QueueUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[26]
+	mi := &file_agentd_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2225,7 +2470,7 @@ func (x *QueueUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueUpdate.ProtoReflect.Descriptor instead.
 func (*QueueUpdate) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *QueueUpdate) GetSteering() []*AgentMessage {
@@ -2259,7 +2504,7 @@ type AgentError struct {
 
 func (x *AgentError) Reset() {
 	*x = AgentError{}
-	mi := &file_agentd_v1_events_proto_msgTypes[27]
+	mi := &file_agentd_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2516,7 @@ func (x *AgentError) String() string {
 func (*AgentError) ProtoMessage() {}
 
 func (x *AgentError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[27]
+	mi := &file_agentd_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2529,7 @@ func (x *AgentError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentError.ProtoReflect.Descriptor instead.
 func (*AgentError) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AgentError) GetMessage() string {
@@ -2312,8 +2557,7 @@ var File_agentd_v1_events_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x16agentd/v1/events.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x18agentd/v1/messages.proto\x1a\x17agentd/v1/session.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x94\n" +
-	"\n" +
+	"\x16agentd/v1/events.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x18agentd/v1/messages.proto\x1a\x17agentd/v1/session.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\v\n" +
 	"\n" +
 	"AgentEvent\x12\x1d\n" +
 	"\n" +
@@ -2342,8 +2586,28 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\x05error\x18\x17 \x01(\v2\x15.agentd.v1.AgentErrorH\x00R\x05error\x12G\n" +
 	"\x10compaction_start\x18\x18 \x01(\v2\x1a.agentd.v1.CompactionStartH\x00R\x0fcompactionStart\x12A\n" +
 	"\x0ecompaction_end\x18\x19 \x01(\v2\x18.agentd.v1.CompactionEndH\x00R\rcompactionEnd\x12J\n" +
-	"\x11context_requested\x18\x1a \x01(\v2\x1b.agentd.v1.ContextRequestedH\x00R\x10contextRequestedB\a\n" +
-	"\x05event\"k\n" +
+	"\x11context_requested\x18\x1a \x01(\v2\x1b.agentd.v1.ContextRequestedH\x00R\x10contextRequested\x12A\n" +
+	"\x0ehook_requested\x18\x1b \x01(\v2\x18.agentd.v1.HookRequestedH\x00R\rhookRequested\x12<\n" +
+	"\rtool_in_doubt\x18\x1c \x01(\v2\x16.agentd.v1.ToolInDoubtH\x00R\vtoolInDoubtB\a\n" +
+	"\x05event\"\xba\x04\n" +
+	"\rHookRequested\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12*\n" +
+	"\x05event\x18\x02 \x01(\x0e2\x14.agentd.v1.HookEventR\x05event\x12\x12\n" +
+	"\x04hook\x18\x03 \x01(\tR\x04hook\x12\x1d\n" +
+	"\n" +
+	"hook_index\x18\x04 \x01(\rR\thookIndex\x126\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x120\n" +
+	"\ttool_call\x18\x06 \x01(\v2\x13.agentd.v1.ToolCallR\btoolCall\x12=\n" +
+	"\vtool_result\x18\a \x01(\v2\x1c.agentd.v1.ToolResultMessageR\n" +
+	"toolResult\x121\n" +
+	"\amessage\x18\b \x01(\v2\x17.agentd.v1.AgentMessageR\amessage\x12\x16\n" +
+	"\x06source\x18\t \x01(\tR\x06source\x12$\n" +
+	"\rcontinuations\x18\n" +
+	" \x01(\rR\rcontinuations\x12H\n" +
+	"\x11compaction_reason\x18\v \x01(\x0e2\x1b.agentd.v1.CompactionReasonR\x10compactionReason\x12#\n" +
+	"\rtokens_before\x18\f \x01(\x03R\ftokensBefore\x12\"\n" +
+	"\finstructions\x18\r \x01(\tR\finstructions\"k\n" +
 	"\x0fCompactionStart\x123\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x1b.agentd.v1.CompactionReasonR\x06reason\x12#\n" +
 	"\rtokens_before\x18\x02 \x01(\x03R\ftokensBefore\"\xfd\x02\n" +
@@ -2438,19 +2702,24 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\bAgentEnd\x12/\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x15.agentd.v1.RunOutcomeR\aoutcome\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12&\n" +
-	"\x05usage\x18\x03 \x01(\v2\x10.agentd.v1.UsageR\x05usage\"\xc1\x01\n" +
+	"\x05usage\x18\x03 \x01(\v2\x10.agentd.v1.UsageR\x05usage\"\x97\x03\n" +
 	"\x11ApprovalRequested\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x1b\n" +
 	"\ttool_name\x18\x02 \x01(\tR\btoolName\x125\n" +
 	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\x126\n" +
-	"\bdeadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xc1\x01\n" +
+	"\bdeadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x129\n" +
+	"\tdecisions\x18\x05 \x03(\x0e2\x1b.agentd.v1.ApprovalDecisionR\tdecisions\x120\n" +
+	"\x06scopes\x18\x06 \x03(\x0e2\x18.agentd.v1.ApprovalScopeR\x06scopes\x12>\n" +
+	"\x0esuggested_rule\x18\a \x01(\v2\x17.agentd.v1.ApprovalRuleR\rsuggestedRule\x12'\n" +
+	"\x0fidempotency_key\x18\b \x01(\tR\x0eidempotencyKey\"\xea\x01\n" +
 	"\x11ToolCallRequested\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x1b\n" +
 	"\ttool_name\x18\x02 \x01(\tR\btoolName\x125\n" +
 	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\x126\n" +
-	"\bdeadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"x\n" +
+	"\bdeadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12'\n" +
+	"\x0fidempotency_key\x18\x05 \x01(\tR\x0eidempotencyKey\"x\n" +
 	"\vQueueUpdate\x123\n" +
 	"\bsteering\x18\x01 \x03(\v2\x17.agentd.v1.AgentMessageR\bsteering\x124\n" +
 	"\tfollow_up\x18\x02 \x03(\v2\x17.agentd.v1.AgentMessageR\bfollowUp\"R\n" +
@@ -2481,107 +2750,124 @@ func file_agentd_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_agentd_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_agentd_v1_events_proto_goTypes = []any{
 	(RunOutcome)(0),               // 0: agentd.v1.RunOutcome
 	(*AgentEvent)(nil),            // 1: agentd.v1.AgentEvent
-	(*CompactionStart)(nil),       // 2: agentd.v1.CompactionStart
-	(*CompactionEnd)(nil),         // 3: agentd.v1.CompactionEnd
-	(*ContextRequested)(nil),      // 4: agentd.v1.ContextRequested
-	(*ContextItem)(nil),           // 5: agentd.v1.ContextItem
-	(*AgentStart)(nil),            // 6: agentd.v1.AgentStart
-	(*TurnStart)(nil),             // 7: agentd.v1.TurnStart
-	(*MessageStart)(nil),          // 8: agentd.v1.MessageStart
-	(*MessageUpdate)(nil),         // 9: agentd.v1.MessageUpdate
-	(*TextStart)(nil),             // 10: agentd.v1.TextStart
-	(*TextDelta)(nil),             // 11: agentd.v1.TextDelta
-	(*TextEnd)(nil),               // 12: agentd.v1.TextEnd
-	(*ThinkingStart)(nil),         // 13: agentd.v1.ThinkingStart
-	(*ThinkingDelta)(nil),         // 14: agentd.v1.ThinkingDelta
-	(*ThinkingEnd)(nil),           // 15: agentd.v1.ThinkingEnd
-	(*ToolCallStart)(nil),         // 16: agentd.v1.ToolCallStart
-	(*ToolCallDelta)(nil),         // 17: agentd.v1.ToolCallDelta
-	(*ToolCallEnd)(nil),           // 18: agentd.v1.ToolCallEnd
-	(*MessageEnd)(nil),            // 19: agentd.v1.MessageEnd
-	(*ToolExecutionStart)(nil),    // 20: agentd.v1.ToolExecutionStart
-	(*ToolExecutionUpdate)(nil),   // 21: agentd.v1.ToolExecutionUpdate
-	(*ToolExecutionEnd)(nil),      // 22: agentd.v1.ToolExecutionEnd
-	(*TurnEnd)(nil),               // 23: agentd.v1.TurnEnd
-	(*AgentEnd)(nil),              // 24: agentd.v1.AgentEnd
-	(*ApprovalRequested)(nil),     // 25: agentd.v1.ApprovalRequested
-	(*ToolCallRequested)(nil),     // 26: agentd.v1.ToolCallRequested
-	(*QueueUpdate)(nil),           // 27: agentd.v1.QueueUpdate
-	(*AgentError)(nil),            // 28: agentd.v1.AgentError
-	(*timestamppb.Timestamp)(nil), // 29: google.protobuf.Timestamp
-	(CompactionReason)(0),         // 30: agentd.v1.CompactionReason
-	(*CompactionSummary)(nil),     // 31: agentd.v1.CompactionSummary
-	(MessageKind)(0),              // 32: agentd.v1.MessageKind
-	(*AgentMessage)(nil),          // 33: agentd.v1.AgentMessage
-	(*ToolCall)(nil),              // 34: agentd.v1.ToolCall
-	(*structpb.Struct)(nil),       // 35: google.protobuf.Struct
-	(*ContentBlock)(nil),          // 36: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),        // 37: google.protobuf.Value
-	(*ToolResultMessage)(nil),     // 38: agentd.v1.ToolResultMessage
-	(*AssistantMessage)(nil),      // 39: agentd.v1.AssistantMessage
-	(*Usage)(nil),                 // 40: agentd.v1.Usage
+	(*HookRequested)(nil),         // 2: agentd.v1.HookRequested
+	(*CompactionStart)(nil),       // 3: agentd.v1.CompactionStart
+	(*CompactionEnd)(nil),         // 4: agentd.v1.CompactionEnd
+	(*ContextRequested)(nil),      // 5: agentd.v1.ContextRequested
+	(*ContextItem)(nil),           // 6: agentd.v1.ContextItem
+	(*AgentStart)(nil),            // 7: agentd.v1.AgentStart
+	(*TurnStart)(nil),             // 8: agentd.v1.TurnStart
+	(*MessageStart)(nil),          // 9: agentd.v1.MessageStart
+	(*MessageUpdate)(nil),         // 10: agentd.v1.MessageUpdate
+	(*TextStart)(nil),             // 11: agentd.v1.TextStart
+	(*TextDelta)(nil),             // 12: agentd.v1.TextDelta
+	(*TextEnd)(nil),               // 13: agentd.v1.TextEnd
+	(*ThinkingStart)(nil),         // 14: agentd.v1.ThinkingStart
+	(*ThinkingDelta)(nil),         // 15: agentd.v1.ThinkingDelta
+	(*ThinkingEnd)(nil),           // 16: agentd.v1.ThinkingEnd
+	(*ToolCallStart)(nil),         // 17: agentd.v1.ToolCallStart
+	(*ToolCallDelta)(nil),         // 18: agentd.v1.ToolCallDelta
+	(*ToolCallEnd)(nil),           // 19: agentd.v1.ToolCallEnd
+	(*MessageEnd)(nil),            // 20: agentd.v1.MessageEnd
+	(*ToolExecutionStart)(nil),    // 21: agentd.v1.ToolExecutionStart
+	(*ToolExecutionUpdate)(nil),   // 22: agentd.v1.ToolExecutionUpdate
+	(*ToolExecutionEnd)(nil),      // 23: agentd.v1.ToolExecutionEnd
+	(*TurnEnd)(nil),               // 24: agentd.v1.TurnEnd
+	(*AgentEnd)(nil),              // 25: agentd.v1.AgentEnd
+	(*ApprovalRequested)(nil),     // 26: agentd.v1.ApprovalRequested
+	(*ToolCallRequested)(nil),     // 27: agentd.v1.ToolCallRequested
+	(*QueueUpdate)(nil),           // 28: agentd.v1.QueueUpdate
+	(*AgentError)(nil),            // 29: agentd.v1.AgentError
+	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
+	(*ToolInDoubt)(nil),           // 31: agentd.v1.ToolInDoubt
+	(HookEvent)(0),                // 32: agentd.v1.HookEvent
+	(*ToolCall)(nil),              // 33: agentd.v1.ToolCall
+	(*ToolResultMessage)(nil),     // 34: agentd.v1.ToolResultMessage
+	(*AgentMessage)(nil),          // 35: agentd.v1.AgentMessage
+	(CompactionReason)(0),         // 36: agentd.v1.CompactionReason
+	(*CompactionSummary)(nil),     // 37: agentd.v1.CompactionSummary
+	(MessageKind)(0),              // 38: agentd.v1.MessageKind
+	(*structpb.Struct)(nil),       // 39: google.protobuf.Struct
+	(*ContentBlock)(nil),          // 40: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),        // 41: google.protobuf.Value
+	(*AssistantMessage)(nil),      // 42: agentd.v1.AssistantMessage
+	(*Usage)(nil),                 // 43: agentd.v1.Usage
+	(ApprovalDecision)(0),         // 44: agentd.v1.ApprovalDecision
+	(ApprovalScope)(0),            // 45: agentd.v1.ApprovalScope
+	(*ApprovalRule)(nil),          // 46: agentd.v1.ApprovalRule
 }
 var file_agentd_v1_events_proto_depIdxs = []int32{
-	29, // 0: agentd.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
-	6,  // 1: agentd.v1.AgentEvent.agent_start:type_name -> agentd.v1.AgentStart
-	7,  // 2: agentd.v1.AgentEvent.turn_start:type_name -> agentd.v1.TurnStart
-	8,  // 3: agentd.v1.AgentEvent.message_start:type_name -> agentd.v1.MessageStart
-	9,  // 4: agentd.v1.AgentEvent.message_update:type_name -> agentd.v1.MessageUpdate
-	19, // 5: agentd.v1.AgentEvent.message_end:type_name -> agentd.v1.MessageEnd
-	20, // 6: agentd.v1.AgentEvent.tool_execution_start:type_name -> agentd.v1.ToolExecutionStart
-	21, // 7: agentd.v1.AgentEvent.tool_execution_update:type_name -> agentd.v1.ToolExecutionUpdate
-	22, // 8: agentd.v1.AgentEvent.tool_execution_end:type_name -> agentd.v1.ToolExecutionEnd
-	23, // 9: agentd.v1.AgentEvent.turn_end:type_name -> agentd.v1.TurnEnd
-	24, // 10: agentd.v1.AgentEvent.agent_end:type_name -> agentd.v1.AgentEnd
-	25, // 11: agentd.v1.AgentEvent.approval_requested:type_name -> agentd.v1.ApprovalRequested
-	26, // 12: agentd.v1.AgentEvent.tool_call_requested:type_name -> agentd.v1.ToolCallRequested
-	27, // 13: agentd.v1.AgentEvent.queue_update:type_name -> agentd.v1.QueueUpdate
-	28, // 14: agentd.v1.AgentEvent.error:type_name -> agentd.v1.AgentError
-	2,  // 15: agentd.v1.AgentEvent.compaction_start:type_name -> agentd.v1.CompactionStart
-	3,  // 16: agentd.v1.AgentEvent.compaction_end:type_name -> agentd.v1.CompactionEnd
-	4,  // 17: agentd.v1.AgentEvent.context_requested:type_name -> agentd.v1.ContextRequested
-	30, // 18: agentd.v1.CompactionStart.reason:type_name -> agentd.v1.CompactionReason
-	30, // 19: agentd.v1.CompactionEnd.reason:type_name -> agentd.v1.CompactionReason
-	31, // 20: agentd.v1.CompactionEnd.summary:type_name -> agentd.v1.CompactionSummary
-	5,  // 21: agentd.v1.ContextRequested.items:type_name -> agentd.v1.ContextItem
-	29, // 22: agentd.v1.ContextRequested.deadline:type_name -> google.protobuf.Timestamp
-	32, // 23: agentd.v1.ContextItem.kind:type_name -> agentd.v1.MessageKind
-	33, // 24: agentd.v1.ContextItem.message:type_name -> agentd.v1.AgentMessage
-	33, // 25: agentd.v1.MessageStart.message:type_name -> agentd.v1.AgentMessage
-	10, // 26: agentd.v1.MessageUpdate.text_start:type_name -> agentd.v1.TextStart
-	11, // 27: agentd.v1.MessageUpdate.text_delta:type_name -> agentd.v1.TextDelta
-	12, // 28: agentd.v1.MessageUpdate.text_end:type_name -> agentd.v1.TextEnd
-	13, // 29: agentd.v1.MessageUpdate.thinking_start:type_name -> agentd.v1.ThinkingStart
-	14, // 30: agentd.v1.MessageUpdate.thinking_delta:type_name -> agentd.v1.ThinkingDelta
-	15, // 31: agentd.v1.MessageUpdate.thinking_end:type_name -> agentd.v1.ThinkingEnd
-	16, // 32: agentd.v1.MessageUpdate.tool_call_start:type_name -> agentd.v1.ToolCallStart
-	17, // 33: agentd.v1.MessageUpdate.tool_call_delta:type_name -> agentd.v1.ToolCallDelta
-	18, // 34: agentd.v1.MessageUpdate.tool_call_end:type_name -> agentd.v1.ToolCallEnd
-	34, // 35: agentd.v1.ToolCallEnd.tool_call:type_name -> agentd.v1.ToolCall
-	33, // 36: agentd.v1.MessageEnd.message:type_name -> agentd.v1.AgentMessage
-	35, // 37: agentd.v1.ToolExecutionStart.arguments:type_name -> google.protobuf.Struct
-	36, // 38: agentd.v1.ToolExecutionUpdate.content:type_name -> agentd.v1.ContentBlock
-	37, // 39: agentd.v1.ToolExecutionUpdate.details:type_name -> google.protobuf.Value
-	38, // 40: agentd.v1.ToolExecutionEnd.result:type_name -> agentd.v1.ToolResultMessage
-	39, // 41: agentd.v1.TurnEnd.message:type_name -> agentd.v1.AssistantMessage
-	38, // 42: agentd.v1.TurnEnd.tool_results:type_name -> agentd.v1.ToolResultMessage
-	0,  // 43: agentd.v1.AgentEnd.outcome:type_name -> agentd.v1.RunOutcome
-	40, // 44: agentd.v1.AgentEnd.usage:type_name -> agentd.v1.Usage
-	35, // 45: agentd.v1.ApprovalRequested.arguments:type_name -> google.protobuf.Struct
-	29, // 46: agentd.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	35, // 47: agentd.v1.ToolCallRequested.arguments:type_name -> google.protobuf.Struct
-	29, // 48: agentd.v1.ToolCallRequested.deadline:type_name -> google.protobuf.Timestamp
-	33, // 49: agentd.v1.QueueUpdate.steering:type_name -> agentd.v1.AgentMessage
-	33, // 50: agentd.v1.QueueUpdate.follow_up:type_name -> agentd.v1.AgentMessage
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	30, // 0: agentd.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	7,  // 1: agentd.v1.AgentEvent.agent_start:type_name -> agentd.v1.AgentStart
+	8,  // 2: agentd.v1.AgentEvent.turn_start:type_name -> agentd.v1.TurnStart
+	9,  // 3: agentd.v1.AgentEvent.message_start:type_name -> agentd.v1.MessageStart
+	10, // 4: agentd.v1.AgentEvent.message_update:type_name -> agentd.v1.MessageUpdate
+	20, // 5: agentd.v1.AgentEvent.message_end:type_name -> agentd.v1.MessageEnd
+	21, // 6: agentd.v1.AgentEvent.tool_execution_start:type_name -> agentd.v1.ToolExecutionStart
+	22, // 7: agentd.v1.AgentEvent.tool_execution_update:type_name -> agentd.v1.ToolExecutionUpdate
+	23, // 8: agentd.v1.AgentEvent.tool_execution_end:type_name -> agentd.v1.ToolExecutionEnd
+	24, // 9: agentd.v1.AgentEvent.turn_end:type_name -> agentd.v1.TurnEnd
+	25, // 10: agentd.v1.AgentEvent.agent_end:type_name -> agentd.v1.AgentEnd
+	26, // 11: agentd.v1.AgentEvent.approval_requested:type_name -> agentd.v1.ApprovalRequested
+	27, // 12: agentd.v1.AgentEvent.tool_call_requested:type_name -> agentd.v1.ToolCallRequested
+	28, // 13: agentd.v1.AgentEvent.queue_update:type_name -> agentd.v1.QueueUpdate
+	29, // 14: agentd.v1.AgentEvent.error:type_name -> agentd.v1.AgentError
+	3,  // 15: agentd.v1.AgentEvent.compaction_start:type_name -> agentd.v1.CompactionStart
+	4,  // 16: agentd.v1.AgentEvent.compaction_end:type_name -> agentd.v1.CompactionEnd
+	5,  // 17: agentd.v1.AgentEvent.context_requested:type_name -> agentd.v1.ContextRequested
+	2,  // 18: agentd.v1.AgentEvent.hook_requested:type_name -> agentd.v1.HookRequested
+	31, // 19: agentd.v1.AgentEvent.tool_in_doubt:type_name -> agentd.v1.ToolInDoubt
+	32, // 20: agentd.v1.HookRequested.event:type_name -> agentd.v1.HookEvent
+	30, // 21: agentd.v1.HookRequested.deadline:type_name -> google.protobuf.Timestamp
+	33, // 22: agentd.v1.HookRequested.tool_call:type_name -> agentd.v1.ToolCall
+	34, // 23: agentd.v1.HookRequested.tool_result:type_name -> agentd.v1.ToolResultMessage
+	35, // 24: agentd.v1.HookRequested.message:type_name -> agentd.v1.AgentMessage
+	36, // 25: agentd.v1.HookRequested.compaction_reason:type_name -> agentd.v1.CompactionReason
+	36, // 26: agentd.v1.CompactionStart.reason:type_name -> agentd.v1.CompactionReason
+	36, // 27: agentd.v1.CompactionEnd.reason:type_name -> agentd.v1.CompactionReason
+	37, // 28: agentd.v1.CompactionEnd.summary:type_name -> agentd.v1.CompactionSummary
+	6,  // 29: agentd.v1.ContextRequested.items:type_name -> agentd.v1.ContextItem
+	30, // 30: agentd.v1.ContextRequested.deadline:type_name -> google.protobuf.Timestamp
+	38, // 31: agentd.v1.ContextItem.kind:type_name -> agentd.v1.MessageKind
+	35, // 32: agentd.v1.ContextItem.message:type_name -> agentd.v1.AgentMessage
+	35, // 33: agentd.v1.MessageStart.message:type_name -> agentd.v1.AgentMessage
+	11, // 34: agentd.v1.MessageUpdate.text_start:type_name -> agentd.v1.TextStart
+	12, // 35: agentd.v1.MessageUpdate.text_delta:type_name -> agentd.v1.TextDelta
+	13, // 36: agentd.v1.MessageUpdate.text_end:type_name -> agentd.v1.TextEnd
+	14, // 37: agentd.v1.MessageUpdate.thinking_start:type_name -> agentd.v1.ThinkingStart
+	15, // 38: agentd.v1.MessageUpdate.thinking_delta:type_name -> agentd.v1.ThinkingDelta
+	16, // 39: agentd.v1.MessageUpdate.thinking_end:type_name -> agentd.v1.ThinkingEnd
+	17, // 40: agentd.v1.MessageUpdate.tool_call_start:type_name -> agentd.v1.ToolCallStart
+	18, // 41: agentd.v1.MessageUpdate.tool_call_delta:type_name -> agentd.v1.ToolCallDelta
+	19, // 42: agentd.v1.MessageUpdate.tool_call_end:type_name -> agentd.v1.ToolCallEnd
+	33, // 43: agentd.v1.ToolCallEnd.tool_call:type_name -> agentd.v1.ToolCall
+	35, // 44: agentd.v1.MessageEnd.message:type_name -> agentd.v1.AgentMessage
+	39, // 45: agentd.v1.ToolExecutionStart.arguments:type_name -> google.protobuf.Struct
+	40, // 46: agentd.v1.ToolExecutionUpdate.content:type_name -> agentd.v1.ContentBlock
+	41, // 47: agentd.v1.ToolExecutionUpdate.details:type_name -> google.protobuf.Value
+	34, // 48: agentd.v1.ToolExecutionEnd.result:type_name -> agentd.v1.ToolResultMessage
+	42, // 49: agentd.v1.TurnEnd.message:type_name -> agentd.v1.AssistantMessage
+	34, // 50: agentd.v1.TurnEnd.tool_results:type_name -> agentd.v1.ToolResultMessage
+	0,  // 51: agentd.v1.AgentEnd.outcome:type_name -> agentd.v1.RunOutcome
+	43, // 52: agentd.v1.AgentEnd.usage:type_name -> agentd.v1.Usage
+	39, // 53: agentd.v1.ApprovalRequested.arguments:type_name -> google.protobuf.Struct
+	30, // 54: agentd.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	44, // 55: agentd.v1.ApprovalRequested.decisions:type_name -> agentd.v1.ApprovalDecision
+	45, // 56: agentd.v1.ApprovalRequested.scopes:type_name -> agentd.v1.ApprovalScope
+	46, // 57: agentd.v1.ApprovalRequested.suggested_rule:type_name -> agentd.v1.ApprovalRule
+	39, // 58: agentd.v1.ToolCallRequested.arguments:type_name -> google.protobuf.Struct
+	30, // 59: agentd.v1.ToolCallRequested.deadline:type_name -> google.protobuf.Timestamp
+	35, // 60: agentd.v1.QueueUpdate.steering:type_name -> agentd.v1.AgentMessage
+	35, // 61: agentd.v1.QueueUpdate.follow_up:type_name -> agentd.v1.AgentMessage
+	62, // [62:62] is the sub-list for method output_type
+	62, // [62:62] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_events_proto_init() }
@@ -2611,8 +2897,10 @@ func file_agentd_v1_events_proto_init() {
 		(*AgentEvent_CompactionStart)(nil),
 		(*AgentEvent_CompactionEnd)(nil),
 		(*AgentEvent_ContextRequested)(nil),
+		(*AgentEvent_HookRequested)(nil),
+		(*AgentEvent_ToolInDoubt)(nil),
 	}
-	file_agentd_v1_events_proto_msgTypes[8].OneofWrappers = []any{
+	file_agentd_v1_events_proto_msgTypes[9].OneofWrappers = []any{
 		(*MessageUpdate_TextStart)(nil),
 		(*MessageUpdate_TextDelta)(nil),
 		(*MessageUpdate_TextEnd)(nil),
@@ -2629,7 +2917,7 @@ func file_agentd_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_events_proto_rawDesc), len(file_agentd_v1_events_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

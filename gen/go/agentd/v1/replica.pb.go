@@ -47,6 +47,7 @@ type ReplicaControl struct {
 	//	*ReplicaControl_ToolResult
 	//	*ReplicaControl_Approval
 	//	*ReplicaControl_Context
+	//	*ReplicaControl_Hook
 	Action        isReplicaControl_Action `protobuf_oneof:"action"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -157,6 +158,15 @@ func (x *ReplicaControl) GetContext() *ReplicaContextAnswer {
 	return nil
 }
 
+func (x *ReplicaControl) GetHook() *SubmitHookResultRequest {
+	if x != nil {
+		if x, ok := x.Action.(*ReplicaControl_Hook); ok {
+			return x.Hook
+		}
+	}
+	return nil
+}
+
 type isReplicaControl_Action interface {
 	isReplicaControl_Action()
 }
@@ -192,6 +202,12 @@ type ReplicaControl_Context struct {
 	Context *ReplicaContextAnswer `protobuf:"bytes,8,opt,name=context,proto3,oneof"`
 }
 
+type ReplicaControl_Hook struct {
+	// SubmitHookResult, already validated by the receiving replica as far
+	// as it can without the run.
+	Hook *SubmitHookResultRequest `protobuf:"bytes,9,opt,name=hook,proto3,oneof"`
+}
+
 func (*ReplicaControl_Steer) isReplicaControl_Action() {}
 
 func (*ReplicaControl_FollowUp) isReplicaControl_Action() {}
@@ -203,6 +219,8 @@ func (*ReplicaControl_ToolResult) isReplicaControl_Action() {}
 func (*ReplicaControl_Approval) isReplicaControl_Action() {}
 
 func (*ReplicaControl_Context) isReplicaControl_Action() {}
+
+func (*ReplicaControl_Hook) isReplicaControl_Action() {}
 
 // ReplicaToolResult is a client's result for a tool_call_requested event.
 type ReplicaToolResult struct {
@@ -287,7 +305,15 @@ type ReplicaApproval struct {
 	// Why.
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Who decided.
-	DecidedBy     string `protobuf:"bytes,4,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	DecidedBy string `protobuf:"bytes,4,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	// The scope (ResolveApprovalRequest.scope).
+	Scope ApprovalScope `protobuf:"varint,5,opt,name=scope,proto3,enum=agentd.v1.ApprovalScope" json:"scope,omitempty"`
+	// Edited arguments (ResolveApprovalRequest.arguments).
+	Arguments *structpb.Struct `protobuf:"bytes,6,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// The rule (ResolveApprovalRequest.rule).
+	Rule *ApprovalRule `protobuf:"bytes,7,opt,name=rule,proto3" json:"rule,omitempty"`
+	// More calls decided the same way (ResolveApprovalRequest.tool_call_ids).
+	ToolCallIds   []string `protobuf:"bytes,8,rep,name=tool_call_ids,json=toolCallIds,proto3" json:"tool_call_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -348,6 +374,34 @@ func (x *ReplicaApproval) GetDecidedBy() string {
 		return x.DecidedBy
 	}
 	return ""
+}
+
+func (x *ReplicaApproval) GetScope() ApprovalScope {
+	if x != nil {
+		return x.Scope
+	}
+	return ApprovalScope_APPROVAL_SCOPE_UNSPECIFIED
+}
+
+func (x *ReplicaApproval) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *ReplicaApproval) GetRule() *ApprovalRule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+func (x *ReplicaApproval) GetToolCallIds() []string {
+	if x != nil {
+		return x.ToolCallIds
+	}
+	return nil
 }
 
 // ReplicaContextAnswer answers a context_requested event.
@@ -433,6 +487,8 @@ type ReplicaControlAnswer struct {
 	ErrorReason ErrorReason `protobuf:"varint,6,opt,name=error_reason,json=errorReason,proto3,enum=agentd.v1.ErrorReason" json:"error_reason,omitempty"`
 	// The particulars of error_reason.
 	ErrorMetadata map[string]string `protobuf:"bytes,7,rep,name=error_metadata,json=errorMetadata,proto3" json:"error_metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// For ResolveApproval with scope SESSION: the rule stored.
+	Rule          *ApprovalRule `protobuf:"bytes,8,opt,name=rule,proto3" json:"rule,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -509,11 +565,18 @@ func (x *ReplicaControlAnswer) GetErrorMetadata() map[string]string {
 	return nil
 }
 
+func (x *ReplicaControlAnswer) GetRule() *ApprovalRule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
 var File_agentd_v1_replica_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"\x17agentd/v1/replica.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x17agentd/v1/service.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x89\x03\n" +
+	"\x17agentd/v1/replica.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x17agentd/v1/service.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc3\x03\n" +
 	"\x0eReplicaControl\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
@@ -524,28 +587,33 @@ const file_agentd_v1_replica_proto_rawDesc = "" +
 	"\vtool_result\x18\x06 \x01(\v2\x1c.agentd.v1.ReplicaToolResultH\x00R\n" +
 	"toolResult\x128\n" +
 	"\bapproval\x18\a \x01(\v2\x1a.agentd.v1.ReplicaApprovalH\x00R\bapproval\x12;\n" +
-	"\acontext\x18\b \x01(\v2\x1f.agentd.v1.ReplicaContextAnswerH\x00R\acontextB\b\n" +
+	"\acontext\x18\b \x01(\v2\x1f.agentd.v1.ReplicaContextAnswerH\x00R\acontext\x128\n" +
+	"\x04hook\x18\t \x01(\v2\".agentd.v1.SubmitHookResultRequestH\x00R\x04hookB\b\n" +
 	"\x06action\"\xb5\x01\n" +
 	"\x11ReplicaToolResult\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x121\n" +
 	"\acontent\x18\x02 \x03(\v2\x17.agentd.v1.ContentBlockR\acontent\x120\n" +
 	"\adetails\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\adetails\x12\x19\n" +
-	"\bis_error\x18\x04 \x01(\bR\aisError\"\x84\x01\n" +
+	"\bis_error\x18\x04 \x01(\bR\aisError\"\xbc\x02\n" +
 	"\x0fReplicaApproval\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x18\n" +
 	"\aallowed\x18\x02 \x01(\bR\aallowed\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
-	"decided_by\x18\x04 \x01(\tR\tdecidedBy\"\x8c\x01\n" +
+	"decided_by\x18\x04 \x01(\tR\tdecidedBy\x12.\n" +
+	"\x05scope\x18\x05 \x01(\x0e2\x18.agentd.v1.ApprovalScopeR\x05scope\x125\n" +
+	"\targuments\x18\x06 \x01(\v2\x17.google.protobuf.StructR\targuments\x12+\n" +
+	"\x04rule\x18\a \x01(\v2\x17.agentd.v1.ApprovalRuleR\x04rule\x12\"\n" +
+	"\rtool_call_ids\x18\b \x03(\tR\vtoolCallIds\"\x8c\x01\n" +
 	"\x14ReplicaContextAnswer\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12;\n" +
 	"\n" +
 	"selections\x18\x02 \x03(\v2\x1b.agentd.v1.ContextSelectionR\n" +
 	"selections\x12\x18\n" +
-	"\arefused\x18\x03 \x01(\tR\arefused\"\xf5\x02\n" +
+	"\arefused\x18\x03 \x01(\tR\arefused\"\xa2\x03\n" +
 	"\x14ReplicaControlAnswer\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\verror_field\x18\x03 \x01(\tR\n" +
@@ -553,7 +621,8 @@ const file_agentd_v1_replica_proto_rawDesc = "" +
 	"\x06queued\x18\x04 \x01(\rR\x06queued\x12\x15\n" +
 	"\x06run_id\x18\x05 \x01(\tR\x05runId\x129\n" +
 	"\ferror_reason\x18\x06 \x01(\x0e2\x16.agentd.v1.ErrorReasonR\verrorReason\x12Y\n" +
-	"\x0eerror_metadata\x18\a \x03(\v22.agentd.v1.ReplicaControlAnswer.ErrorMetadataEntryR\rerrorMetadata\x1a@\n" +
+	"\x0eerror_metadata\x18\a \x03(\v22.agentd.v1.ReplicaControlAnswer.ErrorMetadataEntryR\rerrorMetadata\x12+\n" +
+	"\x04rule\x18\b \x01(\v2\x17.agentd.v1.ApprovalRuleR\x04rule\x1a@\n" +
 	"\x12ErrorMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x01\x10\x02R\n" +
@@ -573,17 +642,21 @@ func file_agentd_v1_replica_proto_rawDescGZIP() []byte {
 
 var file_agentd_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_agentd_v1_replica_proto_goTypes = []any{
-	(*ReplicaControl)(nil),       // 0: agentd.v1.ReplicaControl
-	(*ReplicaToolResult)(nil),    // 1: agentd.v1.ReplicaToolResult
-	(*ReplicaApproval)(nil),      // 2: agentd.v1.ReplicaApproval
-	(*ReplicaContextAnswer)(nil), // 3: agentd.v1.ReplicaContextAnswer
-	(*ReplicaControlAnswer)(nil), // 4: agentd.v1.ReplicaControlAnswer
-	nil,                          // 5: agentd.v1.ReplicaControlAnswer.ErrorMetadataEntry
-	(*AgentMessage)(nil),         // 6: agentd.v1.AgentMessage
-	(*ContentBlock)(nil),         // 7: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),       // 8: google.protobuf.Value
-	(*ContextSelection)(nil),     // 9: agentd.v1.ContextSelection
-	(ErrorReason)(0),             // 10: agentd.v1.ErrorReason
+	(*ReplicaControl)(nil),          // 0: agentd.v1.ReplicaControl
+	(*ReplicaToolResult)(nil),       // 1: agentd.v1.ReplicaToolResult
+	(*ReplicaApproval)(nil),         // 2: agentd.v1.ReplicaApproval
+	(*ReplicaContextAnswer)(nil),    // 3: agentd.v1.ReplicaContextAnswer
+	(*ReplicaControlAnswer)(nil),    // 4: agentd.v1.ReplicaControlAnswer
+	nil,                             // 5: agentd.v1.ReplicaControlAnswer.ErrorMetadataEntry
+	(*AgentMessage)(nil),            // 6: agentd.v1.AgentMessage
+	(*SubmitHookResultRequest)(nil), // 7: agentd.v1.SubmitHookResultRequest
+	(*ContentBlock)(nil),            // 8: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),          // 9: google.protobuf.Value
+	(ApprovalScope)(0),              // 10: agentd.v1.ApprovalScope
+	(*structpb.Struct)(nil),         // 11: google.protobuf.Struct
+	(*ApprovalRule)(nil),            // 12: agentd.v1.ApprovalRule
+	(*ContextSelection)(nil),        // 13: agentd.v1.ContextSelection
+	(ErrorReason)(0),                // 14: agentd.v1.ErrorReason
 }
 var file_agentd_v1_replica_proto_depIdxs = []int32{
 	6,  // 0: agentd.v1.ReplicaControl.steer:type_name -> agentd.v1.AgentMessage
@@ -591,16 +664,21 @@ var file_agentd_v1_replica_proto_depIdxs = []int32{
 	1,  // 2: agentd.v1.ReplicaControl.tool_result:type_name -> agentd.v1.ReplicaToolResult
 	2,  // 3: agentd.v1.ReplicaControl.approval:type_name -> agentd.v1.ReplicaApproval
 	3,  // 4: agentd.v1.ReplicaControl.context:type_name -> agentd.v1.ReplicaContextAnswer
-	7,  // 5: agentd.v1.ReplicaToolResult.content:type_name -> agentd.v1.ContentBlock
-	8,  // 6: agentd.v1.ReplicaToolResult.details:type_name -> google.protobuf.Value
-	9,  // 7: agentd.v1.ReplicaContextAnswer.selections:type_name -> agentd.v1.ContextSelection
-	10, // 8: agentd.v1.ReplicaControlAnswer.error_reason:type_name -> agentd.v1.ErrorReason
-	5,  // 9: agentd.v1.ReplicaControlAnswer.error_metadata:type_name -> agentd.v1.ReplicaControlAnswer.ErrorMetadataEntry
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	7,  // 5: agentd.v1.ReplicaControl.hook:type_name -> agentd.v1.SubmitHookResultRequest
+	8,  // 6: agentd.v1.ReplicaToolResult.content:type_name -> agentd.v1.ContentBlock
+	9,  // 7: agentd.v1.ReplicaToolResult.details:type_name -> google.protobuf.Value
+	10, // 8: agentd.v1.ReplicaApproval.scope:type_name -> agentd.v1.ApprovalScope
+	11, // 9: agentd.v1.ReplicaApproval.arguments:type_name -> google.protobuf.Struct
+	12, // 10: agentd.v1.ReplicaApproval.rule:type_name -> agentd.v1.ApprovalRule
+	13, // 11: agentd.v1.ReplicaContextAnswer.selections:type_name -> agentd.v1.ContextSelection
+	14, // 12: agentd.v1.ReplicaControlAnswer.error_reason:type_name -> agentd.v1.ErrorReason
+	5,  // 13: agentd.v1.ReplicaControlAnswer.error_metadata:type_name -> agentd.v1.ReplicaControlAnswer.ErrorMetadataEntry
+	12, // 14: agentd.v1.ReplicaControlAnswer.rule:type_name -> agentd.v1.ApprovalRule
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_replica_proto_init() }
@@ -618,6 +696,7 @@ func file_agentd_v1_replica_proto_init() {
 		(*ReplicaControl_ToolResult)(nil),
 		(*ReplicaControl_Approval)(nil),
 		(*ReplicaControl_Context)(nil),
+		(*ReplicaControl_Hook)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

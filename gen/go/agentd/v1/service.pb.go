@@ -24,6 +24,127 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// HookVerdict is a client's answer to a hook (see HookEvent for what each
+// event accepts).
+type HookVerdict int32
+
+const (
+	// Not set; refused.
+	HookVerdict_HOOK_VERDICT_UNSPECIFIED HookVerdict = 0
+	// Go on unchanged.
+	HookVerdict_HOOK_VERDICT_ALLOW HookVerdict = 1
+	// Refuse: the tool call, the prompt or the compaction.
+	HookVerdict_HOOK_VERDICT_DENY HookVerdict = 2
+	// Change: the call's arguments, the result, the context, the stop, the
+	// compaction's instructions.
+	HookVerdict_HOOK_VERDICT_MODIFY HookVerdict = 3
+	// POST_TOOL_USE only: hide the result from the model.
+	HookVerdict_HOOK_VERDICT_REDACT HookVerdict = 4
+)
+
+// Enum value maps for HookVerdict.
+var (
+	HookVerdict_name = map[int32]string{
+		0: "HOOK_VERDICT_UNSPECIFIED",
+		1: "HOOK_VERDICT_ALLOW",
+		2: "HOOK_VERDICT_DENY",
+		3: "HOOK_VERDICT_MODIFY",
+		4: "HOOK_VERDICT_REDACT",
+	}
+	HookVerdict_value = map[string]int32{
+		"HOOK_VERDICT_UNSPECIFIED": 0,
+		"HOOK_VERDICT_ALLOW":       1,
+		"HOOK_VERDICT_DENY":        2,
+		"HOOK_VERDICT_MODIFY":      3,
+		"HOOK_VERDICT_REDACT":      4,
+	}
+)
+
+func (x HookVerdict) Enum() *HookVerdict {
+	p := new(HookVerdict)
+	*p = x
+	return p
+}
+
+func (x HookVerdict) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HookVerdict) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_service_proto_enumTypes[0].Descriptor()
+}
+
+func (HookVerdict) Type() protoreflect.EnumType {
+	return &file_agentd_v1_service_proto_enumTypes[0]
+}
+
+func (x HookVerdict) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HookVerdict.Descriptor instead.
+func (HookVerdict) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
+// InDoubtAction is how ResolveInDoubt decides a call in doubt.
+type InDoubtAction int32
+
+const (
+	// Not set; refused.
+	InDoubtAction_IN_DOUBT_ACTION_UNSPECIFIED InDoubtAction = 0
+	// Run the call again, with the same arguments and idempotency key; its
+	// result is stored as the call's result.
+	InDoubtAction_IN_DOUBT_ACTION_RETRY InDoubtAction = 1
+	// Do not run it: the model gets an error result carrying message.
+	InDoubtAction_IN_DOUBT_ACTION_SKIP InDoubtAction = 2
+	// Store the result given (content, details, is_error) as the call's.
+	InDoubtAction_IN_DOUBT_ACTION_SUPPLY InDoubtAction = 3
+)
+
+// Enum value maps for InDoubtAction.
+var (
+	InDoubtAction_name = map[int32]string{
+		0: "IN_DOUBT_ACTION_UNSPECIFIED",
+		1: "IN_DOUBT_ACTION_RETRY",
+		2: "IN_DOUBT_ACTION_SKIP",
+		3: "IN_DOUBT_ACTION_SUPPLY",
+	}
+	InDoubtAction_value = map[string]int32{
+		"IN_DOUBT_ACTION_UNSPECIFIED": 0,
+		"IN_DOUBT_ACTION_RETRY":       1,
+		"IN_DOUBT_ACTION_SKIP":        2,
+		"IN_DOUBT_ACTION_SUPPLY":      3,
+	}
+)
+
+func (x InDoubtAction) Enum() *InDoubtAction {
+	p := new(InDoubtAction)
+	*p = x
+	return p
+}
+
+func (x InDoubtAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (InDoubtAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_service_proto_enumTypes[1].Descriptor()
+}
+
+func (InDoubtAction) Type() protoreflect.EnumType {
+	return &file_agentd_v1_service_proto_enumTypes[1]
+}
+
+func (x InDoubtAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use InDoubtAction.Descriptor instead.
+func (InDoubtAction) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{1}
+}
+
 // ErrorReason says why agentd refused a request, so clients in any
 // language branch on it instead of on the text. Every error status agentd
 // returns for a refusal carries a google.rpc.ErrorInfo detail whose domain
@@ -148,6 +269,23 @@ const (
 	// reason no other value names (FAILED_PRECONDITION); the text says what
 	// to do.
 	ErrorReason_ERROR_REASON_FAILED_PRECONDITION ErrorReason = 31
+	// A USER_PROMPT hook refused the message (FAILED_PRECONDITION); nothing
+	// was stored. The text carries the hook's reason. Metadata: "hook",
+	// "request_id".
+	ErrorReason_ERROR_REASON_PROMPT_REFUSED ErrorReason = 32
+	// The session has tool calls in doubt (FAILED_PRECONDITION): decide
+	// each with ResolveInDoubt first. Metadata: "tool_call_ids"
+	// (comma-separated).
+	ErrorReason_ERROR_REASON_TOOL_CALLS_IN_DOUBT ErrorReason = 33
+	// The tool call is not in doubt (NOT_FOUND). Metadata: "tool_call_id".
+	ErrorReason_ERROR_REASON_NOT_IN_DOUBT ErrorReason = 34
+	// The approval rule is not in force on the session's path (NOT_FOUND).
+	// Metadata: "rule_id".
+	ErrorReason_ERROR_REASON_RULE_NOT_FOUND ErrorReason = 35
+	// The operator's ceiling (requireApproval) keeps the calls the rule
+	// would allow asking (PERMISSION_DENIED): a rule may only deny them.
+	// Metadata: "tool_name".
+	ErrorReason_ERROR_REASON_CEILING_FORBIDS_RULE ErrorReason = 36
 )
 
 // Enum value maps for ErrorReason.
@@ -185,6 +323,11 @@ var (
 		29: "ERROR_REASON_DATA_CORRUPT",
 		30: "ERROR_REASON_INTERNAL",
 		31: "ERROR_REASON_FAILED_PRECONDITION",
+		32: "ERROR_REASON_PROMPT_REFUSED",
+		33: "ERROR_REASON_TOOL_CALLS_IN_DOUBT",
+		34: "ERROR_REASON_NOT_IN_DOUBT",
+		35: "ERROR_REASON_RULE_NOT_FOUND",
+		36: "ERROR_REASON_CEILING_FORBIDS_RULE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -219,6 +362,11 @@ var (
 		"ERROR_REASON_DATA_CORRUPT":             29,
 		"ERROR_REASON_INTERNAL":                 30,
 		"ERROR_REASON_FAILED_PRECONDITION":      31,
+		"ERROR_REASON_PROMPT_REFUSED":           32,
+		"ERROR_REASON_TOOL_CALLS_IN_DOUBT":      33,
+		"ERROR_REASON_NOT_IN_DOUBT":             34,
+		"ERROR_REASON_RULE_NOT_FOUND":           35,
+		"ERROR_REASON_CEILING_FORBIDS_RULE":     36,
 	}
 )
 
@@ -233,11 +381,11 @@ func (x ErrorReason) String() string {
 }
 
 func (ErrorReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_service_proto_enumTypes[0].Descriptor()
+	return file_agentd_v1_service_proto_enumTypes[2].Descriptor()
 }
 
 func (ErrorReason) Type() protoreflect.EnumType {
-	return &file_agentd_v1_service_proto_enumTypes[0]
+	return &file_agentd_v1_service_proto_enumTypes[2]
 }
 
 func (x ErrorReason) Number() protoreflect.EnumNumber {
@@ -246,7 +394,7 @@ func (x ErrorReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorReason.Descriptor instead.
 func (ErrorReason) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{0}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{2}
 }
 
 // ToolSourceState is where an MCP server is in its life.
@@ -293,11 +441,11 @@ func (x ToolSourceState) String() string {
 }
 
 func (ToolSourceState) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_service_proto_enumTypes[1].Descriptor()
+	return file_agentd_v1_service_proto_enumTypes[3].Descriptor()
 }
 
 func (ToolSourceState) Type() protoreflect.EnumType {
-	return &file_agentd_v1_service_proto_enumTypes[1]
+	return &file_agentd_v1_service_proto_enumTypes[3]
 }
 
 func (x ToolSourceState) Number() protoreflect.EnumNumber {
@@ -306,7 +454,7 @@ func (x ToolSourceState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolSourceState.Descriptor instead.
 func (ToolSourceState) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{3}
 }
 
 // ExportSessionRequest is the input of ExportSession.
@@ -2764,7 +2912,23 @@ type ResolveApprovalRequest struct {
 	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Who decided, recorded in the ApprovalNotice. Optional; at most 128
 	// bytes.
-	DecidedBy     string `protobuf:"bytes,5,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	DecidedBy string `protobuf:"bytes,5,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	// How far the decision reaches; unset means CALL. RUN and SESSION also
+	// decide the later calls of the same tool (limited by rule when given)
+	// without asking; SESSION stores an ApprovalRule.
+	Scope ApprovalScope `protobuf:"varint,6,opt,name=scope,proto3,enum=agentd.v1.ApprovalScope" json:"scope,omitempty"`
+	// Arguments the call runs with instead of the model's, with ALLOWED
+	// only; validated against the tool's schema (an invalid edit is refused
+	// with the field named). Not with tool_call_ids.
+	Arguments *structpb.Struct `protobuf:"bytes,7,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// Limits a RUN or SESSION scope to calls matching it (tool_name must be
+	// the call's tool; decision, id, created_by and created are set by
+	// agentd). Refused with scope CALL.
+	Rule *ApprovalRule `protobuf:"bytes,8,opt,name=rule,proto3" json:"rule,omitempty"`
+	// More calls waiting in the same run, decided the same way in one
+	// request: all are decided or none (a call not waiting refuses the
+	// whole request).
+	ToolCallIds   []string `protobuf:"bytes,9,rep,name=tool_call_ids,json=toolCallIds,proto3" json:"tool_call_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2834,9 +2998,39 @@ func (x *ResolveApprovalRequest) GetDecidedBy() string {
 	return ""
 }
 
+func (x *ResolveApprovalRequest) GetScope() ApprovalScope {
+	if x != nil {
+		return x.Scope
+	}
+	return ApprovalScope_APPROVAL_SCOPE_UNSPECIFIED
+}
+
+func (x *ResolveApprovalRequest) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *ResolveApprovalRequest) GetRule() *ApprovalRule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+func (x *ResolveApprovalRequest) GetToolCallIds() []string {
+	if x != nil {
+		return x.ToolCallIds
+	}
+	return nil
+}
+
 // ResolveApprovalResponse is the output of ResolveApproval.
 type ResolveApprovalResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The rule stored for a SESSION scope; unset otherwise.
+	Rule          *ApprovalRule `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2871,6 +3065,541 @@ func (*ResolveApprovalResponse) Descriptor() ([]byte, []int) {
 	return file_agentd_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
+func (x *ResolveApprovalResponse) GetRule() *ApprovalRule {
+	if x != nil {
+		return x.Rule
+	}
+	return nil
+}
+
+// SubmitHookResultRequest is the input of SubmitHookResult.
+type SubmitHookResultRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The id from hook_requested. Required.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The decision. Required; must be one the hook's event accepts.
+	Verdict HookVerdict `protobuf:"varint,3,opt,name=verdict,proto3,enum=agentd.v1.HookVerdict" json:"verdict,omitempty"`
+	// Why; the model sees it on a denied tool call. At most 4096 bytes.
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// PRE_TOOL_USE with MODIFY: the arguments the call runs with instead,
+	// validated against the tool's schema.
+	Arguments *structpb.Struct `protobuf:"bytes,5,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// POST_TOOL_USE with MODIFY: the result content the model sees instead.
+	// USER_PROMPT with MODIFY: content added to this run's model calls.
+	// STOP with MODIFY: the user message the run continues with. Text and
+	// image blocks.
+	Content []*ContentBlock `protobuf:"bytes,6,rep,name=content,proto3" json:"content,omitempty"`
+	// POST_TOOL_USE with MODIFY: the details user interfaces see instead
+	// (used when replace_details is set; unset then removes them).
+	Details *structpb.Value `protobuf:"bytes,7,opt,name=details,proto3" json:"details,omitempty"`
+	// POST_TOOL_USE with MODIFY: replace details too.
+	ReplaceDetails bool `protobuf:"varint,8,opt,name=replace_details,json=replaceDetails,proto3" json:"replace_details,omitempty"`
+	// PRE_COMPACT with MODIFY: the summarizer's instructions. At most 64 KiB.
+	Instructions string `protobuf:"bytes,9,opt,name=instructions,proto3" json:"instructions,omitempty"`
+	// Whether the model sees the HookNotice this decision records.
+	IncludeInModelContext bool `protobuf:"varint,10,opt,name=include_in_model_context,json=includeInModelContext,proto3" json:"include_in_model_context,omitempty"`
+	// Who decided, recorded in the HookNotice. At most 128 bytes.
+	DecidedBy     string `protobuf:"bytes,11,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitHookResultRequest) Reset() {
+	*x = SubmitHookResultRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitHookResultRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitHookResultRequest) ProtoMessage() {}
+
+func (x *SubmitHookResultRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitHookResultRequest.ProtoReflect.Descriptor instead.
+func (*SubmitHookResultRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *SubmitHookResultRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SubmitHookResultRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SubmitHookResultRequest) GetVerdict() HookVerdict {
+	if x != nil {
+		return x.Verdict
+	}
+	return HookVerdict_HOOK_VERDICT_UNSPECIFIED
+}
+
+func (x *SubmitHookResultRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SubmitHookResultRequest) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
+func (x *SubmitHookResultRequest) GetContent() []*ContentBlock {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *SubmitHookResultRequest) GetDetails() *structpb.Value {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
+func (x *SubmitHookResultRequest) GetReplaceDetails() bool {
+	if x != nil {
+		return x.ReplaceDetails
+	}
+	return false
+}
+
+func (x *SubmitHookResultRequest) GetInstructions() string {
+	if x != nil {
+		return x.Instructions
+	}
+	return ""
+}
+
+func (x *SubmitHookResultRequest) GetIncludeInModelContext() bool {
+	if x != nil {
+		return x.IncludeInModelContext
+	}
+	return false
+}
+
+func (x *SubmitHookResultRequest) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+// SubmitHookResultResponse is the output of SubmitHookResult.
+type SubmitHookResultResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitHookResultResponse) Reset() {
+	*x = SubmitHookResultResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitHookResultResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitHookResultResponse) ProtoMessage() {}
+
+func (x *SubmitHookResultResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitHookResultResponse.ProtoReflect.Descriptor instead.
+func (*SubmitHookResultResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{42}
+}
+
+// ListApprovalRulesRequest is the input of ListApprovalRules.
+type ListApprovalRulesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id. Required.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListApprovalRulesRequest) Reset() {
+	*x = ListApprovalRulesRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListApprovalRulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListApprovalRulesRequest) ProtoMessage() {}
+
+func (x *ListApprovalRulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListApprovalRulesRequest.ProtoReflect.Descriptor instead.
+func (*ListApprovalRulesRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ListApprovalRulesRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// ListApprovalRulesResponse is the output of ListApprovalRules.
+type ListApprovalRulesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The rules in force, oldest first.
+	Rules         []*ApprovalRule `protobuf:"bytes,1,rep,name=rules,proto3" json:"rules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListApprovalRulesResponse) Reset() {
+	*x = ListApprovalRulesResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListApprovalRulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListApprovalRulesResponse) ProtoMessage() {}
+
+func (x *ListApprovalRulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListApprovalRulesResponse.ProtoReflect.Descriptor instead.
+func (*ListApprovalRulesResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ListApprovalRulesResponse) GetRules() []*ApprovalRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+// DeleteApprovalRuleRequest is the input of DeleteApprovalRule.
+type DeleteApprovalRuleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The rule's id (ApprovalRule.id). Required; must be in force.
+	RuleId        string `protobuf:"bytes,2,opt,name=rule_id,json=ruleId,proto3" json:"rule_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteApprovalRuleRequest) Reset() {
+	*x = DeleteApprovalRuleRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteApprovalRuleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteApprovalRuleRequest) ProtoMessage() {}
+
+func (x *DeleteApprovalRuleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteApprovalRuleRequest.ProtoReflect.Descriptor instead.
+func (*DeleteApprovalRuleRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *DeleteApprovalRuleRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *DeleteApprovalRuleRequest) GetRuleId() string {
+	if x != nil {
+		return x.RuleId
+	}
+	return ""
+}
+
+// DeleteApprovalRuleResponse is the output of DeleteApprovalRule.
+type DeleteApprovalRuleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ApprovalRuleRemoval entry recorded.
+	Entry         *Entry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteApprovalRuleResponse) Reset() {
+	*x = DeleteApprovalRuleResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteApprovalRuleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteApprovalRuleResponse) ProtoMessage() {}
+
+func (x *DeleteApprovalRuleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteApprovalRuleResponse.ProtoReflect.Descriptor instead.
+func (*DeleteApprovalRuleResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *DeleteApprovalRuleResponse) GetEntry() *Entry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+// ResolveInDoubtRequest is the input of ResolveInDoubt.
+type ResolveInDoubtRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The call in doubt (ToolInDoubt.tool_call_id). Required.
+	ToolCallId string `protobuf:"bytes,2,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// What to do. Required.
+	Action InDoubtAction `protobuf:"varint,3,opt,name=action,proto3,enum=agentd.v1.InDoubtAction" json:"action,omitempty"`
+	// SKIP: what the model sees; empty gives a default that says the call
+	// was not retried. At most 64 KiB.
+	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	// SUPPLY: the result content the model sees. Text and image blocks; at
+	// least one.
+	Content []*ContentBlock `protobuf:"bytes,5,rep,name=content,proto3" json:"content,omitempty"`
+	// SUPPLY: structured data for user interfaces.
+	Details *structpb.Value `protobuf:"bytes,6,opt,name=details,proto3" json:"details,omitempty"`
+	// SUPPLY: whether the result is an error.
+	IsError       bool `protobuf:"varint,7,opt,name=is_error,json=isError,proto3" json:"is_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveInDoubtRequest) Reset() {
+	*x = ResolveInDoubtRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveInDoubtRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveInDoubtRequest) ProtoMessage() {}
+
+func (x *ResolveInDoubtRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveInDoubtRequest.ProtoReflect.Descriptor instead.
+func (*ResolveInDoubtRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *ResolveInDoubtRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ResolveInDoubtRequest) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ResolveInDoubtRequest) GetAction() InDoubtAction {
+	if x != nil {
+		return x.Action
+	}
+	return InDoubtAction_IN_DOUBT_ACTION_UNSPECIFIED
+}
+
+func (x *ResolveInDoubtRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ResolveInDoubtRequest) GetContent() []*ContentBlock {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *ResolveInDoubtRequest) GetDetails() *structpb.Value {
+	if x != nil {
+		return x.Details
+	}
+	return nil
+}
+
+func (x *ResolveInDoubtRequest) GetIsError() bool {
+	if x != nil {
+		return x.IsError
+	}
+	return false
+}
+
+// ResolveInDoubtResponse is the output of ResolveInDoubt.
+type ResolveInDoubtResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool result entry stored for the call.
+	Entry *Entry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	// The calls of the session still in doubt.
+	Remaining     []*ToolInDoubt `protobuf:"bytes,2,rep,name=remaining,proto3" json:"remaining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveInDoubtResponse) Reset() {
+	*x = ResolveInDoubtResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveInDoubtResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveInDoubtResponse) ProtoMessage() {}
+
+func (x *ResolveInDoubtResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveInDoubtResponse.ProtoReflect.Descriptor instead.
+func (*ResolveInDoubtResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ResolveInDoubtResponse) GetEntry() *Entry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *ResolveInDoubtResponse) GetRemaining() []*ToolInDoubt {
+	if x != nil {
+		return x.Remaining
+	}
+	return nil
+}
+
 // AppendMessagesRequest is the input of AppendMessages.
 type AppendMessagesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2885,7 +3614,7 @@ type AppendMessagesRequest struct {
 
 func (x *AppendMessagesRequest) Reset() {
 	*x = AppendMessagesRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2897,7 +3626,7 @@ func (x *AppendMessagesRequest) String() string {
 func (*AppendMessagesRequest) ProtoMessage() {}
 
 func (x *AppendMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2910,7 +3639,7 @@ func (x *AppendMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AppendMessagesRequest) GetSessionId() string {
@@ -2938,7 +3667,7 @@ type AppendMessagesResponse struct {
 
 func (x *AppendMessagesResponse) Reset() {
 	*x = AppendMessagesResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2950,7 +3679,7 @@ func (x *AppendMessagesResponse) String() string {
 func (*AppendMessagesResponse) ProtoMessage() {}
 
 func (x *AppendMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2963,7 +3692,7 @@ func (x *AppendMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AppendMessagesResponse) GetEntries() []*Entry {
@@ -2991,7 +3720,7 @@ type GetTranscriptRequest struct {
 
 func (x *GetTranscriptRequest) Reset() {
 	*x = GetTranscriptRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3003,7 +3732,7 @@ func (x *GetTranscriptRequest) String() string {
 func (*GetTranscriptRequest) ProtoMessage() {}
 
 func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3016,7 +3745,7 @@ func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptRequest.ProtoReflect.Descriptor instead.
 func (*GetTranscriptRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetTranscriptRequest) GetSessionId() string {
@@ -3063,7 +3792,7 @@ type GetTranscriptResponse struct {
 
 func (x *GetTranscriptResponse) Reset() {
 	*x = GetTranscriptResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[44]
+	mi := &file_agentd_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3075,7 +3804,7 @@ func (x *GetTranscriptResponse) String() string {
 func (*GetTranscriptResponse) ProtoMessage() {}
 
 func (x *GetTranscriptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[44]
+	mi := &file_agentd_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3088,7 +3817,7 @@ func (x *GetTranscriptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptResponse.ProtoReflect.Descriptor instead.
 func (*GetTranscriptResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetTranscriptResponse) GetEntries() []*Entry {
@@ -3126,7 +3855,7 @@ type GetContextRequest struct {
 
 func (x *GetContextRequest) Reset() {
 	*x = GetContextRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[45]
+	mi := &file_agentd_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3138,7 +3867,7 @@ func (x *GetContextRequest) String() string {
 func (*GetContextRequest) ProtoMessage() {}
 
 func (x *GetContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[45]
+	mi := &file_agentd_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3151,7 +3880,7 @@ func (x *GetContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextRequest.ProtoReflect.Descriptor instead.
 func (*GetContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetContextRequest) GetSessionId() string {
@@ -3198,7 +3927,7 @@ type GetContextResponse struct {
 
 func (x *GetContextResponse) Reset() {
 	*x = GetContextResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[46]
+	mi := &file_agentd_v1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3939,7 @@ func (x *GetContextResponse) String() string {
 func (*GetContextResponse) ProtoMessage() {}
 
 func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[46]
+	mi := &file_agentd_v1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3952,7 @@ func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextResponse.ProtoReflect.Descriptor instead.
 func (*GetContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetContextResponse) GetContext() *Context {
@@ -3277,7 +4006,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[47]
+	mi := &file_agentd_v1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3289,7 +4018,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[47]
+	mi := &file_agentd_v1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3302,7 +4031,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{55}
 }
 
 // ListModelsResponse is the output of ListModels.
@@ -3316,7 +4045,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[48]
+	mi := &file_agentd_v1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3328,7 +4057,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[48]
+	mi := &file_agentd_v1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3341,7 +4070,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{48}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -3362,7 +4091,7 @@ type GetTenantUsageRequest struct {
 
 func (x *GetTenantUsageRequest) Reset() {
 	*x = GetTenantUsageRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[49]
+	mi := &file_agentd_v1_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3374,7 +4103,7 @@ func (x *GetTenantUsageRequest) String() string {
 func (*GetTenantUsageRequest) ProtoMessage() {}
 
 func (x *GetTenantUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[49]
+	mi := &file_agentd_v1_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3387,7 +4116,7 @@ func (x *GetTenantUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantUsageRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetTenantUsageRequest) GetTenant() string {
@@ -3420,7 +4149,7 @@ type GetTenantUsageResponse struct {
 
 func (x *GetTenantUsageResponse) Reset() {
 	*x = GetTenantUsageResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[50]
+	mi := &file_agentd_v1_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3432,7 +4161,7 @@ func (x *GetTenantUsageResponse) String() string {
 func (*GetTenantUsageResponse) ProtoMessage() {}
 
 func (x *GetTenantUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[50]
+	mi := &file_agentd_v1_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3445,7 +4174,7 @@ func (x *GetTenantUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetTenantUsageResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetTenantUsageResponse) GetTenant() string {
@@ -3503,7 +4232,7 @@ type ListToolSourcesRequest struct {
 
 func (x *ListToolSourcesRequest) Reset() {
 	*x = ListToolSourcesRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[51]
+	mi := &file_agentd_v1_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3515,7 +4244,7 @@ func (x *ListToolSourcesRequest) String() string {
 func (*ListToolSourcesRequest) ProtoMessage() {}
 
 func (x *ListToolSourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[51]
+	mi := &file_agentd_v1_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3528,7 +4257,7 @@ func (x *ListToolSourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolSourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListToolSourcesRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListToolSourcesRequest) GetRefresh() bool {
@@ -3549,7 +4278,7 @@ type ListToolSourcesResponse struct {
 
 func (x *ListToolSourcesResponse) Reset() {
 	*x = ListToolSourcesResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[52]
+	mi := &file_agentd_v1_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3561,7 +4290,7 @@ func (x *ListToolSourcesResponse) String() string {
 func (*ListToolSourcesResponse) ProtoMessage() {}
 
 func (x *ListToolSourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[52]
+	mi := &file_agentd_v1_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3574,7 +4303,7 @@ func (x *ListToolSourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolSourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListToolSourcesResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{52}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListToolSourcesResponse) GetSources() []*ToolSource {
@@ -3603,7 +4332,7 @@ type RedactEntriesRequest struct {
 
 func (x *RedactEntriesRequest) Reset() {
 	*x = RedactEntriesRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[53]
+	mi := &file_agentd_v1_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3615,7 +4344,7 @@ func (x *RedactEntriesRequest) String() string {
 func (*RedactEntriesRequest) ProtoMessage() {}
 
 func (x *RedactEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[53]
+	mi := &file_agentd_v1_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3628,7 +4357,7 @@ func (x *RedactEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedactEntriesRequest.ProtoReflect.Descriptor instead.
 func (*RedactEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{53}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RedactEntriesRequest) GetSessionId() string {
@@ -3671,7 +4400,7 @@ type RedactEntriesResponse struct {
 
 func (x *RedactEntriesResponse) Reset() {
 	*x = RedactEntriesResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[54]
+	mi := &file_agentd_v1_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3683,7 +4412,7 @@ func (x *RedactEntriesResponse) String() string {
 func (*RedactEntriesResponse) ProtoMessage() {}
 
 func (x *RedactEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[54]
+	mi := &file_agentd_v1_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3696,7 +4425,7 @@ func (x *RedactEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedactEntriesResponse.ProtoReflect.Descriptor instead.
 func (*RedactEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{54}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RedactEntriesResponse) GetEntries() []*Entry {
@@ -3734,7 +4463,7 @@ type ToolSource struct {
 
 func (x *ToolSource) Reset() {
 	*x = ToolSource{}
-	mi := &file_agentd_v1_service_proto_msgTypes[55]
+	mi := &file_agentd_v1_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3746,7 +4475,7 @@ func (x *ToolSource) String() string {
 func (*ToolSource) ProtoMessage() {}
 
 func (x *ToolSource) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[55]
+	mi := &file_agentd_v1_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3759,7 +4488,7 @@ func (x *ToolSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSource.ProtoReflect.Descriptor instead.
 func (*ToolSource) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{55}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ToolSource) GetName() string {
@@ -4002,7 +4731,7 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\acontent\x18\x03 \x03(\v2\x17.agentd.v1.ContentBlockR\acontent\x120\n" +
 	"\adetails\x18\x04 \x01(\v2\x16.google.protobuf.ValueR\adetails\x12\x19\n" +
 	"\bis_error\x18\x05 \x01(\bR\aisError\"\x1a\n" +
-	"\x18SubmitToolResultResponse\"\xc9\x01\n" +
+	"\x18SubmitToolResultResponse\"\x81\x03\n" +
 	"\x16ResolveApprovalRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12 \n" +
@@ -4011,8 +4740,54 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\bdecision\x18\x03 \x01(\x0e2\x1b.agentd.v1.ApprovalDecisionR\bdecision\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
-	"decided_by\x18\x05 \x01(\tR\tdecidedBy\"\x19\n" +
-	"\x17ResolveApprovalResponse\"k\n" +
+	"decided_by\x18\x05 \x01(\tR\tdecidedBy\x12.\n" +
+	"\x05scope\x18\x06 \x01(\x0e2\x18.agentd.v1.ApprovalScopeR\x05scope\x125\n" +
+	"\targuments\x18\a \x01(\v2\x17.google.protobuf.StructR\targuments\x12+\n" +
+	"\x04rule\x18\b \x01(\v2\x17.agentd.v1.ApprovalRuleR\x04rule\x12\"\n" +
+	"\rtool_call_ids\x18\t \x03(\tR\vtoolCallIds\"F\n" +
+	"\x17ResolveApprovalResponse\x12+\n" +
+	"\x04rule\x18\x01 \x01(\v2\x17.agentd.v1.ApprovalRuleR\x04rule\"\xe2\x03\n" +
+	"\x17SubmitHookResultRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x120\n" +
+	"\averdict\x18\x03 \x01(\x0e2\x16.agentd.v1.HookVerdictR\averdict\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x125\n" +
+	"\targuments\x18\x05 \x01(\v2\x17.google.protobuf.StructR\targuments\x121\n" +
+	"\acontent\x18\x06 \x03(\v2\x17.agentd.v1.ContentBlockR\acontent\x120\n" +
+	"\adetails\x18\a \x01(\v2\x16.google.protobuf.ValueR\adetails\x12'\n" +
+	"\x0freplace_details\x18\b \x01(\bR\x0ereplaceDetails\x12\"\n" +
+	"\finstructions\x18\t \x01(\tR\finstructions\x127\n" +
+	"\x18include_in_model_context\x18\n" +
+	" \x01(\bR\x15includeInModelContext\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\v \x01(\tR\tdecidedBy\"\x1a\n" +
+	"\x18SubmitHookResultResponse\"9\n" +
+	"\x18ListApprovalRulesRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"J\n" +
+	"\x19ListApprovalRulesResponse\x12-\n" +
+	"\x05rules\x18\x01 \x03(\v2\x17.agentd.v1.ApprovalRuleR\x05rules\"S\n" +
+	"\x19DeleteApprovalRuleRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x17\n" +
+	"\arule_id\x18\x02 \x01(\tR\x06ruleId\"D\n" +
+	"\x1aDeleteApprovalRuleResponse\x12&\n" +
+	"\x05entry\x18\x01 \x01(\v2\x10.agentd.v1.EntryR\x05entry\"\xa4\x02\n" +
+	"\x15ResolveInDoubtRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12 \n" +
+	"\ftool_call_id\x18\x02 \x01(\tR\n" +
+	"toolCallId\x120\n" +
+	"\x06action\x18\x03 \x01(\x0e2\x18.agentd.v1.InDoubtActionR\x06action\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x121\n" +
+	"\acontent\x18\x05 \x03(\v2\x17.agentd.v1.ContentBlockR\acontent\x120\n" +
+	"\adetails\x18\x06 \x01(\v2\x16.google.protobuf.ValueR\adetails\x12\x19\n" +
+	"\bis_error\x18\a \x01(\bR\aisError\"v\n" +
+	"\x16ResolveInDoubtResponse\x12&\n" +
+	"\x05entry\x18\x01 \x01(\v2\x10.agentd.v1.EntryR\x05entry\x124\n" +
+	"\tremaining\x18\x02 \x03(\v2\x16.agentd.v1.ToolInDoubtR\tremaining\"k\n" +
 	"\x15AppendMessagesRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x123\n" +
@@ -4081,7 +4856,19 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\tread_only\x18\x05 \x01(\bR\breadOnly\x12(\n" +
 	"\x05tools\x18\x06 \x03(\v2\x12.agentd.v1.McpToolR\x05tools\x12\x10\n" +
 	"\x03pid\x18\a \x01(\x05R\x03pid\x12\x1a\n" +
-	"\brestarts\x18\b \x01(\rR\brestarts*\xd8\b\n" +
+	"\brestarts\x18\b \x01(\rR\brestarts*\x8c\x01\n" +
+	"\vHookVerdict\x12\x1c\n" +
+	"\x18HOOK_VERDICT_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12HOOK_VERDICT_ALLOW\x10\x01\x12\x15\n" +
+	"\x11HOOK_VERDICT_DENY\x10\x02\x12\x17\n" +
+	"\x13HOOK_VERDICT_MODIFY\x10\x03\x12\x17\n" +
+	"\x13HOOK_VERDICT_REDACT\x10\x04*\x81\x01\n" +
+	"\rInDoubtAction\x12\x1f\n" +
+	"\x1bIN_DOUBT_ACTION_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15IN_DOUBT_ACTION_RETRY\x10\x01\x12\x18\n" +
+	"\x14IN_DOUBT_ACTION_SKIP\x10\x02\x12\x1a\n" +
+	"\x16IN_DOUBT_ACTION_SUPPLY\x10\x03*\x86\n" +
+	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bERROR_REASON_TENANT_CEILING\x10\x01\x12$\n" +
@@ -4115,12 +4902,17 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\x1dERROR_REASON_TENANT_FORBIDDEN\x10\x1c\x12\x1d\n" +
 	"\x19ERROR_REASON_DATA_CORRUPT\x10\x1d\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x1e\x12$\n" +
-	" ERROR_REASON_FAILED_PRECONDITION\x10\x1f*\x8e\x01\n" +
+	" ERROR_REASON_FAILED_PRECONDITION\x10\x1f\x12\x1f\n" +
+	"\x1bERROR_REASON_PROMPT_REFUSED\x10 \x12$\n" +
+	" ERROR_REASON_TOOL_CALLS_IN_DOUBT\x10!\x12\x1d\n" +
+	"\x19ERROR_REASON_NOT_IN_DOUBT\x10\"\x12\x1f\n" +
+	"\x1bERROR_REASON_RULE_NOT_FOUND\x10#\x12%\n" +
+	"!ERROR_REASON_CEILING_FORBIDS_RULE\x10$*\x8e\x01\n" +
 	"\x0fToolSourceState\x12!\n" +
 	"\x1dTOOL_SOURCE_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19TOOL_SOURCE_STATE_STOPPED\x10\x01\x12\x1b\n" +
 	"\x17TOOL_SOURCE_STATE_READY\x10\x02\x12\x1c\n" +
-	"\x18TOOL_SOURCE_STATE_FAILED\x10\x032\xec\x10\n" +
+	"\x18TOOL_SOURCE_STATE_FAILED\x10\x032\xe3\x13\n" +
 	"\fAgentService\x12R\n" +
 	"\rCreateSession\x12\x1f.agentd.v1.CreateSessionRequest\x1a .agentd.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -4134,7 +4926,11 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\x05Abort\x12\x17.agentd.v1.AbortRequest\x1a\x18.agentd.v1.AbortResponse\x12;\n" +
 	"\x06Attach\x12\x18.agentd.v1.AttachRequest\x1a\x15.agentd.v1.AgentEvent0\x01\x12[\n" +
 	"\x10SubmitToolResult\x12\".agentd.v1.SubmitToolResultRequest\x1a#.agentd.v1.SubmitToolResultResponse\x12X\n" +
-	"\x0fResolveApproval\x12!.agentd.v1.ResolveApprovalRequest\x1a\".agentd.v1.ResolveApprovalResponse\x12U\n" +
+	"\x0fResolveApproval\x12!.agentd.v1.ResolveApprovalRequest\x1a\".agentd.v1.ResolveApprovalResponse\x12[\n" +
+	"\x10SubmitHookResult\x12\".agentd.v1.SubmitHookResultRequest\x1a#.agentd.v1.SubmitHookResultResponse\x12^\n" +
+	"\x11ListApprovalRules\x12#.agentd.v1.ListApprovalRulesRequest\x1a$.agentd.v1.ListApprovalRulesResponse\x12a\n" +
+	"\x12DeleteApprovalRule\x12$.agentd.v1.DeleteApprovalRuleRequest\x1a%.agentd.v1.DeleteApprovalRuleResponse\x12U\n" +
+	"\x0eResolveInDoubt\x12 .agentd.v1.ResolveInDoubtRequest\x1a!.agentd.v1.ResolveInDoubtResponse\x12U\n" +
 	"\x0eAppendMessages\x12 .agentd.v1.AppendMessagesRequest\x1a!.agentd.v1.AppendMessagesResponse\x12R\n" +
 	"\rGetTranscript\x12\x1f.agentd.v1.GetTranscriptRequest\x1a .agentd.v1.GetTranscriptResponse\x12I\n" +
 	"\n" +
@@ -4166,195 +4962,232 @@ func file_agentd_v1_service_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_service_proto_rawDescData
 }
 
-var file_agentd_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_agentd_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_agentd_v1_service_proto_goTypes = []any{
-	(ErrorReason)(0),                 // 0: agentd.v1.ErrorReason
-	(ToolSourceState)(0),             // 1: agentd.v1.ToolSourceState
-	(*ExportSessionRequest)(nil),     // 2: agentd.v1.ExportSessionRequest
-	(*SessionRecord)(nil),            // 3: agentd.v1.SessionRecord
-	(*SessionHeader)(nil),            // 4: agentd.v1.SessionHeader
-	(*ImportSessionRequest)(nil),     // 5: agentd.v1.ImportSessionRequest
-	(*ImportSessionResponse)(nil),    // 6: agentd.v1.ImportSessionResponse
-	(*ForkSessionRequest)(nil),       // 7: agentd.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),      // 8: agentd.v1.ForkSessionResponse
-	(*GetTreeRequest)(nil),           // 9: agentd.v1.GetTreeRequest
-	(*TreeNode)(nil),                 // 10: agentd.v1.TreeNode
-	(*GetTreeResponse)(nil),          // 11: agentd.v1.GetTreeResponse
-	(*SetLabelRequest)(nil),          // 12: agentd.v1.SetLabelRequest
-	(*SetLabelResponse)(nil),         // 13: agentd.v1.SetLabelResponse
-	(*NavigateRequest)(nil),          // 14: agentd.v1.NavigateRequest
-	(*NavigateResponse)(nil),         // 15: agentd.v1.NavigateResponse
-	(*UpdateSessionRequest)(nil),     // 16: agentd.v1.UpdateSessionRequest
-	(*UpdateSessionResponse)(nil),    // 17: agentd.v1.UpdateSessionResponse
-	(*CompactRequest)(nil),           // 18: agentd.v1.CompactRequest
-	(*SubmitContextRequest)(nil),     // 19: agentd.v1.SubmitContextRequest
-	(*ContextSelection)(nil),         // 20: agentd.v1.ContextSelection
-	(*SubmitContextResponse)(nil),    // 21: agentd.v1.SubmitContextResponse
-	(*CreateSessionRequest)(nil),     // 22: agentd.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),    // 23: agentd.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),        // 24: agentd.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),       // 25: agentd.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),      // 26: agentd.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),     // 27: agentd.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),     // 28: agentd.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),    // 29: agentd.v1.DeleteSessionResponse
-	(*PromptRequest)(nil),            // 30: agentd.v1.PromptRequest
-	(*ContinueRequest)(nil),          // 31: agentd.v1.ContinueRequest
-	(*SteerRequest)(nil),             // 32: agentd.v1.SteerRequest
-	(*SteerResponse)(nil),            // 33: agentd.v1.SteerResponse
-	(*FollowUpRequest)(nil),          // 34: agentd.v1.FollowUpRequest
-	(*FollowUpResponse)(nil),         // 35: agentd.v1.FollowUpResponse
-	(*AbortRequest)(nil),             // 36: agentd.v1.AbortRequest
-	(*AbortResponse)(nil),            // 37: agentd.v1.AbortResponse
-	(*AttachRequest)(nil),            // 38: agentd.v1.AttachRequest
-	(*SubmitToolResultRequest)(nil),  // 39: agentd.v1.SubmitToolResultRequest
-	(*SubmitToolResultResponse)(nil), // 40: agentd.v1.SubmitToolResultResponse
-	(*ResolveApprovalRequest)(nil),   // 41: agentd.v1.ResolveApprovalRequest
-	(*ResolveApprovalResponse)(nil),  // 42: agentd.v1.ResolveApprovalResponse
-	(*AppendMessagesRequest)(nil),    // 43: agentd.v1.AppendMessagesRequest
-	(*AppendMessagesResponse)(nil),   // 44: agentd.v1.AppendMessagesResponse
-	(*GetTranscriptRequest)(nil),     // 45: agentd.v1.GetTranscriptRequest
-	(*GetTranscriptResponse)(nil),    // 46: agentd.v1.GetTranscriptResponse
-	(*GetContextRequest)(nil),        // 47: agentd.v1.GetContextRequest
-	(*GetContextResponse)(nil),       // 48: agentd.v1.GetContextResponse
-	(*ListModelsRequest)(nil),        // 49: agentd.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),       // 50: agentd.v1.ListModelsResponse
-	(*GetTenantUsageRequest)(nil),    // 51: agentd.v1.GetTenantUsageRequest
-	(*GetTenantUsageResponse)(nil),   // 52: agentd.v1.GetTenantUsageResponse
-	(*ListToolSourcesRequest)(nil),   // 53: agentd.v1.ListToolSourcesRequest
-	(*ListToolSourcesResponse)(nil),  // 54: agentd.v1.ListToolSourcesResponse
-	(*RedactEntriesRequest)(nil),     // 55: agentd.v1.RedactEntriesRequest
-	(*RedactEntriesResponse)(nil),    // 56: agentd.v1.RedactEntriesResponse
-	(*ToolSource)(nil),               // 57: agentd.v1.ToolSource
-	nil,                              // 58: agentd.v1.SessionHeader.LabelsEntry
-	nil,                              // 59: agentd.v1.ForkSessionRequest.LabelsEntry
-	nil,                              // 60: agentd.v1.UpdateSessionRequest.LabelsEntry
-	nil,                              // 61: agentd.v1.CreateSessionRequest.LabelsEntry
-	nil,                              // 62: agentd.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                              // 63: agentd.v1.GetTranscriptResponse.LabelsEntry
-	(*Entry)(nil),                    // 64: agentd.v1.Entry
-	(*SessionConfig)(nil),            // 65: agentd.v1.SessionConfig
-	(*Session)(nil),                  // 66: agentd.v1.Session
-	(*timestamppb.Timestamp)(nil),    // 67: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),    // 68: google.protobuf.FieldMask
-	(*AgentMessage)(nil),             // 69: agentd.v1.AgentMessage
-	(*ContentBlock)(nil),             // 70: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),           // 71: google.protobuf.Value
-	(ApprovalDecision)(0),            // 72: agentd.v1.ApprovalDecision
-	(*Context)(nil),                  // 73: agentd.v1.Context
-	(*Model)(nil),                    // 74: agentd.v1.Model
-	(*Spend)(nil),                    // 75: agentd.v1.Spend
-	(*McpTool)(nil),                  // 76: agentd.v1.McpTool
-	(*AgentEvent)(nil),               // 77: agentd.v1.AgentEvent
+	(HookVerdict)(0),                   // 0: agentd.v1.HookVerdict
+	(InDoubtAction)(0),                 // 1: agentd.v1.InDoubtAction
+	(ErrorReason)(0),                   // 2: agentd.v1.ErrorReason
+	(ToolSourceState)(0),               // 3: agentd.v1.ToolSourceState
+	(*ExportSessionRequest)(nil),       // 4: agentd.v1.ExportSessionRequest
+	(*SessionRecord)(nil),              // 5: agentd.v1.SessionRecord
+	(*SessionHeader)(nil),              // 6: agentd.v1.SessionHeader
+	(*ImportSessionRequest)(nil),       // 7: agentd.v1.ImportSessionRequest
+	(*ImportSessionResponse)(nil),      // 8: agentd.v1.ImportSessionResponse
+	(*ForkSessionRequest)(nil),         // 9: agentd.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),        // 10: agentd.v1.ForkSessionResponse
+	(*GetTreeRequest)(nil),             // 11: agentd.v1.GetTreeRequest
+	(*TreeNode)(nil),                   // 12: agentd.v1.TreeNode
+	(*GetTreeResponse)(nil),            // 13: agentd.v1.GetTreeResponse
+	(*SetLabelRequest)(nil),            // 14: agentd.v1.SetLabelRequest
+	(*SetLabelResponse)(nil),           // 15: agentd.v1.SetLabelResponse
+	(*NavigateRequest)(nil),            // 16: agentd.v1.NavigateRequest
+	(*NavigateResponse)(nil),           // 17: agentd.v1.NavigateResponse
+	(*UpdateSessionRequest)(nil),       // 18: agentd.v1.UpdateSessionRequest
+	(*UpdateSessionResponse)(nil),      // 19: agentd.v1.UpdateSessionResponse
+	(*CompactRequest)(nil),             // 20: agentd.v1.CompactRequest
+	(*SubmitContextRequest)(nil),       // 21: agentd.v1.SubmitContextRequest
+	(*ContextSelection)(nil),           // 22: agentd.v1.ContextSelection
+	(*SubmitContextResponse)(nil),      // 23: agentd.v1.SubmitContextResponse
+	(*CreateSessionRequest)(nil),       // 24: agentd.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),      // 25: agentd.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),          // 26: agentd.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),         // 27: agentd.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),        // 28: agentd.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 29: agentd.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),       // 30: agentd.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),      // 31: agentd.v1.DeleteSessionResponse
+	(*PromptRequest)(nil),              // 32: agentd.v1.PromptRequest
+	(*ContinueRequest)(nil),            // 33: agentd.v1.ContinueRequest
+	(*SteerRequest)(nil),               // 34: agentd.v1.SteerRequest
+	(*SteerResponse)(nil),              // 35: agentd.v1.SteerResponse
+	(*FollowUpRequest)(nil),            // 36: agentd.v1.FollowUpRequest
+	(*FollowUpResponse)(nil),           // 37: agentd.v1.FollowUpResponse
+	(*AbortRequest)(nil),               // 38: agentd.v1.AbortRequest
+	(*AbortResponse)(nil),              // 39: agentd.v1.AbortResponse
+	(*AttachRequest)(nil),              // 40: agentd.v1.AttachRequest
+	(*SubmitToolResultRequest)(nil),    // 41: agentd.v1.SubmitToolResultRequest
+	(*SubmitToolResultResponse)(nil),   // 42: agentd.v1.SubmitToolResultResponse
+	(*ResolveApprovalRequest)(nil),     // 43: agentd.v1.ResolveApprovalRequest
+	(*ResolveApprovalResponse)(nil),    // 44: agentd.v1.ResolveApprovalResponse
+	(*SubmitHookResultRequest)(nil),    // 45: agentd.v1.SubmitHookResultRequest
+	(*SubmitHookResultResponse)(nil),   // 46: agentd.v1.SubmitHookResultResponse
+	(*ListApprovalRulesRequest)(nil),   // 47: agentd.v1.ListApprovalRulesRequest
+	(*ListApprovalRulesResponse)(nil),  // 48: agentd.v1.ListApprovalRulesResponse
+	(*DeleteApprovalRuleRequest)(nil),  // 49: agentd.v1.DeleteApprovalRuleRequest
+	(*DeleteApprovalRuleResponse)(nil), // 50: agentd.v1.DeleteApprovalRuleResponse
+	(*ResolveInDoubtRequest)(nil),      // 51: agentd.v1.ResolveInDoubtRequest
+	(*ResolveInDoubtResponse)(nil),     // 52: agentd.v1.ResolveInDoubtResponse
+	(*AppendMessagesRequest)(nil),      // 53: agentd.v1.AppendMessagesRequest
+	(*AppendMessagesResponse)(nil),     // 54: agentd.v1.AppendMessagesResponse
+	(*GetTranscriptRequest)(nil),       // 55: agentd.v1.GetTranscriptRequest
+	(*GetTranscriptResponse)(nil),      // 56: agentd.v1.GetTranscriptResponse
+	(*GetContextRequest)(nil),          // 57: agentd.v1.GetContextRequest
+	(*GetContextResponse)(nil),         // 58: agentd.v1.GetContextResponse
+	(*ListModelsRequest)(nil),          // 59: agentd.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),         // 60: agentd.v1.ListModelsResponse
+	(*GetTenantUsageRequest)(nil),      // 61: agentd.v1.GetTenantUsageRequest
+	(*GetTenantUsageResponse)(nil),     // 62: agentd.v1.GetTenantUsageResponse
+	(*ListToolSourcesRequest)(nil),     // 63: agentd.v1.ListToolSourcesRequest
+	(*ListToolSourcesResponse)(nil),    // 64: agentd.v1.ListToolSourcesResponse
+	(*RedactEntriesRequest)(nil),       // 65: agentd.v1.RedactEntriesRequest
+	(*RedactEntriesResponse)(nil),      // 66: agentd.v1.RedactEntriesResponse
+	(*ToolSource)(nil),                 // 67: agentd.v1.ToolSource
+	nil,                                // 68: agentd.v1.SessionHeader.LabelsEntry
+	nil,                                // 69: agentd.v1.ForkSessionRequest.LabelsEntry
+	nil,                                // 70: agentd.v1.UpdateSessionRequest.LabelsEntry
+	nil,                                // 71: agentd.v1.CreateSessionRequest.LabelsEntry
+	nil,                                // 72: agentd.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                                // 73: agentd.v1.GetTranscriptResponse.LabelsEntry
+	(*Entry)(nil),                      // 74: agentd.v1.Entry
+	(*SessionConfig)(nil),              // 75: agentd.v1.SessionConfig
+	(*Session)(nil),                    // 76: agentd.v1.Session
+	(*timestamppb.Timestamp)(nil),      // 77: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),      // 78: google.protobuf.FieldMask
+	(*AgentMessage)(nil),               // 79: agentd.v1.AgentMessage
+	(*ContentBlock)(nil),               // 80: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),             // 81: google.protobuf.Value
+	(ApprovalDecision)(0),              // 82: agentd.v1.ApprovalDecision
+	(ApprovalScope)(0),                 // 83: agentd.v1.ApprovalScope
+	(*structpb.Struct)(nil),            // 84: google.protobuf.Struct
+	(*ApprovalRule)(nil),               // 85: agentd.v1.ApprovalRule
+	(*ToolInDoubt)(nil),                // 86: agentd.v1.ToolInDoubt
+	(*Context)(nil),                    // 87: agentd.v1.Context
+	(*Model)(nil),                      // 88: agentd.v1.Model
+	(*Spend)(nil),                      // 89: agentd.v1.Spend
+	(*McpTool)(nil),                    // 90: agentd.v1.McpTool
+	(*AgentEvent)(nil),                 // 91: agentd.v1.AgentEvent
 }
 var file_agentd_v1_service_proto_depIdxs = []int32{
-	4,  // 0: agentd.v1.SessionRecord.header:type_name -> agentd.v1.SessionHeader
-	64, // 1: agentd.v1.SessionRecord.entry:type_name -> agentd.v1.Entry
-	65, // 2: agentd.v1.SessionHeader.config:type_name -> agentd.v1.SessionConfig
-	58, // 3: agentd.v1.SessionHeader.labels:type_name -> agentd.v1.SessionHeader.LabelsEntry
-	3,  // 4: agentd.v1.ImportSessionRequest.record:type_name -> agentd.v1.SessionRecord
-	66, // 5: agentd.v1.ImportSessionResponse.session:type_name -> agentd.v1.Session
-	65, // 6: agentd.v1.ForkSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	59, // 7: agentd.v1.ForkSessionRequest.labels:type_name -> agentd.v1.ForkSessionRequest.LabelsEntry
-	66, // 8: agentd.v1.ForkSessionResponse.session:type_name -> agentd.v1.Session
-	67, // 9: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
-	10, // 10: agentd.v1.GetTreeResponse.nodes:type_name -> agentd.v1.TreeNode
-	64, // 11: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
-	66, // 12: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
-	64, // 13: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
-	65, // 14: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	60, // 15: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
-	68, // 16: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
-	66, // 17: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
-	64, // 18: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
-	20, // 19: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
-	69, // 20: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
-	65, // 21: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	61, // 22: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
-	66, // 23: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
-	66, // 24: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
-	62, // 25: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
-	66, // 26: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
-	70, // 27: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
-	70, // 28: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
-	70, // 29: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
-	70, // 30: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
-	71, // 31: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
-	72, // 32: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
-	69, // 33: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
-	64, // 34: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
-	64, // 35: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
-	63, // 36: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
-	73, // 37: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
-	74, // 38: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
-	75, // 39: agentd.v1.GetTenantUsageResponse.spent_today:type_name -> agentd.v1.Spend
-	67, // 40: agentd.v1.GetTenantUsageResponse.day_start:type_name -> google.protobuf.Timestamp
-	57, // 41: agentd.v1.ListToolSourcesResponse.sources:type_name -> agentd.v1.ToolSource
-	64, // 42: agentd.v1.RedactEntriesResponse.entries:type_name -> agentd.v1.Entry
-	1,  // 43: agentd.v1.ToolSource.state:type_name -> agentd.v1.ToolSourceState
-	76, // 44: agentd.v1.ToolSource.tools:type_name -> agentd.v1.McpTool
-	22, // 45: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
-	24, // 46: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
-	26, // 47: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
-	28, // 48: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
-	30, // 49: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
-	31, // 50: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
-	32, // 51: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
-	34, // 52: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
-	36, // 53: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
-	38, // 54: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
-	39, // 55: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
-	41, // 56: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
-	43, // 57: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
-	45, // 58: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
-	47, // 59: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
-	49, // 60: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
-	53, // 61: agentd.v1.AgentService.ListToolSources:input_type -> agentd.v1.ListToolSourcesRequest
-	51, // 62: agentd.v1.AgentService.GetTenantUsage:input_type -> agentd.v1.GetTenantUsageRequest
-	16, // 63: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
-	18, // 64: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
-	19, // 65: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
-	9,  // 66: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
-	12, // 67: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
-	14, // 68: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
-	7,  // 69: agentd.v1.AgentService.ForkSession:input_type -> agentd.v1.ForkSessionRequest
-	55, // 70: agentd.v1.AgentService.RedactEntries:input_type -> agentd.v1.RedactEntriesRequest
-	2,  // 71: agentd.v1.AgentService.ExportSession:input_type -> agentd.v1.ExportSessionRequest
-	5,  // 72: agentd.v1.AgentService.ImportSession:input_type -> agentd.v1.ImportSessionRequest
-	23, // 73: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
-	25, // 74: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
-	27, // 75: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
-	29, // 76: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
-	77, // 77: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
-	77, // 78: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
-	33, // 79: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
-	35, // 80: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
-	37, // 81: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
-	77, // 82: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
-	40, // 83: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
-	42, // 84: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
-	44, // 85: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
-	46, // 86: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
-	48, // 87: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
-	50, // 88: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
-	54, // 89: agentd.v1.AgentService.ListToolSources:output_type -> agentd.v1.ListToolSourcesResponse
-	52, // 90: agentd.v1.AgentService.GetTenantUsage:output_type -> agentd.v1.GetTenantUsageResponse
-	17, // 91: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
-	77, // 92: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
-	21, // 93: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
-	11, // 94: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
-	13, // 95: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
-	15, // 96: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
-	8,  // 97: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
-	56, // 98: agentd.v1.AgentService.RedactEntries:output_type -> agentd.v1.RedactEntriesResponse
-	3,  // 99: agentd.v1.AgentService.ExportSession:output_type -> agentd.v1.SessionRecord
-	6,  // 100: agentd.v1.AgentService.ImportSession:output_type -> agentd.v1.ImportSessionResponse
-	73, // [73:101] is the sub-list for method output_type
-	45, // [45:73] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	6,  // 0: agentd.v1.SessionRecord.header:type_name -> agentd.v1.SessionHeader
+	74, // 1: agentd.v1.SessionRecord.entry:type_name -> agentd.v1.Entry
+	75, // 2: agentd.v1.SessionHeader.config:type_name -> agentd.v1.SessionConfig
+	68, // 3: agentd.v1.SessionHeader.labels:type_name -> agentd.v1.SessionHeader.LabelsEntry
+	5,  // 4: agentd.v1.ImportSessionRequest.record:type_name -> agentd.v1.SessionRecord
+	76, // 5: agentd.v1.ImportSessionResponse.session:type_name -> agentd.v1.Session
+	75, // 6: agentd.v1.ForkSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	69, // 7: agentd.v1.ForkSessionRequest.labels:type_name -> agentd.v1.ForkSessionRequest.LabelsEntry
+	76, // 8: agentd.v1.ForkSessionResponse.session:type_name -> agentd.v1.Session
+	77, // 9: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
+	12, // 10: agentd.v1.GetTreeResponse.nodes:type_name -> agentd.v1.TreeNode
+	74, // 11: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
+	76, // 12: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
+	74, // 13: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
+	75, // 14: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	70, // 15: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
+	78, // 16: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
+	76, // 17: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
+	74, // 18: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
+	22, // 19: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
+	79, // 20: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
+	75, // 21: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	71, // 22: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
+	76, // 23: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
+	76, // 24: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
+	72, // 25: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
+	76, // 26: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
+	80, // 27: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
+	80, // 28: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
+	80, // 29: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
+	80, // 30: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
+	81, // 31: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
+	82, // 32: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
+	83, // 33: agentd.v1.ResolveApprovalRequest.scope:type_name -> agentd.v1.ApprovalScope
+	84, // 34: agentd.v1.ResolveApprovalRequest.arguments:type_name -> google.protobuf.Struct
+	85, // 35: agentd.v1.ResolveApprovalRequest.rule:type_name -> agentd.v1.ApprovalRule
+	85, // 36: agentd.v1.ResolveApprovalResponse.rule:type_name -> agentd.v1.ApprovalRule
+	0,  // 37: agentd.v1.SubmitHookResultRequest.verdict:type_name -> agentd.v1.HookVerdict
+	84, // 38: agentd.v1.SubmitHookResultRequest.arguments:type_name -> google.protobuf.Struct
+	80, // 39: agentd.v1.SubmitHookResultRequest.content:type_name -> agentd.v1.ContentBlock
+	81, // 40: agentd.v1.SubmitHookResultRequest.details:type_name -> google.protobuf.Value
+	85, // 41: agentd.v1.ListApprovalRulesResponse.rules:type_name -> agentd.v1.ApprovalRule
+	74, // 42: agentd.v1.DeleteApprovalRuleResponse.entry:type_name -> agentd.v1.Entry
+	1,  // 43: agentd.v1.ResolveInDoubtRequest.action:type_name -> agentd.v1.InDoubtAction
+	80, // 44: agentd.v1.ResolveInDoubtRequest.content:type_name -> agentd.v1.ContentBlock
+	81, // 45: agentd.v1.ResolveInDoubtRequest.details:type_name -> google.protobuf.Value
+	74, // 46: agentd.v1.ResolveInDoubtResponse.entry:type_name -> agentd.v1.Entry
+	86, // 47: agentd.v1.ResolveInDoubtResponse.remaining:type_name -> agentd.v1.ToolInDoubt
+	79, // 48: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
+	74, // 49: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
+	74, // 50: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
+	73, // 51: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
+	87, // 52: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
+	88, // 53: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
+	89, // 54: agentd.v1.GetTenantUsageResponse.spent_today:type_name -> agentd.v1.Spend
+	77, // 55: agentd.v1.GetTenantUsageResponse.day_start:type_name -> google.protobuf.Timestamp
+	67, // 56: agentd.v1.ListToolSourcesResponse.sources:type_name -> agentd.v1.ToolSource
+	74, // 57: agentd.v1.RedactEntriesResponse.entries:type_name -> agentd.v1.Entry
+	3,  // 58: agentd.v1.ToolSource.state:type_name -> agentd.v1.ToolSourceState
+	90, // 59: agentd.v1.ToolSource.tools:type_name -> agentd.v1.McpTool
+	24, // 60: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
+	26, // 61: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
+	28, // 62: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
+	30, // 63: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
+	32, // 64: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
+	33, // 65: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
+	34, // 66: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
+	36, // 67: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
+	38, // 68: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
+	40, // 69: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
+	41, // 70: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
+	43, // 71: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
+	45, // 72: agentd.v1.AgentService.SubmitHookResult:input_type -> agentd.v1.SubmitHookResultRequest
+	47, // 73: agentd.v1.AgentService.ListApprovalRules:input_type -> agentd.v1.ListApprovalRulesRequest
+	49, // 74: agentd.v1.AgentService.DeleteApprovalRule:input_type -> agentd.v1.DeleteApprovalRuleRequest
+	51, // 75: agentd.v1.AgentService.ResolveInDoubt:input_type -> agentd.v1.ResolveInDoubtRequest
+	53, // 76: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
+	55, // 77: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
+	57, // 78: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
+	59, // 79: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
+	63, // 80: agentd.v1.AgentService.ListToolSources:input_type -> agentd.v1.ListToolSourcesRequest
+	61, // 81: agentd.v1.AgentService.GetTenantUsage:input_type -> agentd.v1.GetTenantUsageRequest
+	18, // 82: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
+	20, // 83: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
+	21, // 84: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
+	11, // 85: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
+	14, // 86: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
+	16, // 87: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
+	9,  // 88: agentd.v1.AgentService.ForkSession:input_type -> agentd.v1.ForkSessionRequest
+	65, // 89: agentd.v1.AgentService.RedactEntries:input_type -> agentd.v1.RedactEntriesRequest
+	4,  // 90: agentd.v1.AgentService.ExportSession:input_type -> agentd.v1.ExportSessionRequest
+	7,  // 91: agentd.v1.AgentService.ImportSession:input_type -> agentd.v1.ImportSessionRequest
+	25, // 92: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
+	27, // 93: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
+	29, // 94: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
+	31, // 95: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
+	91, // 96: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
+	91, // 97: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
+	35, // 98: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
+	37, // 99: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
+	39, // 100: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
+	91, // 101: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
+	42, // 102: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
+	44, // 103: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
+	46, // 104: agentd.v1.AgentService.SubmitHookResult:output_type -> agentd.v1.SubmitHookResultResponse
+	48, // 105: agentd.v1.AgentService.ListApprovalRules:output_type -> agentd.v1.ListApprovalRulesResponse
+	50, // 106: agentd.v1.AgentService.DeleteApprovalRule:output_type -> agentd.v1.DeleteApprovalRuleResponse
+	52, // 107: agentd.v1.AgentService.ResolveInDoubt:output_type -> agentd.v1.ResolveInDoubtResponse
+	54, // 108: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
+	56, // 109: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
+	58, // 110: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
+	60, // 111: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
+	64, // 112: agentd.v1.AgentService.ListToolSources:output_type -> agentd.v1.ListToolSourcesResponse
+	62, // 113: agentd.v1.AgentService.GetTenantUsage:output_type -> agentd.v1.GetTenantUsageResponse
+	19, // 114: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
+	91, // 115: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
+	23, // 116: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
+	13, // 117: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
+	15, // 118: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
+	17, // 119: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
+	10, // 120: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
+	66, // 121: agentd.v1.AgentService.RedactEntries:output_type -> agentd.v1.RedactEntriesResponse
+	5,  // 122: agentd.v1.AgentService.ExportSession:output_type -> agentd.v1.SessionRecord
+	8,  // 123: agentd.v1.AgentService.ImportSession:output_type -> agentd.v1.ImportSessionResponse
+	92, // [92:124] is the sub-list for method output_type
+	60, // [60:92] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_service_proto_init() }
@@ -4379,8 +5212,8 @@ func file_agentd_v1_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_service_proto_rawDesc), len(file_agentd_v1_service_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   62,
+			NumEnums:      4,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

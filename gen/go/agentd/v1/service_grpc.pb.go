@@ -19,34 +19,38 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgentService_CreateSession_FullMethodName    = "/agentd.v1.AgentService/CreateSession"
-	AgentService_GetSession_FullMethodName       = "/agentd.v1.AgentService/GetSession"
-	AgentService_ListSessions_FullMethodName     = "/agentd.v1.AgentService/ListSessions"
-	AgentService_DeleteSession_FullMethodName    = "/agentd.v1.AgentService/DeleteSession"
-	AgentService_Prompt_FullMethodName           = "/agentd.v1.AgentService/Prompt"
-	AgentService_Continue_FullMethodName         = "/agentd.v1.AgentService/Continue"
-	AgentService_Steer_FullMethodName            = "/agentd.v1.AgentService/Steer"
-	AgentService_FollowUp_FullMethodName         = "/agentd.v1.AgentService/FollowUp"
-	AgentService_Abort_FullMethodName            = "/agentd.v1.AgentService/Abort"
-	AgentService_Attach_FullMethodName           = "/agentd.v1.AgentService/Attach"
-	AgentService_SubmitToolResult_FullMethodName = "/agentd.v1.AgentService/SubmitToolResult"
-	AgentService_ResolveApproval_FullMethodName  = "/agentd.v1.AgentService/ResolveApproval"
-	AgentService_AppendMessages_FullMethodName   = "/agentd.v1.AgentService/AppendMessages"
-	AgentService_GetTranscript_FullMethodName    = "/agentd.v1.AgentService/GetTranscript"
-	AgentService_GetContext_FullMethodName       = "/agentd.v1.AgentService/GetContext"
-	AgentService_ListModels_FullMethodName       = "/agentd.v1.AgentService/ListModels"
-	AgentService_ListToolSources_FullMethodName  = "/agentd.v1.AgentService/ListToolSources"
-	AgentService_GetTenantUsage_FullMethodName   = "/agentd.v1.AgentService/GetTenantUsage"
-	AgentService_UpdateSession_FullMethodName    = "/agentd.v1.AgentService/UpdateSession"
-	AgentService_Compact_FullMethodName          = "/agentd.v1.AgentService/Compact"
-	AgentService_SubmitContext_FullMethodName    = "/agentd.v1.AgentService/SubmitContext"
-	AgentService_GetTree_FullMethodName          = "/agentd.v1.AgentService/GetTree"
-	AgentService_SetLabel_FullMethodName         = "/agentd.v1.AgentService/SetLabel"
-	AgentService_Navigate_FullMethodName         = "/agentd.v1.AgentService/Navigate"
-	AgentService_ForkSession_FullMethodName      = "/agentd.v1.AgentService/ForkSession"
-	AgentService_RedactEntries_FullMethodName    = "/agentd.v1.AgentService/RedactEntries"
-	AgentService_ExportSession_FullMethodName    = "/agentd.v1.AgentService/ExportSession"
-	AgentService_ImportSession_FullMethodName    = "/agentd.v1.AgentService/ImportSession"
+	AgentService_CreateSession_FullMethodName      = "/agentd.v1.AgentService/CreateSession"
+	AgentService_GetSession_FullMethodName         = "/agentd.v1.AgentService/GetSession"
+	AgentService_ListSessions_FullMethodName       = "/agentd.v1.AgentService/ListSessions"
+	AgentService_DeleteSession_FullMethodName      = "/agentd.v1.AgentService/DeleteSession"
+	AgentService_Prompt_FullMethodName             = "/agentd.v1.AgentService/Prompt"
+	AgentService_Continue_FullMethodName           = "/agentd.v1.AgentService/Continue"
+	AgentService_Steer_FullMethodName              = "/agentd.v1.AgentService/Steer"
+	AgentService_FollowUp_FullMethodName           = "/agentd.v1.AgentService/FollowUp"
+	AgentService_Abort_FullMethodName              = "/agentd.v1.AgentService/Abort"
+	AgentService_Attach_FullMethodName             = "/agentd.v1.AgentService/Attach"
+	AgentService_SubmitToolResult_FullMethodName   = "/agentd.v1.AgentService/SubmitToolResult"
+	AgentService_ResolveApproval_FullMethodName    = "/agentd.v1.AgentService/ResolveApproval"
+	AgentService_SubmitHookResult_FullMethodName   = "/agentd.v1.AgentService/SubmitHookResult"
+	AgentService_ListApprovalRules_FullMethodName  = "/agentd.v1.AgentService/ListApprovalRules"
+	AgentService_DeleteApprovalRule_FullMethodName = "/agentd.v1.AgentService/DeleteApprovalRule"
+	AgentService_ResolveInDoubt_FullMethodName     = "/agentd.v1.AgentService/ResolveInDoubt"
+	AgentService_AppendMessages_FullMethodName     = "/agentd.v1.AgentService/AppendMessages"
+	AgentService_GetTranscript_FullMethodName      = "/agentd.v1.AgentService/GetTranscript"
+	AgentService_GetContext_FullMethodName         = "/agentd.v1.AgentService/GetContext"
+	AgentService_ListModels_FullMethodName         = "/agentd.v1.AgentService/ListModels"
+	AgentService_ListToolSources_FullMethodName    = "/agentd.v1.AgentService/ListToolSources"
+	AgentService_GetTenantUsage_FullMethodName     = "/agentd.v1.AgentService/GetTenantUsage"
+	AgentService_UpdateSession_FullMethodName      = "/agentd.v1.AgentService/UpdateSession"
+	AgentService_Compact_FullMethodName            = "/agentd.v1.AgentService/Compact"
+	AgentService_SubmitContext_FullMethodName      = "/agentd.v1.AgentService/SubmitContext"
+	AgentService_GetTree_FullMethodName            = "/agentd.v1.AgentService/GetTree"
+	AgentService_SetLabel_FullMethodName           = "/agentd.v1.AgentService/SetLabel"
+	AgentService_Navigate_FullMethodName           = "/agentd.v1.AgentService/Navigate"
+	AgentService_ForkSession_FullMethodName        = "/agentd.v1.AgentService/ForkSession"
+	AgentService_RedactEntries_FullMethodName      = "/agentd.v1.AgentService/RedactEntries"
+	AgentService_ExportSession_FullMethodName      = "/agentd.v1.AgentService/ExportSession"
+	AgentService_ImportSession_FullMethodName      = "/agentd.v1.AgentService/ImportSession"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -101,6 +105,19 @@ type AgentServiceClient interface {
 	SubmitToolResult(ctx context.Context, in *SubmitToolResultRequest, opts ...grpc.CallOption) (*SubmitToolResultResponse, error)
 	// ResolveApproval answers an approval_requested event.
 	ResolveApproval(ctx context.Context, in *ResolveApprovalRequest, opts ...grpc.CallOption) (*ResolveApprovalResponse, error)
+	// SubmitHookResult answers a hook_requested event; it reaches the run on
+	// whichever replica runs it.
+	SubmitHookResult(ctx context.Context, in *SubmitHookResultRequest, opts ...grpc.CallOption) (*SubmitHookResultResponse, error)
+	// ListApprovalRules lists the approval rules in force on the session's
+	// current path, oldest first.
+	ListApprovalRules(ctx context.Context, in *ListApprovalRulesRequest, opts ...grpc.CallOption) (*ListApprovalRulesResponse, error)
+	// DeleteApprovalRule removes a rule from the session's path (it records
+	// an ApprovalRuleRemoval entry); later calls it decided ask again.
+	DeleteApprovalRule(ctx context.Context, in *DeleteApprovalRuleRequest, opts ...grpc.CallOption) (*DeleteApprovalRuleResponse, error)
+	// ResolveInDoubt decides a tool call left in doubt (tool_in_doubt):
+	// retry it, skip it with a message the model sees, or supply its result.
+	// The session takes new runs again once every call in doubt is decided.
+	ResolveInDoubt(ctx context.Context, in *ResolveInDoubtRequest, opts ...grpc.CallOption) (*ResolveInDoubtResponse, error)
 	// AppendMessages appends messages to an idle session's transcript without
 	// running the agent.
 	AppendMessages(ctx context.Context, in *AppendMessagesRequest, opts ...grpc.CallOption) (*AppendMessagesResponse, error)
@@ -346,6 +363,46 @@ func (c *agentServiceClient) ResolveApproval(ctx context.Context, in *ResolveApp
 	return out, nil
 }
 
+func (c *agentServiceClient) SubmitHookResult(ctx context.Context, in *SubmitHookResultRequest, opts ...grpc.CallOption) (*SubmitHookResultResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubmitHookResultResponse)
+	err := c.cc.Invoke(ctx, AgentService_SubmitHookResult_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) ListApprovalRules(ctx context.Context, in *ListApprovalRulesRequest, opts ...grpc.CallOption) (*ListApprovalRulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListApprovalRulesResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListApprovalRules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) DeleteApprovalRule(ctx context.Context, in *DeleteApprovalRuleRequest, opts ...grpc.CallOption) (*DeleteApprovalRuleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteApprovalRuleResponse)
+	err := c.cc.Invoke(ctx, AgentService_DeleteApprovalRule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) ResolveInDoubt(ctx context.Context, in *ResolveInDoubtRequest, opts ...grpc.CallOption) (*ResolveInDoubtResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveInDoubtResponse)
+	err := c.cc.Invoke(ctx, AgentService_ResolveInDoubt_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *agentServiceClient) AppendMessages(ctx context.Context, in *AppendMessagesRequest, opts ...grpc.CallOption) (*AppendMessagesResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AppendMessagesResponse)
@@ -579,6 +636,19 @@ type AgentServiceServer interface {
 	SubmitToolResult(context.Context, *SubmitToolResultRequest) (*SubmitToolResultResponse, error)
 	// ResolveApproval answers an approval_requested event.
 	ResolveApproval(context.Context, *ResolveApprovalRequest) (*ResolveApprovalResponse, error)
+	// SubmitHookResult answers a hook_requested event; it reaches the run on
+	// whichever replica runs it.
+	SubmitHookResult(context.Context, *SubmitHookResultRequest) (*SubmitHookResultResponse, error)
+	// ListApprovalRules lists the approval rules in force on the session's
+	// current path, oldest first.
+	ListApprovalRules(context.Context, *ListApprovalRulesRequest) (*ListApprovalRulesResponse, error)
+	// DeleteApprovalRule removes a rule from the session's path (it records
+	// an ApprovalRuleRemoval entry); later calls it decided ask again.
+	DeleteApprovalRule(context.Context, *DeleteApprovalRuleRequest) (*DeleteApprovalRuleResponse, error)
+	// ResolveInDoubt decides a tool call left in doubt (tool_in_doubt):
+	// retry it, skip it with a message the model sees, or supply its result.
+	// The session takes new runs again once every call in doubt is decided.
+	ResolveInDoubt(context.Context, *ResolveInDoubtRequest) (*ResolveInDoubtResponse, error)
 	// AppendMessages appends messages to an idle session's transcript without
 	// running the agent.
 	AppendMessages(context.Context, *AppendMessagesRequest) (*AppendMessagesResponse, error)
@@ -712,6 +782,18 @@ func (UnimplementedAgentServiceServer) SubmitToolResult(context.Context, *Submit
 }
 func (UnimplementedAgentServiceServer) ResolveApproval(context.Context, *ResolveApprovalRequest) (*ResolveApprovalResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResolveApproval not implemented")
+}
+func (UnimplementedAgentServiceServer) SubmitHookResult(context.Context, *SubmitHookResultRequest) (*SubmitHookResultResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SubmitHookResult not implemented")
+}
+func (UnimplementedAgentServiceServer) ListApprovalRules(context.Context, *ListApprovalRulesRequest) (*ListApprovalRulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListApprovalRules not implemented")
+}
+func (UnimplementedAgentServiceServer) DeleteApprovalRule(context.Context, *DeleteApprovalRuleRequest) (*DeleteApprovalRuleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteApprovalRule not implemented")
+}
+func (UnimplementedAgentServiceServer) ResolveInDoubt(context.Context, *ResolveInDoubtRequest) (*ResolveInDoubtResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveInDoubt not implemented")
 }
 func (UnimplementedAgentServiceServer) AppendMessages(context.Context, *AppendMessagesRequest) (*AppendMessagesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AppendMessages not implemented")
@@ -973,6 +1055,78 @@ func _AgentService_ResolveApproval_Handler(srv interface{}, ctx context.Context,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AgentServiceServer).ResolveApproval(ctx, req.(*ResolveApprovalRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_SubmitHookResult_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubmitHookResultRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).SubmitHookResult(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_SubmitHookResult_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).SubmitHookResult(ctx, req.(*SubmitHookResultRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_ListApprovalRules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListApprovalRulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListApprovalRules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListApprovalRules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListApprovalRules(ctx, req.(*ListApprovalRulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_DeleteApprovalRule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteApprovalRuleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).DeleteApprovalRule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_DeleteApprovalRule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).DeleteApprovalRule(ctx, req.(*DeleteApprovalRuleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_ResolveInDoubt_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveInDoubtRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ResolveInDoubt(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ResolveInDoubt_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ResolveInDoubt(ctx, req.(*ResolveInDoubtRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1282,6 +1436,22 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResolveApproval",
 			Handler:    _AgentService_ResolveApproval_Handler,
+		},
+		{
+			MethodName: "SubmitHookResult",
+			Handler:    _AgentService_SubmitHookResult_Handler,
+		},
+		{
+			MethodName: "ListApprovalRules",
+			Handler:    _AgentService_ListApprovalRules_Handler,
+		},
+		{
+			MethodName: "DeleteApprovalRule",
+			Handler:    _AgentService_DeleteApprovalRule_Handler,
+		},
+		{
+			MethodName: "ResolveInDoubt",
+			Handler:    _AgentService_ResolveInDoubt_Handler,
 		},
 		{
 			MethodName: "AppendMessages",

@@ -242,6 +242,62 @@ func (QueueMode) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_v1_session_proto_rawDescGZIP(), []int{3}
 }
 
+// HookTimeoutAction is what a run does when nobody answers a hook in
+// time. Either way an error event with stage "hook" says so.
+type HookTimeoutAction int32
+
+const (
+	// PROCEED.
+	HookTimeoutAction_HOOK_TIMEOUT_ACTION_UNSPECIFIED HookTimeoutAction = 0
+	// Go on as if the hook had answered ALLOW.
+	HookTimeoutAction_HOOK_TIMEOUT_ACTION_PROCEED HookTimeoutAction = 1
+	// Go on as if the hook had answered DENY: the tool call is refused, the
+	// prompt refused, the compaction vetoed. For POST_TOOL_USE the result
+	// is redacted; for STOP the run ends.
+	HookTimeoutAction_HOOK_TIMEOUT_ACTION_DENY HookTimeoutAction = 2
+)
+
+// Enum value maps for HookTimeoutAction.
+var (
+	HookTimeoutAction_name = map[int32]string{
+		0: "HOOK_TIMEOUT_ACTION_UNSPECIFIED",
+		1: "HOOK_TIMEOUT_ACTION_PROCEED",
+		2: "HOOK_TIMEOUT_ACTION_DENY",
+	}
+	HookTimeoutAction_value = map[string]int32{
+		"HOOK_TIMEOUT_ACTION_UNSPECIFIED": 0,
+		"HOOK_TIMEOUT_ACTION_PROCEED":     1,
+		"HOOK_TIMEOUT_ACTION_DENY":        2,
+	}
+)
+
+func (x HookTimeoutAction) Enum() *HookTimeoutAction {
+	p := new(HookTimeoutAction)
+	*p = x
+	return p
+}
+
+func (x HookTimeoutAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HookTimeoutAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_session_proto_enumTypes[4].Descriptor()
+}
+
+func (HookTimeoutAction) Type() protoreflect.EnumType {
+	return &file_agentd_v1_session_proto_enumTypes[4]
+}
+
+func (x HookTimeoutAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HookTimeoutAction.Descriptor instead.
+func (HookTimeoutAction) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+}
+
 // SandboxNetwork is the network a session's commands get.
 type SandboxNetwork int32
 
@@ -279,11 +335,11 @@ func (x SandboxNetwork) String() string {
 }
 
 func (SandboxNetwork) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_session_proto_enumTypes[4].Descriptor()
+	return file_agentd_v1_session_proto_enumTypes[5].Descriptor()
 }
 
 func (SandboxNetwork) Type() protoreflect.EnumType {
-	return &file_agentd_v1_session_proto_enumTypes[4]
+	return &file_agentd_v1_session_proto_enumTypes[5]
 }
 
 func (x SandboxNetwork) Number() protoreflect.EnumNumber {
@@ -292,7 +348,7 @@ func (x SandboxNetwork) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SandboxNetwork.Descriptor instead.
 func (SandboxNetwork) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
 // MessageKind names a kind of AgentMessage; its number is the field number
@@ -320,21 +376,24 @@ const (
 	MessageKind_MESSAGE_KIND_COMPACTION_SUMMARY MessageKind = 8
 	// Extension.
 	MessageKind_MESSAGE_KIND_EXTENSION MessageKind = 9
+	// HookNotice.
+	MessageKind_MESSAGE_KIND_HOOK_NOTICE MessageKind = 10
 )
 
 // Enum value maps for MessageKind.
 var (
 	MessageKind_name = map[int32]string{
-		0: "MESSAGE_KIND_UNSPECIFIED",
-		1: "MESSAGE_KIND_USER",
-		2: "MESSAGE_KIND_ASSISTANT",
-		3: "MESSAGE_KIND_TOOL_RESULT",
-		4: "MESSAGE_KIND_APPROVAL_NOTICE",
-		5: "MESSAGE_KIND_BASH_EXECUTION",
-		6: "MESSAGE_KIND_CUSTOM",
-		7: "MESSAGE_KIND_BRANCH_SUMMARY",
-		8: "MESSAGE_KIND_COMPACTION_SUMMARY",
-		9: "MESSAGE_KIND_EXTENSION",
+		0:  "MESSAGE_KIND_UNSPECIFIED",
+		1:  "MESSAGE_KIND_USER",
+		2:  "MESSAGE_KIND_ASSISTANT",
+		3:  "MESSAGE_KIND_TOOL_RESULT",
+		4:  "MESSAGE_KIND_APPROVAL_NOTICE",
+		5:  "MESSAGE_KIND_BASH_EXECUTION",
+		6:  "MESSAGE_KIND_CUSTOM",
+		7:  "MESSAGE_KIND_BRANCH_SUMMARY",
+		8:  "MESSAGE_KIND_COMPACTION_SUMMARY",
+		9:  "MESSAGE_KIND_EXTENSION",
+		10: "MESSAGE_KIND_HOOK_NOTICE",
 	}
 	MessageKind_value = map[string]int32{
 		"MESSAGE_KIND_UNSPECIFIED":        0,
@@ -347,6 +406,7 @@ var (
 		"MESSAGE_KIND_BRANCH_SUMMARY":     7,
 		"MESSAGE_KIND_COMPACTION_SUMMARY": 8,
 		"MESSAGE_KIND_EXTENSION":          9,
+		"MESSAGE_KIND_HOOK_NOTICE":        10,
 	}
 )
 
@@ -361,11 +421,11 @@ func (x MessageKind) String() string {
 }
 
 func (MessageKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_session_proto_enumTypes[5].Descriptor()
+	return file_agentd_v1_session_proto_enumTypes[6].Descriptor()
 }
 
 func (MessageKind) Type() protoreflect.EnumType {
-	return &file_agentd_v1_session_proto_enumTypes[5]
+	return &file_agentd_v1_session_proto_enumTypes[6]
 }
 
 func (x MessageKind) Number() protoreflect.EnumNumber {
@@ -374,7 +434,7 @@ func (x MessageKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MessageKind.Descriptor instead.
 func (MessageKind) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 // SessionState says whether a session has an active run.
@@ -414,11 +474,11 @@ func (x SessionState) String() string {
 }
 
 func (SessionState) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_session_proto_enumTypes[6].Descriptor()
+	return file_agentd_v1_session_proto_enumTypes[7].Descriptor()
 }
 
 func (SessionState) Type() protoreflect.EnumType {
-	return &file_agentd_v1_session_proto_enumTypes[6]
+	return &file_agentd_v1_session_proto_enumTypes[7]
 }
 
 func (x SessionState) Number() protoreflect.EnumNumber {
@@ -427,7 +487,7 @@ func (x SessionState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionState.Descriptor instead.
 func (SessionState) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 // Modality is a kind of input a model accepts.
@@ -467,11 +527,11 @@ func (x Modality) String() string {
 }
 
 func (Modality) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_session_proto_enumTypes[7].Descriptor()
+	return file_agentd_v1_session_proto_enumTypes[8].Descriptor()
 }
 
 func (Modality) Type() protoreflect.EnumType {
-	return &file_agentd_v1_session_proto_enumTypes[7]
+	return &file_agentd_v1_session_proto_enumTypes[8]
 }
 
 func (x Modality) Number() protoreflect.EnumNumber {
@@ -480,7 +540,7 @@ func (x Modality) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Modality.Descriptor instead.
 func (Modality) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 // Tool declares a tool the model may call.
@@ -765,7 +825,12 @@ type SessionConfig struct {
 	Budget *Budget `protobuf:"bytes,19,opt,name=budget,proto3" json:"budget,omitempty"`
 	// What the session's bash commands may reach beyond their workspace.
 	// Unset: no network, the whole workspace writable.
-	Sandbox       *SandboxSettings `protobuf:"bytes,20,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Sandbox *SandboxSettings `protobuf:"bytes,20,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	// Lifecycle hooks the client answers over the wire: each matching point
+	// of a run emits hook_requested and waits for SubmitHookResult. Hooks of
+	// one event run in the order declared; a hook's decision other than
+	// ALLOW is final for that point (later hooks are not asked). At most 32.
+	Hooks         []*Hook `protobuf:"bytes,21,rep,name=hooks,proto3" json:"hooks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -940,6 +1005,111 @@ func (x *SessionConfig) GetSandbox() *SandboxSettings {
 	return nil
 }
 
+func (x *SessionConfig) GetHooks() []*Hook {
+	if x != nil {
+		return x.Hooks
+	}
+	return nil
+}
+
+// Hook asks the client to decide at one point of a run (see HookEvent).
+type Hook struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Where the hook is asked. Required.
+	Event HookEvent `protobuf:"varint,1,opt,name=event,proto3,enum=agentd.v1.HookEvent" json:"event,omitempty"`
+	// For PRE_TOOL_USE and POST_TOOL_USE: the tools it applies to, as a
+	// glob over tool names ("*" any run of characters, "?" one character,
+	// "[...]" a class; the syntax of Go's path.Match), such as "bash" or
+	// "mcp__*". Empty: every tool. Refused for the other events.
+	ToolPattern string `protobuf:"bytes,2,opt,name=tool_pattern,json=toolPattern,proto3" json:"tool_pattern,omitempty"`
+	// How long the run waits for SubmitHookResult; unset means 10 seconds,
+	// at most 10 minutes.
+	Timeout *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// What happens when nobody answers in time.
+	OnTimeout HookTimeoutAction `protobuf:"varint,4,opt,name=on_timeout,json=onTimeout,proto3,enum=agentd.v1.HookTimeoutAction" json:"on_timeout,omitempty"`
+	// A name for the hook, shown in hook_requested and HookNotice; at most
+	// 128 bytes. Empty: "hooks[<index>]".
+	Name string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// For STOP: how many times one run may be continued by this hook; 0
+	// means 1, at most 16. Once reached, the hook is no longer asked in
+	// that run.
+	MaxContinuations uint32 `protobuf:"varint,6,opt,name=max_continuations,json=maxContinuations,proto3" json:"max_continuations,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *Hook) Reset() {
+	*x = Hook{}
+	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Hook) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Hook) ProtoMessage() {}
+
+func (x *Hook) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Hook.ProtoReflect.Descriptor instead.
+func (*Hook) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Hook) GetEvent() HookEvent {
+	if x != nil {
+		return x.Event
+	}
+	return HookEvent_HOOK_EVENT_UNSPECIFIED
+}
+
+func (x *Hook) GetToolPattern() string {
+	if x != nil {
+		return x.ToolPattern
+	}
+	return ""
+}
+
+func (x *Hook) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *Hook) GetOnTimeout() HookTimeoutAction {
+	if x != nil {
+		return x.OnTimeout
+	}
+	return HookTimeoutAction_HOOK_TIMEOUT_ACTION_UNSPECIFIED
+}
+
+func (x *Hook) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Hook) GetMaxContinuations() uint32 {
+	if x != nil {
+		return x.MaxContinuations
+	}
+	return 0
+}
+
 // SandboxSettings shape the confinement of a session's bash commands
 // (agentd's tool sandbox; see Session.tool_sandbox for what is in force).
 type SandboxSettings struct {
@@ -960,7 +1130,7 @@ type SandboxSettings struct {
 
 func (x *SandboxSettings) Reset() {
 	*x = SandboxSettings{}
-	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	mi := &file_agentd_v1_session_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1142,7 @@ func (x *SandboxSettings) String() string {
 func (*SandboxSettings) ProtoMessage() {}
 
 func (x *SandboxSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	mi := &file_agentd_v1_session_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1155,7 @@ func (x *SandboxSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxSettings.ProtoReflect.Descriptor instead.
 func (*SandboxSettings) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SandboxSettings) GetNetwork() SandboxNetwork {
@@ -1022,7 +1192,7 @@ type ToolSandbox struct {
 
 func (x *ToolSandbox) Reset() {
 	*x = ToolSandbox{}
-	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	mi := &file_agentd_v1_session_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1204,7 @@ func (x *ToolSandbox) String() string {
 func (*ToolSandbox) ProtoMessage() {}
 
 func (x *ToolSandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	mi := &file_agentd_v1_session_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1217,7 @@ func (x *ToolSandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSandbox.ProtoReflect.Descriptor instead.
 func (*ToolSandbox) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ToolSandbox) GetConfined() bool {
@@ -1097,7 +1267,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	mi := &file_agentd_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1279,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	mi := &file_agentd_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1292,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Budget) GetMaxCostUsd() float64 {
@@ -1166,7 +1336,7 @@ type Spend struct {
 
 func (x *Spend) Reset() {
 	*x = Spend{}
-	mi := &file_agentd_v1_session_proto_msgTypes[7]
+	mi := &file_agentd_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1348,7 @@ func (x *Spend) String() string {
 func (*Spend) ProtoMessage() {}
 
 func (x *Spend) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[7]
+	mi := &file_agentd_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1361,7 @@ func (x *Spend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Spend.ProtoReflect.Descriptor instead.
 func (*Spend) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Spend) GetTokens() int64 {
@@ -1230,7 +1400,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_agentd_v1_session_proto_msgTypes[8]
+	mi := &file_agentd_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1412,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[8]
+	mi := &file_agentd_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1425,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *McpServer) GetName() string {
@@ -1300,7 +1470,7 @@ type ContextPolicy struct {
 
 func (x *ContextPolicy) Reset() {
 	*x = ContextPolicy{}
-	mi := &file_agentd_v1_session_proto_msgTypes[9]
+	mi := &file_agentd_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1482,7 @@ func (x *ContextPolicy) String() string {
 func (*ContextPolicy) ProtoMessage() {}
 
 func (x *ContextPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[9]
+	mi := &file_agentd_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1495,7 @@ func (x *ContextPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextPolicy.ProtoReflect.Descriptor instead.
 func (*ContextPolicy) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ContextPolicy) GetRules() []*ContextRule {
@@ -1353,7 +1523,7 @@ type ContextRule struct {
 
 func (x *ContextRule) Reset() {
 	*x = ContextRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[10]
+	mi := &file_agentd_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1535,7 @@ func (x *ContextRule) String() string {
 func (*ContextRule) ProtoMessage() {}
 
 func (x *ContextRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[10]
+	mi := &file_agentd_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1548,7 @@ func (x *ContextRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextRule.ProtoReflect.Descriptor instead.
 func (*ContextRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ContextRule) GetRule() isContextRule_Rule {
@@ -1476,7 +1646,7 @@ type TokenBudgetRule struct {
 
 func (x *TokenBudgetRule) Reset() {
 	*x = TokenBudgetRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[11]
+	mi := &file_agentd_v1_session_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1488,7 +1658,7 @@ func (x *TokenBudgetRule) String() string {
 func (*TokenBudgetRule) ProtoMessage() {}
 
 func (x *TokenBudgetRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[11]
+	mi := &file_agentd_v1_session_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1501,7 +1671,7 @@ func (x *TokenBudgetRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenBudgetRule.ProtoReflect.Descriptor instead.
 func (*TokenBudgetRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TokenBudgetRule) GetMaxTokens() int64 {
@@ -1534,7 +1704,7 @@ type ElideToolResultsRule struct {
 
 func (x *ElideToolResultsRule) Reset() {
 	*x = ElideToolResultsRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[12]
+	mi := &file_agentd_v1_session_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1716,7 @@ func (x *ElideToolResultsRule) String() string {
 func (*ElideToolResultsRule) ProtoMessage() {}
 
 func (x *ElideToolResultsRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[12]
+	mi := &file_agentd_v1_session_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1729,7 @@ func (x *ElideToolResultsRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElideToolResultsRule.ProtoReflect.Descriptor instead.
 func (*ElideToolResultsRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ElideToolResultsRule) GetKeepTurns() uint32 {
@@ -1582,7 +1752,7 @@ type DropKindsRule struct {
 
 func (x *DropKindsRule) Reset() {
 	*x = DropKindsRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[13]
+	mi := &file_agentd_v1_session_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1764,7 @@ func (x *DropKindsRule) String() string {
 func (*DropKindsRule) ProtoMessage() {}
 
 func (x *DropKindsRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[13]
+	mi := &file_agentd_v1_session_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1777,7 @@ func (x *DropKindsRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropKindsRule.ProtoReflect.Descriptor instead.
 func (*DropKindsRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DropKindsRule) GetKinds() []MessageKind {
@@ -1629,7 +1799,7 @@ type CapImagesRule struct {
 
 func (x *CapImagesRule) Reset() {
 	*x = CapImagesRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[14]
+	mi := &file_agentd_v1_session_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1811,7 @@ func (x *CapImagesRule) String() string {
 func (*CapImagesRule) ProtoMessage() {}
 
 func (x *CapImagesRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[14]
+	mi := &file_agentd_v1_session_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1824,7 @@ func (x *CapImagesRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapImagesRule.ProtoReflect.Descriptor instead.
 func (*CapImagesRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CapImagesRule) GetMaxImages() uint32 {
@@ -1680,7 +1850,7 @@ type ContextBlock struct {
 
 func (x *ContextBlock) Reset() {
 	*x = ContextBlock{}
-	mi := &file_agentd_v1_session_proto_msgTypes[15]
+	mi := &file_agentd_v1_session_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1862,7 @@ func (x *ContextBlock) String() string {
 func (*ContextBlock) ProtoMessage() {}
 
 func (x *ContextBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[15]
+	mi := &file_agentd_v1_session_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1875,7 @@ func (x *ContextBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextBlock.ProtoReflect.Descriptor instead.
 func (*ContextBlock) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ContextBlock) GetName() string {
@@ -1741,7 +1911,7 @@ type ContextHook struct {
 
 func (x *ContextHook) Reset() {
 	*x = ContextHook{}
-	mi := &file_agentd_v1_session_proto_msgTypes[16]
+	mi := &file_agentd_v1_session_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1753,7 +1923,7 @@ func (x *ContextHook) String() string {
 func (*ContextHook) ProtoMessage() {}
 
 func (x *ContextHook) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[16]
+	mi := &file_agentd_v1_session_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1766,7 +1936,7 @@ func (x *ContextHook) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextHook.ProtoReflect.Descriptor instead.
 func (*ContextHook) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ContextHook) GetTimeout() *durationpb.Duration {
@@ -1812,7 +1982,7 @@ type CompactionSettings struct {
 
 func (x *CompactionSettings) Reset() {
 	*x = CompactionSettings{}
-	mi := &file_agentd_v1_session_proto_msgTypes[17]
+	mi := &file_agentd_v1_session_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +1994,7 @@ func (x *CompactionSettings) String() string {
 func (*CompactionSettings) ProtoMessage() {}
 
 func (x *CompactionSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[17]
+	mi := &file_agentd_v1_session_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +2007,7 @@ func (x *CompactionSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionSettings.ProtoReflect.Descriptor instead.
 func (*CompactionSettings) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CompactionSettings) GetDisableAuto() bool {
@@ -1907,7 +2077,7 @@ type FauxScript struct {
 
 func (x *FauxScript) Reset() {
 	*x = FauxScript{}
-	mi := &file_agentd_v1_session_proto_msgTypes[18]
+	mi := &file_agentd_v1_session_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2089,7 @@ func (x *FauxScript) String() string {
 func (*FauxScript) ProtoMessage() {}
 
 func (x *FauxScript) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[18]
+	mi := &file_agentd_v1_session_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2102,7 @@ func (x *FauxScript) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FauxScript.ProtoReflect.Descriptor instead.
 func (*FauxScript) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FauxScript) GetResponses() []*AssistantMessage {
@@ -2006,7 +2176,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_agentd_v1_session_proto_msgTypes[19]
+	mi := &file_agentd_v1_session_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2188,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[19]
+	mi := &file_agentd_v1_session_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2201,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Session) GetId() string {
@@ -2131,7 +2301,7 @@ type SessionOrigin struct {
 
 func (x *SessionOrigin) Reset() {
 	*x = SessionOrigin{}
-	mi := &file_agentd_v1_session_proto_msgTypes[20]
+	mi := &file_agentd_v1_session_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2143,7 +2313,7 @@ func (x *SessionOrigin) String() string {
 func (*SessionOrigin) ProtoMessage() {}
 
 func (x *SessionOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[20]
+	mi := &file_agentd_v1_session_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2156,7 +2326,7 @@ func (x *SessionOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOrigin.ProtoReflect.Descriptor instead.
 func (*SessionOrigin) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SessionOrigin) GetSessionId() string {
@@ -2190,7 +2360,7 @@ type ModelPrice struct {
 
 func (x *ModelPrice) Reset() {
 	*x = ModelPrice{}
-	mi := &file_agentd_v1_session_proto_msgTypes[21]
+	mi := &file_agentd_v1_session_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2202,7 +2372,7 @@ func (x *ModelPrice) String() string {
 func (*ModelPrice) ProtoMessage() {}
 
 func (x *ModelPrice) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[21]
+	mi := &file_agentd_v1_session_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2215,7 +2385,7 @@ func (x *ModelPrice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
 func (*ModelPrice) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ModelPrice) GetInput() float64 {
@@ -2277,7 +2447,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_agentd_v1_session_proto_msgTypes[22]
+	mi := &file_agentd_v1_session_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2459,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[22]
+	mi := &file_agentd_v1_session_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +2472,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{22}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Model) GetRef() *ModelRef {
@@ -2397,7 +2567,7 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\x05tools\x18\x03 \x03(\v2\x0f.agentd.v1.ToolR\x05tools\"6\n" +
 	"\bModelRef\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\xe2\b\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\x89\t\n" +
 	"\rSessionConfig\x12)\n" +
 	"\x05model\x18\x01 \x01(\v2\x13.agentd.v1.ModelRefR\x05model\x12#\n" +
 	"\rsystem_prompt\x18\x02 \x01(\tR\fsystemPrompt\x12%\n" +
@@ -2422,7 +2592,16 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\vmcp_servers\x18\x12 \x03(\v2\x14.agentd.v1.McpServerR\n" +
 	"mcpServers\x12)\n" +
 	"\x06budget\x18\x13 \x01(\v2\x11.agentd.v1.BudgetR\x06budget\x124\n" +
-	"\asandbox\x18\x14 \x01(\v2\x1a.agentd.v1.SandboxSettingsR\asandbox\"m\n" +
+	"\asandbox\x18\x14 \x01(\v2\x1a.agentd.v1.SandboxSettingsR\asandbox\x12%\n" +
+	"\x05hooks\x18\x15 \x03(\v2\x0f.agentd.v1.HookR\x05hooks\"\x88\x02\n" +
+	"\x04Hook\x12*\n" +
+	"\x05event\x18\x01 \x01(\x0e2\x14.agentd.v1.HookEventR\x05event\x12!\n" +
+	"\ftool_pattern\x18\x02 \x01(\tR\vtoolPattern\x123\n" +
+	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12;\n" +
+	"\n" +
+	"on_timeout\x18\x04 \x01(\x0e2\x1c.agentd.v1.HookTimeoutActionR\tonTimeout\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\x12+\n" +
+	"\x11max_continuations\x18\x06 \x01(\rR\x10maxContinuations\"m\n" +
 	"\x0fSandboxSettings\x123\n" +
 	"\anetwork\x18\x01 \x01(\x0e2\x19.agentd.v1.SandboxNetworkR\anetwork\x12%\n" +
 	"\x0ewritable_paths\x18\x02 \x03(\tR\rwritablePaths\"\xa3\x01\n" +
@@ -2552,11 +2731,15 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18QUEUE_MODE_ONE_AT_A_TIME\x10\x01\x12\x12\n" +
-	"\x0eQUEUE_MODE_ALL\x10\x02*h\n" +
+	"\x0eQUEUE_MODE_ALL\x10\x02*w\n" +
+	"\x11HookTimeoutAction\x12#\n" +
+	"\x1fHOOK_TIMEOUT_ACTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bHOOK_TIMEOUT_ACTION_PROCEED\x10\x01\x12\x1c\n" +
+	"\x18HOOK_TIMEOUT_ACTION_DENY\x10\x02*h\n" +
 	"\x0eSandboxNetwork\x12\x1f\n" +
 	"\x1bSANDBOX_NETWORK_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14SANDBOX_NETWORK_NONE\x10\x01\x12\x1b\n" +
-	"\x17SANDBOX_NETWORK_ALLOWED\x10\x02*\xba\x02\n" +
+	"\x17SANDBOX_NETWORK_ALLOWED\x10\x02*\xd8\x02\n" +
 	"\vMessageKind\x12\x1c\n" +
 	"\x18MESSAGE_KIND_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11MESSAGE_KIND_USER\x10\x01\x12\x1a\n" +
@@ -2567,7 +2750,9 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\x13MESSAGE_KIND_CUSTOM\x10\x06\x12\x1f\n" +
 	"\x1bMESSAGE_KIND_BRANCH_SUMMARY\x10\a\x12#\n" +
 	"\x1fMESSAGE_KIND_COMPACTION_SUMMARY\x10\b\x12\x1a\n" +
-	"\x16MESSAGE_KIND_EXTENSION\x10\t*`\n" +
+	"\x16MESSAGE_KIND_EXTENSION\x10\t\x12\x1c\n" +
+	"\x18MESSAGE_KIND_HOOK_NOTICE\x10\n" +
+	"*`\n" +
 	"\fSessionState\x12\x1d\n" +
 	"\x19SESSION_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12SESSION_STATE_IDLE\x10\x01\x12\x19\n" +
@@ -2589,103 +2774,110 @@ func file_agentd_v1_session_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_session_proto_rawDescData
 }
 
-var file_agentd_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_agentd_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_agentd_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_agentd_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_agentd_v1_session_proto_goTypes = []any{
 	(ToolExecutor)(0),             // 0: agentd.v1.ToolExecutor
 	(ApprovalPolicy)(0),           // 1: agentd.v1.ApprovalPolicy
 	(ToolExecutionMode)(0),        // 2: agentd.v1.ToolExecutionMode
 	(QueueMode)(0),                // 3: agentd.v1.QueueMode
-	(SandboxNetwork)(0),           // 4: agentd.v1.SandboxNetwork
-	(MessageKind)(0),              // 5: agentd.v1.MessageKind
-	(SessionState)(0),             // 6: agentd.v1.SessionState
-	(Modality)(0),                 // 7: agentd.v1.Modality
-	(*Tool)(nil),                  // 8: agentd.v1.Tool
-	(*Context)(nil),               // 9: agentd.v1.Context
-	(*ModelRef)(nil),              // 10: agentd.v1.ModelRef
-	(*SessionConfig)(nil),         // 11: agentd.v1.SessionConfig
-	(*SandboxSettings)(nil),       // 12: agentd.v1.SandboxSettings
-	(*ToolSandbox)(nil),           // 13: agentd.v1.ToolSandbox
-	(*Budget)(nil),                // 14: agentd.v1.Budget
-	(*Spend)(nil),                 // 15: agentd.v1.Spend
-	(*McpServer)(nil),             // 16: agentd.v1.McpServer
-	(*ContextPolicy)(nil),         // 17: agentd.v1.ContextPolicy
-	(*ContextRule)(nil),           // 18: agentd.v1.ContextRule
-	(*TokenBudgetRule)(nil),       // 19: agentd.v1.TokenBudgetRule
-	(*ElideToolResultsRule)(nil),  // 20: agentd.v1.ElideToolResultsRule
-	(*DropKindsRule)(nil),         // 21: agentd.v1.DropKindsRule
-	(*CapImagesRule)(nil),         // 22: agentd.v1.CapImagesRule
-	(*ContextBlock)(nil),          // 23: agentd.v1.ContextBlock
-	(*ContextHook)(nil),           // 24: agentd.v1.ContextHook
-	(*CompactionSettings)(nil),    // 25: agentd.v1.CompactionSettings
-	(*FauxScript)(nil),            // 26: agentd.v1.FauxScript
-	(*Session)(nil),               // 27: agentd.v1.Session
-	(*SessionOrigin)(nil),         // 28: agentd.v1.SessionOrigin
-	(*ModelPrice)(nil),            // 29: agentd.v1.ModelPrice
-	(*Model)(nil),                 // 30: agentd.v1.Model
-	nil,                           // 31: agentd.v1.McpServer.ToolApprovalEntry
-	nil,                           // 32: agentd.v1.Session.LabelsEntry
-	(*structpb.Struct)(nil),       // 33: google.protobuf.Struct
-	(*Message)(nil),               // 34: agentd.v1.Message
-	(ThinkingLevel)(0),            // 35: agentd.v1.ThinkingLevel
-	(*durationpb.Duration)(nil),   // 36: google.protobuf.Duration
-	(*AssistantMessage)(nil),      // 37: agentd.v1.AssistantMessage
-	(*timestamppb.Timestamp)(nil), // 38: google.protobuf.Timestamp
+	(HookTimeoutAction)(0),        // 4: agentd.v1.HookTimeoutAction
+	(SandboxNetwork)(0),           // 5: agentd.v1.SandboxNetwork
+	(MessageKind)(0),              // 6: agentd.v1.MessageKind
+	(SessionState)(0),             // 7: agentd.v1.SessionState
+	(Modality)(0),                 // 8: agentd.v1.Modality
+	(*Tool)(nil),                  // 9: agentd.v1.Tool
+	(*Context)(nil),               // 10: agentd.v1.Context
+	(*ModelRef)(nil),              // 11: agentd.v1.ModelRef
+	(*SessionConfig)(nil),         // 12: agentd.v1.SessionConfig
+	(*Hook)(nil),                  // 13: agentd.v1.Hook
+	(*SandboxSettings)(nil),       // 14: agentd.v1.SandboxSettings
+	(*ToolSandbox)(nil),           // 15: agentd.v1.ToolSandbox
+	(*Budget)(nil),                // 16: agentd.v1.Budget
+	(*Spend)(nil),                 // 17: agentd.v1.Spend
+	(*McpServer)(nil),             // 18: agentd.v1.McpServer
+	(*ContextPolicy)(nil),         // 19: agentd.v1.ContextPolicy
+	(*ContextRule)(nil),           // 20: agentd.v1.ContextRule
+	(*TokenBudgetRule)(nil),       // 21: agentd.v1.TokenBudgetRule
+	(*ElideToolResultsRule)(nil),  // 22: agentd.v1.ElideToolResultsRule
+	(*DropKindsRule)(nil),         // 23: agentd.v1.DropKindsRule
+	(*CapImagesRule)(nil),         // 24: agentd.v1.CapImagesRule
+	(*ContextBlock)(nil),          // 25: agentd.v1.ContextBlock
+	(*ContextHook)(nil),           // 26: agentd.v1.ContextHook
+	(*CompactionSettings)(nil),    // 27: agentd.v1.CompactionSettings
+	(*FauxScript)(nil),            // 28: agentd.v1.FauxScript
+	(*Session)(nil),               // 29: agentd.v1.Session
+	(*SessionOrigin)(nil),         // 30: agentd.v1.SessionOrigin
+	(*ModelPrice)(nil),            // 31: agentd.v1.ModelPrice
+	(*Model)(nil),                 // 32: agentd.v1.Model
+	nil,                           // 33: agentd.v1.McpServer.ToolApprovalEntry
+	nil,                           // 34: agentd.v1.Session.LabelsEntry
+	(*structpb.Struct)(nil),       // 35: google.protobuf.Struct
+	(*Message)(nil),               // 36: agentd.v1.Message
+	(ThinkingLevel)(0),            // 37: agentd.v1.ThinkingLevel
+	(*durationpb.Duration)(nil),   // 38: google.protobuf.Duration
+	(HookEvent)(0),                // 39: agentd.v1.HookEvent
+	(*AssistantMessage)(nil),      // 40: agentd.v1.AssistantMessage
+	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
 }
 var file_agentd_v1_session_proto_depIdxs = []int32{
-	33, // 0: agentd.v1.Tool.parameters:type_name -> google.protobuf.Struct
+	35, // 0: agentd.v1.Tool.parameters:type_name -> google.protobuf.Struct
 	0,  // 1: agentd.v1.Tool.executor:type_name -> agentd.v1.ToolExecutor
 	1,  // 2: agentd.v1.Tool.approval:type_name -> agentd.v1.ApprovalPolicy
-	34, // 3: agentd.v1.Context.messages:type_name -> agentd.v1.Message
-	8,  // 4: agentd.v1.Context.tools:type_name -> agentd.v1.Tool
-	10, // 5: agentd.v1.SessionConfig.model:type_name -> agentd.v1.ModelRef
-	8,  // 6: agentd.v1.SessionConfig.tools:type_name -> agentd.v1.Tool
+	36, // 3: agentd.v1.Context.messages:type_name -> agentd.v1.Message
+	9,  // 4: agentd.v1.Context.tools:type_name -> agentd.v1.Tool
+	11, // 5: agentd.v1.SessionConfig.model:type_name -> agentd.v1.ModelRef
+	9,  // 6: agentd.v1.SessionConfig.tools:type_name -> agentd.v1.Tool
 	2,  // 7: agentd.v1.SessionConfig.tool_execution:type_name -> agentd.v1.ToolExecutionMode
 	3,  // 8: agentd.v1.SessionConfig.steering_mode:type_name -> agentd.v1.QueueMode
 	3,  // 9: agentd.v1.SessionConfig.follow_up_mode:type_name -> agentd.v1.QueueMode
-	35, // 10: agentd.v1.SessionConfig.thinking_level:type_name -> agentd.v1.ThinkingLevel
-	36, // 11: agentd.v1.SessionConfig.client_tool_timeout:type_name -> google.protobuf.Duration
-	36, // 12: agentd.v1.SessionConfig.approval_timeout:type_name -> google.protobuf.Duration
-	26, // 13: agentd.v1.SessionConfig.faux:type_name -> agentd.v1.FauxScript
-	17, // 14: agentd.v1.SessionConfig.context_policy:type_name -> agentd.v1.ContextPolicy
-	24, // 15: agentd.v1.SessionConfig.context_hook:type_name -> agentd.v1.ContextHook
-	25, // 16: agentd.v1.SessionConfig.compaction:type_name -> agentd.v1.CompactionSettings
-	23, // 17: agentd.v1.SessionConfig.context_blocks:type_name -> agentd.v1.ContextBlock
-	16, // 18: agentd.v1.SessionConfig.mcp_servers:type_name -> agentd.v1.McpServer
-	14, // 19: agentd.v1.SessionConfig.budget:type_name -> agentd.v1.Budget
-	12, // 20: agentd.v1.SessionConfig.sandbox:type_name -> agentd.v1.SandboxSettings
-	4,  // 21: agentd.v1.SandboxSettings.network:type_name -> agentd.v1.SandboxNetwork
-	4,  // 22: agentd.v1.ToolSandbox.network:type_name -> agentd.v1.SandboxNetwork
-	36, // 23: agentd.v1.Budget.max_run_time:type_name -> google.protobuf.Duration
-	1,  // 24: agentd.v1.McpServer.approval:type_name -> agentd.v1.ApprovalPolicy
-	31, // 25: agentd.v1.McpServer.tool_approval:type_name -> agentd.v1.McpServer.ToolApprovalEntry
-	18, // 26: agentd.v1.ContextPolicy.rules:type_name -> agentd.v1.ContextRule
-	19, // 27: agentd.v1.ContextRule.token_budget:type_name -> agentd.v1.TokenBudgetRule
-	20, // 28: agentd.v1.ContextRule.elide_tool_results:type_name -> agentd.v1.ElideToolResultsRule
-	21, // 29: agentd.v1.ContextRule.drop_kinds:type_name -> agentd.v1.DropKindsRule
-	22, // 30: agentd.v1.ContextRule.cap_images:type_name -> agentd.v1.CapImagesRule
-	5,  // 31: agentd.v1.DropKindsRule.kinds:type_name -> agentd.v1.MessageKind
-	36, // 32: agentd.v1.ContextHook.timeout:type_name -> google.protobuf.Duration
-	10, // 33: agentd.v1.CompactionSettings.model:type_name -> agentd.v1.ModelRef
-	37, // 34: agentd.v1.FauxScript.responses:type_name -> agentd.v1.AssistantMessage
-	32, // 35: agentd.v1.Session.labels:type_name -> agentd.v1.Session.LabelsEntry
-	11, // 36: agentd.v1.Session.config:type_name -> agentd.v1.SessionConfig
-	38, // 37: agentd.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	38, // 38: agentd.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	6,  // 39: agentd.v1.Session.state:type_name -> agentd.v1.SessionState
-	28, // 40: agentd.v1.Session.origin:type_name -> agentd.v1.SessionOrigin
-	15, // 41: agentd.v1.Session.spent:type_name -> agentd.v1.Spend
-	13, // 42: agentd.v1.Session.tool_sandbox:type_name -> agentd.v1.ToolSandbox
-	10, // 43: agentd.v1.Model.ref:type_name -> agentd.v1.ModelRef
-	7,  // 44: agentd.v1.Model.input_modalities:type_name -> agentd.v1.Modality
-	29, // 45: agentd.v1.Model.price:type_name -> agentd.v1.ModelPrice
-	33, // 46: agentd.v1.Model.metadata:type_name -> google.protobuf.Struct
-	1,  // 47: agentd.v1.McpServer.ToolApprovalEntry.value:type_name -> agentd.v1.ApprovalPolicy
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	37, // 10: agentd.v1.SessionConfig.thinking_level:type_name -> agentd.v1.ThinkingLevel
+	38, // 11: agentd.v1.SessionConfig.client_tool_timeout:type_name -> google.protobuf.Duration
+	38, // 12: agentd.v1.SessionConfig.approval_timeout:type_name -> google.protobuf.Duration
+	28, // 13: agentd.v1.SessionConfig.faux:type_name -> agentd.v1.FauxScript
+	19, // 14: agentd.v1.SessionConfig.context_policy:type_name -> agentd.v1.ContextPolicy
+	26, // 15: agentd.v1.SessionConfig.context_hook:type_name -> agentd.v1.ContextHook
+	27, // 16: agentd.v1.SessionConfig.compaction:type_name -> agentd.v1.CompactionSettings
+	25, // 17: agentd.v1.SessionConfig.context_blocks:type_name -> agentd.v1.ContextBlock
+	18, // 18: agentd.v1.SessionConfig.mcp_servers:type_name -> agentd.v1.McpServer
+	16, // 19: agentd.v1.SessionConfig.budget:type_name -> agentd.v1.Budget
+	14, // 20: agentd.v1.SessionConfig.sandbox:type_name -> agentd.v1.SandboxSettings
+	13, // 21: agentd.v1.SessionConfig.hooks:type_name -> agentd.v1.Hook
+	39, // 22: agentd.v1.Hook.event:type_name -> agentd.v1.HookEvent
+	38, // 23: agentd.v1.Hook.timeout:type_name -> google.protobuf.Duration
+	4,  // 24: agentd.v1.Hook.on_timeout:type_name -> agentd.v1.HookTimeoutAction
+	5,  // 25: agentd.v1.SandboxSettings.network:type_name -> agentd.v1.SandboxNetwork
+	5,  // 26: agentd.v1.ToolSandbox.network:type_name -> agentd.v1.SandboxNetwork
+	38, // 27: agentd.v1.Budget.max_run_time:type_name -> google.protobuf.Duration
+	1,  // 28: agentd.v1.McpServer.approval:type_name -> agentd.v1.ApprovalPolicy
+	33, // 29: agentd.v1.McpServer.tool_approval:type_name -> agentd.v1.McpServer.ToolApprovalEntry
+	20, // 30: agentd.v1.ContextPolicy.rules:type_name -> agentd.v1.ContextRule
+	21, // 31: agentd.v1.ContextRule.token_budget:type_name -> agentd.v1.TokenBudgetRule
+	22, // 32: agentd.v1.ContextRule.elide_tool_results:type_name -> agentd.v1.ElideToolResultsRule
+	23, // 33: agentd.v1.ContextRule.drop_kinds:type_name -> agentd.v1.DropKindsRule
+	24, // 34: agentd.v1.ContextRule.cap_images:type_name -> agentd.v1.CapImagesRule
+	6,  // 35: agentd.v1.DropKindsRule.kinds:type_name -> agentd.v1.MessageKind
+	38, // 36: agentd.v1.ContextHook.timeout:type_name -> google.protobuf.Duration
+	11, // 37: agentd.v1.CompactionSettings.model:type_name -> agentd.v1.ModelRef
+	40, // 38: agentd.v1.FauxScript.responses:type_name -> agentd.v1.AssistantMessage
+	34, // 39: agentd.v1.Session.labels:type_name -> agentd.v1.Session.LabelsEntry
+	12, // 40: agentd.v1.Session.config:type_name -> agentd.v1.SessionConfig
+	41, // 41: agentd.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	41, // 42: agentd.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	7,  // 43: agentd.v1.Session.state:type_name -> agentd.v1.SessionState
+	30, // 44: agentd.v1.Session.origin:type_name -> agentd.v1.SessionOrigin
+	17, // 45: agentd.v1.Session.spent:type_name -> agentd.v1.Spend
+	15, // 46: agentd.v1.Session.tool_sandbox:type_name -> agentd.v1.ToolSandbox
+	11, // 47: agentd.v1.Model.ref:type_name -> agentd.v1.ModelRef
+	8,  // 48: agentd.v1.Model.input_modalities:type_name -> agentd.v1.Modality
+	31, // 49: agentd.v1.Model.price:type_name -> agentd.v1.ModelPrice
+	35, // 50: agentd.v1.Model.metadata:type_name -> google.protobuf.Struct
+	1,  // 51: agentd.v1.McpServer.ToolApprovalEntry.value:type_name -> agentd.v1.ApprovalPolicy
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_session_proto_init() }
@@ -2695,7 +2887,7 @@ func file_agentd_v1_session_proto_init() {
 	}
 	file_agentd_v1_agent_messages_proto_init()
 	file_agentd_v1_messages_proto_init()
-	file_agentd_v1_session_proto_msgTypes[10].OneofWrappers = []any{
+	file_agentd_v1_session_proto_msgTypes[11].OneofWrappers = []any{
 		(*ContextRule_TokenBudget)(nil),
 		(*ContextRule_ElideToolResults)(nil),
 		(*ContextRule_DropKinds)(nil),
@@ -2706,8 +2898,8 @@ func file_agentd_v1_session_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_session_proto_rawDesc), len(file_agentd_v1_session_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   25,
+			NumEnums:      9,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

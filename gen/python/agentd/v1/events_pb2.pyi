@@ -39,7 +39,7 @@ class AgentError(_message.Message):
     def __init__(self, message: _Optional[str] = ..., stage: _Optional[str] = ..., fatal: bool = ...) -> None: ...
 
 class AgentEvent(_message.Message):
-    __slots__ = ["agent_end", "agent_start", "approval_requested", "compaction_end", "compaction_start", "context_requested", "error", "message_end", "message_start", "message_update", "queue_update", "run_id", "seq", "session_id", "time", "tool_call_requested", "tool_execution_end", "tool_execution_start", "tool_execution_update", "trace_id", "turn_end", "turn_start"]
+    __slots__ = ["agent_end", "agent_start", "approval_requested", "compaction_end", "compaction_start", "context_requested", "error", "hook_requested", "message_end", "message_start", "message_update", "queue_update", "run_id", "seq", "session_id", "time", "tool_call_requested", "tool_execution_end", "tool_execution_start", "tool_execution_update", "tool_in_doubt", "trace_id", "turn_end", "turn_start"]
     AGENT_END_FIELD_NUMBER: _ClassVar[int]
     AGENT_START_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
@@ -47,6 +47,7 @@ class AgentEvent(_message.Message):
     COMPACTION_START_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    HOOK_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_END_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_START_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_UPDATE_FIELD_NUMBER: _ClassVar[int]
@@ -59,6 +60,7 @@ class AgentEvent(_message.Message):
     TOOL_EXECUTION_END_FIELD_NUMBER: _ClassVar[int]
     TOOL_EXECUTION_START_FIELD_NUMBER: _ClassVar[int]
     TOOL_EXECUTION_UPDATE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_IN_DOUBT_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     TURN_END_FIELD_NUMBER: _ClassVar[int]
     TURN_START_FIELD_NUMBER: _ClassVar[int]
@@ -69,6 +71,7 @@ class AgentEvent(_message.Message):
     compaction_start: CompactionStart
     context_requested: ContextRequested
     error: AgentError
+    hook_requested: HookRequested
     message_end: MessageEnd
     message_start: MessageStart
     message_update: MessageUpdate
@@ -81,26 +84,35 @@ class AgentEvent(_message.Message):
     tool_execution_end: ToolExecutionEnd
     tool_execution_start: ToolExecutionStart
     tool_execution_update: ToolExecutionUpdate
+    tool_in_doubt: _agent_messages_pb2.ToolInDoubt
     trace_id: bytes
     turn_end: TurnEnd
     turn_start: TurnStart
-    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., trace_id: _Optional[bytes] = ..., agent_start: _Optional[_Union[AgentStart, _Mapping]] = ..., turn_start: _Optional[_Union[TurnStart, _Mapping]] = ..., message_start: _Optional[_Union[MessageStart, _Mapping]] = ..., message_update: _Optional[_Union[MessageUpdate, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., tool_execution_start: _Optional[_Union[ToolExecutionStart, _Mapping]] = ..., tool_execution_update: _Optional[_Union[ToolExecutionUpdate, _Mapping]] = ..., tool_execution_end: _Optional[_Union[ToolExecutionEnd, _Mapping]] = ..., turn_end: _Optional[_Union[TurnEnd, _Mapping]] = ..., agent_end: _Optional[_Union[AgentEnd, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., tool_call_requested: _Optional[_Union[ToolCallRequested, _Mapping]] = ..., queue_update: _Optional[_Union[QueueUpdate, _Mapping]] = ..., error: _Optional[_Union[AgentError, _Mapping]] = ..., compaction_start: _Optional[_Union[CompactionStart, _Mapping]] = ..., compaction_end: _Optional[_Union[CompactionEnd, _Mapping]] = ..., context_requested: _Optional[_Union[ContextRequested, _Mapping]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., trace_id: _Optional[bytes] = ..., agent_start: _Optional[_Union[AgentStart, _Mapping]] = ..., turn_start: _Optional[_Union[TurnStart, _Mapping]] = ..., message_start: _Optional[_Union[MessageStart, _Mapping]] = ..., message_update: _Optional[_Union[MessageUpdate, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., tool_execution_start: _Optional[_Union[ToolExecutionStart, _Mapping]] = ..., tool_execution_update: _Optional[_Union[ToolExecutionUpdate, _Mapping]] = ..., tool_execution_end: _Optional[_Union[ToolExecutionEnd, _Mapping]] = ..., turn_end: _Optional[_Union[TurnEnd, _Mapping]] = ..., agent_end: _Optional[_Union[AgentEnd, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., tool_call_requested: _Optional[_Union[ToolCallRequested, _Mapping]] = ..., queue_update: _Optional[_Union[QueueUpdate, _Mapping]] = ..., error: _Optional[_Union[AgentError, _Mapping]] = ..., compaction_start: _Optional[_Union[CompactionStart, _Mapping]] = ..., compaction_end: _Optional[_Union[CompactionEnd, _Mapping]] = ..., context_requested: _Optional[_Union[ContextRequested, _Mapping]] = ..., hook_requested: _Optional[_Union[HookRequested, _Mapping]] = ..., tool_in_doubt: _Optional[_Union[_agent_messages_pb2.ToolInDoubt, _Mapping]] = ...) -> None: ...
 
 class AgentStart(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
 class ApprovalRequested(_message.Message):
-    __slots__ = ["arguments", "deadline", "tool_call_id", "tool_name"]
+    __slots__ = ["arguments", "deadline", "decisions", "idempotency_key", "scopes", "suggested_rule", "tool_call_id", "tool_name"]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    SCOPES_FIELD_NUMBER: _ClassVar[int]
+    SUGGESTED_RULE_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     arguments: _struct_pb2.Struct
     deadline: _timestamp_pb2.Timestamp
+    decisions: _containers.RepeatedScalarFieldContainer[_agent_messages_pb2.ApprovalDecision]
+    idempotency_key: str
+    scopes: _containers.RepeatedScalarFieldContainer[_agent_messages_pb2.ApprovalScope]
+    suggested_rule: _agent_messages_pb2.ApprovalRule
     tool_call_id: str
     tool_name: str
-    def __init__(self, tool_call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, tool_call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., decisions: _Optional[_Iterable[_Union[_agent_messages_pb2.ApprovalDecision, str]]] = ..., scopes: _Optional[_Iterable[_Union[_agent_messages_pb2.ApprovalScope, str]]] = ..., suggested_rule: _Optional[_Union[_agent_messages_pb2.ApprovalRule, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class CompactionEnd(_message.Message):
     __slots__ = ["dry_run", "entry_id", "error_message", "first_kept_entry_id", "reason", "summarized_messages", "summary", "tokens_after", "tokens_before"]
@@ -155,6 +167,36 @@ class ContextRequested(_message.Message):
     request_id: str
     total_tokens: int
     def __init__(self, request_id: _Optional[str] = ..., items: _Optional[_Iterable[_Union[ContextItem, _Mapping]]] = ..., total_tokens: _Optional[int] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class HookRequested(_message.Message):
+    __slots__ = ["compaction_reason", "continuations", "deadline", "event", "hook", "hook_index", "instructions", "message", "request_id", "source", "tokens_before", "tool_call", "tool_result"]
+    COMPACTION_REASON_FIELD_NUMBER: _ClassVar[int]
+    CONTINUATIONS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    HOOK_FIELD_NUMBER: _ClassVar[int]
+    HOOK_INDEX_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_FIELD_NUMBER: _ClassVar[int]
+    TOOL_RESULT_FIELD_NUMBER: _ClassVar[int]
+    compaction_reason: _agent_messages_pb2.CompactionReason
+    continuations: int
+    deadline: _timestamp_pb2.Timestamp
+    event: _agent_messages_pb2.HookEvent
+    hook: str
+    hook_index: int
+    instructions: str
+    message: _agent_messages_pb2.AgentMessage
+    request_id: str
+    source: str
+    tokens_before: int
+    tool_call: _content_pb2.ToolCall
+    tool_result: _messages_pb2.ToolResultMessage
+    def __init__(self, request_id: _Optional[str] = ..., event: _Optional[_Union[_agent_messages_pb2.HookEvent, str]] = ..., hook: _Optional[str] = ..., hook_index: _Optional[int] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., tool_call: _Optional[_Union[_content_pb2.ToolCall, _Mapping]] = ..., tool_result: _Optional[_Union[_messages_pb2.ToolResultMessage, _Mapping]] = ..., message: _Optional[_Union[_agent_messages_pb2.AgentMessage, _Mapping]] = ..., source: _Optional[str] = ..., continuations: _Optional[int] = ..., compaction_reason: _Optional[_Union[_agent_messages_pb2.CompactionReason, str]] = ..., tokens_before: _Optional[int] = ..., instructions: _Optional[str] = ...) -> None: ...
 
 class MessageEnd(_message.Message):
     __slots__ = ["entry_id", "message"]
@@ -263,16 +305,18 @@ class ToolCallEnd(_message.Message):
     def __init__(self, content_index: _Optional[int] = ..., tool_call: _Optional[_Union[_content_pb2.ToolCall, _Mapping]] = ...) -> None: ...
 
 class ToolCallRequested(_message.Message):
-    __slots__ = ["arguments", "deadline", "tool_call_id", "tool_name"]
+    __slots__ = ["arguments", "deadline", "idempotency_key", "tool_call_id", "tool_name"]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
     arguments: _struct_pb2.Struct
     deadline: _timestamp_pb2.Timestamp
+    idempotency_key: str
     tool_call_id: str
     tool_name: str
-    def __init__(self, tool_call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, tool_call_id: _Optional[str] = ..., tool_name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., deadline: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class ToolCallStart(_message.Message):
     __slots__ = ["content_index", "id", "name"]

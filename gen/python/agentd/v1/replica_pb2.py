@@ -17,7 +17,7 @@ from agentd.v1 import service_pb2 as agentd_dot_v1_dot_service__pb2
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61gentd/v1/replica.proto\x12\tagentd.v1\x1a\x1e\x61gentd/v1/agent_messages.proto\x1a\x17\x61gentd/v1/content.proto\x1a\x17\x61gentd/v1/service.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x89\x03\n\x0eReplicaControl\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12/\n\x05steer\x18\x03 \x01(\x0b\x32\x17.agentd.v1.AgentMessageH\x00R\x05steer\x12\x36\n\tfollow_up\x18\x04 \x01(\x0b\x32\x17.agentd.v1.AgentMessageH\x00R\x08\x66ollowUp\x12\x16\n\x05\x61\x62ort\x18\x05 \x01(\tH\x00R\x05\x61\x62ort\x12?\n\x0btool_result\x18\x06 \x01(\x0b\x32\x1c.agentd.v1.ReplicaToolResultH\x00R\ntoolResult\x12\x38\n\x08\x61pproval\x18\x07 \x01(\x0b\x32\x1a.agentd.v1.ReplicaApprovalH\x00R\x08\x61pproval\x12;\n\x07\x63ontext\x18\x08 \x01(\x0b\x32\x1f.agentd.v1.ReplicaContextAnswerH\x00R\x07\x63ontextB\x08\n\x06\x61\x63tion\"\xb5\x01\n\x11ReplicaToolResult\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x31\n\x07\x63ontent\x18\x02 \x03(\x0b\x32\x17.agentd.v1.ContentBlockR\x07\x63ontent\x12\x30\n\x07\x64\x65tails\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\x07\x64\x65tails\x12\x19\n\x08is_error\x18\x04 \x01(\x08R\x07isError\"\x84\x01\n\x0fReplicaApproval\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x18\n\x07\x61llowed\x18\x02 \x01(\x08R\x07\x61llowed\x12\x16\n\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1d\n\ndecided_by\x18\x04 \x01(\tR\tdecidedBy\"\x8c\x01\n\x14ReplicaContextAnswer\x12\x1d\n\nrequest_id\x18\x01 \x01(\tR\trequestId\x12;\n\nselections\x18\x02 \x03(\x0b\x32\x1b.agentd.v1.ContextSelectionR\nselections\x12\x18\n\x07refused\x18\x03 \x01(\tR\x07refused\"\xf5\x02\n\x14ReplicaControlAnswer\x12#\n\rerror_message\x18\x02 \x01(\tR\x0c\x65rrorMessage\x12\x1f\n\x0b\x65rror_field\x18\x03 \x01(\tR\nerrorField\x12\x16\n\x06queued\x18\x04 \x01(\rR\x06queued\x12\x15\n\x06run_id\x18\x05 \x01(\tR\x05runId\x12\x39\n\x0c\x65rror_reason\x18\x06 \x01(\x0e\x32\x16.agentd.v1.ErrorReasonR\x0b\x65rrorReason\x12Y\n\x0e\x65rror_metadata\x18\x07 \x03(\x0b\x32\x32.agentd.v1.ReplicaControlAnswer.ErrorMetadataEntryR\rerrorMetadata\x1a@\n\x12\x45rrorMetadataEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01J\x04\x08\x01\x10\x02R\nerror_kindB4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17\x61gentd/v1/replica.proto\x12\tagentd.v1\x1a\x1e\x61gentd/v1/agent_messages.proto\x1a\x17\x61gentd/v1/content.proto\x1a\x17\x61gentd/v1/service.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc3\x03\n\x0eReplicaControl\x12\x1d\n\nsession_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12/\n\x05steer\x18\x03 \x01(\x0b\x32\x17.agentd.v1.AgentMessageH\x00R\x05steer\x12\x36\n\tfollow_up\x18\x04 \x01(\x0b\x32\x17.agentd.v1.AgentMessageH\x00R\x08\x66ollowUp\x12\x16\n\x05\x61\x62ort\x18\x05 \x01(\tH\x00R\x05\x61\x62ort\x12?\n\x0btool_result\x18\x06 \x01(\x0b\x32\x1c.agentd.v1.ReplicaToolResultH\x00R\ntoolResult\x12\x38\n\x08\x61pproval\x18\x07 \x01(\x0b\x32\x1a.agentd.v1.ReplicaApprovalH\x00R\x08\x61pproval\x12;\n\x07\x63ontext\x18\x08 \x01(\x0b\x32\x1f.agentd.v1.ReplicaContextAnswerH\x00R\x07\x63ontext\x12\x38\n\x04hook\x18\t \x01(\x0b\x32\".agentd.v1.SubmitHookResultRequestH\x00R\x04hookB\x08\n\x06\x61\x63tion\"\xb5\x01\n\x11ReplicaToolResult\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x31\n\x07\x63ontent\x18\x02 \x03(\x0b\x32\x17.agentd.v1.ContentBlockR\x07\x63ontent\x12\x30\n\x07\x64\x65tails\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueR\x07\x64\x65tails\x12\x19\n\x08is_error\x18\x04 \x01(\x08R\x07isError\"\xbc\x02\n\x0fReplicaApproval\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x18\n\x07\x61llowed\x18\x02 \x01(\x08R\x07\x61llowed\x12\x16\n\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1d\n\ndecided_by\x18\x04 \x01(\tR\tdecidedBy\x12.\n\x05scope\x18\x05 \x01(\x0e\x32\x18.agentd.v1.ApprovalScopeR\x05scope\x12\x35\n\targuments\x18\x06 \x01(\x0b\x32\x17.google.protobuf.StructR\targuments\x12+\n\x04rule\x18\x07 \x01(\x0b\x32\x17.agentd.v1.ApprovalRuleR\x04rule\x12\"\n\rtool_call_ids\x18\x08 \x03(\tR\x0btoolCallIds\"\x8c\x01\n\x14ReplicaContextAnswer\x12\x1d\n\nrequest_id\x18\x01 \x01(\tR\trequestId\x12;\n\nselections\x18\x02 \x03(\x0b\x32\x1b.agentd.v1.ContextSelectionR\nselections\x12\x18\n\x07refused\x18\x03 \x01(\tR\x07refused\"\xa2\x03\n\x14ReplicaControlAnswer\x12#\n\rerror_message\x18\x02 \x01(\tR\x0c\x65rrorMessage\x12\x1f\n\x0b\x65rror_field\x18\x03 \x01(\tR\nerrorField\x12\x16\n\x06queued\x18\x04 \x01(\rR\x06queued\x12\x15\n\x06run_id\x18\x05 \x01(\tR\x05runId\x12\x39\n\x0c\x65rror_reason\x18\x06 \x01(\x0e\x32\x16.agentd.v1.ErrorReasonR\x0b\x65rrorReason\x12Y\n\x0e\x65rror_metadata\x18\x07 \x03(\x0b\x32\x32.agentd.v1.ReplicaControlAnswer.ErrorMetadataEntryR\rerrorMetadata\x12+\n\x04rule\x18\x08 \x01(\x0b\x32\x17.agentd.v1.ApprovalRuleR\x04rule\x1a@\n\x12\x45rrorMetadataEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01J\x04\x08\x01\x10\x02R\nerror_kindB4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.v1.replica_pb2', globals())
@@ -28,15 +28,15 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _REPLICACONTROLANSWER_ERRORMETADATAENTRY._options = None
   _REPLICACONTROLANSWER_ERRORMETADATAENTRY._serialized_options = b'8\001'
   _REPLICACONTROL._serialized_start=151
-  _REPLICACONTROL._serialized_end=544
-  _REPLICATOOLRESULT._serialized_start=547
-  _REPLICATOOLRESULT._serialized_end=728
-  _REPLICAAPPROVAL._serialized_start=731
-  _REPLICAAPPROVAL._serialized_end=863
-  _REPLICACONTEXTANSWER._serialized_start=866
-  _REPLICACONTEXTANSWER._serialized_end=1006
-  _REPLICACONTROLANSWER._serialized_start=1009
-  _REPLICACONTROLANSWER._serialized_end=1382
-  _REPLICACONTROLANSWER_ERRORMETADATAENTRY._serialized_start=1300
-  _REPLICACONTROLANSWER_ERRORMETADATAENTRY._serialized_end=1364
+  _REPLICACONTROL._serialized_end=602
+  _REPLICATOOLRESULT._serialized_start=605
+  _REPLICATOOLRESULT._serialized_end=786
+  _REPLICAAPPROVAL._serialized_start=789
+  _REPLICAAPPROVAL._serialized_end=1105
+  _REPLICACONTEXTANSWER._serialized_start=1108
+  _REPLICACONTEXTANSWER._serialized_end=1248
+  _REPLICACONTROLANSWER._serialized_start=1251
+  _REPLICACONTROLANSWER._serialized_end=1669
+  _REPLICACONTROLANSWER_ERRORMETADATAENTRY._serialized_start=1587
+  _REPLICACONTROLANSWER_ERRORMETADATAENTRY._serialized_end=1651
 # @@protoc_insertion_point(module_scope)

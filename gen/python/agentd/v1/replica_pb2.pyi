@@ -10,16 +10,24 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ReplicaApproval(_message.Message):
-    __slots__ = ["allowed", "decided_by", "reason", "tool_call_id"]
+    __slots__ = ["allowed", "arguments", "decided_by", "reason", "rule", "scope", "tool_call_id", "tool_call_ids"]
     ALLOWED_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_IDS_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     allowed: bool
+    arguments: _struct_pb2.Struct
     decided_by: str
     reason: str
+    rule: _agent_messages_pb2.ApprovalRule
+    scope: _agent_messages_pb2.ApprovalScope
     tool_call_id: str
-    def __init__(self, tool_call_id: _Optional[str] = ..., allowed: bool = ..., reason: _Optional[str] = ..., decided_by: _Optional[str] = ...) -> None: ...
+    tool_call_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, tool_call_id: _Optional[str] = ..., allowed: bool = ..., reason: _Optional[str] = ..., decided_by: _Optional[str] = ..., scope: _Optional[_Union[_agent_messages_pb2.ApprovalScope, str]] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., rule: _Optional[_Union[_agent_messages_pb2.ApprovalRule, _Mapping]] = ..., tool_call_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReplicaContextAnswer(_message.Message):
     __slots__ = ["refused", "request_id", "selections"]
@@ -32,11 +40,12 @@ class ReplicaContextAnswer(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., selections: _Optional[_Iterable[_Union[_service_pb2.ContextSelection, _Mapping]]] = ..., refused: _Optional[str] = ...) -> None: ...
 
 class ReplicaControl(_message.Message):
-    __slots__ = ["abort", "approval", "context", "follow_up", "run_id", "session_id", "steer", "tool_result"]
+    __slots__ = ["abort", "approval", "context", "follow_up", "hook", "run_id", "session_id", "steer", "tool_result"]
     ABORT_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_UP_FIELD_NUMBER: _ClassVar[int]
+    HOOK_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     STEER_FIELD_NUMBER: _ClassVar[int]
@@ -45,14 +54,15 @@ class ReplicaControl(_message.Message):
     approval: ReplicaApproval
     context: ReplicaContextAnswer
     follow_up: _agent_messages_pb2.AgentMessage
+    hook: _service_pb2.SubmitHookResultRequest
     run_id: str
     session_id: str
     steer: _agent_messages_pb2.AgentMessage
     tool_result: ReplicaToolResult
-    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., steer: _Optional[_Union[_agent_messages_pb2.AgentMessage, _Mapping]] = ..., follow_up: _Optional[_Union[_agent_messages_pb2.AgentMessage, _Mapping]] = ..., abort: _Optional[str] = ..., tool_result: _Optional[_Union[ReplicaToolResult, _Mapping]] = ..., approval: _Optional[_Union[ReplicaApproval, _Mapping]] = ..., context: _Optional[_Union[ReplicaContextAnswer, _Mapping]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., steer: _Optional[_Union[_agent_messages_pb2.AgentMessage, _Mapping]] = ..., follow_up: _Optional[_Union[_agent_messages_pb2.AgentMessage, _Mapping]] = ..., abort: _Optional[str] = ..., tool_result: _Optional[_Union[ReplicaToolResult, _Mapping]] = ..., approval: _Optional[_Union[ReplicaApproval, _Mapping]] = ..., context: _Optional[_Union[ReplicaContextAnswer, _Mapping]] = ..., hook: _Optional[_Union[_service_pb2.SubmitHookResultRequest, _Mapping]] = ...) -> None: ...
 
 class ReplicaControlAnswer(_message.Message):
-    __slots__ = ["error_field", "error_message", "error_metadata", "error_reason", "queued", "run_id"]
+    __slots__ = ["error_field", "error_message", "error_metadata", "error_reason", "queued", "rule", "run_id"]
     class ErrorMetadataEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -65,14 +75,16 @@ class ReplicaControlAnswer(_message.Message):
     ERROR_METADATA_FIELD_NUMBER: _ClassVar[int]
     ERROR_REASON_FIELD_NUMBER: _ClassVar[int]
     QUEUED_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     error_field: str
     error_message: str
     error_metadata: _containers.ScalarMap[str, str]
     error_reason: _service_pb2.ErrorReason
     queued: int
+    rule: _agent_messages_pb2.ApprovalRule
     run_id: str
-    def __init__(self, error_message: _Optional[str] = ..., error_field: _Optional[str] = ..., queued: _Optional[int] = ..., run_id: _Optional[str] = ..., error_reason: _Optional[_Union[_service_pb2.ErrorReason, str]] = ..., error_metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    def __init__(self, error_message: _Optional[str] = ..., error_field: _Optional[str] = ..., queued: _Optional[int] = ..., run_id: _Optional[str] = ..., error_reason: _Optional[_Union[_service_pb2.ErrorReason, str]] = ..., error_metadata: _Optional[_Mapping[str, str]] = ..., rule: _Optional[_Union[_agent_messages_pb2.ApprovalRule, _Mapping]] = ...) -> None: ...
 
 class ReplicaToolResult(_message.Message):
     __slots__ = ["content", "details", "is_error", "tool_call_id"]

@@ -15,6 +15,7 @@ DESCRIPTOR: _descriptor.FileDescriptor
 ERROR_REASON_ANSWER_TOO_LATE: ErrorReason
 ERROR_REASON_BUDGET_EXCEEDED: ErrorReason
 ERROR_REASON_CANNOT_CONTINUE: ErrorReason
+ERROR_REASON_CEILING_FORBIDS_RULE: ErrorReason
 ERROR_REASON_CONCURRENCY_LIMIT: ErrorReason
 ERROR_REASON_CONCURRENT_CHANGE: ErrorReason
 ERROR_REASON_DATA_CORRUPT: ErrorReason
@@ -25,10 +26,13 @@ ERROR_REASON_INTERNAL: ErrorReason
 ERROR_REASON_INVALID_ARGUMENT: ErrorReason
 ERROR_REASON_MODEL_UNAVAILABLE: ErrorReason
 ERROR_REASON_NOTHING_TO_COMPACT: ErrorReason
+ERROR_REASON_NOT_IN_DOUBT: ErrorReason
 ERROR_REASON_NOT_WAITING: ErrorReason
+ERROR_REASON_PROMPT_REFUSED: ErrorReason
 ERROR_REASON_REPLICA_UNREACHABLE: ErrorReason
 ERROR_REASON_REPLICA_VERSION_MISMATCH: ErrorReason
 ERROR_REASON_REQUEST_ID_REUSED: ErrorReason
+ERROR_REASON_RULE_NOT_FOUND: ErrorReason
 ERROR_REASON_RUN_NOT_ACTIVE: ErrorReason
 ERROR_REASON_RUN_NOT_FOUND: ErrorReason
 ERROR_REASON_SANDBOX_UNAVAILABLE: ErrorReason
@@ -41,9 +45,19 @@ ERROR_REASON_TENANT_CEILING: ErrorReason
 ERROR_REASON_TENANT_FORBIDDEN: ErrorReason
 ERROR_REASON_TENANT_LIMIT: ErrorReason
 ERROR_REASON_TOOLS_UNAVAILABLE: ErrorReason
+ERROR_REASON_TOOL_CALLS_IN_DOUBT: ErrorReason
 ERROR_REASON_UNAUTHENTICATED: ErrorReason
 ERROR_REASON_UNSPECIFIED: ErrorReason
 ERROR_REASON_WORKSPACE_FORBIDDEN: ErrorReason
+HOOK_VERDICT_ALLOW: HookVerdict
+HOOK_VERDICT_DENY: HookVerdict
+HOOK_VERDICT_MODIFY: HookVerdict
+HOOK_VERDICT_REDACT: HookVerdict
+HOOK_VERDICT_UNSPECIFIED: HookVerdict
+IN_DOUBT_ACTION_RETRY: InDoubtAction
+IN_DOUBT_ACTION_SKIP: InDoubtAction
+IN_DOUBT_ACTION_SUPPLY: InDoubtAction
+IN_DOUBT_ACTION_UNSPECIFIED: InDoubtAction
 TOOL_SOURCE_STATE_FAILED: ToolSourceState
 TOOL_SOURCE_STATE_READY: ToolSourceState
 TOOL_SOURCE_STATE_STOPPED: ToolSourceState
@@ -143,6 +157,20 @@ class CreateSessionResponse(_message.Message):
     SESSION_FIELD_NUMBER: _ClassVar[int]
     session: _session_pb2.Session
     def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ...) -> None: ...
+
+class DeleteApprovalRuleRequest(_message.Message):
+    __slots__ = ["rule_id", "session_id"]
+    RULE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    rule_id: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., rule_id: _Optional[str] = ...) -> None: ...
+
+class DeleteApprovalRuleResponse(_message.Message):
+    __slots__ = ["entry"]
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    entry: _agent_messages_pb2.Entry
+    def __init__(self, entry: _Optional[_Union[_agent_messages_pb2.Entry, _Mapping]] = ...) -> None: ...
 
 class DeleteSessionRequest(_message.Message):
     __slots__ = ["force", "session_id"]
@@ -322,6 +350,18 @@ class ImportSessionResponse(_message.Message):
     session: _session_pb2.Session
     def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ...) -> None: ...
 
+class ListApprovalRulesRequest(_message.Message):
+    __slots__ = ["session_id"]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class ListApprovalRulesResponse(_message.Message):
+    __slots__ = ["rules"]
+    RULES_FIELD_NUMBER: _ClassVar[int]
+    rules: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.ApprovalRule]
+    def __init__(self, rules: _Optional[_Iterable[_Union[_agent_messages_pb2.ApprovalRule, _Mapping]]] = ...) -> None: ...
+
 class ListModelsRequest(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
@@ -428,22 +468,58 @@ class RedactEntriesResponse(_message.Message):
     def __init__(self, entries: _Optional[_Iterable[_Union[_agent_messages_pb2.Entry, _Mapping]]] = ...) -> None: ...
 
 class ResolveApprovalRequest(_message.Message):
-    __slots__ = ["decided_by", "decision", "reason", "session_id", "tool_call_id"]
+    __slots__ = ["arguments", "decided_by", "decision", "reason", "rule", "scope", "session_id", "tool_call_id", "tool_call_ids"]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_IDS_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    arguments: _struct_pb2.Struct
     decided_by: str
     decision: _agent_messages_pb2.ApprovalDecision
     reason: str
+    rule: _agent_messages_pb2.ApprovalRule
+    scope: _agent_messages_pb2.ApprovalScope
     session_id: str
     tool_call_id: str
-    def __init__(self, session_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., decision: _Optional[_Union[_agent_messages_pb2.ApprovalDecision, str]] = ..., reason: _Optional[str] = ..., decided_by: _Optional[str] = ...) -> None: ...
+    tool_call_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., decision: _Optional[_Union[_agent_messages_pb2.ApprovalDecision, str]] = ..., reason: _Optional[str] = ..., decided_by: _Optional[str] = ..., scope: _Optional[_Union[_agent_messages_pb2.ApprovalScope, str]] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., rule: _Optional[_Union[_agent_messages_pb2.ApprovalRule, _Mapping]] = ..., tool_call_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ResolveApprovalResponse(_message.Message):
-    __slots__ = []
-    def __init__(self) -> None: ...
+    __slots__ = ["rule"]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    rule: _agent_messages_pb2.ApprovalRule
+    def __init__(self, rule: _Optional[_Union[_agent_messages_pb2.ApprovalRule, _Mapping]] = ...) -> None: ...
+
+class ResolveInDoubtRequest(_message.Message):
+    __slots__ = ["action", "content", "details", "is_error", "message", "session_id", "tool_call_id"]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    IS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    action: InDoubtAction
+    content: _containers.RepeatedCompositeFieldContainer[_content_pb2.ContentBlock]
+    details: _struct_pb2.Value
+    is_error: bool
+    message: str
+    session_id: str
+    tool_call_id: str
+    def __init__(self, session_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., action: _Optional[_Union[InDoubtAction, str]] = ..., message: _Optional[str] = ..., content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., is_error: bool = ...) -> None: ...
+
+class ResolveInDoubtResponse(_message.Message):
+    __slots__ = ["entry", "remaining"]
+    ENTRY_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_FIELD_NUMBER: _ClassVar[int]
+    entry: _agent_messages_pb2.Entry
+    remaining: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.ToolInDoubt]
+    def __init__(self, entry: _Optional[_Union[_agent_messages_pb2.Entry, _Mapping]] = ..., remaining: _Optional[_Iterable[_Union[_agent_messages_pb2.ToolInDoubt, _Mapping]]] = ...) -> None: ...
 
 class SessionHeader(_message.Message):
     __slots__ = ["config", "entry_count", "labels", "leaf_entry_id", "schema_version", "title"]
@@ -517,6 +593,36 @@ class SubmitContextRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., items: _Optional[_Iterable[_Union[ContextSelection, _Mapping]]] = ...) -> None: ...
 
 class SubmitContextResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class SubmitHookResultRequest(_message.Message):
+    __slots__ = ["arguments", "content", "decided_by", "details", "include_in_model_context", "instructions", "reason", "replace_details", "request_id", "session_id", "verdict"]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_BY_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_IN_MODEL_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTIONS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_DETAILS_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    arguments: _struct_pb2.Struct
+    content: _containers.RepeatedCompositeFieldContainer[_content_pb2.ContentBlock]
+    decided_by: str
+    details: _struct_pb2.Value
+    include_in_model_context: bool
+    instructions: str
+    reason: str
+    replace_details: bool
+    request_id: str
+    session_id: str
+    verdict: HookVerdict
+    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., verdict: _Optional[_Union[HookVerdict, str]] = ..., reason: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., details: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., replace_details: bool = ..., instructions: _Optional[str] = ..., include_in_model_context: bool = ..., decided_by: _Optional[str] = ...) -> None: ...
+
+class SubmitHookResultResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
@@ -604,6 +710,12 @@ class UpdateSessionResponse(_message.Message):
     entries: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.Entry]
     session: _session_pb2.Session
     def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[_agent_messages_pb2.Entry, _Mapping]]] = ...) -> None: ...
+
+class HookVerdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class InDoubtAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
 
 class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

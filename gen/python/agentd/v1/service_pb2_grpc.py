@@ -87,6 +87,26 @@ class AgentServiceStub(object):
                 request_serializer=agentd_dot_v1_dot_service__pb2.ResolveApprovalRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_service__pb2.ResolveApprovalResponse.FromString,
                 )
+        self.SubmitHookResult = channel.unary_unary(
+                '/agentd.v1.AgentService/SubmitHookResult',
+                request_serializer=agentd_dot_v1_dot_service__pb2.SubmitHookResultRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.SubmitHookResultResponse.FromString,
+                )
+        self.ListApprovalRules = channel.unary_unary(
+                '/agentd.v1.AgentService/ListApprovalRules',
+                request_serializer=agentd_dot_v1_dot_service__pb2.ListApprovalRulesRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.ListApprovalRulesResponse.FromString,
+                )
+        self.DeleteApprovalRule = channel.unary_unary(
+                '/agentd.v1.AgentService/DeleteApprovalRule',
+                request_serializer=agentd_dot_v1_dot_service__pb2.DeleteApprovalRuleRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.DeleteApprovalRuleResponse.FromString,
+                )
+        self.ResolveInDoubt = channel.unary_unary(
+                '/agentd.v1.AgentService/ResolveInDoubt',
+                request_serializer=agentd_dot_v1_dot_service__pb2.ResolveInDoubtRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.ResolveInDoubtResponse.FromString,
+                )
         self.AppendMessages = channel.unary_unary(
                 '/agentd.v1.AgentService/AppendMessages',
                 request_serializer=agentd_dot_v1_dot_service__pb2.AppendMessagesRequest.SerializeToString,
@@ -274,6 +294,39 @@ class AgentServiceServicer(object):
 
     def ResolveApproval(self, request, context):
         """ResolveApproval answers an approval_requested event.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SubmitHookResult(self, request, context):
+        """SubmitHookResult answers a hook_requested event; it reaches the run on
+        whichever replica runs it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListApprovalRules(self, request, context):
+        """ListApprovalRules lists the approval rules in force on the session's
+        current path, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteApprovalRule(self, request, context):
+        """DeleteApprovalRule removes a rule from the session's path (it records
+        an ApprovalRuleRemoval entry); later calls it decided ask again.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResolveInDoubt(self, request, context):
+        """ResolveInDoubt decides a tool call left in doubt (tool_in_doubt):
+        retry it, skip it with a message the model sees, or supply its result.
+        The session takes new runs again once every call in doubt is decided.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -509,6 +562,26 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ResolveApproval,
                     request_deserializer=agentd_dot_v1_dot_service__pb2.ResolveApprovalRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_service__pb2.ResolveApprovalResponse.SerializeToString,
+            ),
+            'SubmitHookResult': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitHookResult,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.SubmitHookResultRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.SubmitHookResultResponse.SerializeToString,
+            ),
+            'ListApprovalRules': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListApprovalRules,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.ListApprovalRulesRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.ListApprovalRulesResponse.SerializeToString,
+            ),
+            'DeleteApprovalRule': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteApprovalRule,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.DeleteApprovalRuleRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.DeleteApprovalRuleResponse.SerializeToString,
+            ),
+            'ResolveInDoubt': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResolveInDoubt,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.ResolveInDoubtRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.ResolveInDoubtResponse.SerializeToString,
             ),
             'AppendMessages': grpc.unary_unary_rpc_method_handler(
                     servicer.AppendMessages,
@@ -813,6 +886,74 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ResolveApproval',
             agentd_dot_v1_dot_service__pb2.ResolveApprovalRequest.SerializeToString,
             agentd_dot_v1_dot_service__pb2.ResolveApprovalResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SubmitHookResult(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/SubmitHookResult',
+            agentd_dot_v1_dot_service__pb2.SubmitHookResultRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.SubmitHookResultResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListApprovalRules(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ListApprovalRules',
+            agentd_dot_v1_dot_service__pb2.ListApprovalRulesRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.ListApprovalRulesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def DeleteApprovalRule(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/DeleteApprovalRule',
+            agentd_dot_v1_dot_service__pb2.DeleteApprovalRuleRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.DeleteApprovalRuleResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ResolveInDoubt(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ResolveInDoubt',
+            agentd_dot_v1_dot_service__pb2.ResolveInDoubtRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.ResolveInDoubtResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

@@ -14,6 +14,9 @@ APPROVAL_POLICY_ASK: ApprovalPolicy
 APPROVAL_POLICY_DENY: ApprovalPolicy
 APPROVAL_POLICY_UNSPECIFIED: ApprovalPolicy
 DESCRIPTOR: _descriptor.FileDescriptor
+HOOK_TIMEOUT_ACTION_DENY: HookTimeoutAction
+HOOK_TIMEOUT_ACTION_PROCEED: HookTimeoutAction
+HOOK_TIMEOUT_ACTION_UNSPECIFIED: HookTimeoutAction
 MESSAGE_KIND_APPROVAL_NOTICE: MessageKind
 MESSAGE_KIND_ASSISTANT: MessageKind
 MESSAGE_KIND_BASH_EXECUTION: MessageKind
@@ -21,6 +24,7 @@ MESSAGE_KIND_BRANCH_SUMMARY: MessageKind
 MESSAGE_KIND_COMPACTION_SUMMARY: MessageKind
 MESSAGE_KIND_CUSTOM: MessageKind
 MESSAGE_KIND_EXTENSION: MessageKind
+MESSAGE_KIND_HOOK_NOTICE: MessageKind
 MESSAGE_KIND_TOOL_RESULT: MessageKind
 MESSAGE_KIND_UNSPECIFIED: MessageKind
 MESSAGE_KIND_USER: MessageKind
@@ -145,6 +149,22 @@ class FauxScript(_message.Message):
     tokens_per_second: int
     def __init__(self, responses: _Optional[_Iterable[_Union[_messages_pb2.AssistantMessage, _Mapping]]] = ..., echo: bool = ..., tokens_per_second: _Optional[int] = ..., context_window: _Optional[int] = ..., summaries: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class Hook(_message.Message):
+    __slots__ = ["event", "max_continuations", "name", "on_timeout", "timeout", "tool_pattern"]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONTINUATIONS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ON_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    TOOL_PATTERN_FIELD_NUMBER: _ClassVar[int]
+    event: _agent_messages_pb2.HookEvent
+    max_continuations: int
+    name: str
+    on_timeout: HookTimeoutAction
+    timeout: _duration_pb2.Duration
+    tool_pattern: str
+    def __init__(self, event: _Optional[_Union[_agent_messages_pb2.HookEvent, str]] = ..., tool_pattern: _Optional[str] = ..., timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., on_timeout: _Optional[_Union[HookTimeoutAction, str]] = ..., name: _Optional[str] = ..., max_continuations: _Optional[int] = ...) -> None: ...
+
 class McpServer(_message.Message):
     __slots__ = ["approval", "name", "tool_approval", "tools"]
     class ToolApprovalEntry(_message.Message):
@@ -252,7 +272,7 @@ class Session(_message.Message):
     def __init__(self, id: _Optional[str] = ..., title: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., config: _Optional[_Union[SessionConfig, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., leaf_entry_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., active_run_id: _Optional[str] = ..., origin: _Optional[_Union[SessionOrigin, _Mapping]] = ..., spent: _Optional[_Union[Spend, _Mapping]] = ..., tool_sandbox: _Optional[_Union[ToolSandbox, _Mapping]] = ...) -> None: ...
 
 class SessionConfig(_message.Message):
-    __slots__ = ["approval_timeout", "budget", "client_tool_timeout", "compaction", "context_blocks", "context_hook", "context_policy", "faux", "follow_up_mode", "include_approvals_in_model_context", "max_turns", "mcp_servers", "model", "sandbox", "steering_mode", "system_prompt", "thinking_level", "tool_execution", "tools", "workspace_root"]
+    __slots__ = ["approval_timeout", "budget", "client_tool_timeout", "compaction", "context_blocks", "context_hook", "context_policy", "faux", "follow_up_mode", "hooks", "include_approvals_in_model_context", "max_turns", "mcp_servers", "model", "sandbox", "steering_mode", "system_prompt", "thinking_level", "tool_execution", "tools", "workspace_root"]
     APPROVAL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     CLIENT_TOOL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
@@ -262,6 +282,7 @@ class SessionConfig(_message.Message):
     CONTEXT_POLICY_FIELD_NUMBER: _ClassVar[int]
     FAUX_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_UP_MODE_FIELD_NUMBER: _ClassVar[int]
+    HOOKS_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_APPROVALS_IN_MODEL_CONTEXT_FIELD_NUMBER: _ClassVar[int]
     MAX_TURNS_FIELD_NUMBER: _ClassVar[int]
     MCP_SERVERS_FIELD_NUMBER: _ClassVar[int]
@@ -282,6 +303,7 @@ class SessionConfig(_message.Message):
     context_policy: ContextPolicy
     faux: FauxScript
     follow_up_mode: QueueMode
+    hooks: _containers.RepeatedCompositeFieldContainer[Hook]
     include_approvals_in_model_context: bool
     max_turns: int
     mcp_servers: _containers.RepeatedCompositeFieldContainer[McpServer]
@@ -293,7 +315,7 @@ class SessionConfig(_message.Message):
     tool_execution: ToolExecutionMode
     tools: _containers.RepeatedCompositeFieldContainer[Tool]
     workspace_root: str
-    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., system_prompt: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_execution: _Optional[_Union[ToolExecutionMode, str]] = ..., steering_mode: _Optional[_Union[QueueMode, str]] = ..., follow_up_mode: _Optional[_Union[QueueMode, str]] = ..., thinking_level: _Optional[_Union[_agent_messages_pb2.ThinkingLevel, str]] = ..., workspace_root: _Optional[str] = ..., max_turns: _Optional[int] = ..., client_tool_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., include_approvals_in_model_context: bool = ..., faux: _Optional[_Union[FauxScript, _Mapping]] = ..., context_policy: _Optional[_Union[ContextPolicy, _Mapping]] = ..., context_hook: _Optional[_Union[ContextHook, _Mapping]] = ..., compaction: _Optional[_Union[CompactionSettings, _Mapping]] = ..., context_blocks: _Optional[_Iterable[_Union[ContextBlock, _Mapping]]] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., sandbox: _Optional[_Union[SandboxSettings, _Mapping]] = ...) -> None: ...
+    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., system_prompt: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_execution: _Optional[_Union[ToolExecutionMode, str]] = ..., steering_mode: _Optional[_Union[QueueMode, str]] = ..., follow_up_mode: _Optional[_Union[QueueMode, str]] = ..., thinking_level: _Optional[_Union[_agent_messages_pb2.ThinkingLevel, str]] = ..., workspace_root: _Optional[str] = ..., max_turns: _Optional[int] = ..., client_tool_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., include_approvals_in_model_context: bool = ..., faux: _Optional[_Union[FauxScript, _Mapping]] = ..., context_policy: _Optional[_Union[ContextPolicy, _Mapping]] = ..., context_hook: _Optional[_Union[ContextHook, _Mapping]] = ..., compaction: _Optional[_Union[CompactionSettings, _Mapping]] = ..., context_blocks: _Optional[_Iterable[_Union[ContextBlock, _Mapping]]] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., sandbox: _Optional[_Union[SandboxSettings, _Mapping]] = ..., hooks: _Optional[_Iterable[_Union[Hook, _Mapping]]] = ...) -> None: ...
 
 class SessionOrigin(_message.Message):
     __slots__ = ["entry_id", "session_id"]
@@ -357,6 +379,9 @@ class ToolExecutionMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class QueueMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class HookTimeoutAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class SandboxNetwork(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/agent_messages.proto.
  */
 export const file_agentd_v1_agent_messages: GenFile = /*@__PURE__*/
-  fileDesc("Ch5hZ2VudGQvdjEvYWdlbnRfbWVzc2FnZXMucHJvdG8SCWFnZW50ZC52MSL0AQoOQXBwcm92YWxOb3RpY2USFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRItCghkZWNpc2lvbhgDIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgEIAEoCRISCgpkZWNpZGVkX2J5GAUgASgJEi0KCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdmlzaWJsZV9pbl91aRgHIAEoCBIgChhpbmNsdWRlX2luX21vZGVsX2NvbnRleHQYCCABKAgi/gEKDUJhc2hFeGVjdXRpb24SDwoHY29tbWFuZBgBIAEoCRIOCgZvdXRwdXQYAiABKAkSFgoJZXhpdF9jb2RlGAMgASgFSACIAQESEQoJY2FuY2VsbGVkGAQgASgIEhEKCXRydW5jYXRlZBgFIAEoCBIYChBmdWxsX291dHB1dF9wYXRoGAYgASgJEi0KCXRpbWVzdGFtcBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdmlzaWJsZV9pbl91aRgIIAEoCBIgChhpbmNsdWRlX2luX21vZGVsX2NvbnRleHQYCSABKAhCDAoKX2V4aXRfY29kZSLfAQoNQ3VzdG9tTWVzc2FnZRITCgtjdXN0b21fdHlwZRgBIAEoCRIoCgdjb250ZW50GAIgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhUKDXZpc2libGVfaW5fdWkYBCABKAgSIAoYaW5jbHVkZV9pbl9tb2RlbF9jb250ZXh0GAUgASgIEi0KCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZgoNQnJhbmNoU3VtbWFyeRIPCgdzdW1tYXJ5GAEgASgJEhUKDWZyb21fZW50cnlfaWQYAiABKAkSLQoJdGltZXN0YW1wGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCL2AQoRQ29tcGFjdGlvblN1bW1hcnkSDwoHc3VtbWFyeRgBIAEoCRIbChNmaXJzdF9rZXB0X2VudHJ5X2lkGAIgASgJEhUKDXRva2Vuc19iZWZvcmUYAyABKAMSLQoJdGltZXN0YW1wGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgx0b2tlbnNfYWZ0ZXIYBSABKAMSKwoGcmVhc29uGAYgASgOMhsuYWdlbnRkLnYxLkNvbXBhY3Rpb25SZWFzb24SEgoKcmVhZF9maWxlcxgHIAMoCRIWCg5tb2RpZmllZF9maWxlcxgIIAMoCSLKAQoJRXh0ZW5zaW9uEiUKB3BheWxvYWQYASABKAsyFC5nb29nbGUucHJvdG9idWYuQW55Ei4KDW1vZGVsX2NvbnRlbnQYAiADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEhUKDXZpc2libGVfaW5fdWkYAyABKAgSIAoYaW5jbHVkZV9pbl9tb2RlbF9jb250ZXh0GAQgASgIEi0KCXRpbWVzdGFtcBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi1gMKDEFnZW50TWVzc2FnZRImCgR1c2VyGAEgASgLMhYuYWdlbnRkLnYxLlVzZXJNZXNzYWdlSAASMAoJYXNzaXN0YW50GAIgASgLMhsuYWdlbnRkLnYxLkFzc2lzdGFudE1lc3NhZ2VIABIzCgt0b29sX3Jlc3VsdBgDIAEoCzIcLmFnZW50ZC52MS5Ub29sUmVzdWx0TWVzc2FnZUgAEjQKD2FwcHJvdmFsX25vdGljZRgEIAEoCzIZLmFnZW50ZC52MS5BcHByb3ZhbE5vdGljZUgAEjIKDmJhc2hfZXhlY3V0aW9uGAUgASgLMhguYWdlbnRkLnYxLkJhc2hFeGVjdXRpb25IABIqCgZjdXN0b20YBiABKAsyGC5hZ2VudGQudjEuQ3VzdG9tTWVzc2FnZUgAEjIKDmJyYW5jaF9zdW1tYXJ5GAcgASgLMhguYWdlbnRkLnYxLkJyYW5jaFN1bW1hcnlIABI6ChJjb21wYWN0aW9uX3N1bW1hcnkYCCABKAsyHC5hZ2VudGQudjEuQ29tcGFjdGlvblN1bW1hcnlIABIpCglleHRlbnNpb24YCSABKAsyFC5hZ2VudGQudjEuRXh0ZW5zaW9uSABCBgoEa2luZCIxCgtNb2RlbENoYW5nZRIQCghwcm92aWRlchgBIAEoCRIQCghtb2RlbF9pZBgCIAEoCSJFChBNY3BUb29sc1NuYXBzaG90Eg4KBnNlcnZlchgBIAEoCRIhCgV0b29scxgCIAMoCzISLmFnZW50ZC52MS5NY3BUb29sIoIBCgdNY3BUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSLQoMaW5wdXRfc2NoZW1hGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBINCgV0aXRsZRgEIAEoCRIWCg5yZWFkX29ubHlfaGludBgFIAEoCCJHChNUaGlua2luZ0xldmVsQ2hhbmdlEjAKDnRoaW5raW5nX2xldmVsGAEgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwiLwoFTGFiZWwSFwoPdGFyZ2V0X2VudHJ5X2lkGAEgASgJEg0KBWxhYmVsGAIgASgJIr4DCgVFbnRyeRIKCgJpZBgBIAEoCRIRCglwYXJlbnRfaWQYAiABKAkSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcnVuX2lkGAQgASgJEicKCXJlZGFjdGlvbhgFIAEoCzIULmFnZW50ZC52MS5SZWRhY3Rpb24SKgoHbWVzc2FnZRgKIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2VIABIuCgxtb2RlbF9jaGFuZ2UYCyABKAsyFi5hZ2VudGQudjEuTW9kZWxDaGFuZ2VIABI/ChV0aGlua2luZ19sZXZlbF9jaGFuZ2UYDCABKAsyHi5hZ2VudGQudjEuVGhpbmtpbmdMZXZlbENoYW5nZUgAEiEKBWxhYmVsGA0gASgLMhAuYWdlbnRkLnYxLkxhYmVsSAASMAoJbWNwX3Rvb2xzGA4gASgLMhsuYWdlbnRkLnYxLk1jcFRvb2xzU25hcHNob3RIABI2ChByZWRhY3Rpb25fbm90aWNlGA8gASgLMhouYWdlbnRkLnYxLlJlZGFjdGlvbk5vdGljZUgAQgkKB3BheWxvYWQiWgoJUmVkYWN0aW9uEigKBHRpbWUYASABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhMKC3JlZGFjdGVkX2J5GAIgASgJEg4KBnJlYXNvbhgDIAEoCSJZCg9SZWRhY3Rpb25Ob3RpY2USEQoJZW50cnlfaWRzGAEgAygJEhMKC3JlZGFjdGVkX2J5GAIgASgJEg4KBnJlYXNvbhgDIAEoCRIOCgZ0ZW5hbnQYBCABKAkqkwEKEEFwcHJvdmFsRGVjaXNpb24SIQodQVBQUk9WQUxfREVDSVNJT05fVU5TUEVDSUZJRUQQABIdChlBUFBST1ZBTF9ERUNJU0lPTl9BTExPV0VEEAESHAoYQVBQUk9WQUxfREVDSVNJT05fREVOSUVEEAISHwobQVBQUk9WQUxfREVDSVNJT05fVElNRURfT1VUEAMqlAEKEENvbXBhY3Rpb25SZWFzb24SIQodQ09NUEFDVElPTl9SRUFTT05fVU5TUEVDSUZJRUQQABIcChhDT01QQUNUSU9OX1JFQVNPTl9NQU5VQUwQARIfChtDT01QQUNUSU9OX1JFQVNPTl9USFJFU0hPTEQQAhIeChpDT01QQUNUSU9OX1JFQVNPTl9PVkVSRkxPVxADKskBCg1UaGlua2luZ0xldmVsEh4KGlRISU5LSU5HX0xFVkVMX1VOU1BFQ0lGSUVEEAASFgoSVEhJTktJTkdfTEVWRUxfT0ZGEAESGgoWVEhJTktJTkdfTEVWRUxfTUlOSU1BTBACEhYKElRISU5LSU5HX0xFVkVMX0xPVxADEhkKFVRISU5LSU5HX0xFVkVMX01FRElVTRAEEhcKE1RISU5LSU5HX0xFVkVMX0hJR0gQBRIYChRUSElOS0lOR19MRVZFTF9YSElHSBAGQjRaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxYgZwcm90bzM", [file_agentd_v1_content, file_agentd_v1_messages, file_google_protobuf_any, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch5hZ2VudGQvdjEvYWdlbnRfbWVzc2FnZXMucHJvdG8SCWFnZW50ZC52MSLeAgoOQXBwcm92YWxOb3RpY2USFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRItCghkZWNpc2lvbhgDIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEg4KBnJlYXNvbhgEIAEoCRISCgpkZWNpZGVkX2J5GAUgASgJEi0KCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdmlzaWJsZV9pbl91aRgHIAEoCBIgChhpbmNsdWRlX2luX21vZGVsX2NvbnRleHQYCCABKAgSJQoEcnVsZRgJIAEoCzIXLmFnZW50ZC52MS5BcHByb3ZhbFJ1bGUSJwoFc2NvcGUYCiABKA4yGC5hZ2VudGQudjEuQXBwcm92YWxTY29wZRIYChBhcmd1bWVudHNfZWRpdGVkGAsgASgIItgBCgxBcHByb3ZhbFJ1bGUSCgoCaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEhYKDmNvbW1hbmRfcHJlZml4GAMgASgJEhEKCXBhdGhfZ2xvYhgEIAEoCRItCghkZWNpc2lvbhgFIAEoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEhIKCmNyZWF0ZWRfYnkYBiABKAkSKwoHY3JlYXRlZBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAggASgJIjYKE0FwcHJvdmFsUnVsZVJlbW92YWwSDwoHcnVsZV9pZBgBIAEoCRIOCgZ0ZW5hbnQYAiABKAki2QIKCkhvb2tOb3RpY2USEgoKcmVxdWVzdF9pZBgBIAEoCRIjCgVldmVudBgCIAEoDjIULmFnZW50ZC52MS5Ib29rRXZlbnQSDAoEaG9vaxgDIAEoCRIlCgZhY3Rpb24YBCABKA4yFS5hZ2VudGQudjEuSG9va0FjdGlvbhIOCgZyZWFzb24YBSABKAkSEgoKZGVjaWRlZF9ieRgGIAEoCRIUCgx0b29sX2NhbGxfaWQYByABKAkSEQoJdG9vbF9uYW1lGAggASgJEi0KCXRpbWVzdGFtcBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNdmlzaWJsZV9pbl91aRgKIAEoCBIgChhpbmNsdWRlX2luX21vZGVsX2NvbnRleHQYCyABKAgSKAoHY29udGVudBgMIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2sifwoPVG9vbENhbGxTdGFydGVkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAMgASgJEioKCWFyZ3VtZW50cxgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiowEKC1Rvb2xJbkRvdWJ0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIOCgZydW5faWQYBCABKAkSFwoPaWRlbXBvdGVuY3lfa2V5GAUgASgJEhYKDnN0YXJ0X2VudHJ5X2lkGAYgASgJIv4BCg1CYXNoRXhlY3V0aW9uEg8KB2NvbW1hbmQYASABKAkSDgoGb3V0cHV0GAIgASgJEhYKCWV4aXRfY29kZRgDIAEoBUgAiAEBEhEKCWNhbmNlbGxlZBgEIAEoCBIRCgl0cnVuY2F0ZWQYBSABKAgSGAoQZnVsbF9vdXRwdXRfcGF0aBgGIAEoCRItCgl0aW1lc3RhbXAYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhUKDXZpc2libGVfaW5fdWkYCCABKAgSIAoYaW5jbHVkZV9pbl9tb2RlbF9jb250ZXh0GAkgASgIQgwKCl9leGl0X2NvZGUi3wEKDUN1c3RvbU1lc3NhZ2USEwoLY3VzdG9tX3R5cGUYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2sSJwoHZGV0YWlscxgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIVCg12aXNpYmxlX2luX3VpGAQgASgIEiAKGGluY2x1ZGVfaW5fbW9kZWxfY29udGV4dBgFIAEoCBItCgl0aW1lc3RhbXAYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImYKDUJyYW5jaFN1bW1hcnkSDwoHc3VtbWFyeRgBIAEoCRIVCg1mcm9tX2VudHJ5X2lkGAIgASgJEi0KCXRpbWVzdGFtcBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi9gEKEUNvbXBhY3Rpb25TdW1tYXJ5Eg8KB3N1bW1hcnkYASABKAkSGwoTZmlyc3Rfa2VwdF9lbnRyeV9pZBgCIAEoCRIVCg10b2tlbnNfYmVmb3JlGAMgASgDEi0KCXRpbWVzdGFtcBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMdG9rZW5zX2FmdGVyGAUgASgDEisKBnJlYXNvbhgGIAEoDjIbLmFnZW50ZC52MS5Db21wYWN0aW9uUmVhc29uEhIKCnJlYWRfZmlsZXMYByADKAkSFgoObW9kaWZpZWRfZmlsZXMYCCADKAkiygEKCUV4dGVuc2lvbhIlCgdwYXlsb2FkGAEgASgLMhQuZ29vZ2xlLnByb3RvYnVmLkFueRIuCg1tb2RlbF9jb250ZW50GAIgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxIVCg12aXNpYmxlX2luX3VpGAMgASgIEiAKGGluY2x1ZGVfaW5fbW9kZWxfY29udGV4dBgEIAEoCBItCgl0aW1lc3RhbXAYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIoQECgxBZ2VudE1lc3NhZ2USJgoEdXNlchgBIAEoCzIWLmFnZW50ZC52MS5Vc2VyTWVzc2FnZUgAEjAKCWFzc2lzdGFudBgCIAEoCzIbLmFnZW50ZC52MS5Bc3Npc3RhbnRNZXNzYWdlSAASMwoLdG9vbF9yZXN1bHQYAyABKAsyHC5hZ2VudGQudjEuVG9vbFJlc3VsdE1lc3NhZ2VIABI0Cg9hcHByb3ZhbF9ub3RpY2UYBCABKAsyGS5hZ2VudGQudjEuQXBwcm92YWxOb3RpY2VIABIyCg5iYXNoX2V4ZWN1dGlvbhgFIAEoCzIYLmFnZW50ZC52MS5CYXNoRXhlY3V0aW9uSAASKgoGY3VzdG9tGAYgASgLMhguYWdlbnRkLnYxLkN1c3RvbU1lc3NhZ2VIABIyCg5icmFuY2hfc3VtbWFyeRgHIAEoCzIYLmFnZW50ZC52MS5CcmFuY2hTdW1tYXJ5SAASOgoSY29tcGFjdGlvbl9zdW1tYXJ5GAggASgLMhwuYWdlbnRkLnYxLkNvbXBhY3Rpb25TdW1tYXJ5SAASKQoJZXh0ZW5zaW9uGAkgASgLMhQuYWdlbnRkLnYxLkV4dGVuc2lvbkgAEiwKC2hvb2tfbm90aWNlGAogASgLMhUuYWdlbnRkLnYxLkhvb2tOb3RpY2VIAEIGCgRraW5kIjEKC01vZGVsQ2hhbmdlEhAKCHByb3ZpZGVyGAEgASgJEhAKCG1vZGVsX2lkGAIgASgJIkUKEE1jcFRvb2xzU25hcHNob3QSDgoGc2VydmVyGAEgASgJEiEKBXRvb2xzGAIgAygLMhIuYWdlbnRkLnYxLk1jcFRvb2wiggEKB01jcFRvb2wSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRItCgxpbnB1dF9zY2hlbWEYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eg0KBXRpdGxlGAQgASgJEhYKDnJlYWRfb25seV9oaW50GAUgASgIIkcKE1RoaW5raW5nTGV2ZWxDaGFuZ2USMAoOdGhpbmtpbmdfbGV2ZWwYASABKA4yGC5hZ2VudGQudjEuVGhpbmtpbmdMZXZlbCIvCgVMYWJlbBIXCg90YXJnZXRfZW50cnlfaWQYASABKAkSDQoFbGFiZWwYAiABKAkimwUKBUVudHJ5EgoKAmlkGAEgASgJEhEKCXBhcmVudF9pZBgCIAEoCRIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZydW5faWQYBCABKAkSJwoJcmVkYWN0aW9uGAUgASgLMhQuYWdlbnRkLnYxLlJlZGFjdGlvbhIqCgdtZXNzYWdlGAogASgLMhcuYWdlbnRkLnYxLkFnZW50TWVzc2FnZUgAEi4KDG1vZGVsX2NoYW5nZRgLIAEoCzIWLmFnZW50ZC52MS5Nb2RlbENoYW5nZUgAEj8KFXRoaW5raW5nX2xldmVsX2NoYW5nZRgMIAEoCzIeLmFnZW50ZC52MS5UaGlua2luZ0xldmVsQ2hhbmdlSAASIQoFbGFiZWwYDSABKAsyEC5hZ2VudGQudjEuTGFiZWxIABIwCgltY3BfdG9vbHMYDiABKAsyGy5hZ2VudGQudjEuTWNwVG9vbHNTbmFwc2hvdEgAEjYKEHJlZGFjdGlvbl9ub3RpY2UYDyABKAsyGi5hZ2VudGQudjEuUmVkYWN0aW9uTm90aWNlSAASMAoNYXBwcm92YWxfcnVsZRgQIAEoCzIXLmFnZW50ZC52MS5BcHByb3ZhbFJ1bGVIABI/ChVhcHByb3ZhbF9ydWxlX3JlbW92YWwYESABKAsyHi5hZ2VudGQudjEuQXBwcm92YWxSdWxlUmVtb3ZhbEgAEjcKEXRvb2xfY2FsbF9zdGFydGVkGBIgASgLMhouYWdlbnRkLnYxLlRvb2xDYWxsU3RhcnRlZEgAEi8KDXRvb2xfaW5fZG91YnQYEyABKAsyFi5hZ2VudGQudjEuVG9vbEluRG91YnRIAEIJCgdwYXlsb2FkIloKCVJlZGFjdGlvbhIoCgR0aW1lGAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBITCgtyZWRhY3RlZF9ieRgCIAEoCRIOCgZyZWFzb24YAyABKAkiWQoPUmVkYWN0aW9uTm90aWNlEhEKCWVudHJ5X2lkcxgBIAMoCRITCgtyZWRhY3RlZF9ieRgCIAEoCRIOCgZyZWFzb24YAyABKAkSDgoGdGVuYW50GAQgASgJKpMBChBBcHByb3ZhbERlY2lzaW9uEiEKHUFQUFJPVkFMX0RFQ0lTSU9OX1VOU1BFQ0lGSUVEEAASHQoZQVBQUk9WQUxfREVDSVNJT05fQUxMT1dFRBABEhwKGEFQUFJPVkFMX0RFQ0lTSU9OX0RFTklFRBACEh8KG0FQUFJPVkFMX0RFQ0lTSU9OX1RJTUVEX09VVBADKnwKDUFwcHJvdmFsU2NvcGUSHgoaQVBQUk9WQUxfU0NPUEVfVU5TUEVDSUZJRUQQABIXChNBUFBST1ZBTF9TQ09QRV9DQUxMEAESFgoSQVBQUk9WQUxfU0NPUEVfUlVOEAISGgoWQVBQUk9WQUxfU0NPUEVfU0VTU0lPThADKq8BCglIb29rRXZlbnQSGgoWSE9PS19FVkVOVF9VTlNQRUNJRklFRBAAEhsKF0hPT0tfRVZFTlRfUFJFX1RPT0xfVVNFEAESHAoYSE9PS19FVkVOVF9QT1NUX1RPT0xfVVNFEAISGgoWSE9PS19FVkVOVF9VU0VSX1BST01QVBADEhMKD0hPT0tfRVZFTlRfU1RPUBAEEhoKFkhPT0tfRVZFTlRfUFJFX0NPTVBBQ1QQBSqjAgoKSG9va0FjdGlvbhIbChdIT09LX0FDVElPTl9VTlNQRUNJRklFRBAAEhYKEkhPT0tfQUNUSU9OX0RFTklFRBABEiIKHkhPT0tfQUNUSU9OX0FSR1VNRU5UU19SRVBMQUNFRBACEh8KG0hPT0tfQUNUSU9OX1JFU1VMVF9SRVBMQUNFRBADEh8KG0hPT0tfQUNUSU9OX1JFU1VMVF9SRURBQ1RFRBAEEh0KGUhPT0tfQUNUSU9OX0NPTlRFWFRfQURERUQQBRIZChVIT09LX0FDVElPTl9DT05USU5VRUQQBhIlCiFIT09LX0FDVElPTl9JTlNUUlVDVElPTlNfU1VQUExJRUQQBxIZChVIT09LX0FDVElPTl9USU1FRF9PVVQQCCqUAQoQQ29tcGFjdGlvblJlYXNvbhIhCh1DT01QQUNUSU9OX1JFQVNPTl9VTlNQRUNJRklFRBAAEhwKGENPTVBBQ1RJT05fUkVBU09OX01BTlVBTBABEh8KG0NPTVBBQ1RJT05fUkVBU09OX1RIUkVTSE9MRBACEh4KGkNPTVBBQ1RJT05fUkVBU09OX09WRVJGTE9XEAMqyQEKDVRoaW5raW5nTGV2ZWwSHgoaVEhJTktJTkdfTEVWRUxfVU5TUEVDSUZJRUQQABIWChJUSElOS0lOR19MRVZFTF9PRkYQARIaChZUSElOS0lOR19MRVZFTF9NSU5JTUFMEAISFgoSVEhJTktJTkdfTEVWRUxfTE9XEAMSGQoVVEhJTktJTkdfTEVWRUxfTUVESVVNEAQSFwoTVEhJTktJTkdfTEVWRUxfSElHSBAFEhgKFFRISU5LSU5HX0xFVkVMX1hISUdIEAZCNFoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjFiBnByb3RvMw", [file_agentd_v1_content, file_agentd_v1_messages, file_google_protobuf_any, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * ApprovalNotice records a decision about a tool call that needed approval.
@@ -83,6 +83,30 @@ export type ApprovalNotice = Message<"agentd.v1.ApprovalNotice"> & {
    * @generated from field: bool include_in_model_context = 8;
    */
   includeInModelContext: boolean;
+
+  /**
+   * The rule that decided the call without asking, or the rule this
+   * decision created (ResolveApprovalRequest.rule, or the tool-wide rule
+   * of scope SESSION); unset otherwise.
+   *
+   * @generated from field: agentd.v1.ApprovalRule rule = 9;
+   */
+  rule?: ApprovalRule | undefined;
+
+  /**
+   * How far the decision reaches (ResolveApprovalRequest.scope); CALL
+   * for a decision taken by a policy, a rule or a timeout.
+   *
+   * @generated from field: agentd.v1.ApprovalScope scope = 10;
+   */
+  scope: ApprovalScope;
+
+  /**
+   * True when the resolver edited the arguments the call runs with.
+   *
+   * @generated from field: bool arguments_edited = 11;
+   */
+  argumentsEdited: boolean;
 };
 
 /**
@@ -91,6 +115,325 @@ export type ApprovalNotice = Message<"agentd.v1.ApprovalNotice"> & {
  */
 export const ApprovalNoticeSchema: GenMessage<ApprovalNotice> = /*@__PURE__*/
   messageDesc(file_agentd_v1_agent_messages, 0);
+
+/**
+ * ApprovalRule decides later tool calls of a session without asking. It
+ * is stored as a transcript entry, so forks, exports and every replica
+ * carry it; the rules in force are those on the session's current path
+ * that no ApprovalRuleRemoval on the path removed. An operator's ceiling
+ * (requireApproval) is never lifted by a rule: a call the operator makes
+ * ask still asks.
+ *
+ * @generated from message agentd.v1.ApprovalRule
+ */
+export type ApprovalRule = Message<"agentd.v1.ApprovalRule"> & {
+  /**
+   * The rule's id: the id of the entry that stores it. Assigned by
+   * agentd; ignored in requests.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The tool the rule applies to, by exact name. Required.
+   *
+   * @generated from field: string tool_name = 2;
+   */
+  toolName: string;
+
+  /**
+   * For bash: the rule applies only to commands that start with this
+   * text (after leading spaces), such as "git status". Empty: any
+   * command. Refused for other tools.
+   *
+   * @generated from field: string command_prefix = 3;
+   */
+  commandPrefix: string;
+
+  /**
+   * For the file tools (read_file, write_file, edit_file, list_dir): the
+   * rule applies only to paths, relative to the workspace, that match
+   * this glob (Go's path.Match syntax, such as "src/*.go"). Empty: any
+   * path. Refused for other tools.
+   *
+   * @generated from field: string path_glob = 4;
+   */
+  pathGlob: string;
+
+  /**
+   * ALLOWED or DENIED: the decision the rule takes.
+   *
+   * @generated from field: agentd.v1.ApprovalDecision decision = 5;
+   */
+  decision: ApprovalDecision;
+
+  /**
+   * Who made the rule (ResolveApprovalRequest.decided_by).
+   *
+   * @generated from field: string created_by = 6;
+   */
+  createdBy: string;
+
+  /**
+   * When the rule was made.
+   *
+   * @generated from field: google.protobuf.Timestamp created = 7;
+   */
+  created?: Timestamp | undefined;
+
+  /**
+   * The reason given; a denial by the rule shows it to the model.
+   *
+   * @generated from field: string reason = 8;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message agentd.v1.ApprovalRule.
+ * Use `create(ApprovalRuleSchema)` to create a new message.
+ */
+export const ApprovalRuleSchema: GenMessage<ApprovalRule> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_messages, 1);
+
+/**
+ * ApprovalRuleRemoval records that DeleteApprovalRule removed a rule from
+ * the session's path.
+ *
+ * @generated from message agentd.v1.ApprovalRuleRemoval
+ */
+export type ApprovalRuleRemoval = Message<"agentd.v1.ApprovalRuleRemoval"> & {
+  /**
+   * The id of the rule removed.
+   *
+   * @generated from field: string rule_id = 1;
+   */
+  ruleId: string;
+
+  /**
+   * The tenant of the caller that removed it; empty for no tenant.
+   *
+   * @generated from field: string tenant = 2;
+   */
+  tenant: string;
+};
+
+/**
+ * Describes the message agentd.v1.ApprovalRuleRemoval.
+ * Use `create(ApprovalRuleRemovalSchema)` to create a new message.
+ */
+export const ApprovalRuleRemovalSchema: GenMessage<ApprovalRuleRemoval> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_messages, 2);
+
+/**
+ * HookNotice records a hook decision other than ALLOW, so the transcript
+ * shows why the conversation looks as it does. A refused prompt leaves no
+ * notice (nothing of it is stored); its Prompt call fails instead.
+ *
+ * @generated from message agentd.v1.HookNotice
+ */
+export type HookNotice = Message<"agentd.v1.HookNotice"> & {
+  /**
+   * The hook_requested request id.
+   *
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * Where the hook was asked.
+   *
+   * @generated from field: agentd.v1.HookEvent event = 2;
+   */
+  event: HookEvent;
+
+  /**
+   * The hook's name (Hook.name, or "hooks[<index>]").
+   *
+   * @generated from field: string hook = 3;
+   */
+  hook: string;
+
+  /**
+   * What the decision did.
+   *
+   * @generated from field: agentd.v1.HookAction action = 4;
+   */
+  action: HookAction;
+
+  /**
+   * The reason the hook gave; the model sees it on a denied tool call.
+   *
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
+
+  /**
+   * Who answered (SubmitHookResultRequest.decided_by), or "timeout".
+   *
+   * @generated from field: string decided_by = 6;
+   */
+  decidedBy: string;
+
+  /**
+   * The tool call concerned, for PRE_TOOL_USE and POST_TOOL_USE.
+   *
+   * @generated from field: string tool_call_id = 7;
+   */
+  toolCallId: string;
+
+  /**
+   * The tool's name, for PRE_TOOL_USE and POST_TOOL_USE.
+   *
+   * @generated from field: string tool_name = 8;
+   */
+  toolName: string;
+
+  /**
+   * When the decision was taken.
+   *
+   * @generated from field: google.protobuf.Timestamp timestamp = 9;
+   */
+  timestamp?: Timestamp | undefined;
+
+  /**
+   * Whether user interfaces should show the notice.
+   *
+   * @generated from field: bool visible_in_ui = 10;
+   */
+  visibleInUi: boolean;
+
+  /**
+   * Whether the model sees the notice, as a short user message stating
+   * the decision and reason; chosen by the hook
+   * (SubmitHookResultRequest.include_in_model_context).
+   *
+   * @generated from field: bool include_in_model_context = 11;
+   */
+  includeInModelContext: boolean;
+
+  /**
+   * For a CONTEXT_ADDED decision: the content added to the run's model
+   * calls.
+   *
+   * @generated from field: repeated agentd.v1.ContentBlock content = 12;
+   */
+  content: ContentBlock[];
+};
+
+/**
+ * Describes the message agentd.v1.HookNotice.
+ * Use `create(HookNoticeSchema)` to create a new message.
+ */
+export const HookNoticeSchema: GenMessage<HookNotice> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_messages, 3);
+
+/**
+ * ToolCallStarted records, before a side-effecting tool runs (bash, the
+ * file-changing built-ins, MCP tools the operator did not mark read-only,
+ * client tools), that the call is about to start. A call with a start and
+ * no result after a crash or a lost lease is in doubt: its effect may or
+ * may not have happened (see ToolInDoubt).
+ *
+ * @generated from message agentd.v1.ToolCallStarted
+ */
+export type ToolCallStarted = Message<"agentd.v1.ToolCallStarted"> & {
+  /**
+   * The tool call.
+   *
+   * @generated from field: string tool_call_id = 1;
+   */
+  toolCallId: string;
+
+  /**
+   * The tool's name.
+   *
+   * @generated from field: string tool_name = 2;
+   */
+  toolName: string;
+
+  /**
+   * The key client tools and MCP servers receive to deduplicate a call:
+   * "<session id>/<run id>/<tool call id>".
+   *
+   * @generated from field: string idempotency_key = 3;
+   */
+  idempotencyKey: string;
+
+  /**
+   * The arguments the call runs with (after hooks and approval edits).
+   *
+   * @generated from field: google.protobuf.Struct arguments = 4;
+   */
+  arguments?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.ToolCallStarted.
+ * Use `create(ToolCallStartedSchema)` to create a new message.
+ */
+export const ToolCallStartedSchema: GenMessage<ToolCallStarted> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_messages, 4);
+
+/**
+ * ToolInDoubt records a tool call that started and never finished because
+ * agentd stopped or lost its lease: its effect may or may not have
+ * happened. The session refuses new runs (TOOL_CALLS_IN_DOUBT) until
+ * ResolveInDoubt decides each such call.
+ *
+ * @generated from message agentd.v1.ToolInDoubt
+ */
+export type ToolInDoubt = Message<"agentd.v1.ToolInDoubt"> & {
+  /**
+   * The tool call.
+   *
+   * @generated from field: string tool_call_id = 1;
+   */
+  toolCallId: string;
+
+  /**
+   * The tool's name.
+   *
+   * @generated from field: string tool_name = 2;
+   */
+  toolName: string;
+
+  /**
+   * The arguments the call ran with.
+   *
+   * @generated from field: google.protobuf.Struct arguments = 3;
+   */
+  arguments?: JsonObject | undefined;
+
+  /**
+   * The run the call belonged to.
+   *
+   * @generated from field: string run_id = 4;
+   */
+  runId: string;
+
+  /**
+   * The idempotency key the call was given.
+   *
+   * @generated from field: string idempotency_key = 5;
+   */
+  idempotencyKey: string;
+
+  /**
+   * The id of the call's ToolCallStarted entry.
+   *
+   * @generated from field: string start_entry_id = 6;
+   */
+  startEntryId: string;
+};
+
+/**
+ * Describes the message agentd.v1.ToolInDoubt.
+ * Use `create(ToolInDoubtSchema)` to create a new message.
+ */
+export const ToolInDoubtSchema: GenMessage<ToolInDoubt> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_agent_messages, 5);
 
 /**
  * BashExecution records a shell command the user ran outside the model's
@@ -170,7 +513,7 @@ export type BashExecution = Message<"agentd.v1.BashExecution"> & {
  * Use `create(BashExecutionSchema)` to create a new message.
  */
 export const BashExecutionSchema: GenMessage<BashExecution> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 1);
+  messageDesc(file_agentd_v1_agent_messages, 6);
 
 /**
  * CustomMessage is an application-defined message with text and image
@@ -231,7 +574,7 @@ export type CustomMessage = Message<"agentd.v1.CustomMessage"> & {
  * Use `create(CustomMessageSchema)` to create a new message.
  */
 export const CustomMessageSchema: GenMessage<CustomMessage> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 2);
+  messageDesc(file_agentd_v1_agent_messages, 7);
 
 /**
  * BranchSummary summarizes a branch of the conversation that was left, so the
@@ -267,7 +610,7 @@ export type BranchSummary = Message<"agentd.v1.BranchSummary"> & {
  * Use `create(BranchSummarySchema)` to create a new message.
  */
 export const BranchSummarySchema: GenMessage<BranchSummary> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 3);
+  messageDesc(file_agentd_v1_agent_messages, 8);
 
 /**
  * CompactionSummary replaces the conversation before first_kept_entry_id in
@@ -346,7 +689,7 @@ export type CompactionSummary = Message<"agentd.v1.CompactionSummary"> & {
  * Use `create(CompactionSummarySchema)` to create a new message.
  */
 export const CompactionSummarySchema: GenMessage<CompactionSummary> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 4);
+  messageDesc(file_agentd_v1_agent_messages, 9);
 
 /**
  * Extension carries a message kind that a client defines in its own proto
@@ -399,7 +742,7 @@ export type Extension = Message<"agentd.v1.Extension"> & {
  * Use `create(ExtensionSchema)` to create a new message.
  */
 export const ExtensionSchema: GenMessage<Extension> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 5);
+  messageDesc(file_agentd_v1_agent_messages, 10);
 
 /**
  * AgentMessage is what the loop and the transcript hold: an LLM message or an
@@ -487,6 +830,14 @@ export type AgentMessage = Message<"agentd.v1.AgentMessage"> & {
      */
     value: Extension;
     case: "extension";
+  } | {
+    /**
+     * A recorded hook decision.
+     *
+     * @generated from field: agentd.v1.HookNotice hook_notice = 10;
+     */
+    value: HookNotice;
+    case: "hookNotice";
   } | { case: undefined; value?: undefined };
 };
 
@@ -495,7 +846,7 @@ export type AgentMessage = Message<"agentd.v1.AgentMessage"> & {
  * Use `create(AgentMessageSchema)` to create a new message.
  */
 export const AgentMessageSchema: GenMessage<AgentMessage> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 6);
+  messageDesc(file_agentd_v1_agent_messages, 11);
 
 /**
  * ModelChange records that the session switched model from this entry on.
@@ -523,7 +874,7 @@ export type ModelChange = Message<"agentd.v1.ModelChange"> & {
  * Use `create(ModelChangeSchema)` to create a new message.
  */
 export const ModelChangeSchema: GenMessage<ModelChange> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 7);
+  messageDesc(file_agentd_v1_agent_messages, 12);
 
 /**
  * McpToolsSnapshot records the tools an MCP server offered a session: written
@@ -557,7 +908,7 @@ export type McpToolsSnapshot = Message<"agentd.v1.McpToolsSnapshot"> & {
  * Use `create(McpToolsSnapshotSchema)` to create a new message.
  */
 export const McpToolsSnapshotSchema: GenMessage<McpToolsSnapshot> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 8);
+  messageDesc(file_agentd_v1_agent_messages, 13);
 
 /**
  * McpTool is a tool as an MCP server declares it (tools/list). The model
@@ -612,7 +963,7 @@ export type McpTool = Message<"agentd.v1.McpTool"> & {
  * Use `create(McpToolSchema)` to create a new message.
  */
 export const McpToolSchema: GenMessage<McpTool> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 9);
+  messageDesc(file_agentd_v1_agent_messages, 14);
 
 /**
  * ThinkingLevelChange records that the session's thinking level changed from
@@ -634,7 +985,7 @@ export type ThinkingLevelChange = Message<"agentd.v1.ThinkingLevelChange"> & {
  * Use `create(ThinkingLevelChangeSchema)` to create a new message.
  */
 export const ThinkingLevelChangeSchema: GenMessage<ThinkingLevelChange> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 10);
+  messageDesc(file_agentd_v1_agent_messages, 15);
 
 /**
  * Label names an entry, like a bookmark.
@@ -662,7 +1013,7 @@ export type Label = Message<"agentd.v1.Label"> & {
  * Use `create(LabelSchema)` to create a new message.
  */
 export const LabelSchema: GenMessage<Label> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 11);
+  messageDesc(file_agentd_v1_agent_messages, 16);
 
 /**
  * Entry is one node of a session's transcript. Entries form a tree through
@@ -767,6 +1118,38 @@ export type Entry = Message<"agentd.v1.Entry"> & {
      */
     value: RedactionNotice;
     case: "redactionNotice";
+  } | {
+    /**
+     * An approval rule in force from this entry on (see ApprovalRule).
+     *
+     * @generated from field: agentd.v1.ApprovalRule approval_rule = 16;
+     */
+    value: ApprovalRule;
+    case: "approvalRule";
+  } | {
+    /**
+     * The removal of an approval rule from this entry on.
+     *
+     * @generated from field: agentd.v1.ApprovalRuleRemoval approval_rule_removal = 17;
+     */
+    value: ApprovalRuleRemoval;
+    case: "approvalRuleRemoval";
+  } | {
+    /**
+     * A side-effecting tool call about to start.
+     *
+     * @generated from field: agentd.v1.ToolCallStarted tool_call_started = 18;
+     */
+    value: ToolCallStarted;
+    case: "toolCallStarted";
+  } | {
+    /**
+     * A tool call left in doubt by a crash or a lost lease.
+     *
+     * @generated from field: agentd.v1.ToolInDoubt tool_in_doubt = 19;
+     */
+    value: ToolInDoubt;
+    case: "toolInDoubt";
   } | { case: undefined; value?: undefined };
 };
 
@@ -775,7 +1158,7 @@ export type Entry = Message<"agentd.v1.Entry"> & {
  * Use `create(EntrySchema)` to create a new message.
  */
 export const EntrySchema: GenMessage<Entry> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 12);
+  messageDesc(file_agentd_v1_agent_messages, 17);
 
 /**
  * Redaction says that an entry's content was removed, when, by whom and
@@ -811,7 +1194,7 @@ export type Redaction = Message<"agentd.v1.Redaction"> & {
  * Use `create(RedactionSchema)` to create a new message.
  */
 export const RedactionSchema: GenMessage<Redaction> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 13);
+  messageDesc(file_agentd_v1_agent_messages, 18);
 
 /**
  * RedactionNotice records, in the transcript, that entries were redacted:
@@ -855,7 +1238,7 @@ export type RedactionNotice = Message<"agentd.v1.RedactionNotice"> & {
  * Use `create(RedactionNoticeSchema)` to create a new message.
  */
 export const RedactionNoticeSchema: GenMessage<RedactionNotice> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_agent_messages, 14);
+  messageDesc(file_agentd_v1_agent_messages, 19);
 
 /**
  * ApprovalDecision is the outcome of an approval request for one tool call.
@@ -899,6 +1282,192 @@ export const ApprovalDecisionSchema: GenEnum<ApprovalDecision> = /*@__PURE__*/
   enumDesc(file_agentd_v1_agent_messages, 0);
 
 /**
+ * ApprovalScope says how far an approval decision reaches.
+ *
+ * @generated from enum agentd.v1.ApprovalScope
+ */
+export enum ApprovalScope {
+  /**
+   * CALL.
+   *
+   * @generated from enum value: APPROVAL_SCOPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * This tool call only.
+   *
+   * @generated from enum value: APPROVAL_SCOPE_CALL = 1;
+   */
+  CALL = 1,
+
+  /**
+   * This call and the later calls of the same tool (matching the rule,
+   * when one is given) in the rest of this run. Not stored.
+   *
+   * @generated from enum value: APPROVAL_SCOPE_RUN = 2;
+   */
+  RUN = 2,
+
+  /**
+   * This call and the later calls of the same tool (matching the rule,
+   * when one is given) in this session: stored as an ApprovalRule entry.
+   *
+   * @generated from enum value: APPROVAL_SCOPE_SESSION = 3;
+   */
+  SESSION = 3,
+}
+
+/**
+ * Describes the enum agentd.v1.ApprovalScope.
+ */
+export const ApprovalScopeSchema: GenEnum<ApprovalScope> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_agent_messages, 1);
+
+/**
+ * HookEvent is a point of a run where a Hook is asked.
+ *
+ * @generated from enum agentd.v1.HookEvent
+ */
+export enum HookEvent {
+  /**
+   * Not set; refused in a Hook.
+   *
+   * @generated from enum value: HOOK_EVENT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Before a tool call runs: after its arguments were validated, before
+   * approval. ALLOW lets it go on, DENY refuses it (the model gets an
+   * error result carrying the reason), MODIFY replaces its arguments
+   * (validated against the tool's schema again).
+   *
+   * @generated from enum value: HOOK_EVENT_PRE_TOOL_USE = 1;
+   */
+  PRE_TOOL_USE = 1,
+
+  /**
+   * After a tool call ran, before the model sees its result. ALLOW keeps
+   * the result, MODIFY replaces its content and/or details, REDACT
+   * replaces its content with "[redacted by hook]" and removes details.
+   *
+   * @generated from enum value: HOOK_EVENT_POST_TOOL_USE = 2;
+   */
+  POST_TOOL_USE = 2,
+
+  /**
+   * Before a prompt, steering or follow-up message enters the transcript.
+   * ALLOW stores it, DENY refuses it (Prompt fails with PROMPT_REFUSED;
+   * nothing is stored), MODIFY stores it and adds content the model sees
+   * on this run's model calls only.
+   *
+   * @generated from enum value: HOOK_EVENT_USER_PROMPT = 3;
+   */
+  USER_PROMPT = 3,
+
+  /**
+   * When a run would end normally (the model answered without tool calls
+   * and no follow-up is queued). ALLOW lets it end, MODIFY continues it
+   * with content as a new user message (at most max_continuations times
+   * per run).
+   *
+   * @generated from enum value: HOOK_EVENT_STOP = 4;
+   */
+  STOP = 4,
+
+  /**
+   * Before a compaction (automatic or Compact). ALLOW lets it happen, DENY
+   * vetoes it, MODIFY supplies the summarizer's instructions.
+   *
+   * @generated from enum value: HOOK_EVENT_PRE_COMPACT = 5;
+   */
+  PRE_COMPACT = 5,
+}
+
+/**
+ * Describes the enum agentd.v1.HookEvent.
+ */
+export const HookEventSchema: GenEnum<HookEvent> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_agent_messages, 2);
+
+/**
+ * HookAction is what a hook's decision did.
+ *
+ * @generated from enum agentd.v1.HookAction
+ */
+export enum HookAction {
+  /**
+   * Not set.
+   *
+   * @generated from enum value: HOOK_ACTION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A tool call, prompt or compaction was refused.
+   *
+   * @generated from enum value: HOOK_ACTION_DENIED = 1;
+   */
+  DENIED = 1,
+
+  /**
+   * A tool call's arguments were replaced.
+   *
+   * @generated from enum value: HOOK_ACTION_ARGUMENTS_REPLACED = 2;
+   */
+  ARGUMENTS_REPLACED = 2,
+
+  /**
+   * A tool result's content or details were replaced.
+   *
+   * @generated from enum value: HOOK_ACTION_RESULT_REPLACED = 3;
+   */
+  RESULT_REPLACED = 3,
+
+  /**
+   * A tool result was redacted.
+   *
+   * @generated from enum value: HOOK_ACTION_RESULT_REDACTED = 4;
+   */
+  RESULT_REDACTED = 4,
+
+  /**
+   * Content was added to this run's model calls.
+   *
+   * @generated from enum value: HOOK_ACTION_CONTEXT_ADDED = 5;
+   */
+  CONTEXT_ADDED = 5,
+
+  /**
+   * A run that would have ended was continued with a message.
+   *
+   * @generated from enum value: HOOK_ACTION_CONTINUED = 6;
+   */
+  CONTINUED = 6,
+
+  /**
+   * A compaction got the hook's instructions.
+   *
+   * @generated from enum value: HOOK_ACTION_INSTRUCTIONS_SUPPLIED = 7;
+   */
+  INSTRUCTIONS_SUPPLIED = 7,
+
+  /**
+   * Nobody answered in time; the hook's on_timeout rule decided.
+   *
+   * @generated from enum value: HOOK_ACTION_TIMED_OUT = 8;
+   */
+  TIMED_OUT = 8,
+}
+
+/**
+ * Describes the enum agentd.v1.HookAction.
+ */
+export const HookActionSchema: GenEnum<HookAction> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_agent_messages, 3);
+
+/**
  * CompactionReason says why a compaction happened.
  *
  * @generated from enum agentd.v1.CompactionReason
@@ -939,7 +1508,7 @@ export enum CompactionReason {
  * Describes the enum agentd.v1.CompactionReason.
  */
 export const CompactionReasonSchema: GenEnum<CompactionReason> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent_messages, 1);
+  enumDesc(file_agentd_v1_agent_messages, 4);
 
 /**
  * ThinkingLevel asks reasoning models to think more or less; each provider
@@ -1002,5 +1571,5 @@ export enum ThinkingLevel {
  * Describes the enum agentd.v1.ThinkingLevel.
  */
 export const ThinkingLevelSchema: GenEnum<ThinkingLevel> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_agent_messages, 2);
+  enumDesc(file_agentd_v1_agent_messages, 5);
 

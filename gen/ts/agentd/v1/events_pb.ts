@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { AgentMessage, CompactionReason, CompactionSummary } from "./agent_messages_pb.js";
+import type { AgentMessage, ApprovalDecision, ApprovalRule, ApprovalScope, CompactionReason, CompactionSummary, HookEvent, ToolInDoubt } from "./agent_messages_pb.js";
 import { file_agentd_v1_agent_messages } from "./agent_messages_pb.js";
 import type { ContentBlock, ToolCall, Usage } from "./content_pb.js";
 import { file_agentd_v1_content } from "./content_pb.js";
@@ -20,7 +20,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/events.proto.
  */
 export const file_agentd_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChZhZ2VudGQvdjEvZXZlbnRzLnByb3RvEglhZ2VudGQudjEi9AcKCkFnZW50RXZlbnQSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSCwoDc2VxGAMgASgEEigKBHRpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHRyYWNlX2lkGAUgASgMEiwKC2FnZW50X3N0YXJ0GAogASgLMhUuYWdlbnRkLnYxLkFnZW50U3RhcnRIABIqCgp0dXJuX3N0YXJ0GAsgASgLMhQuYWdlbnRkLnYxLlR1cm5TdGFydEgAEjAKDW1lc3NhZ2Vfc3RhcnQYDCABKAsyFy5hZ2VudGQudjEuTWVzc2FnZVN0YXJ0SAASMgoObWVzc2FnZV91cGRhdGUYDSABKAsyGC5hZ2VudGQudjEuTWVzc2FnZVVwZGF0ZUgAEiwKC21lc3NhZ2VfZW5kGA4gASgLMhUuYWdlbnRkLnYxLk1lc3NhZ2VFbmRIABI9ChR0b29sX2V4ZWN1dGlvbl9zdGFydBgPIAEoCzIdLmFnZW50ZC52MS5Ub29sRXhlY3V0aW9uU3RhcnRIABI/ChV0b29sX2V4ZWN1dGlvbl91cGRhdGUYECABKAsyHi5hZ2VudGQudjEuVG9vbEV4ZWN1dGlvblVwZGF0ZUgAEjkKEnRvb2xfZXhlY3V0aW9uX2VuZBgRIAEoCzIbLmFnZW50ZC52MS5Ub29sRXhlY3V0aW9uRW5kSAASJgoIdHVybl9lbmQYEiABKAsyEi5hZ2VudGQudjEuVHVybkVuZEgAEigKCWFnZW50X2VuZBgTIAEoCzITLmFnZW50ZC52MS5BZ2VudEVuZEgAEjoKEmFwcHJvdmFsX3JlcXVlc3RlZBgUIAEoCzIcLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3RlZEgAEjsKE3Rvb2xfY2FsbF9yZXF1ZXN0ZWQYFSABKAsyHC5hZ2VudGQudjEuVG9vbENhbGxSZXF1ZXN0ZWRIABIuCgxxdWV1ZV91cGRhdGUYFiABKAsyFi5hZ2VudGQudjEuUXVldWVVcGRhdGVIABImCgVlcnJvchgXIAEoCzIVLmFnZW50ZC52MS5BZ2VudEVycm9ySAASNgoQY29tcGFjdGlvbl9zdGFydBgYIAEoCzIaLmFnZW50ZC52MS5Db21wYWN0aW9uU3RhcnRIABIyCg5jb21wYWN0aW9uX2VuZBgZIAEoCzIYLmFnZW50ZC52MS5Db21wYWN0aW9uRW5kSAASOAoRY29udGV4dF9yZXF1ZXN0ZWQYGiABKAsyGy5hZ2VudGQudjEuQ29udGV4dFJlcXVlc3RlZEgAQgcKBWV2ZW50IlUKD0NvbXBhY3Rpb25TdGFydBIrCgZyZWFzb24YASABKA4yGy5hZ2VudGQudjEuQ29tcGFjdGlvblJlYXNvbhIVCg10b2tlbnNfYmVmb3JlGAIgASgDIowCCg1Db21wYWN0aW9uRW5kEisKBnJlYXNvbhgBIAEoDjIbLmFnZW50ZC52MS5Db21wYWN0aW9uUmVhc29uEhUKDXRva2Vuc19iZWZvcmUYAiABKAMSFAoMdG9rZW5zX2FmdGVyGAMgASgDEhAKCGVudHJ5X2lkGAQgASgJEhsKE2ZpcnN0X2tlcHRfZW50cnlfaWQYBSABKAkSGwoTc3VtbWFyaXplZF9tZXNzYWdlcxgGIAEoDRItCgdzdW1tYXJ5GAcgASgLMhwuYWdlbnRkLnYxLkNvbXBhY3Rpb25TdW1tYXJ5EhUKDWVycm9yX21lc3NhZ2UYCCABKAkSDwoHZHJ5X3J1bhgJIAEoCCKRAQoQQ29udGV4dFJlcXVlc3RlZBISCgpyZXF1ZXN0X2lkGAEgASgJEiUKBWl0ZW1zGAIgAygLMhYuYWdlbnRkLnYxLkNvbnRleHRJdGVtEhQKDHRvdGFsX3Rva2VucxgDIAEoAxIsCghkZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAifwoLQ29udGV4dEl0ZW0SEAoIZW50cnlfaWQYASABKAkSJAoEa2luZBgCIAEoDjIWLmFnZW50ZC52MS5NZXNzYWdlS2luZBIOCgZ0b2tlbnMYAyABKAMSKAoHbWVzc2FnZRgEIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2UiDAoKQWdlbnRTdGFydCIZCglUdXJuU3RhcnQSDAoEdHVybhgBIAEoDSI4CgxNZXNzYWdlU3RhcnQSKAoHbWVzc2FnZRgBIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2UiywMKDU1lc3NhZ2VVcGRhdGUSKgoKdGV4dF9zdGFydBgBIAEoCzIULmFnZW50ZC52MS5UZXh0U3RhcnRIABIqCgp0ZXh0X2RlbHRhGAIgASgLMhQuYWdlbnRkLnYxLlRleHREZWx0YUgAEiYKCHRleHRfZW5kGAMgASgLMhIuYWdlbnRkLnYxLlRleHRFbmRIABIyCg50aGlua2luZ19zdGFydBgEIAEoCzIYLmFnZW50ZC52MS5UaGlua2luZ1N0YXJ0SAASMgoOdGhpbmtpbmdfZGVsdGEYBSABKAsyGC5hZ2VudGQudjEuVGhpbmtpbmdEZWx0YUgAEi4KDHRoaW5raW5nX2VuZBgGIAEoCzIWLmFnZW50ZC52MS5UaGlua2luZ0VuZEgAEjMKD3Rvb2xfY2FsbF9zdGFydBgHIAEoCzIYLmFnZW50ZC52MS5Ub29sQ2FsbFN0YXJ0SAASMwoPdG9vbF9jYWxsX2RlbHRhGAggASgLMhguYWdlbnRkLnYxLlRvb2xDYWxsRGVsdGFIABIvCg10b29sX2NhbGxfZW5kGAkgASgLMhYuYWdlbnRkLnYxLlRvb2xDYWxsRW5kSABCBwoFZGVsdGEiIgoJVGV4dFN0YXJ0EhUKDWNvbnRlbnRfaW5kZXgYASABKA0iMQoJVGV4dERlbHRhEhUKDWNvbnRlbnRfaW5kZXgYASABKA0SDQoFZGVsdGEYAiABKAkiOAoHVGV4dEVuZBIVCg1jb250ZW50X2luZGV4GAEgASgNEhYKDnRleHRfc2lnbmF0dXJlGAIgASgJIjgKDVRoaW5raW5nU3RhcnQSFQoNY29udGVudF9pbmRleBgBIAEoDRIQCghyZWRhY3RlZBgCIAEoCCI1Cg1UaGlua2luZ0RlbHRhEhUKDWNvbnRlbnRfaW5kZXgYASABKA0SDQoFZGVsdGEYAiABKAkiQAoLVGhpbmtpbmdFbmQSFQoNY29udGVudF9pbmRleBgBIAEoDRIaChJ0aGlua2luZ19zaWduYXR1cmUYAiABKAkiQAoNVG9vbENhbGxTdGFydBIVCg1jb250ZW50X2luZGV4GAEgASgNEgoKAmlkGAIgASgJEgwKBG5hbWUYAyABKAkiNQoNVG9vbENhbGxEZWx0YRIVCg1jb250ZW50X2luZGV4GAEgASgNEg0KBWRlbHRhGAIgASgJIkwKC1Rvb2xDYWxsRW5kEhUKDWNvbnRlbnRfaW5kZXgYASABKA0SJgoJdG9vbF9jYWxsGAIgASgLMhMuYWdlbnRkLnYxLlRvb2xDYWxsIkgKCk1lc3NhZ2VFbmQSKAoHbWVzc2FnZRgBIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2USEAoIZW50cnlfaWQYAiABKAkiaQoSVG9vbEV4ZWN1dGlvblN0YXJ0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCKRAQoTVG9vbEV4ZWN1dGlvblVwZGF0ZRIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEigKB2NvbnRlbnQYAyADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEicKB2RldGFpbHMYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiQAoQVG9vbEV4ZWN1dGlvbkVuZBIsCgZyZXN1bHQYASABKAsyHC5hZ2VudGQudjEuVG9vbFJlc3VsdE1lc3NhZ2UieQoHVHVybkVuZBIMCgR0dXJuGAEgASgNEiwKB21lc3NhZ2UYAiABKAsyGy5hZ2VudGQudjEuQXNzaXN0YW50TWVzc2FnZRIyCgx0b29sX3Jlc3VsdHMYAyADKAsyHC5hZ2VudGQudjEuVG9vbFJlc3VsdE1lc3NhZ2UiagoIQWdlbnRFbmQSJgoHb3V0Y29tZRgBIAEoDjIVLmFnZW50ZC52MS5SdW5PdXRjb21lEhUKDWVycm9yX21lc3NhZ2UYAiABKAkSHwoFdXNhZ2UYAyABKAsyEC5hZ2VudGQudjEuVXNhZ2UilgEKEUFwcHJvdmFsUmVxdWVzdGVkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIsCghkZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAilgEKEVRvb2xDYWxsUmVxdWVzdGVkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIsCghkZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiZAoLUXVldWVVcGRhdGUSKQoIc3RlZXJpbmcYASADKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlEioKCWZvbGxvd191cBgCIAMoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2UiOwoKQWdlbnRFcnJvchIPCgdtZXNzYWdlGAEgASgJEg0KBXN0YWdlGAIgASgJEg0KBWZhdGFsGAMgASgIKrIBCgpSdW5PdXRjb21lEhsKF1JVTl9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGQoVUlVOX09VVENPTUVfQ09NUExFVEVEEAESFwoTUlVOX09VVENPTUVfQUJPUlRFRBACEhUKEVJVTl9PVVRDT01FX0VSUk9SEAMSGwoXUlVOX09VVENPTUVfSU5URVJSVVBURUQQBBIfChtSVU5fT1VUQ09NRV9CVURHRVRfRVhDRUVERUQQBUI0WjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MWIGcHJvdG8z", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_messages, file_agentd_v1_session, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChZhZ2VudGQvdjEvZXZlbnRzLnByb3RvEglhZ2VudGQudjEi2QgKCkFnZW50RXZlbnQSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSCwoDc2VxGAMgASgEEigKBHRpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHRyYWNlX2lkGAUgASgMEiwKC2FnZW50X3N0YXJ0GAogASgLMhUuYWdlbnRkLnYxLkFnZW50U3RhcnRIABIqCgp0dXJuX3N0YXJ0GAsgASgLMhQuYWdlbnRkLnYxLlR1cm5TdGFydEgAEjAKDW1lc3NhZ2Vfc3RhcnQYDCABKAsyFy5hZ2VudGQudjEuTWVzc2FnZVN0YXJ0SAASMgoObWVzc2FnZV91cGRhdGUYDSABKAsyGC5hZ2VudGQudjEuTWVzc2FnZVVwZGF0ZUgAEiwKC21lc3NhZ2VfZW5kGA4gASgLMhUuYWdlbnRkLnYxLk1lc3NhZ2VFbmRIABI9ChR0b29sX2V4ZWN1dGlvbl9zdGFydBgPIAEoCzIdLmFnZW50ZC52MS5Ub29sRXhlY3V0aW9uU3RhcnRIABI/ChV0b29sX2V4ZWN1dGlvbl91cGRhdGUYECABKAsyHi5hZ2VudGQudjEuVG9vbEV4ZWN1dGlvblVwZGF0ZUgAEjkKEnRvb2xfZXhlY3V0aW9uX2VuZBgRIAEoCzIbLmFnZW50ZC52MS5Ub29sRXhlY3V0aW9uRW5kSAASJgoIdHVybl9lbmQYEiABKAsyEi5hZ2VudGQudjEuVHVybkVuZEgAEigKCWFnZW50X2VuZBgTIAEoCzITLmFnZW50ZC52MS5BZ2VudEVuZEgAEjoKEmFwcHJvdmFsX3JlcXVlc3RlZBgUIAEoCzIcLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3RlZEgAEjsKE3Rvb2xfY2FsbF9yZXF1ZXN0ZWQYFSABKAsyHC5hZ2VudGQudjEuVG9vbENhbGxSZXF1ZXN0ZWRIABIuCgxxdWV1ZV91cGRhdGUYFiABKAsyFi5hZ2VudGQudjEuUXVldWVVcGRhdGVIABImCgVlcnJvchgXIAEoCzIVLmFnZW50ZC52MS5BZ2VudEVycm9ySAASNgoQY29tcGFjdGlvbl9zdGFydBgYIAEoCzIaLmFnZW50ZC52MS5Db21wYWN0aW9uU3RhcnRIABIyCg5jb21wYWN0aW9uX2VuZBgZIAEoCzIYLmFnZW50ZC52MS5Db21wYWN0aW9uRW5kSAASOAoRY29udGV4dF9yZXF1ZXN0ZWQYGiABKAsyGy5hZ2VudGQudjEuQ29udGV4dFJlcXVlc3RlZEgAEjIKDmhvb2tfcmVxdWVzdGVkGBsgASgLMhguYWdlbnRkLnYxLkhvb2tSZXF1ZXN0ZWRIABIvCg10b29sX2luX2RvdWJ0GBwgASgLMhYuYWdlbnRkLnYxLlRvb2xJbkRvdWJ0SABCBwoFZXZlbnQiqQMKDUhvb2tSZXF1ZXN0ZWQSEgoKcmVxdWVzdF9pZBgBIAEoCRIjCgVldmVudBgCIAEoDjIULmFnZW50ZC52MS5Ib29rRXZlbnQSDAoEaG9vaxgDIAEoCRISCgpob29rX2luZGV4GAQgASgNEiwKCGRlYWRsaW5lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCgl0b29sX2NhbGwYBiABKAsyEy5hZ2VudGQudjEuVG9vbENhbGwSMQoLdG9vbF9yZXN1bHQYByABKAsyHC5hZ2VudGQudjEuVG9vbFJlc3VsdE1lc3NhZ2USKAoHbWVzc2FnZRgIIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2USDgoGc291cmNlGAkgASgJEhUKDWNvbnRpbnVhdGlvbnMYCiABKA0SNgoRY29tcGFjdGlvbl9yZWFzb24YCyABKA4yGy5hZ2VudGQudjEuQ29tcGFjdGlvblJlYXNvbhIVCg10b2tlbnNfYmVmb3JlGAwgASgDEhQKDGluc3RydWN0aW9ucxgNIAEoCSJVCg9Db21wYWN0aW9uU3RhcnQSKwoGcmVhc29uGAEgASgOMhsuYWdlbnRkLnYxLkNvbXBhY3Rpb25SZWFzb24SFQoNdG9rZW5zX2JlZm9yZRgCIAEoAyKMAgoNQ29tcGFjdGlvbkVuZBIrCgZyZWFzb24YASABKA4yGy5hZ2VudGQudjEuQ29tcGFjdGlvblJlYXNvbhIVCg10b2tlbnNfYmVmb3JlGAIgASgDEhQKDHRva2Vuc19hZnRlchgDIAEoAxIQCghlbnRyeV9pZBgEIAEoCRIbChNmaXJzdF9rZXB0X2VudHJ5X2lkGAUgASgJEhsKE3N1bW1hcml6ZWRfbWVzc2FnZXMYBiABKA0SLQoHc3VtbWFyeRgHIAEoCzIcLmFnZW50ZC52MS5Db21wYWN0aW9uU3VtbWFyeRIVCg1lcnJvcl9tZXNzYWdlGAggASgJEg8KB2RyeV9ydW4YCSABKAgikQEKEENvbnRleHRSZXF1ZXN0ZWQSEgoKcmVxdWVzdF9pZBgBIAEoCRIlCgVpdGVtcxgCIAMoCzIWLmFnZW50ZC52MS5Db250ZXh0SXRlbRIUCgx0b3RhbF90b2tlbnMYAyABKAMSLAoIZGVhZGxpbmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIn8KC0NvbnRleHRJdGVtEhAKCGVudHJ5X2lkGAEgASgJEiQKBGtpbmQYAiABKA4yFi5hZ2VudGQudjEuTWVzc2FnZUtpbmQSDgoGdG9rZW5zGAMgASgDEigKB21lc3NhZ2UYBCABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlIgwKCkFnZW50U3RhcnQiGQoJVHVyblN0YXJ0EgwKBHR1cm4YASABKA0iOAoMTWVzc2FnZVN0YXJ0EigKB21lc3NhZ2UYASABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlIssDCg1NZXNzYWdlVXBkYXRlEioKCnRleHRfc3RhcnQYASABKAsyFC5hZ2VudGQudjEuVGV4dFN0YXJ0SAASKgoKdGV4dF9kZWx0YRgCIAEoCzIULmFnZW50ZC52MS5UZXh0RGVsdGFIABImCgh0ZXh0X2VuZBgDIAEoCzISLmFnZW50ZC52MS5UZXh0RW5kSAASMgoOdGhpbmtpbmdfc3RhcnQYBCABKAsyGC5hZ2VudGQudjEuVGhpbmtpbmdTdGFydEgAEjIKDnRoaW5raW5nX2RlbHRhGAUgASgLMhguYWdlbnRkLnYxLlRoaW5raW5nRGVsdGFIABIuCgx0aGlua2luZ19lbmQYBiABKAsyFi5hZ2VudGQudjEuVGhpbmtpbmdFbmRIABIzCg90b29sX2NhbGxfc3RhcnQYByABKAsyGC5hZ2VudGQudjEuVG9vbENhbGxTdGFydEgAEjMKD3Rvb2xfY2FsbF9kZWx0YRgIIAEoCzIYLmFnZW50ZC52MS5Ub29sQ2FsbERlbHRhSAASLwoNdG9vbF9jYWxsX2VuZBgJIAEoCzIWLmFnZW50ZC52MS5Ub29sQ2FsbEVuZEgAQgcKBWRlbHRhIiIKCVRleHRTdGFydBIVCg1jb250ZW50X2luZGV4GAEgASgNIjEKCVRleHREZWx0YRIVCg1jb250ZW50X2luZGV4GAEgASgNEg0KBWRlbHRhGAIgASgJIjgKB1RleHRFbmQSFQoNY29udGVudF9pbmRleBgBIAEoDRIWCg50ZXh0X3NpZ25hdHVyZRgCIAEoCSI4Cg1UaGlua2luZ1N0YXJ0EhUKDWNvbnRlbnRfaW5kZXgYASABKA0SEAoIcmVkYWN0ZWQYAiABKAgiNQoNVGhpbmtpbmdEZWx0YRIVCg1jb250ZW50X2luZGV4GAEgASgNEg0KBWRlbHRhGAIgASgJIkAKC1RoaW5raW5nRW5kEhUKDWNvbnRlbnRfaW5kZXgYASABKA0SGgoSdGhpbmtpbmdfc2lnbmF0dXJlGAIgASgJIkAKDVRvb2xDYWxsU3RhcnQSFQoNY29udGVudF9pbmRleBgBIAEoDRIKCgJpZBgCIAEoCRIMCgRuYW1lGAMgASgJIjUKDVRvb2xDYWxsRGVsdGESFQoNY29udGVudF9pbmRleBgBIAEoDRINCgVkZWx0YRgCIAEoCSJMCgtUb29sQ2FsbEVuZBIVCg1jb250ZW50X2luZGV4GAEgASgNEiYKCXRvb2xfY2FsbBgCIAEoCzITLmFnZW50ZC52MS5Ub29sQ2FsbCJICgpNZXNzYWdlRW5kEigKB21lc3NhZ2UYASABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlEhAKCGVudHJ5X2lkGAIgASgJImkKElRvb2xFeGVjdXRpb25TdGFydBIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEioKCWFyZ3VtZW50cxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QikQEKE1Rvb2xFeGVjdXRpb25VcGRhdGUSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRIoCgdjb250ZW50GAMgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAQgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIkAKEFRvb2xFeGVjdXRpb25FbmQSLAoGcmVzdWx0GAEgASgLMhwuYWdlbnRkLnYxLlRvb2xSZXN1bHRNZXNzYWdlInkKB1R1cm5FbmQSDAoEdHVybhgBIAEoDRIsCgdtZXNzYWdlGAIgASgLMhsuYWdlbnRkLnYxLkFzc2lzdGFudE1lc3NhZ2USMgoMdG9vbF9yZXN1bHRzGAMgAygLMhwuYWdlbnRkLnYxLlRvb2xSZXN1bHRNZXNzYWdlImoKCEFnZW50RW5kEiYKB291dGNvbWUYASABKA4yFS5hZ2VudGQudjEuUnVuT3V0Y29tZRIVCg1lcnJvcl9tZXNzYWdlGAIgASgJEh8KBXVzYWdlGAMgASgLMhAuYWdlbnRkLnYxLlVzYWdlIroCChFBcHByb3ZhbFJlcXVlc3RlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEioKCWFyZ3VtZW50cxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLAoIZGVhZGxpbmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCWRlY2lzaW9ucxgFIAMoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEigKBnNjb3BlcxgGIAMoDjIYLmFnZW50ZC52MS5BcHByb3ZhbFNjb3BlEi8KDnN1Z2dlc3RlZF9ydWxlGAcgASgLMhcuYWdlbnRkLnYxLkFwcHJvdmFsUnVsZRIXCg9pZGVtcG90ZW5jeV9rZXkYCCABKAkirwEKEVRvb2xDYWxsUmVxdWVzdGVkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIsCghkZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaWRlbXBvdGVuY3lfa2V5GAUgASgJImQKC1F1ZXVlVXBkYXRlEikKCHN0ZWVyaW5nGAEgAygLMhcuYWdlbnRkLnYxLkFnZW50TWVzc2FnZRIqCglmb2xsb3dfdXAYAiADKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlIjsKCkFnZW50RXJyb3ISDwoHbWVzc2FnZRgBIAEoCRINCgVzdGFnZRgCIAEoCRINCgVmYXRhbBgDIAEoCCqyAQoKUnVuT3V0Y29tZRIbChdSVU5fT1VUQ09NRV9VTlNQRUNJRklFRBAAEhkKFVJVTl9PVVRDT01FX0NPTVBMRVRFRBABEhcKE1JVTl9PVVRDT01FX0FCT1JURUQQAhIVChFSVU5fT1VUQ09NRV9FUlJPUhADEhsKF1JVTl9PVVRDT01FX0lOVEVSUlVQVEVEEAQSHwobUlVOX09VVENPTUVfQlVER0VUX0VYQ0VFREVEEAVCNFoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjFiBnByb3RvMw", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_messages, file_agentd_v1_session, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * AgentEvent is one event of a run, as streamed by Prompt, Continue and
@@ -229,6 +229,23 @@ export type AgentEvent = Message<"agentd.v1.AgentEvent"> & {
      */
     value: ContextRequested;
     case: "contextRequested";
+  } | {
+    /**
+     * A lifecycle hook waits for SubmitHookResult (SessionConfig.hooks).
+     *
+     * @generated from field: agentd.v1.HookRequested hook_requested = 27;
+     */
+    value: HookRequested;
+    case: "hookRequested";
+  } | {
+    /**
+     * A tool call was found in doubt: it started and never finished
+     * before agentd stopped or lost its lease (see ResolveInDoubt).
+     *
+     * @generated from field: agentd.v1.ToolInDoubt tool_in_doubt = 28;
+     */
+    value: ToolInDoubt;
+    case: "toolInDoubt";
   } | { case: undefined; value?: undefined };
 };
 
@@ -238,6 +255,118 @@ export type AgentEvent = Message<"agentd.v1.AgentEvent"> & {
  */
 export const AgentEventSchema: GenMessage<AgentEvent> = /*@__PURE__*/
   messageDesc(file_agentd_v1_events, 0);
+
+/**
+ * HookRequested asks the client to decide at a point of the run (see
+ * HookEvent for what each event allows). Answer with SubmitHookResult
+ * from any connection, to any replica; the run waits until then or until
+ * deadline, when the hook's on_timeout rule decides.
+ *
+ * @generated from message agentd.v1.HookRequested
+ */
+export type HookRequested = Message<"agentd.v1.HookRequested"> & {
+  /**
+   * Identifies this request; pass it to SubmitHookResult.
+   *
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * Where the run is.
+   *
+   * @generated from field: agentd.v1.HookEvent event = 2;
+   */
+  event: HookEvent;
+
+  /**
+   * The hook's name (Hook.name, or "hooks[<index>]").
+   *
+   * @generated from field: string hook = 3;
+   */
+  hook: string;
+
+  /**
+   * The hook's position in SessionConfig.hooks.
+   *
+   * @generated from field: uint32 hook_index = 4;
+   */
+  hookIndex: number;
+
+  /**
+   * When the hook's on_timeout rule decides.
+   *
+   * @generated from field: google.protobuf.Timestamp deadline = 5;
+   */
+  deadline?: Timestamp | undefined;
+
+  /**
+   * PRE_TOOL_USE and POST_TOOL_USE: the call, with the validated
+   * arguments it runs (or ran) with.
+   *
+   * @generated from field: agentd.v1.ToolCall tool_call = 6;
+   */
+  toolCall?: ToolCall | undefined;
+
+  /**
+   * POST_TOOL_USE: the result the model would see.
+   *
+   * @generated from field: agentd.v1.ToolResultMessage tool_result = 7;
+   */
+  toolResult?: ToolResultMessage | undefined;
+
+  /**
+   * USER_PROMPT: the message about to enter the transcript. STOP: the
+   * assistant message the run would end with.
+   *
+   * @generated from field: agentd.v1.AgentMessage message = 8;
+   */
+  message?: AgentMessage | undefined;
+
+  /**
+   * USER_PROMPT: where the message comes from: "prompt", "steer" or
+   * "follow_up".
+   *
+   * @generated from field: string source = 9;
+   */
+  source: string;
+
+  /**
+   * STOP: how many times this hook continued the run so far.
+   *
+   * @generated from field: uint32 continuations = 10;
+   */
+  continuations: number;
+
+  /**
+   * PRE_COMPACT: why the compaction happens.
+   *
+   * @generated from field: agentd.v1.CompactionReason compaction_reason = 11;
+   */
+  compactionReason: CompactionReason;
+
+  /**
+   * PRE_COMPACT: the estimated context size in tokens.
+   *
+   * @generated from field: int64 tokens_before = 12;
+   */
+  tokensBefore: bigint;
+
+  /**
+   * PRE_COMPACT: the instructions the compaction has so far (Compact's,
+   * or an earlier hook's).
+   *
+   * @generated from field: string instructions = 13;
+   */
+  instructions: string;
+};
+
+/**
+ * Describes the message agentd.v1.HookRequested.
+ * Use `create(HookRequestedSchema)` to create a new message.
+ */
+export const HookRequestedSchema: GenMessage<HookRequested> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 1);
 
 /**
  * CompactionStart announces a compaction: the older part of the
@@ -266,7 +395,7 @@ export type CompactionStart = Message<"agentd.v1.CompactionStart"> & {
  * Use `create(CompactionStartSchema)` to create a new message.
  */
 export const CompactionStartSchema: GenMessage<CompactionStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 1);
+  messageDesc(file_agentd_v1_events, 2);
 
 /**
  * CompactionEnd closes a compaction.
@@ -345,7 +474,7 @@ export type CompactionEnd = Message<"agentd.v1.CompactionEnd"> & {
  * Use `create(CompactionEndSchema)` to create a new message.
  */
 export const CompactionEndSchema: GenMessage<CompactionEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 2);
+  messageDesc(file_agentd_v1_events, 3);
 
 /**
  * ContextRequested asks the client's context hook for the next model
@@ -388,7 +517,7 @@ export type ContextRequested = Message<"agentd.v1.ContextRequested"> & {
  * Use `create(ContextRequestedSchema)` to create a new message.
  */
 export const ContextRequestedSchema: GenMessage<ContextRequested> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 3);
+  messageDesc(file_agentd_v1_events, 4);
 
 /**
  * ContextItem is one message of a context under construction.
@@ -432,7 +561,7 @@ export type ContextItem = Message<"agentd.v1.ContextItem"> & {
  * Use `create(ContextItemSchema)` to create a new message.
  */
 export const ContextItemSchema: GenMessage<ContextItem> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 4);
+  messageDesc(file_agentd_v1_events, 5);
 
 /**
  * AgentStart opens a run.
@@ -447,7 +576,7 @@ export type AgentStart = Message<"agentd.v1.AgentStart"> & {
  * Use `create(AgentStartSchema)` to create a new message.
  */
 export const AgentStartSchema: GenMessage<AgentStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 5);
+  messageDesc(file_agentd_v1_events, 6);
 
 /**
  * TurnStart opens a turn.
@@ -468,7 +597,7 @@ export type TurnStart = Message<"agentd.v1.TurnStart"> & {
  * Use `create(TurnStartSchema)` to create a new message.
  */
 export const TurnStartSchema: GenMessage<TurnStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 6);
+  messageDesc(file_agentd_v1_events, 7);
 
 /**
  * MessageStart announces a message. For the assistant it carries the empty
@@ -491,7 +620,7 @@ export type MessageStart = Message<"agentd.v1.MessageStart"> & {
  * Use `create(MessageStartSchema)` to create a new message.
  */
 export const MessageStartSchema: GenMessage<MessageStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 7);
+  messageDesc(file_agentd_v1_events, 8);
 
 /**
  * MessageUpdate carries one piece of the assistant message being streamed:
@@ -587,7 +716,7 @@ export type MessageUpdate = Message<"agentd.v1.MessageUpdate"> & {
  * Use `create(MessageUpdateSchema)` to create a new message.
  */
 export const MessageUpdateSchema: GenMessage<MessageUpdate> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 8);
+  messageDesc(file_agentd_v1_events, 9);
 
 /**
  * TextStart opens a text block.
@@ -608,7 +737,7 @@ export type TextStart = Message<"agentd.v1.TextStart"> & {
  * Use `create(TextStartSchema)` to create a new message.
  */
 export const TextStartSchema: GenMessage<TextStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 9);
+  messageDesc(file_agentd_v1_events, 10);
 
 /**
  * TextDelta appends text to an open text block.
@@ -636,7 +765,7 @@ export type TextDelta = Message<"agentd.v1.TextDelta"> & {
  * Use `create(TextDeltaSchema)` to create a new message.
  */
 export const TextDeltaSchema: GenMessage<TextDelta> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 10);
+  messageDesc(file_agentd_v1_events, 11);
 
 /**
  * TextEnd closes a text block.
@@ -664,7 +793,7 @@ export type TextEnd = Message<"agentd.v1.TextEnd"> & {
  * Use `create(TextEndSchema)` to create a new message.
  */
 export const TextEndSchema: GenMessage<TextEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 11);
+  messageDesc(file_agentd_v1_events, 12);
 
 /**
  * ThinkingStart opens a thinking block.
@@ -692,7 +821,7 @@ export type ThinkingStart = Message<"agentd.v1.ThinkingStart"> & {
  * Use `create(ThinkingStartSchema)` to create a new message.
  */
 export const ThinkingStartSchema: GenMessage<ThinkingStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 12);
+  messageDesc(file_agentd_v1_events, 13);
 
 /**
  * ThinkingDelta appends reasoning to an open thinking block.
@@ -720,7 +849,7 @@ export type ThinkingDelta = Message<"agentd.v1.ThinkingDelta"> & {
  * Use `create(ThinkingDeltaSchema)` to create a new message.
  */
 export const ThinkingDeltaSchema: GenMessage<ThinkingDelta> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 13);
+  messageDesc(file_agentd_v1_events, 14);
 
 /**
  * ThinkingEnd closes a thinking block.
@@ -748,7 +877,7 @@ export type ThinkingEnd = Message<"agentd.v1.ThinkingEnd"> & {
  * Use `create(ThinkingEndSchema)` to create a new message.
  */
 export const ThinkingEndSchema: GenMessage<ThinkingEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 14);
+  messageDesc(file_agentd_v1_events, 15);
 
 /**
  * ToolCallStart opens a tool call block.
@@ -784,7 +913,7 @@ export type ToolCallStart = Message<"agentd.v1.ToolCallStart"> & {
  * Use `create(ToolCallStartSchema)` to create a new message.
  */
 export const ToolCallStartSchema: GenMessage<ToolCallStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 15);
+  messageDesc(file_agentd_v1_events, 16);
 
 /**
  * ToolCallDelta carries a fragment of a tool call's arguments as raw JSON
@@ -814,7 +943,7 @@ export type ToolCallDelta = Message<"agentd.v1.ToolCallDelta"> & {
  * Use `create(ToolCallDeltaSchema)` to create a new message.
  */
 export const ToolCallDeltaSchema: GenMessage<ToolCallDelta> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 16);
+  messageDesc(file_agentd_v1_events, 17);
 
 /**
  * ToolCallEnd closes a tool call block with the complete call.
@@ -842,7 +971,7 @@ export type ToolCallEnd = Message<"agentd.v1.ToolCallEnd"> & {
  * Use `create(ToolCallEndSchema)` to create a new message.
  */
 export const ToolCallEndSchema: GenMessage<ToolCallEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 17);
+  messageDesc(file_agentd_v1_events, 18);
 
 /**
  * MessageEnd carries a complete message. By the time a client receives it,
@@ -871,7 +1000,7 @@ export type MessageEnd = Message<"agentd.v1.MessageEnd"> & {
  * Use `create(MessageEndSchema)` to create a new message.
  */
 export const MessageEndSchema: GenMessage<MessageEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 18);
+  messageDesc(file_agentd_v1_events, 19);
 
 /**
  * ToolExecutionStart announces that a tool call is being prepared and run.
@@ -906,7 +1035,7 @@ export type ToolExecutionStart = Message<"agentd.v1.ToolExecutionStart"> & {
  * Use `create(ToolExecutionStartSchema)` to create a new message.
  */
 export const ToolExecutionStartSchema: GenMessage<ToolExecutionStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 19);
+  messageDesc(file_agentd_v1_events, 20);
 
 /**
  * ToolExecutionUpdate carries progress from a running tool, such as a chunk
@@ -950,7 +1079,7 @@ export type ToolExecutionUpdate = Message<"agentd.v1.ToolExecutionUpdate"> & {
  * Use `create(ToolExecutionUpdateSchema)` to create a new message.
  */
 export const ToolExecutionUpdateSchema: GenMessage<ToolExecutionUpdate> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 20);
+  messageDesc(file_agentd_v1_events, 21);
 
 /**
  * ToolExecutionEnd says a tool call finished. In parallel mode these arrive
@@ -972,7 +1101,7 @@ export type ToolExecutionEnd = Message<"agentd.v1.ToolExecutionEnd"> & {
  * Use `create(ToolExecutionEndSchema)` to create a new message.
  */
 export const ToolExecutionEndSchema: GenMessage<ToolExecutionEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 21);
+  messageDesc(file_agentd_v1_events, 22);
 
 /**
  * TurnEnd closes a turn.
@@ -1008,7 +1137,7 @@ export type TurnEnd = Message<"agentd.v1.TurnEnd"> & {
  * Use `create(TurnEndSchema)` to create a new message.
  */
 export const TurnEndSchema: GenMessage<TurnEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 22);
+  messageDesc(file_agentd_v1_events, 23);
 
 /**
  * AgentEnd closes a run. Nothing follows it.
@@ -1043,7 +1172,7 @@ export type AgentEnd = Message<"agentd.v1.AgentEnd"> & {
  * Use `create(AgentEndSchema)` to create a new message.
  */
 export const AgentEndSchema: GenMessage<AgentEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 23);
+  messageDesc(file_agentd_v1_events, 24);
 
 /**
  * ApprovalRequested says a tool call waits for a decision. Answer with
@@ -1079,6 +1208,36 @@ export type ApprovalRequested = Message<"agentd.v1.ApprovalRequested"> & {
    * @generated from field: google.protobuf.Timestamp deadline = 4;
    */
   deadline?: Timestamp | undefined;
+
+  /**
+   * The decisions ResolveApproval accepts: ALLOWED and DENIED.
+   *
+   * @generated from field: repeated agentd.v1.ApprovalDecision decisions = 5;
+   */
+  decisions: ApprovalDecision[];
+
+  /**
+   * The scopes ResolveApproval accepts for this call.
+   *
+   * @generated from field: repeated agentd.v1.ApprovalScope scopes = 6;
+   */
+  scopes: ApprovalScope[];
+
+  /**
+   * A rule that would decide calls like this one (for bash the command's
+   * first word, for the file tools the path's directory); pass it, as
+   * is or edited, in ResolveApprovalRequest.rule.
+   *
+   * @generated from field: agentd.v1.ApprovalRule suggested_rule = 7;
+   */
+  suggestedRule?: ApprovalRule | undefined;
+
+  /**
+   * The key a client tool receives to deduplicate this call.
+   *
+   * @generated from field: string idempotency_key = 8;
+   */
+  idempotencyKey: string;
 };
 
 /**
@@ -1086,7 +1245,7 @@ export type ApprovalRequested = Message<"agentd.v1.ApprovalRequested"> & {
  * Use `create(ApprovalRequestedSchema)` to create a new message.
  */
 export const ApprovalRequestedSchema: GenMessage<ApprovalRequested> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 24);
+  messageDesc(file_agentd_v1_events, 25);
 
 /**
  * ToolCallRequested says the model called a client-executed tool. Run it and
@@ -1123,6 +1282,15 @@ export type ToolCallRequested = Message<"agentd.v1.ToolCallRequested"> & {
    * @generated from field: google.protobuf.Timestamp deadline = 4;
    */
   deadline?: Timestamp | undefined;
+
+  /**
+   * "<session id>/<run id>/<tool call id>": stable across retries of the
+   * call (ResolveInDoubt with RETRY), so the client can run its effect
+   * once.
+   *
+   * @generated from field: string idempotency_key = 5;
+   */
+  idempotencyKey: string;
 };
 
 /**
@@ -1130,7 +1298,7 @@ export type ToolCallRequested = Message<"agentd.v1.ToolCallRequested"> & {
  * Use `create(ToolCallRequestedSchema)` to create a new message.
  */
 export const ToolCallRequestedSchema: GenMessage<ToolCallRequested> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 25);
+  messageDesc(file_agentd_v1_events, 26);
 
 /**
  * QueueUpdate shows the messages waiting to be delivered to the run.
@@ -1158,7 +1326,7 @@ export type QueueUpdate = Message<"agentd.v1.QueueUpdate"> & {
  * Use `create(QueueUpdateSchema)` to create a new message.
  */
 export const QueueUpdateSchema: GenMessage<QueueUpdate> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 26);
+  messageDesc(file_agentd_v1_events, 27);
 
 /**
  * AgentError reports a problem inside a run that is not a model answer, such
@@ -1195,7 +1363,7 @@ export type AgentError = Message<"agentd.v1.AgentError"> & {
  * Use `create(AgentErrorSchema)` to create a new message.
  */
 export const AgentErrorSchema: GenMessage<AgentError> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 27);
+  messageDesc(file_agentd_v1_events, 28);
 
 /**
  * RunOutcome says how a run ended.

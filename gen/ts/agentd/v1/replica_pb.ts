@@ -4,21 +4,21 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { AgentMessage } from "./agent_messages_pb.js";
+import type { AgentMessage, ApprovalRule, ApprovalScope } from "./agent_messages_pb.js";
 import { file_agentd_v1_agent_messages } from "./agent_messages_pb.js";
 import type { ContentBlock } from "./content_pb.js";
 import { file_agentd_v1_content } from "./content_pb.js";
-import type { ContextSelection, ErrorReason } from "./service_pb.js";
+import type { ContextSelection, ErrorReason, SubmitHookResultRequest } from "./service_pb.js";
 import { file_agentd_v1_service } from "./service_pb.js";
 import type { Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
-import type { Message } from "@bufbuild/protobuf";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file agentd/v1/replica.proto.
  */
 export const file_agentd_v1_replica: GenFile = /*@__PURE__*/
-  fileDesc("ChdhZ2VudGQvdjEvcmVwbGljYS5wcm90bxIJYWdlbnRkLnYxIsACCg5SZXBsaWNhQ29udHJvbBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIoCgVzdGVlchgDIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2VIABIsCglmb2xsb3dfdXAYBCABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlSAASDwoFYWJvcnQYBSABKAlIABIzCgt0b29sX3Jlc3VsdBgGIAEoCzIcLmFnZW50ZC52MS5SZXBsaWNhVG9vbFJlc3VsdEgAEi4KCGFwcHJvdmFsGAcgASgLMhouYWdlbnRkLnYxLlJlcGxpY2FBcHByb3ZhbEgAEjIKB2NvbnRleHQYCCABKAsyHy5hZ2VudGQudjEuUmVwbGljYUNvbnRleHRBbnN3ZXJIAEIICgZhY3Rpb24ijgEKEVJlcGxpY2FUb29sUmVzdWx0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIoCgdjb250ZW50GAIgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhAKCGlzX2Vycm9yGAQgASgIIlwKD1JlcGxpY2FBcHByb3ZhbBIUCgx0b29sX2NhbGxfaWQYASABKAkSDwoHYWxsb3dlZBgCIAEoCBIOCgZyZWFzb24YAyABKAkSEgoKZGVjaWRlZF9ieRgEIAEoCSJsChRSZXBsaWNhQ29udGV4dEFuc3dlchISCgpyZXF1ZXN0X2lkGAEgASgJEi8KCnNlbGVjdGlvbnMYAiADKAsyGy5hZ2VudGQudjEuQ29udGV4dFNlbGVjdGlvbhIPCgdyZWZ1c2VkGAMgASgJIqQCChRSZXBsaWNhQ29udHJvbEFuc3dlchIVCg1lcnJvcl9tZXNzYWdlGAIgASgJEhMKC2Vycm9yX2ZpZWxkGAMgASgJEg4KBnF1ZXVlZBgEIAEoDRIOCgZydW5faWQYBSABKAkSLAoMZXJyb3JfcmVhc29uGAYgASgOMhYuYWdlbnRkLnYxLkVycm9yUmVhc29uEkoKDmVycm9yX21ldGFkYXRhGAcgAygLMjIuYWdlbnRkLnYxLlJlcGxpY2FDb250cm9sQW5zd2VyLkVycm9yTWV0YWRhdGFFbnRyeRo0ChJFcnJvck1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUoECAEQAlIKZXJyb3Jfa2luZEI0WjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MWIGcHJvdG8z", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_service, file_google_protobuf_struct]);
+  fileDesc("ChdhZ2VudGQvdjEvcmVwbGljYS5wcm90bxIJYWdlbnRkLnYxIvQCCg5SZXBsaWNhQ29udHJvbBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIoCgVzdGVlchgDIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2VIABIsCglmb2xsb3dfdXAYBCABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlSAASDwoFYWJvcnQYBSABKAlIABIzCgt0b29sX3Jlc3VsdBgGIAEoCzIcLmFnZW50ZC52MS5SZXBsaWNhVG9vbFJlc3VsdEgAEi4KCGFwcHJvdmFsGAcgASgLMhouYWdlbnRkLnYxLlJlcGxpY2FBcHByb3ZhbEgAEjIKB2NvbnRleHQYCCABKAsyHy5hZ2VudGQudjEuUmVwbGljYUNvbnRleHRBbnN3ZXJIABIyCgRob29rGAkgASgLMiIuYWdlbnRkLnYxLlN1Ym1pdEhvb2tSZXN1bHRSZXF1ZXN0SABCCAoGYWN0aW9uIo4BChFSZXBsaWNhVG9vbFJlc3VsdBIUCgx0b29sX2NhbGxfaWQYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2sSJwoHZGV0YWlscxgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIQCghpc19lcnJvchgEIAEoCCLvAQoPUmVwbGljYUFwcHJvdmFsEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIPCgdhbGxvd2VkGAIgASgIEg4KBnJlYXNvbhgDIAEoCRISCgpkZWNpZGVkX2J5GAQgASgJEicKBXNjb3BlGAUgASgOMhguYWdlbnRkLnYxLkFwcHJvdmFsU2NvcGUSKgoJYXJndW1lbnRzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIlCgRydWxlGAcgASgLMhcuYWdlbnRkLnYxLkFwcHJvdmFsUnVsZRIVCg10b29sX2NhbGxfaWRzGAggAygJImwKFFJlcGxpY2FDb250ZXh0QW5zd2VyEhIKCnJlcXVlc3RfaWQYASABKAkSLwoKc2VsZWN0aW9ucxgCIAMoCzIbLmFnZW50ZC52MS5Db250ZXh0U2VsZWN0aW9uEg8KB3JlZnVzZWQYAyABKAkiywIKFFJlcGxpY2FDb250cm9sQW5zd2VyEhUKDWVycm9yX21lc3NhZ2UYAiABKAkSEwoLZXJyb3JfZmllbGQYAyABKAkSDgoGcXVldWVkGAQgASgNEg4KBnJ1bl9pZBgFIAEoCRIsCgxlcnJvcl9yZWFzb24YBiABKA4yFi5hZ2VudGQudjEuRXJyb3JSZWFzb24SSgoOZXJyb3JfbWV0YWRhdGEYByADKAsyMi5hZ2VudGQudjEuUmVwbGljYUNvbnRyb2xBbnN3ZXIuRXJyb3JNZXRhZGF0YUVudHJ5EiUKBHJ1bGUYCCABKAsyFy5hZ2VudGQudjEuQXBwcm92YWxSdWxlGjQKEkVycm9yTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBSgQIARACUgplcnJvcl9raW5kQjRaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxYgZwcm90bzM", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_service, file_google_protobuf_struct]);
 
 /**
  * ReplicaControl is a request for an active run that one agentd replica
@@ -102,6 +102,15 @@ export type ReplicaControl = Message<"agentd.v1.ReplicaControl"> & {
      */
     value: ReplicaContextAnswer;
     case: "context";
+  } | {
+    /**
+     * SubmitHookResult, already validated by the receiving replica as far
+     * as it can without the run.
+     *
+     * @generated from field: agentd.v1.SubmitHookResultRequest hook = 9;
+     */
+    value: SubmitHookResultRequest;
+    case: "hook";
   } | { case: undefined; value?: undefined };
 };
 
@@ -187,6 +196,34 @@ export type ReplicaApproval = Message<"agentd.v1.ReplicaApproval"> & {
    * @generated from field: string decided_by = 4;
    */
   decidedBy: string;
+
+  /**
+   * The scope (ResolveApprovalRequest.scope).
+   *
+   * @generated from field: agentd.v1.ApprovalScope scope = 5;
+   */
+  scope: ApprovalScope;
+
+  /**
+   * Edited arguments (ResolveApprovalRequest.arguments).
+   *
+   * @generated from field: google.protobuf.Struct arguments = 6;
+   */
+  arguments?: JsonObject | undefined;
+
+  /**
+   * The rule (ResolveApprovalRequest.rule).
+   *
+   * @generated from field: agentd.v1.ApprovalRule rule = 7;
+   */
+  rule?: ApprovalRule | undefined;
+
+  /**
+   * More calls decided the same way (ResolveApprovalRequest.tool_call_ids).
+   *
+   * @generated from field: repeated string tool_call_ids = 8;
+   */
+  toolCallIds: string[];
 };
 
 /**
@@ -282,6 +319,13 @@ export type ReplicaControlAnswer = Message<"agentd.v1.ReplicaControlAnswer"> & {
    * @generated from field: map<string, string> error_metadata = 7;
    */
   errorMetadata: { [key: string]: string };
+
+  /**
+   * For ResolveApproval with scope SESSION: the rule stored.
+   *
+   * @generated from field: agentd.v1.ApprovalRule rule = 8;
+   */
+  rule?: ApprovalRule | undefined;
 };
 
 /**

@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { ThinkingLevel } from "./agent_messages_pb.js";
+import type { HookEvent, ThinkingLevel } from "./agent_messages_pb.js";
 import { file_agentd_v1_agent_messages } from "./agent_messages_pb.js";
 import type { AssistantMessage, Message as Message$1 } from "./messages_pb.js";
 import { file_agentd_v1_messages } from "./messages_pb.js";
@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/session.proto.
  */
 export const file_agentd_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("ChdhZ2VudGQvdjEvc2Vzc2lvbi5wcm90bxIJYWdlbnRkLnYxIsIBCgRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSKwoKcGFyYW1ldGVycxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKQoIZXhlY3V0b3IYBCABKA4yFy5hZ2VudGQudjEuVG9vbEV4ZWN1dG9yEisKCGFwcHJvdmFsGAUgASgOMhkuYWdlbnRkLnYxLkFwcHJvdmFsUG9saWN5EhIKCnNlcXVlbnRpYWwYBiABKAgiZgoHQ29udGV4dBIVCg1zeXN0ZW1fcHJvbXB0GAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHgoFdG9vbHMYAyADKAsyDy5hZ2VudGQudjEuVG9vbCIoCghNb2RlbFJlZhIQCghwcm92aWRlchgBIAEoCRIKCgJpZBgCIAEoCSLVBgoNU2Vzc2lvbkNvbmZpZxIiCgVtb2RlbBgBIAEoCzITLmFnZW50ZC52MS5Nb2RlbFJlZhIVCg1zeXN0ZW1fcHJvbXB0GAIgASgJEh4KBXRvb2xzGAMgAygLMg8uYWdlbnRkLnYxLlRvb2wSNAoOdG9vbF9leGVjdXRpb24YBCABKA4yHC5hZ2VudGQudjEuVG9vbEV4ZWN1dGlvbk1vZGUSKwoNc3RlZXJpbmdfbW9kZRgFIAEoDjIULmFnZW50ZC52MS5RdWV1ZU1vZGUSLAoOZm9sbG93X3VwX21vZGUYBiABKA4yFC5hZ2VudGQudjEuUXVldWVNb2RlEjAKDnRoaW5raW5nX2xldmVsGAcgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwSFgoOd29ya3NwYWNlX3Jvb3QYCCABKAkSEQoJbWF4X3R1cm5zGAkgASgNEjYKE2NsaWVudF90b29sX3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMwoQYXBwcm92YWxfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCiJpbmNsdWRlX2FwcHJvdmFsc19pbl9tb2RlbF9jb250ZXh0GAwgASgIEiMKBGZhdXgYDSABKAsyFS5hZ2VudGQudjEuRmF1eFNjcmlwdBIwCg5jb250ZXh0X3BvbGljeRgOIAEoCzIYLmFnZW50ZC52MS5Db250ZXh0UG9saWN5EiwKDGNvbnRleHRfaG9vaxgPIAEoCzIWLmFnZW50ZC52MS5Db250ZXh0SG9vaxIxCgpjb21wYWN0aW9uGBAgASgLMh0uYWdlbnRkLnYxLkNvbXBhY3Rpb25TZXR0aW5ncxIvCg5jb250ZXh0X2Jsb2NrcxgRIAMoCzIXLmFnZW50ZC52MS5Db250ZXh0QmxvY2sSKQoLbWNwX3NlcnZlcnMYEiADKAsyFC5hZ2VudGQudjEuTWNwU2VydmVyEiEKBmJ1ZGdldBgTIAEoCzIRLmFnZW50ZC52MS5CdWRnZXQSKwoHc2FuZGJveBgUIAEoCzIaLmFnZW50ZC52MS5TYW5kYm94U2V0dGluZ3MiVQoPU2FuZGJveFNldHRpbmdzEioKB25ldHdvcmsYASABKA4yGS5hZ2VudGQudjEuU2FuZGJveE5ldHdvcmsSFgoOd3JpdGFibGVfcGF0aHMYAiADKAkidgoLVG9vbFNhbmRib3gSEAoIY29uZmluZWQYASABKAgSEQoJbWVjaGFuaXNtGAIgASgJEioKB25ldHdvcmsYAyABKA4yGS5hZ2VudGQudjEuU2FuZGJveE5ldHdvcmsSFgoOd3JpdGFibGVfcGF0aHMYBCADKAkifgoGQnVkZ2V0EhQKDG1heF9jb3N0X3VzZBgBIAEoARISCgptYXhfdG9rZW5zGAIgASgDEhkKEW1heF90dXJuc19wZXJfcnVuGAMgASgNEi8KDG1heF9ydW5fdGltZRgEIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiIpCgVTcGVuZBIOCgZ0b2tlbnMYASABKAMSEAoIY29zdF91c2QYAiABKAEi5AEKCU1jcFNlcnZlchIMCgRuYW1lGAEgASgJEg0KBXRvb2xzGAIgAygJEisKCGFwcHJvdmFsGAMgASgOMhkuYWdlbnRkLnYxLkFwcHJvdmFsUG9saWN5Ej0KDXRvb2xfYXBwcm92YWwYBCADKAsyJi5hZ2VudGQudjEuTWNwU2VydmVyLlRvb2xBcHByb3ZhbEVudHJ5Gk4KEVRvb2xBcHByb3ZhbEVudHJ5EgsKA2tleRgBIAEoCRIoCgV2YWx1ZRgCIAEoDjIZLmFnZW50ZC52MS5BcHByb3ZhbFBvbGljeToCOAEiNgoNQ29udGV4dFBvbGljeRIlCgVydWxlcxgBIAMoCzIWLmFnZW50ZC52MS5Db250ZXh0UnVsZSLoAQoLQ29udGV4dFJ1bGUSMgoMdG9rZW5fYnVkZ2V0GAEgASgLMhouYWdlbnRkLnYxLlRva2VuQnVkZ2V0UnVsZUgAEj0KEmVsaWRlX3Rvb2xfcmVzdWx0cxgCIAEoCzIfLmFnZW50ZC52MS5FbGlkZVRvb2xSZXN1bHRzUnVsZUgAEi4KCmRyb3Bfa2luZHMYAyABKAsyGC5hZ2VudGQudjEuRHJvcEtpbmRzUnVsZUgAEi4KCmNhcF9pbWFnZXMYBCABKAsyGC5hZ2VudGQudjEuQ2FwSW1hZ2VzUnVsZUgAQgYKBHJ1bGUiPgoPVG9rZW5CdWRnZXRSdWxlEhIKCm1heF90b2tlbnMYASABKAMSFwoPcGlubmVkX21lc3NhZ2VzGAIgASgNIioKFEVsaWRlVG9vbFJlc3VsdHNSdWxlEhIKCmtlZXBfdHVybnMYASABKA0iNgoNRHJvcEtpbmRzUnVsZRIlCgVraW5kcxgBIAMoDjIWLmFnZW50ZC52MS5NZXNzYWdlS2luZCIjCg1DYXBJbWFnZXNSdWxlEhIKCm1heF9pbWFnZXMYASABKA0iKgoMQ29udGV4dEJsb2NrEgwKBG5hbWUYASABKAkSDAoEdGV4dBgCIAEoCSJTCgtDb250ZXh0SG9vaxIqCgd0aW1lb3V0GAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhgKEGluY2x1ZGVfbWVzc2FnZXMYAiABKAgipQEKEkNvbXBhY3Rpb25TZXR0aW5ncxIUCgxkaXNhYmxlX2F1dG8YASABKAgSFgoOcmVzZXJ2ZV90b2tlbnMYAiABKAMSGgoSa2VlcF9yZWNlbnRfdG9rZW5zGAMgASgDEiIKBW1vZGVsGAQgASgLMhMuYWdlbnRkLnYxLk1vZGVsUmVmEiEKGWRpc2FibGVfb3ZlcmZsb3dfcmVjb3ZlcnkYBSABKAgikAEKCkZhdXhTY3JpcHQSLgoJcmVzcG9uc2VzGAEgAygLMhsuYWdlbnRkLnYxLkFzc2lzdGFudE1lc3NhZ2USDAoEZWNobxgCIAEoCBIZChF0b2tlbnNfcGVyX3NlY29uZBgDIAEoDRIWCg5jb250ZXh0X3dpbmRvdxgEIAEoAxIRCglzdW1tYXJpZXMYBSADKAki3gMKB1Nlc3Npb24SCgoCaWQYASABKAkSDQoFdGl0bGUYAiABKAkSLgoGbGFiZWxzGAMgAygLMh4uYWdlbnRkLnYxLlNlc3Npb24uTGFiZWxzRW50cnkSKAoGY29uZmlnGAQgASgLMhguYWdlbnRkLnYxLlNlc3Npb25Db25maWcSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1sZWFmX2VudHJ5X2lkGAcgASgJEiYKBXN0YXRlGAggASgOMhcuYWdlbnRkLnYxLlNlc3Npb25TdGF0ZRIVCg1hY3RpdmVfcnVuX2lkGAkgASgJEigKBm9yaWdpbhgKIAEoCzIYLmFnZW50ZC52MS5TZXNzaW9uT3JpZ2luEh8KBXNwZW50GAsgASgLMhAuYWdlbnRkLnYxLlNwZW5kEiwKDHRvb2xfc2FuZGJveBgMIAEoCzIWLmFnZW50ZC52MS5Ub29sU2FuZGJveBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjUKDVNlc3Npb25PcmlnaW4SEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghlbnRyeV9pZBgCIAEoCSJUCgpNb2RlbFByaWNlEg0KBWlucHV0GAEgASgBEg4KBm91dHB1dBgCIAEoARISCgpjYWNoZV9yZWFkGAMgASgBEhMKC2NhY2hlX3dyaXRlGAQgASgBIp4CCgVNb2RlbBIgCgNyZWYYASABKAsyEy5hZ2VudGQudjEuTW9kZWxSZWYSDAoEbmFtZRgCIAEoCRILCgNhcGkYAyABKAkSFgoOY29udGV4dF93aW5kb3cYBCABKAMSGQoRbWF4X291dHB1dF90b2tlbnMYBSABKAMSLQoQaW5wdXRfbW9kYWxpdGllcxgGIAMoDjITLmFnZW50ZC52MS5Nb2RhbGl0eRIRCglyZWFzb25pbmcYByABKAgSJAoFcHJpY2UYCCABKAsyFS5hZ2VudGQudjEuTW9kZWxQcmljZRISCgpjb25maWd1cmVkGAkgASgIEikKCG1ldGFkYXRhGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCphCgxUb29sRXhlY3V0b3ISHQoZVE9PTF9FWEVDVVRPUl9VTlNQRUNJRklFRBAAEhgKFFRPT0xfRVhFQ1VUT1JfU0VSVkVSEAESGAoUVE9PTF9FWEVDVVRPUl9DTElFTlQQAip/Cg5BcHByb3ZhbFBvbGljeRIfChtBUFBST1ZBTF9QT0xJQ1lfVU5TUEVDSUZJRUQQABIZChVBUFBST1ZBTF9QT0xJQ1lfQUxMT1cQARIXChNBUFBST1ZBTF9QT0xJQ1lfQVNLEAISGAoUQVBQUk9WQUxfUE9MSUNZX0RFTlkQAyp+ChFUb29sRXhlY3V0aW9uTW9kZRIjCh9UT09MX0VYRUNVVElPTl9NT0RFX1VOU1BFQ0lGSUVEEAASIAocVE9PTF9FWEVDVVRJT05fTU9ERV9QQVJBTExFTBABEiIKHlRPT0xfRVhFQ1VUSU9OX01PREVfU0VRVUVOVElBTBACKlkKCVF1ZXVlTW9kZRIaChZRVUVVRV9NT0RFX1VOU1BFQ0lGSUVEEAASHAoYUVVFVUVfTU9ERV9PTkVfQVRfQV9USU1FEAESEgoOUVVFVUVfTU9ERV9BTEwQAipoCg5TYW5kYm94TmV0d29yaxIfChtTQU5EQk9YX05FVFdPUktfVU5TUEVDSUZJRUQQABIYChRTQU5EQk9YX05FVFdPUktfTk9ORRABEhsKF1NBTkRCT1hfTkVUV09SS19BTExPV0VEEAIqugIKC01lc3NhZ2VLaW5kEhwKGE1FU1NBR0VfS0lORF9VTlNQRUNJRklFRBAAEhUKEU1FU1NBR0VfS0lORF9VU0VSEAESGgoWTUVTU0FHRV9LSU5EX0FTU0lTVEFOVBACEhwKGE1FU1NBR0VfS0lORF9UT09MX1JFU1VMVBADEiAKHE1FU1NBR0VfS0lORF9BUFBST1ZBTF9OT1RJQ0UQBBIfChtNRVNTQUdFX0tJTkRfQkFTSF9FWEVDVVRJT04QBRIXChNNRVNTQUdFX0tJTkRfQ1VTVE9NEAYSHwobTUVTU0FHRV9LSU5EX0JSQU5DSF9TVU1NQVJZEAcSIwofTUVTU0FHRV9LSU5EX0NPTVBBQ1RJT05fU1VNTUFSWRAIEhoKFk1FU1NBR0VfS0lORF9FWFRFTlNJT04QCSpgCgxTZXNzaW9uU3RhdGUSHQoZU0VTU0lPTl9TVEFURV9VTlNQRUNJRklFRBAAEhYKElNFU1NJT05fU1RBVEVfSURMRRABEhkKFVNFU1NJT05fU1RBVEVfUlVOTklORxACKksKCE1vZGFsaXR5EhgKFE1PREFMSVRZX1VOU1BFQ0lGSUVEEAASEQoNTU9EQUxJVFlfVEVYVBABEhIKDk1PREFMSVRZX0lNQUdFEAJCNFoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjFiBnByb3RvMw", [file_agentd_v1_agent_messages, file_agentd_v1_messages, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChdhZ2VudGQvdjEvc2Vzc2lvbi5wcm90bxIJYWdlbnRkLnYxIsIBCgRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSKwoKcGFyYW1ldGVycxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKQoIZXhlY3V0b3IYBCABKA4yFy5hZ2VudGQudjEuVG9vbEV4ZWN1dG9yEisKCGFwcHJvdmFsGAUgASgOMhkuYWdlbnRkLnYxLkFwcHJvdmFsUG9saWN5EhIKCnNlcXVlbnRpYWwYBiABKAgiZgoHQ29udGV4dBIVCg1zeXN0ZW1fcHJvbXB0GAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHgoFdG9vbHMYAyADKAsyDy5hZ2VudGQudjEuVG9vbCIoCghNb2RlbFJlZhIQCghwcm92aWRlchgBIAEoCRIKCgJpZBgCIAEoCSL1BgoNU2Vzc2lvbkNvbmZpZxIiCgVtb2RlbBgBIAEoCzITLmFnZW50ZC52MS5Nb2RlbFJlZhIVCg1zeXN0ZW1fcHJvbXB0GAIgASgJEh4KBXRvb2xzGAMgAygLMg8uYWdlbnRkLnYxLlRvb2wSNAoOdG9vbF9leGVjdXRpb24YBCABKA4yHC5hZ2VudGQudjEuVG9vbEV4ZWN1dGlvbk1vZGUSKwoNc3RlZXJpbmdfbW9kZRgFIAEoDjIULmFnZW50ZC52MS5RdWV1ZU1vZGUSLAoOZm9sbG93X3VwX21vZGUYBiABKA4yFC5hZ2VudGQudjEuUXVldWVNb2RlEjAKDnRoaW5raW5nX2xldmVsGAcgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwSFgoOd29ya3NwYWNlX3Jvb3QYCCABKAkSEQoJbWF4X3R1cm5zGAkgASgNEjYKE2NsaWVudF90b29sX3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMwoQYXBwcm92YWxfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCiJpbmNsdWRlX2FwcHJvdmFsc19pbl9tb2RlbF9jb250ZXh0GAwgASgIEiMKBGZhdXgYDSABKAsyFS5hZ2VudGQudjEuRmF1eFNjcmlwdBIwCg5jb250ZXh0X3BvbGljeRgOIAEoCzIYLmFnZW50ZC52MS5Db250ZXh0UG9saWN5EiwKDGNvbnRleHRfaG9vaxgPIAEoCzIWLmFnZW50ZC52MS5Db250ZXh0SG9vaxIxCgpjb21wYWN0aW9uGBAgASgLMh0uYWdlbnRkLnYxLkNvbXBhY3Rpb25TZXR0aW5ncxIvCg5jb250ZXh0X2Jsb2NrcxgRIAMoCzIXLmFnZW50ZC52MS5Db250ZXh0QmxvY2sSKQoLbWNwX3NlcnZlcnMYEiADKAsyFC5hZ2VudGQudjEuTWNwU2VydmVyEiEKBmJ1ZGdldBgTIAEoCzIRLmFnZW50ZC52MS5CdWRnZXQSKwoHc2FuZGJveBgUIAEoCzIaLmFnZW50ZC52MS5TYW5kYm94U2V0dGluZ3MSHgoFaG9va3MYFSADKAsyDy5hZ2VudGQudjEuSG9vayLIAQoESG9vaxIjCgVldmVudBgBIAEoDjIULmFnZW50ZC52MS5Ib29rRXZlbnQSFAoMdG9vbF9wYXR0ZXJuGAIgASgJEioKB3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMAoKb25fdGltZW91dBgEIAEoDjIcLmFnZW50ZC52MS5Ib29rVGltZW91dEFjdGlvbhIMCgRuYW1lGAUgASgJEhkKEW1heF9jb250aW51YXRpb25zGAYgASgNIlUKD1NhbmRib3hTZXR0aW5ncxIqCgduZXR3b3JrGAEgASgOMhkuYWdlbnRkLnYxLlNhbmRib3hOZXR3b3JrEhYKDndyaXRhYmxlX3BhdGhzGAIgAygJInYKC1Rvb2xTYW5kYm94EhAKCGNvbmZpbmVkGAEgASgIEhEKCW1lY2hhbmlzbRgCIAEoCRIqCgduZXR3b3JrGAMgASgOMhkuYWdlbnRkLnYxLlNhbmRib3hOZXR3b3JrEhYKDndyaXRhYmxlX3BhdGhzGAQgAygJIn4KBkJ1ZGdldBIUCgxtYXhfY29zdF91c2QYASABKAESEgoKbWF4X3Rva2VucxgCIAEoAxIZChFtYXhfdHVybnNfcGVyX3J1bhgDIAEoDRIvCgxtYXhfcnVuX3RpbWUYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iKQoFU3BlbmQSDgoGdG9rZW5zGAEgASgDEhAKCGNvc3RfdXNkGAIgASgBIuQBCglNY3BTZXJ2ZXISDAoEbmFtZRgBIAEoCRINCgV0b29scxgCIAMoCRIrCghhcHByb3ZhbBgDIAEoDjIZLmFnZW50ZC52MS5BcHByb3ZhbFBvbGljeRI9Cg10b29sX2FwcHJvdmFsGAQgAygLMiYuYWdlbnRkLnYxLk1jcFNlcnZlci5Ub29sQXBwcm92YWxFbnRyeRpOChFUb29sQXBwcm92YWxFbnRyeRILCgNrZXkYASABKAkSKAoFdmFsdWUYAiABKA4yGS5hZ2VudGQudjEuQXBwcm92YWxQb2xpY3k6AjgBIjYKDUNvbnRleHRQb2xpY3kSJQoFcnVsZXMYASADKAsyFi5hZ2VudGQudjEuQ29udGV4dFJ1bGUi6AEKC0NvbnRleHRSdWxlEjIKDHRva2VuX2J1ZGdldBgBIAEoCzIaLmFnZW50ZC52MS5Ub2tlbkJ1ZGdldFJ1bGVIABI9ChJlbGlkZV90b29sX3Jlc3VsdHMYAiABKAsyHy5hZ2VudGQudjEuRWxpZGVUb29sUmVzdWx0c1J1bGVIABIuCgpkcm9wX2tpbmRzGAMgASgLMhguYWdlbnRkLnYxLkRyb3BLaW5kc1J1bGVIABIuCgpjYXBfaW1hZ2VzGAQgASgLMhguYWdlbnRkLnYxLkNhcEltYWdlc1J1bGVIAEIGCgRydWxlIj4KD1Rva2VuQnVkZ2V0UnVsZRISCgptYXhfdG9rZW5zGAEgASgDEhcKD3Bpbm5lZF9tZXNzYWdlcxgCIAEoDSIqChRFbGlkZVRvb2xSZXN1bHRzUnVsZRISCgprZWVwX3R1cm5zGAEgASgNIjYKDURyb3BLaW5kc1J1bGUSJQoFa2luZHMYASADKA4yFi5hZ2VudGQudjEuTWVzc2FnZUtpbmQiIwoNQ2FwSW1hZ2VzUnVsZRISCgptYXhfaW1hZ2VzGAEgASgNIioKDENvbnRleHRCbG9jaxIMCgRuYW1lGAEgASgJEgwKBHRleHQYAiABKAkiUwoLQ29udGV4dEhvb2sSKgoHdGltZW91dBgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIYChBpbmNsdWRlX21lc3NhZ2VzGAIgASgIIqUBChJDb21wYWN0aW9uU2V0dGluZ3MSFAoMZGlzYWJsZV9hdXRvGAEgASgIEhYKDnJlc2VydmVfdG9rZW5zGAIgASgDEhoKEmtlZXBfcmVjZW50X3Rva2VucxgDIAEoAxIiCgVtb2RlbBgEIAEoCzITLmFnZW50ZC52MS5Nb2RlbFJlZhIhChlkaXNhYmxlX292ZXJmbG93X3JlY292ZXJ5GAUgASgIIpABCgpGYXV4U2NyaXB0Ei4KCXJlc3BvbnNlcxgBIAMoCzIbLmFnZW50ZC52MS5Bc3Npc3RhbnRNZXNzYWdlEgwKBGVjaG8YAiABKAgSGQoRdG9rZW5zX3Blcl9zZWNvbmQYAyABKA0SFgoOY29udGV4dF93aW5kb3cYBCABKAMSEQoJc3VtbWFyaWVzGAUgAygJIt4DCgdTZXNzaW9uEgoKAmlkGAEgASgJEg0KBXRpdGxlGAIgASgJEi4KBmxhYmVscxgDIAMoCzIeLmFnZW50ZC52MS5TZXNzaW9uLkxhYmVsc0VudHJ5EigKBmNvbmZpZxgEIAEoCzIYLmFnZW50ZC52MS5TZXNzaW9uQ29uZmlnEi8KC2NyZWF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGVhZl9lbnRyeV9pZBgHIAEoCRImCgVzdGF0ZRgIIAEoDjIXLmFnZW50ZC52MS5TZXNzaW9uU3RhdGUSFQoNYWN0aXZlX3J1bl9pZBgJIAEoCRIoCgZvcmlnaW4YCiABKAsyGC5hZ2VudGQudjEuU2Vzc2lvbk9yaWdpbhIfCgVzcGVudBgLIAEoCzIQLmFnZW50ZC52MS5TcGVuZBIsCgx0b29sX3NhbmRib3gYDCABKAsyFi5hZ2VudGQudjEuVG9vbFNhbmRib3gaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI1Cg1TZXNzaW9uT3JpZ2luEhIKCnNlc3Npb25faWQYASABKAkSEAoIZW50cnlfaWQYAiABKAkiVAoKTW9kZWxQcmljZRINCgVpbnB1dBgBIAEoARIOCgZvdXRwdXQYAiABKAESEgoKY2FjaGVfcmVhZBgDIAEoARITCgtjYWNoZV93cml0ZRgEIAEoASKeAgoFTW9kZWwSIAoDcmVmGAEgASgLMhMuYWdlbnRkLnYxLk1vZGVsUmVmEgwKBG5hbWUYAiABKAkSCwoDYXBpGAMgASgJEhYKDmNvbnRleHRfd2luZG93GAQgASgDEhkKEW1heF9vdXRwdXRfdG9rZW5zGAUgASgDEi0KEGlucHV0X21vZGFsaXRpZXMYBiADKA4yEy5hZ2VudGQudjEuTW9kYWxpdHkSEQoJcmVhc29uaW5nGAcgASgIEiQKBXByaWNlGAggASgLMhUuYWdlbnRkLnYxLk1vZGVsUHJpY2USEgoKY29uZmlndXJlZBgJIAEoCBIpCghtZXRhZGF0YRgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QqYQoMVG9vbEV4ZWN1dG9yEh0KGVRPT0xfRVhFQ1VUT1JfVU5TUEVDSUZJRUQQABIYChRUT09MX0VYRUNVVE9SX1NFUlZFUhABEhgKFFRPT0xfRVhFQ1VUT1JfQ0xJRU5UEAIqfwoOQXBwcm92YWxQb2xpY3kSHwobQVBQUk9WQUxfUE9MSUNZX1VOU1BFQ0lGSUVEEAASGQoVQVBQUk9WQUxfUE9MSUNZX0FMTE9XEAESFwoTQVBQUk9WQUxfUE9MSUNZX0FTSxACEhgKFEFQUFJPVkFMX1BPTElDWV9ERU5ZEAMqfgoRVG9vbEV4ZWN1dGlvbk1vZGUSIwofVE9PTF9FWEVDVVRJT05fTU9ERV9VTlNQRUNJRklFRBAAEiAKHFRPT0xfRVhFQ1VUSU9OX01PREVfUEFSQUxMRUwQARIiCh5UT09MX0VYRUNVVElPTl9NT0RFX1NFUVVFTlRJQUwQAipZCglRdWV1ZU1vZGUSGgoWUVVFVUVfTU9ERV9VTlNQRUNJRklFRBAAEhwKGFFVRVVFX01PREVfT05FX0FUX0FfVElNRRABEhIKDlFVRVVFX01PREVfQUxMEAIqdwoRSG9va1RpbWVvdXRBY3Rpb24SIwofSE9PS19USU1FT1VUX0FDVElPTl9VTlNQRUNJRklFRBAAEh8KG0hPT0tfVElNRU9VVF9BQ1RJT05fUFJPQ0VFRBABEhwKGEhPT0tfVElNRU9VVF9BQ1RJT05fREVOWRACKmgKDlNhbmRib3hOZXR3b3JrEh8KG1NBTkRCT1hfTkVUV09SS19VTlNQRUNJRklFRBAAEhgKFFNBTkRCT1hfTkVUV09SS19OT05FEAESGwoXU0FOREJPWF9ORVRXT1JLX0FMTE9XRUQQAirYAgoLTWVzc2FnZUtpbmQSHAoYTUVTU0FHRV9LSU5EX1VOU1BFQ0lGSUVEEAASFQoRTUVTU0FHRV9LSU5EX1VTRVIQARIaChZNRVNTQUdFX0tJTkRfQVNTSVNUQU5UEAISHAoYTUVTU0FHRV9LSU5EX1RPT0xfUkVTVUxUEAMSIAocTUVTU0FHRV9LSU5EX0FQUFJPVkFMX05PVElDRRAEEh8KG01FU1NBR0VfS0lORF9CQVNIX0VYRUNVVElPThAFEhcKE01FU1NBR0VfS0lORF9DVVNUT00QBhIfChtNRVNTQUdFX0tJTkRfQlJBTkNIX1NVTU1BUlkQBxIjCh9NRVNTQUdFX0tJTkRfQ09NUEFDVElPTl9TVU1NQVJZEAgSGgoWTUVTU0FHRV9LSU5EX0VYVEVOU0lPThAJEhwKGE1FU1NBR0VfS0lORF9IT09LX05PVElDRRAKKmAKDFNlc3Npb25TdGF0ZRIdChlTRVNTSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSU0VTU0lPTl9TVEFURV9JRExFEAESGQoVU0VTU0lPTl9TVEFURV9SVU5OSU5HEAIqSwoITW9kYWxpdHkSGAoUTU9EQUxJVFlfVU5TUEVDSUZJRUQQABIRCg1NT0RBTElUWV9URVhUEAESEgoOTU9EQUxJVFlfSU1BR0UQAkI0WjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MWIGcHJvdG8z", [file_agentd_v1_agent_messages, file_agentd_v1_messages, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Tool declares a tool the model may call.
@@ -312,6 +312,16 @@ export type SessionConfig = Message<"agentd.v1.SessionConfig"> & {
    * @generated from field: agentd.v1.SandboxSettings sandbox = 20;
    */
   sandbox?: SandboxSettings | undefined;
+
+  /**
+   * Lifecycle hooks the client answers over the wire: each matching point
+   * of a run emits hook_requested and waits for SubmitHookResult. Hooks of
+   * one event run in the order declared; a hook's decision other than
+   * ALLOW is final for that point (later hooks are not asked). At most 32.
+   *
+   * @generated from field: repeated agentd.v1.Hook hooks = 21;
+   */
+  hooks: Hook[];
 };
 
 /**
@@ -320,6 +330,69 @@ export type SessionConfig = Message<"agentd.v1.SessionConfig"> & {
  */
 export const SessionConfigSchema: GenMessage<SessionConfig> = /*@__PURE__*/
   messageDesc(file_agentd_v1_session, 3);
+
+/**
+ * Hook asks the client to decide at one point of a run (see HookEvent).
+ *
+ * @generated from message agentd.v1.Hook
+ */
+export type Hook = Message<"agentd.v1.Hook"> & {
+  /**
+   * Where the hook is asked. Required.
+   *
+   * @generated from field: agentd.v1.HookEvent event = 1;
+   */
+  event: HookEvent;
+
+  /**
+   * For PRE_TOOL_USE and POST_TOOL_USE: the tools it applies to, as a
+   * glob over tool names ("*" any run of characters, "?" one character,
+   * "[...]" a class; the syntax of Go's path.Match), such as "bash" or
+   * "mcp__*". Empty: every tool. Refused for the other events.
+   *
+   * @generated from field: string tool_pattern = 2;
+   */
+  toolPattern: string;
+
+  /**
+   * How long the run waits for SubmitHookResult; unset means 10 seconds,
+   * at most 10 minutes.
+   *
+   * @generated from field: google.protobuf.Duration timeout = 3;
+   */
+  timeout?: Duration | undefined;
+
+  /**
+   * What happens when nobody answers in time.
+   *
+   * @generated from field: agentd.v1.HookTimeoutAction on_timeout = 4;
+   */
+  onTimeout: HookTimeoutAction;
+
+  /**
+   * A name for the hook, shown in hook_requested and HookNotice; at most
+   * 128 bytes. Empty: "hooks[<index>]".
+   *
+   * @generated from field: string name = 5;
+   */
+  name: string;
+
+  /**
+   * For STOP: how many times one run may be continued by this hook; 0
+   * means 1, at most 16. Once reached, the hook is no longer asked in
+   * that run.
+   *
+   * @generated from field: uint32 max_continuations = 6;
+   */
+  maxContinuations: number;
+};
+
+/**
+ * Describes the message agentd.v1.Hook.
+ * Use `create(HookSchema)` to create a new message.
+ */
+export const HookSchema: GenMessage<Hook> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 4);
 
 /**
  * SandboxSettings shape the confinement of a session's bash commands
@@ -354,7 +427,7 @@ export type SandboxSettings = Message<"agentd.v1.SandboxSettings"> & {
  * Use `create(SandboxSettingsSchema)` to create a new message.
  */
 export const SandboxSettingsSchema: GenMessage<SandboxSettings> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 4);
+  messageDesc(file_agentd_v1_session, 5);
 
 /**
  * ToolSandbox is the confinement in force for a session's bash commands.
@@ -399,7 +472,7 @@ export type ToolSandbox = Message<"agentd.v1.ToolSandbox"> & {
  * Use `create(ToolSandboxSchema)` to create a new message.
  */
 export const ToolSandboxSchema: GenMessage<ToolSandbox> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 5);
+  messageDesc(file_agentd_v1_session, 6);
 
 /**
  * Budget caps what a session's runs may spend. A zero field sets no limit.
@@ -443,7 +516,7 @@ export type Budget = Message<"agentd.v1.Budget"> & {
  * Use `create(BudgetSchema)` to create a new message.
  */
 export const BudgetSchema: GenMessage<Budget> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 6);
+  messageDesc(file_agentd_v1_session, 7);
 
 /**
  * Spend is what model calls cost: the tokens they used and their price.
@@ -471,7 +544,7 @@ export type Spend = Message<"agentd.v1.Spend"> & {
  * Use `create(SpendSchema)` to create a new message.
  */
 export const SpendSchema: GenMessage<Spend> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 7);
+  messageDesc(file_agentd_v1_session, 8);
 
 /**
  * McpServer enables one of agentd's MCP servers for a session.
@@ -518,7 +591,7 @@ export type McpServer = Message<"agentd.v1.McpServer"> & {
  * Use `create(McpServerSchema)` to create a new message.
  */
 export const McpServerSchema: GenMessage<McpServer> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 8);
+  messageDesc(file_agentd_v1_session, 9);
 
 /**
  * ContextPolicy is an ordered list of declarative rules that shape what the
@@ -542,7 +615,7 @@ export type ContextPolicy = Message<"agentd.v1.ContextPolicy"> & {
  * Use `create(ContextPolicySchema)` to create a new message.
  */
 export const ContextPolicySchema: GenMessage<ContextPolicy> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 9);
+  messageDesc(file_agentd_v1_session, 10);
 
 /**
  * ContextRule is one rule of a ContextPolicy.
@@ -595,7 +668,7 @@ export type ContextRule = Message<"agentd.v1.ContextRule"> & {
  * Use `create(ContextRuleSchema)` to create a new message.
  */
 export const ContextRuleSchema: GenMessage<ContextRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 10);
+  messageDesc(file_agentd_v1_session, 11);
 
 /**
  * TokenBudgetRule drops the oldest turns until the estimated size (about
@@ -630,7 +703,7 @@ export type TokenBudgetRule = Message<"agentd.v1.TokenBudgetRule"> & {
  * Use `create(TokenBudgetRuleSchema)` to create a new message.
  */
 export const TokenBudgetRuleSchema: GenMessage<TokenBudgetRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 11);
+  messageDesc(file_agentd_v1_session, 12);
 
 /**
  * ElideToolResultsRule replaces the content of old tool results with one
@@ -656,7 +729,7 @@ export type ElideToolResultsRule = Message<"agentd.v1.ElideToolResultsRule"> & {
  * Use `create(ElideToolResultsRuleSchema)` to create a new message.
  */
 export const ElideToolResultsRuleSchema: GenMessage<ElideToolResultsRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 12);
+  messageDesc(file_agentd_v1_session, 13);
 
 /**
  * DropKindsRule drops every message of the given kinds. User, assistant and
@@ -679,7 +752,7 @@ export type DropKindsRule = Message<"agentd.v1.DropKindsRule"> & {
  * Use `create(DropKindsRuleSchema)` to create a new message.
  */
 export const DropKindsRuleSchema: GenMessage<DropKindsRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 13);
+  messageDesc(file_agentd_v1_session, 14);
 
 /**
  * CapImagesRule keeps the newest max_images images of the context and turns
@@ -701,7 +774,7 @@ export type CapImagesRule = Message<"agentd.v1.CapImagesRule"> & {
  * Use `create(CapImagesRuleSchema)` to create a new message.
  */
 export const CapImagesRuleSchema: GenMessage<CapImagesRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 14);
+  messageDesc(file_agentd_v1_session, 15);
 
 /**
  * ContextBlock is a named piece of text the client keeps up to date; every
@@ -732,7 +805,7 @@ export type ContextBlock = Message<"agentd.v1.ContextBlock"> & {
  * Use `create(ContextBlockSchema)` to create a new message.
  */
 export const ContextBlockSchema: GenMessage<ContextBlock> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 15);
+  messageDesc(file_agentd_v1_session, 16);
 
 /**
  * ContextHook lets a client reshape each model call's context: before each
@@ -766,7 +839,7 @@ export type ContextHook = Message<"agentd.v1.ContextHook"> & {
  * Use `create(ContextHookSchema)` to create a new message.
  */
 export const ContextHookSchema: GenMessage<ContextHook> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 16);
+  messageDesc(file_agentd_v1_session, 17);
 
 /**
  * CompactionSettings say when and how a session's history is compacted:
@@ -825,7 +898,7 @@ export type CompactionSettings = Message<"agentd.v1.CompactionSettings"> & {
  * Use `create(CompactionSettingsSchema)` to create a new message.
  */
 export const CompactionSettingsSchema: GenMessage<CompactionSettings> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 17);
+  messageDesc(file_agentd_v1_session, 18);
 
 /**
  * FauxScript scripts the faux model, so clients in any language can write
@@ -887,7 +960,7 @@ export type FauxScript = Message<"agentd.v1.FauxScript"> & {
  * Use `create(FauxScriptSchema)` to create a new message.
  */
 export const FauxScriptSchema: GenMessage<FauxScript> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 18);
+  messageDesc(file_agentd_v1_session, 19);
 
 /**
  * Session is one conversation with its configuration.
@@ -988,7 +1061,7 @@ export type Session = Message<"agentd.v1.Session"> & {
  * Use `create(SessionSchema)` to create a new message.
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 19);
+  messageDesc(file_agentd_v1_session, 20);
 
 /**
  * SessionOrigin names the session and entry a session was forked from.
@@ -1016,7 +1089,7 @@ export type SessionOrigin = Message<"agentd.v1.SessionOrigin"> & {
  * Use `create(SessionOriginSchema)` to create a new message.
  */
 export const SessionOriginSchema: GenMessage<SessionOrigin> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 20);
+  messageDesc(file_agentd_v1_session, 21);
 
 /**
  * ModelPrice is a model's price in US dollars per million tokens.
@@ -1058,7 +1131,7 @@ export type ModelPrice = Message<"agentd.v1.ModelPrice"> & {
  * Use `create(ModelPriceSchema)` to create a new message.
  */
 export const ModelPriceSchema: GenMessage<ModelPrice> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 21);
+  messageDesc(file_agentd_v1_session, 22);
 
 /**
  * Model describes a model agentd can call.
@@ -1144,7 +1217,7 @@ export type Model = Message<"agentd.v1.Model"> & {
  * Use `create(ModelSchema)` to create a new message.
  */
 export const ModelSchema: GenMessage<Model> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 22);
+  messageDesc(file_agentd_v1_session, 23);
 
 /**
  * ToolExecutor says who runs a tool.
@@ -1292,6 +1365,43 @@ export const QueueModeSchema: GenEnum<QueueMode> = /*@__PURE__*/
   enumDesc(file_agentd_v1_session, 3);
 
 /**
+ * HookTimeoutAction is what a run does when nobody answers a hook in
+ * time. Either way an error event with stage "hook" says so.
+ *
+ * @generated from enum agentd.v1.HookTimeoutAction
+ */
+export enum HookTimeoutAction {
+  /**
+   * PROCEED.
+   *
+   * @generated from enum value: HOOK_TIMEOUT_ACTION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Go on as if the hook had answered ALLOW.
+   *
+   * @generated from enum value: HOOK_TIMEOUT_ACTION_PROCEED = 1;
+   */
+  PROCEED = 1,
+
+  /**
+   * Go on as if the hook had answered DENY: the tool call is refused, the
+   * prompt refused, the compaction vetoed. For POST_TOOL_USE the result
+   * is redacted; for STOP the run ends.
+   *
+   * @generated from enum value: HOOK_TIMEOUT_ACTION_DENY = 2;
+   */
+  DENY = 2,
+}
+
+/**
+ * Describes the enum agentd.v1.HookTimeoutAction.
+ */
+export const HookTimeoutActionSchema: GenEnum<HookTimeoutAction> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_session, 4);
+
+/**
  * SandboxNetwork is the network a session's commands get.
  *
  * @generated from enum agentd.v1.SandboxNetwork
@@ -1323,7 +1433,7 @@ export enum SandboxNetwork {
  * Describes the enum agentd.v1.SandboxNetwork.
  */
 export const SandboxNetworkSchema: GenEnum<SandboxNetwork> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_session, 4);
+  enumDesc(file_agentd_v1_session, 5);
 
 /**
  * MessageKind names a kind of AgentMessage; its number is the field number
@@ -1401,13 +1511,20 @@ export enum MessageKind {
    * @generated from enum value: MESSAGE_KIND_EXTENSION = 9;
    */
   EXTENSION = 9,
+
+  /**
+   * HookNotice.
+   *
+   * @generated from enum value: MESSAGE_KIND_HOOK_NOTICE = 10;
+   */
+  HOOK_NOTICE = 10,
 }
 
 /**
  * Describes the enum agentd.v1.MessageKind.
  */
 export const MessageKindSchema: GenEnum<MessageKind> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_session, 5);
+  enumDesc(file_agentd_v1_session, 6);
 
 /**
  * SessionState says whether a session has an active run.
@@ -1441,7 +1558,7 @@ export enum SessionState {
  * Describes the enum agentd.v1.SessionState.
  */
 export const SessionStateSchema: GenEnum<SessionState> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_session, 6);
+  enumDesc(file_agentd_v1_session, 7);
 
 /**
  * Modality is a kind of input a model accepts.
@@ -1475,5 +1592,5 @@ export enum Modality {
  * Describes the enum agentd.v1.Modality.
  */
 export const ModalitySchema: GenEnum<Modality> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_session, 7);
+  enumDesc(file_agentd_v1_session, 8);
 
