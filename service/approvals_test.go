@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/agentd/agentd/agent"
+	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/service"
 )
@@ -445,5 +446,245 @@ func TestApprovalBatch(t *testing.T) {
 	ns := notices(h.transcript(id))
 	if ns["w1"].GetDecidedBy() != "batch" || ns["w2"].GetDecidedBy() != "batch" {
 		t.Fatalf("notices %v", ns)
+	}
+}
+
+// An operator's ceiling that keeps bash asking refuses ALLOWED with scope
+// RUN or SESSION (CEILING_FORBIDS_RULE naming the tool) and decides
+// nothing; a denying rule and a one-call approval are fine. An ALLOWED
+// rule stored before the ceiling was tightened is ignored: the call asks.
+func TestApprovalCeilingForbidsRule(t *testing.T) {
+	h := newHarness(t, agent.Options{}, service.ServerOptions{})
+	id := bashSession(t, h, bashCall(t, "c1", "echo one"), textAnswer("ok"), bashCall(t, "c2", "echo two"), textAnswer("ok"),
+		bashCall(t, "c3", "echo three"), bashCall(t, "c4", "rm x"), textAnswer("done"))
+	promptResolving(t, h, id, "first", allowAs(agentdv1.ApprovalScope_APPROVAL_SCOPE_SESSION))
+	if len(h.rules(id)) != 1 {
+		t.Fatal("no rule stored")
+	}
+	if got := asked(promptResolving(t, h, id, "second", allowAs(agentdv1.ApprovalScope_APPROVAL_SCOPE_CALL))); len(got) != 0 {
+		t.Fatalf("without a ceiling the rule decides; asked %v", got)
+	}
+
+	h.opts.Ceilings = agent.Ceilings{Default: agent.Ceiling{RequireApproval: agent.Limit{Values: []string{"ba*"}, Setting: "--require-approval"}}}
+	h.restart()
+	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("third")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recvUntil(t, stream, func(ev *agentdv1.AgentEvent) bool { return ev.GetApprovalRequested().GetToolCallId() == "c3" })
+	for _, scope := range []agentdv1.ApprovalScope{agentdv1.ApprovalScope_APPROVAL_SCOPE_RUN, agentdv1.ApprovalScope_APPROVAL_SCOPE_SESSION} {
+		_, err := h.client.ResolveApproval(h.ctx(), &agentdv1.ResolveApprovalRequest{SessionId: id, ToolCallId: "c3", Decision: allowed, Scope: scope,
+			Rule: &agentdv1.ApprovalRule{ToolName: "bash", CommandPrefix: "echo"}})
+		wantCode(t, err, codes.PermissionDenied, "--require-approval")
+		if info := errorInfo(err); info.GetReason() != "CEILING_FORBIDS_RULE" || info.GetMetadata()["tool_name"] != "bash" {
+			t.Fatalf("%v: refusal %v", scope, info)
+		}
+	}
+	if _, err := h.client.ResolveApproval(h.ctx(), &agentdv1.ResolveApprovalRequest{SessionId: id, ToolCallId: "c3", Decision: allowed}); err != nil {
+		t.Fatalf("one call may be allowed: %v", err)
+	}
+	recvUntil(t, stream, func(ev *agentdv1.AgentEvent) bool { return ev.GetApprovalRequested().GetToolCallId() == "c4" })
+	if _, err := h.client.ResolveApproval(h.ctx(), &agentdv1.ResolveApprovalRequest{SessionId: id, ToolCallId: "c4", Decision: denied,
+		Scope: agentdv1.ApprovalScope_APPROVAL_SCOPE_SESSION, Rule: &agentdv1.ApprovalRule{ToolName: "bash", CommandPrefix: "rm"}}); err != nil {
+		t.Fatalf("a denying rule is always accepted: %v", err)
+	}
+	if _, err := drain(stream); err != nil {
+		t.Fatal(err)
+	}
+	if text := resultText(h.transcript(id), "c3"); !strings.Contains(text, "three") {
+		t.Fatalf("c3 ran? %q", text)
+	}
+	if rules := h.rules(id); len(rules) != 2 || rules[1].GetDecision() != denied {
+		t.Fatalf("rules %v", rules)
+	}
+}
+
+// A SESSION rule is a transcript entry: it decides after a restart (the
+// same SQLite file reopened), in a fork, and in an exported and imported
+// copy, with the same id; GetTree shows it as an approval_rule.
+func TestApprovalRuleSurvives(t *testing.T) {
+	h := newHarness(t, agent.Options{}, service.ServerOptions{})
+	id := bashSession(t, h, bashCall(t, "c1", "echo one"), textAnswer("ok"), bashCall(t, "c2", "echo two"), textAnswer("done"))
+	promptResolving(t, h, id, "first", func(ar *agentdv1.ApprovalRequested) *agentdv1.ResolveApprovalRequest {
+		return &agentdv1.ResolveApprovalRequest{ToolCallId: ar.GetToolCallId(), Decision: allowed, Scope: agentdv1.ApprovalScope_APPROVAL_SCOPE_SESSION,
+			Rule: ar.GetSuggestedRule()}
+	})
+	rules := h.rules(id)
+	if len(rules) != 1 || rules[0].GetCommandPrefix() != "echo" {
+		t.Fatalf("rules %v", rules)
+	}
+	rule := rules[0]
+
+	tree, err := h.client.GetTree(h.ctx(), &agentdv1.GetTreeRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(tree.GetNodes(), func(n *agentdv1.TreeNode) bool { return n.GetId() == rule.GetId() })
+	if i < 0 || tree.GetNodes()[i].GetKind() != "approval_rule" || tree.GetNodes()[i].GetPreview() != "allow bash: echo" {
+		t.Fatalf("tree nodes %v", tree.GetNodes())
+	}
+
+	h.restart()
+	fork, err := h.client.ForkSession(h.ctx(), &agentdv1.ForkSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	export, err := h.client.ExportSession(h.ctx(), &agentdv1.ExportSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, err := h.client.ImportSession(h.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		rec, err := export.Recv()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := up.Send(&agentdv1.ImportSessionRequest{Record: rec}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	imported, err := up.CloseAndRecv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, sid := range map[string]string{"restarted": id, "fork": fork.GetSession().GetId(), "import": imported.GetSession().GetId()} {
+		t.Run(name, func(t *testing.T) {
+			if got := h.rules(sid); len(got) != 1 || !proto.Equal(got[0], rule) {
+				t.Fatalf("rules %v, want %v", got, rule)
+			}
+			evs := promptResolving(t, h, sid, "second", func(ar *agentdv1.ApprovalRequested) *agentdv1.ResolveApprovalRequest {
+				t.Errorf("asked for %s", ar.GetToolCallId())
+				return &agentdv1.ResolveApprovalRequest{ToolCallId: ar.GetToolCallId(), Decision: denied}
+			})
+			if !strings.Contains(kinds(evs), "agent_end") {
+				t.Fatalf("events %s", kinds(evs))
+			}
+			entries := h.transcript(sid)
+			if n := notices(entries)["c2"]; n.GetDecidedBy() != "rule" || n.GetRule().GetId() != rule.GetId() {
+				t.Fatalf("notice of c2 %v", n)
+			}
+			if text := resultText(entries, "c2"); !strings.Contains(text, "two") {
+				t.Fatalf("c2 ran? %q", text)
+			}
+		})
+	}
+}
+
+// DeleteApprovalRule removes a rule in force (an ApprovalRuleRemoval entry
+// at the leaf); the next call asks again. A rule not in force, unknown or
+// already removed, is RULE_NOT_FOUND naming it.
+func TestDeleteApprovalRule(t *testing.T) {
+	h := newHarness(t, agent.Options{}, service.ServerOptions{})
+	id := bashSession(t, h, bashCall(t, "c1", "echo one"), textAnswer("ok"), bashCall(t, "c2", "echo two"), textAnswer("done"))
+	promptResolving(t, h, id, "first", allowAs(agentdv1.ApprovalScope_APPROVAL_SCOPE_SESSION))
+	rules := h.rules(id)
+	if len(rules) != 1 {
+		t.Fatalf("rules %v", rules)
+	}
+	_, err := h.client.DeleteApprovalRule(h.ctx(), &agentdv1.DeleteApprovalRuleRequest{SessionId: id})
+	wantField(t, err, "rule_id")
+	for _, unknown := range []string{"0123456789abcdef", id} {
+		_, err := h.client.DeleteApprovalRule(h.ctx(), &agentdv1.DeleteApprovalRuleRequest{SessionId: id, RuleId: unknown})
+		wantCode(t, err, codes.NotFound, unknown)
+		if info := errorInfo(err); info.GetReason() != "RULE_NOT_FOUND" || info.GetMetadata()["rule_id"] != unknown {
+			t.Fatalf("refusal %v", info)
+		}
+	}
+	resp, err := h.client.DeleteApprovalRule(h.ctx(), &agentdv1.DeleteApprovalRuleRequest{SessionId: id, RuleId: rules[0].GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := h.client.GetSession(h.ctx(), &agentdv1.GetSessionRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rm := resp.GetEntry().GetApprovalRuleRemoval(); rm.GetRuleId() != rules[0].GetId() || resp.GetEntry().GetId() != sess.GetSession().GetLeafEntryId() {
+		t.Fatalf("removal %v; the leaf is %q", resp.GetEntry(), sess.GetSession().GetLeafEntryId())
+	}
+	if got := h.rules(id); len(got) != 0 {
+		t.Fatalf("rules after the removal %v", got)
+	}
+	_, err = h.client.DeleteApprovalRule(h.ctx(), &agentdv1.DeleteApprovalRuleRequest{SessionId: id, RuleId: rules[0].GetId()})
+	wantCode(t, err, codes.NotFound, rules[0].GetId())
+	if got := asked(promptResolving(t, h, id, "second", allowAs(agentdv1.ApprovalScope_APPROVAL_SCOPE_CALL))); !slices.Equal(got, []string{"c2"}) {
+		t.Fatalf("asked %v after the rule was removed, want c2", got)
+	}
+}
+
+// A rule removed while a run is active stops deciding that run's next
+// call: the gate reads the session's rules each time it would ask.
+func TestDeleteApprovalRuleDuringARun(t *testing.T) {
+	g := newGate()
+	defer g.open()
+	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{g.tool()}}, service.ServerOptions{})
+	id := h.createSession(&agentdv1.SessionConfig{WorkspaceRoot: t.TempDir(), Tools: []*agentdv1.Tool{{Name: "bash"}, {Name: "wait"}},
+		Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{
+			bashCall(t, "c1", "echo one"), toolCallAnswer(t, "w", "wait", map[string]any{}), bashCall(t, "c2", "echo two"), textAnswer("done"),
+		}}})
+	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: id, Content: texts("go")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recvUntil(t, stream, func(ev *agentdv1.AgentEvent) bool { return ev.GetApprovalRequested() != nil })
+	resp, err := h.client.ResolveApproval(h.ctx(), &agentdv1.ResolveApprovalRequest{SessionId: id, ToolCallId: "c1", Decision: allowed,
+		Scope: agentdv1.ApprovalScope_APPROVAL_SCOPE_SESSION})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.entered
+	if _, err := h.client.DeleteApprovalRule(h.ctx(), &agentdv1.DeleteApprovalRuleRequest{SessionId: id, RuleId: resp.GetRule().GetId()}); err != nil {
+		t.Fatalf("delete during a run: %v", err)
+	}
+	g.open()
+	evs := recvUntil(t, stream, func(ev *agentdv1.AgentEvent) bool { return ev.GetApprovalRequested() != nil })
+	if ar := evs[len(evs)-1].GetApprovalRequested(); ar.GetToolCallId() != "c2" {
+		t.Fatalf("asked for %v", ar)
+	}
+	if _, err := h.client.ResolveApproval(h.ctx(), &agentdv1.ResolveApprovalRequest{SessionId: id, ToolCallId: "c2", Decision: denied}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drain(stream); err != nil {
+		t.Fatal(err)
+	}
+	// The transcript is one path: the removal sits between the run's
+	// entries, and the context is whole.
+	if got := h.context(id); len(got.GetMessages()) == 0 {
+		t.Fatal("empty context")
+	}
+}
+
+// A RUN scope with a path glob decides the run's later calls inside the
+// glob only; nothing is stored.
+func TestApprovalRunRuleWithPathGlob(t *testing.T) {
+	h := newHarness(t, agent.Options{}, service.ServerOptions{})
+	ws := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(ws, "src", "deep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := writeSession(t, h, ws, nil, writeCall(t, "w1", "src/a.go", "a"), writeCall(t, "w2", filepath.Join(ws, "src/b.go"), "b"),
+		writeCall(t, "w3", "src/deep/c.go", "c"), writeCall(t, "w4", "src/../d.go", "d"), textAnswer("done"))
+	evs := promptResolving(t, h, id, "write", func(ar *agentdv1.ApprovalRequested) *agentdv1.ResolveApprovalRequest {
+		if ar.GetToolCallId() == "w1" {
+			if s := ar.GetSuggestedRule(); s.GetPathGlob() != "src/*" {
+				t.Errorf("suggested %v", s)
+			}
+			return &agentdv1.ResolveApprovalRequest{ToolCallId: "w1", Decision: allowed, Scope: agentdv1.ApprovalScope_APPROVAL_SCOPE_RUN, Rule: ar.GetSuggestedRule()}
+		}
+		return &agentdv1.ResolveApprovalRequest{ToolCallId: ar.GetToolCallId(), Decision: allowed}
+	})
+	if got := asked(evs); !slices.Equal(got, []string{"w1", "w3", "w4"}) {
+		t.Fatalf("asked %v, want w1 w3 w4 (w2, absolute inside src/, matches)", got)
+	}
+	if n := notices(h.transcript(id))["w1"]; n.GetScope() != agentdv1.ApprovalScope_APPROVAL_SCOPE_RUN || n.GetRule().GetPathGlob() != "src/*" || n.GetRule().GetId() != "" {
+		t.Fatalf("notice of w1 %v", n)
+	}
+	if rules := h.rules(id); len(rules) != 0 {
+		t.Fatalf("a RUN rule was stored: %v", rules)
 	}
 }
