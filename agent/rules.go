@@ -31,16 +31,17 @@ func RuleTakesPath(tool string) bool { return slices.Contains(fileRuleTools, too
 // prefix.
 func RuleTakesCommand(tool string) bool { return tool == tools.Bash }
 
-// shellOperators are the characters after an ALLOWED rule's command prefix
-// that make a command more than the one the rule names: a second command
-// (; & | newline), a substitution ($ ` ( )), or a redirection (< >). A
-// command holding one asks again; a DENIED rule matches it regardless.
-const shellOperators = ";&|\n\r$`()<>"
+// ShellOperators are the characters that make a bash command more than
+// the one an ALLOWED rule's prefix names: a second command (; & | line
+// break), a substitution ($ ` ( )), or a redirection (< >). An ALLOWED
+// rule never matches a command holding one, and its prefix may hold none;
+// a DENIED rule matches such a command regardless.
+const ShellOperators = ";&|\n\r$`()<>"
 
 // ruleMatches reports whether rule decides a call of tool with args in a
-// workspace rooted at root. An ALLOWED command prefix matches a command
-// that starts with it at a word boundary and continues with no shell
-// operator; a DENIED one matches at the word boundary alone. A rule
+// workspace rooted at root. A command prefix matches a command that
+// starts with it at a word boundary; an ALLOWED one only when the command
+// holds no shell operator. A rule
 // stored malformed (an imported one, say) matches nothing.
 func ruleMatches(rule *agentdv1.ApprovalRule, tool string, args *structpb.Struct, root string) bool {
 	if rule.GetToolName() == "" || rule.GetToolName() != tool {
@@ -55,10 +56,10 @@ func ruleMatches(rule *agentdv1.ApprovalRule, tool string, args *structpb.Struct
 			return false
 		}
 		rest := cmd[len(p):]
-		if rest != "" && !strings.ContainsAny(p[len(p)-1:], " \t") && !strings.ContainsAny(rest[:1], " \t"+shellOperators) {
+		if rest != "" && !strings.ContainsAny(p[len(p)-1:], " \t") && !strings.ContainsAny(rest[:1], " \t"+ShellOperators) {
 			return false // "git" must not match "gitk"
 		}
-		if rule.GetDecision() == agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED && strings.ContainsAny(rest, shellOperators) {
+		if rule.GetDecision() == agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED && strings.ContainsAny(cmd, ShellOperators) {
 			return false
 		}
 	}
@@ -103,7 +104,9 @@ func workspacePath(p, root string) (string, bool) {
 }
 
 // suggestedRule is the rule approval_requested proposes for a call: for
-// bash the command's first word, for the file tools the directory of the
+// bash the command's first word (up to a shell operator, so the
+// suggestion may be sent back as an ALLOWED rule; a command that starts
+// with one gets the tool alone), for the file tools the directory of the
 // path ("dir/*", or "*" at the workspace root), for other tools the tool
 // alone.
 func suggestedRule(tool string, args *structpb.Struct, root string) *agentdv1.ApprovalRule {
@@ -111,7 +114,11 @@ func suggestedRule(tool string, args *structpb.Struct, root string) *agentdv1.Ap
 	switch {
 	case RuleTakesCommand(tool):
 		if words := strings.Fields(args.GetFields()["command"].GetStringValue()); len(words) > 0 {
-			rule.CommandPrefix = words[0]
+			w := words[0]
+			if i := strings.IndexAny(w, ShellOperators); i >= 0 {
+				w = w[:i]
+			}
+			rule.CommandPrefix = w
 		}
 	case RuleTakesPath(tool):
 		if rel, ok := workspacePath(args.GetFields()["path"].GetStringValue(), root); ok {

@@ -47,6 +47,7 @@ func TestRuleMatches(t *testing.T) {
 		{"allow with a redirection", bash("echo", allow), "bash", map[string]any{"command": "echo x > ~/.bashrc"}, false},
 		{"allow with a newline", bash("echo", allow), "bash", map[string]any{"command": "echo x\ncurl evil"}, false},
 		{"deny with a second command", bash("rm", deny), "bash", map[string]any{"command": "rm -rf x && echo"}, true},
+		{"allow, operator in the prefix", bash("ls;", allow), "bash", map[string]any{"command": "ls; rm -rf ~"}, false},
 		{"deny right before an operator", bash("rm", deny), "bash", map[string]any{"command": "rm;ls"}, true},
 		{"prefix for a file tool", &agentdv1.ApprovalRule{ToolName: "read_file", CommandPrefix: "x", Decision: allow}, "read_file", map[string]any{"path": "x"}, false},
 		{"glob", file("write_file", "src/*"), "write_file", map[string]any{"path": "src/a.go"}, true},
@@ -76,6 +77,8 @@ func TestSuggestedRule(t *testing.T) {
 	}{
 		{"bash", map[string]any{"command": "  git status --short"}, "git", ""},
 		{"bash", map[string]any{"command": ""}, "", ""},
+		{"bash", map[string]any{"command": "ls;rm -rf ~"}, "ls", ""},
+		{"bash", map[string]any{"command": "$(evil)"}, "", ""},
 		{"write_file", map[string]any{"path": "notes.txt"}, "", "*"},
 		{"write_file", map[string]any{"path": "src/pkg/a.go"}, "", "src/pkg/*"},
 		{"read_file", map[string]any{"path": "/srv/ws/docs/x.md"}, "", "docs/*"},

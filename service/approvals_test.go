@@ -363,6 +363,7 @@ func TestResolveApprovalValidation(t *testing.T) {
 		{"bad tool name", &agentdv1.ResolveApprovalRequest{Scope: session, Rule: &agentdv1.ApprovalRule{ToolName: "no such tool"}}, "rule.tool_name"},
 		{"prefix for a file tool", &agentdv1.ResolveApprovalRequest{Scope: run, Rule: &agentdv1.ApprovalRule{ToolName: "write_file", CommandPrefix: "ls"}}, "rule.command_prefix"},
 		{"prefix with leading space", &agentdv1.ResolveApprovalRequest{Scope: run, Rule: &agentdv1.ApprovalRule{ToolName: "bash", CommandPrefix: " ls"}}, "rule.command_prefix"},
+		{"allowing prefix with an operator", &agentdv1.ResolveApprovalRequest{Scope: run, Rule: &agentdv1.ApprovalRule{ToolName: "bash", CommandPrefix: "ls |"}}, "rule.command_prefix"},
 		{"glob for bash", &agentdv1.ResolveApprovalRequest{Scope: run, Rule: &agentdv1.ApprovalRule{ToolName: "bash", PathGlob: "*"}}, "rule.path_glob"},
 		{"bad glob", &agentdv1.ResolveApprovalRequest{Scope: run, Rule: &agentdv1.ApprovalRule{ToolName: "write_file", PathGlob: "src/[a"}}, "rule.path_glob"},
 		{"absolute glob", &agentdv1.ResolveApprovalRequest{Scope: run, Rule: &agentdv1.ApprovalRule{ToolName: "write_file", PathGlob: "/etc/*"}}, "rule.path_glob"},

@@ -55,7 +55,7 @@ func (s *Service) checkResolution(req *agentdv1.ResolveApprovalRequest) error {
 		if scope != agentdv1.ApprovalScope_APPROVAL_SCOPE_RUN && scope != agentdv1.ApprovalScope_APPROVAL_SCOPE_SESSION {
 			return invalid("rule", "only with scope APPROVAL_SCOPE_RUN or APPROVAL_SCOPE_SESSION; a decision of scope CALL makes no rule")
 		}
-		if err := checkRuleShape("rule", rule); err != nil {
+		if err := checkRuleShape("rule", rule, allowed); err != nil {
 			return err
 		}
 	}
@@ -88,7 +88,7 @@ func (s *Service) checkResolution(req *agentdv1.ResolveApprovalRequest) error {
 
 // checkRuleShape checks a rule given at field: a tool name, and only the
 // pattern its tool takes, well formed.
-func checkRuleShape(field string, rule *agentdv1.ApprovalRule) error {
+func checkRuleShape(field string, rule *agentdv1.ApprovalRule, allowed bool) error {
 	tool := rule.GetToolName()
 	if tool == "" {
 		return invalid(field+".tool_name", "required: the tool the rule applies to")
@@ -104,6 +104,8 @@ func checkRuleShape(field string, rule *agentdv1.ApprovalRule) error {
 			return invalid(field+".command_prefix", "%d bytes exceed the limit of %d", len(p), maxRulePatternBytes)
 		case strings.TrimLeft(p, " \t\r\n") != p:
 			return invalid(field+".command_prefix", "starts with white space; commands are matched after their leading white space")
+		case allowed && strings.ContainsAny(p, agent.ShellOperators):
+			return invalid(field+".command_prefix", "%q holds a shell operator (one of %q); an allowing rule names one plain command", truncate(p, 70), agent.ShellOperators)
 		}
 	}
 	if g := rule.GetPathGlob(); g != "" {

@@ -586,10 +586,10 @@ type ApprovalRule struct {
 	// For bash: the rule applies only to commands that start with this
 	// text (after leading white space) at a word boundary, such as "git
 	// status" (which "git statusx" does not match). An ALLOWED rule does not
-	// match a command that continues with a shell operator (; & | $ ` ( ) <
-	// > or a line break), so "git status; rm -rf ~" still asks; a DENIED
-	// rule matches it. Empty: any command. Refused for other tools, and
-	// when it starts with white space.
+	// match a command holding a shell operator (; & | $ ` ( ) < > or a line
+	// break), so "git status; rm -rf ~" still asks, and its prefix may hold
+	// none; a DENIED rule matches such commands too. Empty: any command.
+	// Refused for other tools, and when it starts with white space.
 	CommandPrefix string `protobuf:"bytes,3,opt,name=command_prefix,json=commandPrefix,proto3" json:"command_prefix,omitempty"`
 	// For the file tools (read_file, write_file, edit_file, ls): the rule
 	// applies only to paths that match this glob (Go's path.Match syntax,
