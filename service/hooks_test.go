@@ -170,6 +170,7 @@ func TestHookEvents(t *testing.T) {
 		return toolCallAnswer(t, "c1", "read_file", map[string]any{"path": "a.txt"})
 	}
 	lookup := func(t *testing.T) *agentdv1.AssistantMessage { return toolCallAnswer(t, "c1", "lookup", nil) }
+	current := "" // the session of the running case
 	tests := []struct {
 		name    string
 		event   agentdv1.HookEvent
@@ -250,6 +251,11 @@ func TestHookEvents(t *testing.T) {
 				if n := hookNotices(entries)[0]; blocksText(n.GetContent()) != "house rule: be brief" {
 					t.Fatalf("notice %v", n)
 				}
+				// This run's calls only: the next run's context has no trace
+				// of it (the notice is hidden from the model).
+				if msgs := h.context(current).GetMessages(); len(msgs) != 2 || blocksText(msgs[0].GetUser().GetContent()) != "hello" || msgs[1].GetAssistant() == nil {
+					t.Fatalf("the added content outlived its run: %v", msgs)
+				}
 			}},
 		{name: "stop allow", event: stop, answer: hookReply(allow, nil), asked: 1,
 			check: func(t *testing.T, entries []*agentdv1.Entry, evs []*agentdv1.AgentEvent) {
@@ -287,6 +293,7 @@ func TestHookEvents(t *testing.T) {
 				Hooks: []*agentdv1.Hook{hook(tt.event, "h")},
 				Faux:  &agentdv1.FauxScript{Responses: answers, Echo: tt.echo},
 			})
+			current = id
 			evs, err := promptHooks(t, h, id, "hello", tt.answer)
 			if err != nil {
 				t.Fatalf("Prompt: %v after %s", err, kinds(evs))
