@@ -31,7 +31,8 @@ func NewID() string {
 // AgentMessage kind ("user", "assistant", "tool_result", "approval_notice",
 // "bash_execution", "custom", "branch_summary", "compaction_summary",
 // "extension") or the entry payload ("model_change",
-// "thinking_level_change", "label", "mcp_tools", "redaction_notice"). An
+// "thinking_level_change", "label", "mcp_tools", "redaction_notice",
+// "tool_call_started", "tool_in_doubt"). An
 // entry without payload is invalid.
 func EntryKind(e *agentdv1.Entry) (string, error) {
 	switch p := e.GetPayload().(type) {
@@ -68,6 +69,10 @@ func EntryKind(e *agentdv1.Entry) (string, error) {
 		return "mcp_tools", nil
 	case *agentdv1.Entry_RedactionNotice:
 		return "redaction_notice", nil
+	case *agentdv1.Entry_ToolCallStarted:
+		return "tool_call_started", nil
+	case *agentdv1.Entry_ToolInDoubt:
+		return "tool_in_doubt", nil
 	default:
 		return "", fmt.Errorf("entry has no payload set")
 	}
@@ -164,6 +169,10 @@ func Preview(e *agentdv1.Entry) string {
 		s = fmt.Sprintf("tools of MCP server %s: %d", p.McpTools.GetServer(), len(p.McpTools.GetTools()))
 	case *agentdv1.Entry_RedactionNotice:
 		s = fmt.Sprintf("%d entries redacted: %s", len(p.RedactionNotice.GetEntryIds()), prefix(p.RedactionNotice.GetReason()))
+	case *agentdv1.Entry_ToolCallStarted:
+		s = "started " + p.ToolCallStarted.GetToolName() + " " + p.ToolCallStarted.GetToolCallId()
+	case *agentdv1.Entry_ToolInDoubt:
+		s = "in doubt: " + p.ToolInDoubt.GetToolName() + " " + p.ToolInDoubt.GetToolCallId()
 	}
 	return oneLine(s, MaxPreviewRunes)
 }
