@@ -91,14 +91,33 @@ func sideEffecting(t agentloop.Tool) bool {
 	return !readOnly(t)
 }
 
+// keyedTool is a read-only tool of a run that takes idempotency keys (the
+// tool of a read-only MCP server): its calls carry their key too, though
+// their start is not recorded.
+type keyedTool struct {
+	idempotentTool
+	agentloop.Tool
+	run *Run
+}
+
+// Execute implements [agentloop.Tool].
+func (t keyedTool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
+	return t.ExecuteIdempotent(ctx, call, IdempotencyKey(t.run.sessionID, t.run.id, call.ID))
+}
+
+// ReadOnly reports that the tool only reads.
+func (t keyedTool) ReadOnly() bool { return true }
+
 // durableTools wraps the side-effecting tools of run r's kit in
-// durableTool.
+// durableTool, and gives the others that take idempotency keys theirs.
 func durableTools(r *Run, list []agentloop.Tool) []agentloop.Tool {
 	out := make([]agentloop.Tool, len(list))
 	for i, t := range list {
 		out[i] = t
 		if sideEffecting(t) {
 			out[i] = durableTool{Tool: t, run: r}
+		} else if k, ok := t.(idempotentTool); ok {
+			out[i] = keyedTool{idempotentTool: k, Tool: t, run: r}
 		}
 	}
 	return out
@@ -331,9 +350,13 @@ func (a *Agent) retryInDoubt(ctx context.Context, sessionID string, path []*agen
 	}
 	c := agentloop.Call{ID: call.GetToolCallId(), Args: args, Update: func([]*agentdv1.ContentBlock, *structpb.Value) {}, Run: retryScope{}}
 	var res agentloop.Result
-	if d, ok := tool.(durableTool); ok {
-		res, err = d.executeKeyed(ctx, c, key)
-	} else {
+	switch t := tool.(type) {
+	case durableTool:
+		res, err = t.executeKeyed(ctx, c, key)
+	case keyedTool:
+		// Read-only now (its server was marked so since): no start.
+		res, err = t.ExecuteIdempotent(ctx, c, key)
+	default:
 		res, err = tool.Execute(ctx, c)
 	}
 	if ctx.Err() != nil {
