@@ -14,6 +14,7 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/persistence/memory"
 	"github.com/agentd/agentd/provider/faux"
 	"github.com/agentd/agentd/tools/mcp"
@@ -154,6 +155,19 @@ func TestInDoubtCallAfterCrash(t *testing.T) {
 			wantReason(t, err, agentdv1.ErrorReason_ERROR_REASON_NOT_IN_DOUBT, "c2")
 			if n := len(h.transcript(id)); n != len(path) {
 				t.Fatalf("refused requests changed the transcript: %d entries, want %d", n, len(path))
+			}
+			// A fork carries the doubt, and is decided on its own.
+			fork, err := h.a.ForkSession(ctx, id, "", persistence.CreateSessionParams{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = h.a.Start(ctx, agent.StartRequest{SessionID: fork.ID, Prompt: user("again")})
+			wantReason(t, err, agentdv1.ErrorReason_ERROR_REASON_TOOL_CALLS_IN_DOUBT, "c1")
+			if _, _, err := h.a.ResolveInDoubt(ctx, fork.ID, "c1", agent.InDoubtDecision{Action: agentdv1.InDoubtAction_IN_DOUBT_ACTION_SKIP}); err != nil {
+				t.Fatalf("ResolveInDoubt in the fork: %v", err)
+			}
+			if calls, _ := h.a.InDoubt(ctx, id); len(calls) != 1 {
+				t.Fatalf("deciding the fork's call decided the original's: %v", calls)
 			}
 
 			entry, remaining, err := h.a.ResolveInDoubt(ctx, id, "c1", tc.decision)
