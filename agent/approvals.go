@@ -254,6 +254,7 @@ func (g approvalGate) approvalRequested(id, name string, args *structpb.Struct) 
 		// with CEILING_FORBIDS_RULE.
 		Scopes: []agentdv1.ApprovalScope{agentdv1.ApprovalScope_APPROVAL_SCOPE_CALL, agentdv1.ApprovalScope_APPROVAL_SCOPE_RUN,
 			agentdv1.ApprovalScope_APPROVAL_SCOPE_SESSION},
-		SuggestedRule: suggestedRule(name, args, g.run.approvals.root),
+		SuggestedRule:  suggestedRule(name, args, g.run.approvals.root),
+		IdempotencyKey: IdempotencyKey(g.run.sessionID, g.run.id, id),
 	}
 }

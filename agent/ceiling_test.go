@@ -274,7 +274,11 @@ func TestRunsConfineBash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := path[2].GetMessage().GetToolResult()
+	// The call's start is recorded before bash runs.
+	if st := path[2].GetToolCallStarted(); st.GetToolCallId() != "c1" || st.GetIdempotencyKey() != agent.IdempotencyKey(id, path[2].GetRunId(), "c1") {
+		t.Fatalf("entry 2: %v, want the start of c1", path[2])
+	}
+	tr := path[3].GetMessage().GetToolResult()
 	want := fmt.Sprintf("%d\nagent\n0\n\nCommand exited with code 1", sb.Status().UID)
 	if got := tr.GetContent()[0].GetText().GetText(); got != want {
 		t.Fatalf("bash in a run: %q, want %q", got, want)

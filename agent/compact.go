@@ -240,6 +240,9 @@ func (a *Agent) Compact(ctx context.Context, sessionID string, opts CompactOptio
 	if err != nil {
 		return err
 	}
+	if err := checkNotInDoubt(sessionID, "a compaction, which could leave them out of the context", path); err != nil && !opts.DryRun {
+		return err
+	}
 	model, stream, _, merr := a.modelFor(sess.Config)
 	sh := newShaper(sess.Config, model)
 	keep := opts.KeepRecentTokens

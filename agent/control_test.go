@@ -107,7 +107,7 @@ func TestAbortDuringTool(t *testing.T) {
 	}
 	// What completed stays: the prompt, the tool call and its cancelled
 	// result; the next model call ends at once as ABORTED (pi's rule).
-	entries := h.transcript(id)
+	entries := messageEntries(h.transcript(id))
 	if got, want := messageKinds(entries), "user assistant tool_result assistant"; got != want {
 		t.Fatalf("transcript %q, want %q", got, want)
 	}
@@ -143,7 +143,7 @@ func TestClientDisconnectAbortsUnlessDetached(t *testing.T) {
 			if _, err := h.follow(id, s.runID, seen[len(seen)-1].GetSeq()); err != nil {
 				t.Fatal(err)
 			}
-			entries := h.transcript(id)
+			entries := messageEntries(h.transcript(id))
 			if detach {
 				if got, want := messageKinds(entries), "user assistant tool_result assistant"; got != want {
 					t.Fatalf("detached run: transcript %q, want %q", got, want)

@@ -50,7 +50,8 @@ func TestClientToolRoundTrip(t *testing.T) {
 	s := h.promptRun(id, "pick one")
 	evs := s.until(func(ev *agentdv1.AgentEvent) bool { return ev.GetToolCallRequested() != nil })
 	req := evs[len(evs)-1].GetToolCallRequested()
-	if req.GetToolCallId() != "call_c" || req.GetArguments().GetFields()["hint"].GetStringValue() != "warm" || req.GetDeadline() == nil {
+	if req.GetToolCallId() != "call_c" || req.GetArguments().GetFields()["hint"].GetStringValue() != "warm" || req.GetDeadline() == nil ||
+		req.GetIdempotencyKey() != agent.IdempotencyKey(id, evs[0].GetRunId(), "call_c") {
 		t.Fatalf("tool_call_requested: %v", req)
 	}
 
@@ -66,7 +67,7 @@ func TestClientToolRoundTrip(t *testing.T) {
 	if end := rest[len(rest)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
 		t.Fatalf("run: %s", allKinds(rest))
 	}
-	entries := h.transcript(id)
+	entries := messageEntries(h.transcript(id))
 	tr := entries[2].GetMessage().GetToolResult()
 	if tr.GetToolCallId() != "call_c" || tr.GetIsError() || tr.GetContent()[0].GetText().GetText() != "red" ||
 		tr.GetDetails().GetStructValue().GetFields()["swatch"].GetStringValue() != "#f00" {
@@ -98,7 +99,7 @@ func TestClientToolTimeoutAndInvalidArguments(t *testing.T) {
 	if requested != 1 {
 		t.Fatalf("%d tool_call_requested events, want 1 (invalid arguments never reach the client)", requested)
 	}
-	entries := h.transcript(id)
+	entries := messageEntries(h.transcript(id))
 	bad := entries[2].GetMessage().GetToolResult()
 	if !bad.GetIsError() || !strings.Contains(bad.GetContent()[0].GetText().GetText(), `Validation failed for tool "pick_color"`) {
 		t.Fatalf("invalid arguments result: %v", bad)

@@ -82,6 +82,11 @@ func tombstone(e *agentdv1.Entry, record *agentdv1.Redaction) *agentdv1.Entry {
 		if p.ApprovalRule.GetReason() != "" {
 			p.ApprovalRule.Reason = RedactedText
 		}
+	case *agentdv1.Entry_ToolCallStarted:
+		// The arguments repeat the call's, which the call's tombstone drops.
+		p.ToolCallStarted.Arguments = nil
+	case *agentdv1.Entry_ToolInDoubt:
+		p.ToolInDoubt.Arguments = nil
 	}
 	return out
 }

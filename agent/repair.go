@@ -25,10 +25,14 @@ const ExpiredText = "the agentd replica running the run stopped, or lost the dat
 // repair closes the runs an earlier process left active. On a store with
 // one owner at a time every such run belongs to a process that is gone; on
 // a shared store, the runs whose lease expired, whichever replica claimed
-// them (each is closed by one replica). A tool call of the session's last answer that never got a result gets
-// the error result replay would give it ("No result provided"), so
-// Continue works and transcript and context agree; the run's event log
-// ends with those results and agent_end (INTERRUPTED), so Attach ends.
+// them (each is closed by one replica). A tool call of the session's last
+// answer that never got a result gets the error result replay would give
+// it ("No result provided"), so Continue works and transcript and context
+// agree, unless its start was recorded: then its effect may have happened
+// and it is stored as in doubt (a ToolInDoubt entry), for ResolveInDoubt
+// to decide. The run's event log ends with those results, a tool_in_doubt
+// event for each call in doubt, and agent_end (INTERRUPTED), so Attach
+// ends.
 func (a *Agent) repair(ctx context.Context) error {
 	closeRuns, text := a.store.CloseInterruptedRuns, InterruptedText
 	if a.shared != nil {
@@ -60,9 +64,10 @@ func (a *Agent) repair(ctx context.Context) error {
 	return nil
 }
 
-// answerOrphanToolCalls appends an error result for every tool call of the
-// session's last assistant message that has no result on the current path,
-// and returns the appended entries.
+// answerOrphanToolCalls appends, for every tool call of the session's last
+// assistant message that has no result on the current path, a ToolInDoubt
+// entry when the call's start was recorded after the message, and an error
+// result otherwise; it returns the appended entries.
 func (a *Agent) answerOrphanToolCalls(ctx context.Context, sessionID, runID string) ([]*agentdv1.Entry, error) {
 	path, err := a.store.Path(ctx, sessionID)
 	if err != nil {
@@ -79,15 +84,29 @@ func (a *Agent) answerOrphanToolCalls(ctx context.Context, sessionID, runID stri
 		return nil, nil
 	}
 	answered := map[string]bool{}
+	started := map[string]*agentdv1.Entry{}
 	for _, e := range path[lastAssistant+1:] {
-		if tr := e.GetMessage().GetToolResult(); tr != nil {
-			answered[tr.GetToolCallId()] = true
+		switch {
+		case e.GetMessage().GetToolResult() != nil:
+			answered[e.GetMessage().GetToolResult().GetToolCallId()] = true
+		case e.GetToolInDoubt() != nil:
+			answered[e.GetToolInDoubt().GetToolCallId()] = true // by an earlier repair
+		case e.GetToolCallStarted() != nil:
+			started[e.GetToolCallStarted().GetToolCallId()] = e
 		}
 	}
 	var results []*agentdv1.Entry
 	for _, b := range path[lastAssistant].GetMessage().GetAssistant().GetContent() {
 		call := b.GetToolCall()
 		if call == nil || answered[call.GetId()] {
+			continue
+		}
+		if s := started[call.GetId()]; s != nil {
+			st := s.GetToolCallStarted()
+			results = append(results, &agentdv1.Entry{RunId: runID, Payload: &agentdv1.Entry_ToolInDoubt{ToolInDoubt: &agentdv1.ToolInDoubt{
+				ToolCallId: call.GetId(), ToolName: call.GetName(), Arguments: st.GetArguments(), RunId: s.GetRunId(),
+				IdempotencyKey: st.GetIdempotencyKey(), StartEntryId: s.GetId(),
+			}}})
 			continue
 		}
 		results = append(results, &agentdv1.Entry{RunId: runID, Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{
@@ -108,7 +127,7 @@ func (a *Agent) answerOrphanToolCalls(ctx context.Context, sessionID, runID stri
 
 // endInterruptedLog ends an interrupted run's event log after its last
 // stored event: agent_start if nothing was stored, the repair's tool
-// results, and agent_end.
+// results and calls in doubt, and agent_end.
 func (a *Agent) endInterruptedLog(ctx context.Context, r *persistence.Run, answered []*agentdv1.Entry, text string) error {
 	now := timestamppb.New(a.opts.Now())
 	var evs []*agentdv1.AgentEvent
@@ -116,6 +135,10 @@ func (a *Agent) endInterruptedLog(ctx context.Context, r *persistence.Run, answe
 		evs = append(evs, &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_AgentStart{AgentStart: &agentdv1.AgentStart{}}})
 	}
 	for _, e := range answered {
+		if d := e.GetToolInDoubt(); d != nil {
+			evs = append(evs, &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ToolInDoubt{ToolInDoubt: d}})
+			continue
+		}
 		evs = append(evs,
 			&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_MessageStart{MessageStart: &agentdv1.MessageStart{Message: e.GetMessage()}}},
 			&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_MessageEnd{MessageEnd: &agentdv1.MessageEnd{Message: e.GetMessage(), EntryId: e.GetId()}}})

@@ -85,7 +85,7 @@ func (a *Agent) remoteRun(ctx context.Context, sessionID string) (*persistence.R
 // leaseLostText says why a run stopped on the replica that lost it.
 func (a *Agent) leaseLostText(runID string) string {
 	return fmt.Sprintf("agentd replica %q lost its lease on run %q (it was paused or cut off from the database for longer than the lease, %v); "+
-		"the run stopped here and another replica closes it as interrupted: Attach to its events for the end, then Continue", a.opts.ReplicaID, runID, a.opts.Lease)
+		"the run stopped here and another replica closes it as interrupted: Attach to its events for the end, then Continue (after ResolveInDoubt for a tool call it leaves in doubt)", a.opts.ReplicaID, runID, a.opts.Lease)
 }
 
 // leaseLost records, once, that the run's claim is lost.

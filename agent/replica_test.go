@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -150,13 +151,25 @@ func TestReplicaTakesOverAfterLeaseExpiry(t *testing.T) {
 	if run, err := r.store.GetRun(ctx, runID); err != nil || run.Outcome != agentdv1.RunOutcome_RUN_OUTCOME_INTERRUPTED {
 		t.Fatalf("run %+v, %v; want interrupted", run, err)
 	}
+	// The call was running when the lease expired: it is in doubt, in the
+	// run's event log before agent_end and in the transcript.
+	if d := got[len(got)-2].GetToolInDoubt(); d.GetToolCallId() != "c1" || d.GetRunId() != runID || d.GetIdempotencyKey() != agent.IdempotencyKey(id, runID, "c1") {
+		t.Fatalf("event before agent_end: %v, want c1 in doubt", got[len(got)-2])
+	}
 
-	// The session is free for a run on b, which a's stopped run cannot
-	// write into.
+	// The session takes no run until the call is decided; then it is
+	// free for a run on b, which a's stopped run cannot write into.
 	var next string
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		next, err = r.b.Start(ctx, agent.StartRequest{SessionID: id, Prompt: user("again")})
+		if errors.Is(err, agent.ErrPrecondition) {
+			wantReason(t, err, agentdv1.ErrorReason_ERROR_REASON_TOOL_CALLS_IN_DOUBT, "ResolveInDoubt")
+			if _, _, err := r.b.ResolveInDoubt(ctx, id, "c1", agent.InDoubtDecision{Action: agentdv1.InDoubtAction_IN_DOUBT_ACTION_SKIP}); err != nil {
+				t.Fatalf("ResolveInDoubt on b: %v", err)
+			}
+			continue
+		}
 		if err == nil || time.Now().After(deadline) {
 			break
 		}

@@ -355,6 +355,9 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 	} else if path, err = a.contextPathTo(ctx, r.sessionID, req.ParentEntryID); err != nil {
 		return err
 	}
+	if err := a.checkStartInDoubt(ctx, r, req, path); err != nil {
+		return err
+	}
 	var offered mcpTools
 	var snapshots []*agentdv1.McpToolsSnapshot
 	if len(cfg.GetMcpServers()) > 0 && a.opts.MCP != nil {

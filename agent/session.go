@@ -82,6 +82,9 @@ func (a *Agent) AppendMessages(ctx context.Context, sessionID string, msgs []*ag
 	if err != nil {
 		return nil, err
 	}
+	if err := checkNotInDoubt(sessionID, "AppendMessages", path); err != nil {
+		return nil, err
+	}
 	if err := checkToolResults(transcriptMessages(path), msgs); err != nil {
 		return nil, err
 	}

@@ -137,6 +137,9 @@ func (a *Agent) toolKit(tenant string, cfg *agentdv1.SessionConfig, r *Run, mcp 
 		return nil, err
 	}
 	list = a.addMCPTools(cfg, ceiling, mcp, list, kit.policies)
+	if r != nil {
+		list = durableTools(r, list)
+	}
 	if r != nil && a.tracer != nil {
 		list = a.tracer.tools(list)
 	}

@@ -181,11 +181,21 @@ func (t clientTool) Execute(ctx context.Context, call agentloop.Call) (agentloop
 	if t.run == nil {
 		return agentloop.Result{}, fmt.Errorf("client tool %s cannot run outside a run", t.def.GetName())
 	}
+	return t.ExecuteIdempotent(ctx, call, IdempotencyKey(t.run.sessionID, t.run.id, call.ID))
+}
+
+// ExecuteIdempotent is Execute with the call's idempotency key, which the
+// tool_call_requested event carries to the client.
+func (t clientTool) ExecuteIdempotent(ctx context.Context, call agentloop.Call, key string) (agentloop.Result, error) {
+	if t.run == nil {
+		return agentloop.Result{}, fmt.Errorf("client tool %s cannot run outside a run", t.def.GetName())
+	}
 	c := t.run.pending.open(call.ID, waitClientResult)
 	timer := time.NewTimer(t.timeout)
 	defer timer.Stop()
 	if err := call.Run.Emit(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ToolCallRequested{ToolCallRequested: &agentdv1.ToolCallRequested{
 		ToolCallId: call.ID, ToolName: t.def.GetName(), Arguments: call.Args, Deadline: timestamppb.New(t.now().Add(t.timeout)),
+		IdempotencyKey: key,
 	}}}); err != nil {
 		t.run.pending.stop(c, "abandoned")
 		return agentloop.Result{}, err

@@ -130,6 +130,17 @@ func (ts *ToolSet) Definitions() []*agentdv1.Tool {
 	return ts.defs
 }
 
+// Tool returns the tool named name, for a caller that runs a call outside
+// the loop (a retry of a call whose outcome is unknown) with the tools the
+// loop would use.
+func (ts *ToolSet) Tool(name string) (Tool, bool) {
+	e := ts.lookup(name)
+	if e == nil {
+		return nil, false
+	}
+	return e.tool, true
+}
+
 func (ts *ToolSet) lookup(name string) *toolEntry {
 	if ts == nil {
 		return nil

@@ -32,8 +32,8 @@ func NewID() string {
 // "bash_execution", "custom", "branch_summary", "compaction_summary",
 // "extension", "hook_notice") or the entry payload ("model_change",
 // "thinking_level_change", "label", "mcp_tools", "redaction_notice",
-// "approval_rule", "approval_rule_removal"). An entry without payload is
-// invalid.
+// "approval_rule", "approval_rule_removal", "tool_call_started",
+// "tool_in_doubt"). An entry without payload is invalid.
 func EntryKind(e *agentdv1.Entry) (string, error) {
 	switch p := e.GetPayload().(type) {
 	case *agentdv1.Entry_Message:
@@ -75,6 +75,10 @@ func EntryKind(e *agentdv1.Entry) (string, error) {
 		return "approval_rule", nil
 	case *agentdv1.Entry_ApprovalRuleRemoval:
 		return "approval_rule_removal", nil
+	case *agentdv1.Entry_ToolCallStarted:
+		return "tool_call_started", nil
+	case *agentdv1.Entry_ToolInDoubt:
+		return "tool_in_doubt", nil
 	default:
 		return "", fmt.Errorf("entry has no payload set")
 	}
@@ -175,6 +179,10 @@ func Preview(e *agentdv1.Entry) string {
 		s = rulePreview(p.ApprovalRule)
 	case *agentdv1.Entry_ApprovalRuleRemoval:
 		s = "approval rule " + p.ApprovalRuleRemoval.GetRuleId() + " removed"
+	case *agentdv1.Entry_ToolCallStarted:
+		s = "started " + p.ToolCallStarted.GetToolName() + " " + p.ToolCallStarted.GetToolCallId()
+	case *agentdv1.Entry_ToolInDoubt:
+		s = "in doubt: " + p.ToolInDoubt.GetToolName() + " " + p.ToolInDoubt.GetToolCallId()
 	}
 	return oneLine(s, MaxPreviewRunes)
 }

@@ -32,6 +32,8 @@ func TestEntryKind(t *testing.T) {
 		{&agentdv1.Entry{Payload: &agentdv1.Entry_ThinkingLevelChange{ThinkingLevelChange: &agentdv1.ThinkingLevelChange{}}}, "thinking_level_change", false},
 		{&agentdv1.Entry{Payload: &agentdv1.Entry_Label{Label: &agentdv1.Label{}}}, "label", false},
 		{&agentdv1.Entry{Payload: &agentdv1.Entry_McpTools{McpTools: &agentdv1.McpToolsSnapshot{}}}, "mcp_tools", false},
+		{&agentdv1.Entry{Payload: &agentdv1.Entry_ToolCallStarted{ToolCallStarted: &agentdv1.ToolCallStarted{}}}, "tool_call_started", false},
+		{&agentdv1.Entry{Payload: &agentdv1.Entry_ToolInDoubt{ToolInDoubt: &agentdv1.ToolInDoubt{}}}, "tool_in_doubt", false},
 		{msg(&agentdv1.AgentMessage{}), "", true},
 		{&agentdv1.Entry{}, "", true},
 		{nil, "", true},

@@ -83,25 +83,40 @@ func TestSeedScenarioWithBuiltinToolsAndApproval(t *testing.T) {
 		t.Fatalf("config.ts after the approved edit:\n%s", data)
 	}
 	want := "user assistant tool_result assistant user assistant approval_notice tool_result assistant"
-	entries := h.transcript(id)
+	all := h.transcript(id)
+	entries := messageEntries(all)
 	if got := messageKinds(entries); got != want {
 		t.Fatalf("transcript %q\nwant       %q", got, want)
 	}
 	if tr := entries[7].GetMessage().GetToolResult(); tr.GetIsError() || tr.GetDetails() == nil {
 		t.Fatalf("edit_file result (details carry the diff): %v", tr)
 	}
+	// The edit's start was recorded after its approval, before it ran; the
+	// read (read-only) recorded none.
+	var starts []string
+	for i, e := range all {
+		if st := e.GetToolCallStarted(); st != nil {
+			starts = append(starts, st.GetToolCallId())
+			if all[i-1].GetMessage().GetApprovalNotice() == nil || all[i+1].GetMessage().GetToolResult().GetToolCallId() != "call_edit" {
+				t.Errorf("the start of %s is not between its approval and its result", st.GetToolCallId())
+			}
+		}
+	}
+	if strings.Join(starts, ",") != "call_edit" {
+		t.Errorf("starts recorded for %v, want call_edit only", starts)
+	}
 
 	h.restart()
 	after := h.transcript(id)
-	if len(after) != len(entries) {
-		t.Fatalf("%d entries after restart, want %d", len(after), len(entries))
+	if len(after) != len(all) {
+		t.Fatalf("%d entries after restart, want %d", len(after), len(all))
 	}
 	for i := range after {
-		if !proto.Equal(after[i], entries[i]) {
+		if !proto.Equal(after[i], all[i]) {
 			t.Fatalf("entry %d changed across the restart", i)
 		}
 	}
-	if n := after[6].GetMessage().GetApprovalNotice(); n.GetDecidedBy() != "alice" || n.GetDecision() != agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED {
+	if n := messageEntries(after)[6].GetMessage().GetApprovalNotice(); n.GetDecidedBy() != "alice" || n.GetDecision() != agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED {
 		t.Fatalf("who allowed what, after restart: %v", n)
 	}
 }

@@ -208,6 +208,7 @@ func TestEveryRPCIsImplemented(t *testing.T) {
 			_, err := c.DeleteApprovalRule(ctx, &agentdv1.DeleteApprovalRuleRequest{})
 			return err
 		},
+		"ResolveInDoubt": func() error { _, err := c.ResolveInDoubt(ctx, &agentdv1.ResolveInDoubtRequest{}); return err },
 		"AppendMessages": func() error { _, err := c.AppendMessages(ctx, &agentdv1.AppendMessagesRequest{}); return err },
 		"GetTranscript":  func() error { _, err := c.GetTranscript(ctx, &agentdv1.GetTranscriptRequest{}); return err },
 		"GetContext":     func() error { _, err := c.GetContext(ctx, &agentdv1.GetContextRequest{}); return err },

@@ -122,6 +122,10 @@ func TestTenantsAreIsolated(t *testing.T) {
 			_, err := c.DeleteApprovalRule(ctx, &agentdv1.DeleteApprovalRuleRequest{SessionId: sid, RuleId: entryID})
 			return err
 		},
+		"ResolveInDoubt": func(ctx context.Context, sid string) error {
+			_, err := c.ResolveInDoubt(ctx, &agentdv1.ResolveInDoubtRequest{SessionId: sid, ToolCallId: "call", Action: agentdv1.InDoubtAction_IN_DOUBT_ACTION_SKIP})
+			return err
+		},
 		"AppendMessages": func(ctx context.Context, sid string) error {
 			_, err := c.AppendMessages(ctx, &agentdv1.AppendMessagesRequest{SessionId: sid, Messages: []*agentdv1.AgentMessage{{Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{Content: texts("x")}}}}})
 			return err

@@ -238,6 +238,16 @@ func TestKilledReplicasRunsAreClosedByAnother(t *testing.T) {
 
 	for i, id := range ids {
 		client := []agentdv1.AgentServiceClient{b, c}[i%2]
+		// The client tool was asked to run: its call is in doubt, and the
+		// client says what became of it.
+		_, err := drain(client.Continue(testCtx(t), &agentdv1.ContinueRequest{SessionId: id}))
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "ResolveInDoubt") {
+			t.Fatalf("Continue %s with its call in doubt: %v", id, err)
+		}
+		if _, err := client.ResolveInDoubt(testCtx(t), &agentdv1.ResolveInDoubtRequest{SessionId: id, ToolCallId: "call-1",
+			Action: agentdv1.InDoubtAction_IN_DOUBT_ACTION_SUPPLY, Content: texts("picked")}); err != nil {
+			t.Fatalf("ResolveInDoubt %s: %v", id, err)
+		}
 		evs, err := drain(client.Continue(testCtx(t), &agentdv1.ContinueRequest{SessionId: id}))
 		if err != nil {
 			t.Fatalf("Continue %s: %v", id, err)
@@ -260,7 +270,7 @@ func TestKilledReplicasRunsAreClosedByAnother(t *testing.T) {
 			case m.GetAssistant() != nil:
 				kinds = append(kinds, "assistant")
 			case m.GetToolResult() != nil:
-				if !m.GetToolResult().GetIsError() || m.GetToolResult().GetToolCallId() != "call-1" {
+				if m.GetToolResult().GetIsError() || m.GetToolResult().GetToolCallId() != "call-1" || m.GetToolResult().GetContent()[0].GetText().GetText() != "picked" {
 					t.Fatalf("session %s: tool result %v", id, m.GetToolResult())
 				}
 				kinds = append(kinds, "tool_result")
@@ -318,7 +328,11 @@ func TestPausedReplicaIsFenced(t *testing.T) {
 			t.Fatalf("entry %d changed after the resume:\n%v\n%v", i, after[i], repaired[i])
 		}
 	}
-	// The session works again, from either replica.
+	// The session works again, from either replica, once the call the
+	// repair found in doubt is decided.
+	if _, err := a.ResolveInDoubt(testCtx(t), &agentdv1.ResolveInDoubtRequest{SessionId: id, ToolCallId: "call-1", Action: agentdv1.InDoubtAction_IN_DOUBT_ACTION_SKIP}); err != nil {
+		t.Fatalf("ResolveInDoubt on the resumed replica: %v", err)
+	}
 	evs, err = drain(a.Continue(testCtx(t), &agentdv1.ContinueRequest{SessionId: id}))
 	if err != nil || evs[len(evs)-1].GetAgentEnd().GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
 		t.Fatalf("Continue on the resumed replica: %v", err)
@@ -518,6 +532,12 @@ func TestDatabaseOutageMidRun(t *testing.T) {
 		if !proto.Equal(after[i], before[i]) {
 			t.Fatalf("entry %d changed", i)
 		}
+	}
+	// The client tool's call was asked for and never answered in the
+	// store: it is in doubt until the client says what became of it.
+	if _, err := a.ResolveInDoubt(testCtx(t), &agentdv1.ResolveInDoubtRequest{SessionId: id, ToolCallId: "call-1",
+		Action: agentdv1.InDoubtAction_IN_DOUBT_ACTION_SUPPLY, Content: texts("one")}); err != nil {
+		t.Fatalf("ResolveInDoubt after the outage: %v", err)
 	}
 	evs, err := drain(a.Continue(testCtx(t), &agentdv1.ContinueRequest{SessionId: id}))
 	if err != nil || evs[len(evs)-1].GetAgentEnd().GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {

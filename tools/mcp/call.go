@@ -44,6 +44,17 @@ var errCallTimeout = errors.New("MCP call timed out")
 // whose text says which and what happens next; a result the tool marked
 // isError is returned as a result.
 func (m *Manager) Call(ctx context.Context, server, tool string, args map[string]any, progress ProgressFunc) (*mcpsdk.CallToolResult, error) {
+	return m.call(ctx, server, tool, args, progress, "")
+}
+
+// IdempotencyKeyMeta is the key of the request's _meta under which a
+// tools/call carries the call's idempotency key ("<session id>/<run id>/
+// <tool call id>"): the same for a retry of the call, so a server can
+// apply its effect once.
+const IdempotencyKeyMeta = "agentd/idempotency_key"
+
+// call is Call, sending key (when not empty) as the idempotency key.
+func (m *Manager) call(ctx context.Context, server, tool string, args map[string]any, progress ProgressFunc, key string) (*mcpsdk.CallToolResult, error) {
 	s, err := m.server(server)
 	if err != nil {
 		return nil, err
@@ -64,6 +75,9 @@ func (m *Manager) Call(ctx context.Context, server, tool string, args map[string
 		args = map[string]any{}
 	}
 	params := &mcpsdk.CallToolParams{Name: tool, Arguments: args}
+	if key != "" {
+		params.Meta = mcpsdk.Meta{IdempotencyKeyMeta: key}
+	}
 	if progress != nil {
 		token := "agentd-" + strconv.FormatUint(m.tokens.Add(1), 10)
 		params.SetProgressToken(token)
@@ -127,13 +141,27 @@ func (t tool) Definition() *agentdv1.Tool { return t.def }
 
 // Execute implements [agentloop.Tool].
 func (t tool) Execute(ctx context.Context, call agentloop.Call) (agentloop.Result, error) {
+	return t.ExecuteIdempotent(ctx, call, "")
+}
+
+// ReadOnly reports whether the operator marked the tool's server
+// read-only (ServerConfig.ReadOnly): its calls change nothing.
+func (t tool) ReadOnly() bool {
+	cfg, ok := t.m.Server(t.server)
+	return ok && cfg.ReadOnly
+}
+
+// ExecuteIdempotent is Execute with the call's idempotency key sent to the
+// server in the request's _meta (IdempotencyKeyMeta); an empty key sends
+// none.
+func (t tool) ExecuteIdempotent(ctx context.Context, call agentloop.Call, key string) (agentloop.Result, error) {
 	var progress ProgressFunc
 	if call.Update != nil {
 		progress = func(p Progress) {
 			call.Update([]*agentdv1.ContentBlock{textBlock(progressText(p))}, progressDetails(p))
 		}
 	}
-	res, err := t.m.Call(ctx, t.server, t.spec.GetName(), call.Args.AsMap(), progress)
+	res, err := t.m.call(ctx, t.server, t.spec.GetName(), call.Args.AsMap(), progress, key)
 	if err != nil {
 		return agentloop.Result{}, err
 	}

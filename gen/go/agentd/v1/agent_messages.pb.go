@@ -919,9 +919,11 @@ func (x *HookNotice) GetContent() []*ContentBlock {
 
 // ToolCallStarted records, before a side-effecting tool runs (bash, the
 // file-changing built-ins, MCP tools the operator did not mark read-only,
-// client tools), that the call is about to start. A call with a start and
+// client tools), that the call is about to start; the tool runs once the
+// entry is committed. Read-only tools record none. A call with a start and
 // no result after a crash or a lost lease is in doubt: its effect may or
-// may not have happened (see ToolInDoubt).
+// may not have happened (see ToolInDoubt). A retry (ResolveInDoubt with
+// RETRY) records a start of its own, with the same key.
 type ToolCallStarted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The tool call.
@@ -929,7 +931,9 @@ type ToolCallStarted struct {
 	// The tool's name.
 	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
 	// The key client tools and MCP servers receive to deduplicate a call:
-	// "<session id>/<run id>/<tool call id>".
+	// "<session id>/<run id>/<tool call id>" (tool_call_requested and
+	// approval_requested carry it; an MCP tools/call carries it in _meta as
+	// "agentd/idempotency_key").
 	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// The arguments the call runs with (after hooks and approval edits).
 	Arguments     *structpb.Struct `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`

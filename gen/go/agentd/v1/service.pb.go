@@ -94,7 +94,15 @@ const (
 	// Not set; refused.
 	InDoubtAction_IN_DOUBT_ACTION_UNSPECIFIED InDoubtAction = 0
 	// Run the call again, with the same arguments and idempotency key; its
-	// result is stored as the call's result.
+	// result is stored as the call's result. Server tools only, run as the
+	// session's runs run them (workspace, sandbox, MCP servers, the
+	// operator's ceilings); the request waits for the result. The retry
+	// records a ToolCallStarted first; cut off (the request cancelled,
+	// agentd stopped), it stores no result and the call stays in doubt. A
+	// client tool is FAILED_PRECONDITION: run it in the client with the
+	// call's idempotency key and SUPPLY its result; so is a call whose
+	// arguments were redacted or no longer validate, or whose tool the
+	// session no longer has or its policy denies.
 	InDoubtAction_IN_DOUBT_ACTION_RETRY InDoubtAction = 1
 	// Do not run it: the model gets an error result carrying message.
 	InDoubtAction_IN_DOUBT_ACTION_SKIP InDoubtAction = 2
@@ -3455,11 +3463,11 @@ type ResolveInDoubtRequest struct {
 	ToolCallId string `protobuf:"bytes,2,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// What to do. Required.
 	Action InDoubtAction `protobuf:"varint,3,opt,name=action,proto3,enum=agentd.v1.InDoubtAction" json:"action,omitempty"`
-	// SKIP: what the model sees; empty gives a default that says the call
-	// was not retried. At most 64 KiB.
+	// SKIP: what the model sees, as an error result; empty gives a default
+	// that says the call was not retried. At most 64 KiB; only with SKIP.
 	Message string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
 	// SUPPLY: the result content the model sees. Text and image blocks; at
-	// least one.
+	// least one. content, details and is_error go with SUPPLY only.
 	Content []*ContentBlock `protobuf:"bytes,5,rep,name=content,proto3" json:"content,omitempty"`
 	// SUPPLY: structured data for user interfaces.
 	Details *structpb.Value `protobuf:"bytes,6,opt,name=details,proto3" json:"details,omitempty"`

@@ -118,6 +118,9 @@ type AgentServiceClient interface {
 	// ResolveInDoubt decides a tool call left in doubt (tool_in_doubt):
 	// retry it, skip it with a message the model sees, or supply its result.
 	// The session takes new runs again once every call in doubt is decided.
+	// Until then Prompt, Continue, AppendMessages and Compact are refused
+	// with TOOL_CALLS_IN_DOUBT. The session must be idle (SESSION_BUSY);
+	// a call not in doubt is NOT_FOUND (NOT_IN_DOUBT).
 	ResolveInDoubt(ctx context.Context, in *ResolveInDoubtRequest, opts ...grpc.CallOption) (*ResolveInDoubtResponse, error)
 	// AppendMessages appends messages to an idle session's transcript without
 	// running the agent.
@@ -650,6 +653,9 @@ type AgentServiceServer interface {
 	// ResolveInDoubt decides a tool call left in doubt (tool_in_doubt):
 	// retry it, skip it with a message the model sees, or supply its result.
 	// The session takes new runs again once every call in doubt is decided.
+	// Until then Prompt, Continue, AppendMessages and Compact are refused
+	// with TOOL_CALLS_IN_DOUBT. The session must be idle (SESSION_BUSY);
+	// a call not in doubt is NOT_FOUND (NOT_IN_DOUBT).
 	ResolveInDoubt(context.Context, *ResolveInDoubtRequest) (*ResolveInDoubtResponse, error)
 	// AppendMessages appends messages to an idle session's transcript without
 	// running the agent.

@@ -328,6 +328,9 @@ class AgentServiceServicer(object):
         """ResolveInDoubt decides a tool call left in doubt (tool_in_doubt):
         retry it, skip it with a message the model sees, or supply its result.
         The session takes new runs again once every call in doubt is decided.
+        Until then Prompt, Continue, AppendMessages and Compact are refused
+        with TOOL_CALLS_IN_DOUBT. The session must be idle (SESSION_BUSY);
+        a call not in doubt is NOT_FOUND (NOT_IN_DOUBT).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -349,9 +349,11 @@ export const HookNoticeSchema: GenMessage<HookNotice> = /*@__PURE__*/
 /**
  * ToolCallStarted records, before a side-effecting tool runs (bash, the
  * file-changing built-ins, MCP tools the operator did not mark read-only,
- * client tools), that the call is about to start. A call with a start and
+ * client tools), that the call is about to start; the tool runs once the
+ * entry is committed. Read-only tools record none. A call with a start and
  * no result after a crash or a lost lease is in doubt: its effect may or
- * may not have happened (see ToolInDoubt).
+ * may not have happened (see ToolInDoubt). A retry (ResolveInDoubt with
+ * RETRY) records a start of its own, with the same key.
  *
  * @generated from message agentd.v1.ToolCallStarted
  */
@@ -372,7 +374,9 @@ export type ToolCallStarted = Message<"agentd.v1.ToolCallStarted"> & {
 
   /**
    * The key client tools and MCP servers receive to deduplicate a call:
-   * "<session id>/<run id>/<tool call id>".
+   * "<session id>/<run id>/<tool call id>" (tool_call_requested and
+   * approval_requested carry it; an MCP tools/call carries it in _meta as
+   * "agentd/idempotency_key").
    *
    * @generated from field: string idempotency_key = 3;
    */

@@ -1666,8 +1666,8 @@ export type ResolveInDoubtRequest = Message<"agentd.v1.ResolveInDoubtRequest"> &
   action: InDoubtAction;
 
   /**
-   * SKIP: what the model sees; empty gives a default that says the call
-   * was not retried. At most 64 KiB.
+   * SKIP: what the model sees, as an error result; empty gives a default
+   * that says the call was not retried. At most 64 KiB; only with SKIP.
    *
    * @generated from field: string message = 4;
    */
@@ -1675,7 +1675,7 @@ export type ResolveInDoubtRequest = Message<"agentd.v1.ResolveInDoubtRequest"> &
 
   /**
    * SUPPLY: the result content the model sees. Text and image blocks; at
-   * least one.
+   * least one. content, details and is_error go with SUPPLY only.
    *
    * @generated from field: repeated agentd.v1.ContentBlock content = 5;
    */
@@ -2317,7 +2317,15 @@ export enum InDoubtAction {
 
   /**
    * Run the call again, with the same arguments and idempotency key; its
-   * result is stored as the call's result.
+   * result is stored as the call's result. Server tools only, run as the
+   * session's runs run them (workspace, sandbox, MCP servers, the
+   * operator's ceilings); the request waits for the result. The retry
+   * records a ToolCallStarted first; cut off (the request cancelled,
+   * agentd stopped), it stores no result and the call stays in doubt. A
+   * client tool is FAILED_PRECONDITION: run it in the client with the
+   * call's idempotency key and SUPPLY its result; so is a call whose
+   * arguments were redacted or no longer validate, or whose tool the
+   * session no longer has or its policy denies.
    *
    * @generated from enum value: IN_DOUBT_ACTION_RETRY = 1;
    */
@@ -2909,6 +2917,9 @@ export const AgentService: GenService<{
    * ResolveInDoubt decides a tool call left in doubt (tool_in_doubt):
    * retry it, skip it with a message the model sees, or supply its result.
    * The session takes new runs again once every call in doubt is decided.
+   * Until then Prompt, Continue, AppendMessages and Compact are refused
+   * with TOOL_CALLS_IN_DOUBT. The session must be idle (SESSION_BUSY);
+   * a call not in doubt is NOT_FOUND (NOT_IN_DOUBT).
    *
    * @generated from rpc agentd.v1.AgentService.ResolveInDoubt
    */

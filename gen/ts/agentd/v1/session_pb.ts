@@ -581,6 +581,13 @@ export type McpServer = Message<"agentd.v1.McpServer"> & {
   /**
    * Approval per tool (by the server's own name), over approval.
    *
+   * Every tools/call agentd sends the server carries the call's
+   * idempotency key ("<session id>/<run id>/<tool call id>", the same for
+   * a retry with ResolveInDoubt) in the request's _meta under
+   * "agentd/idempotency_key", so the server can apply a call's effect
+   * once. The calls of a server the operator did not mark read_only have
+   * their start recorded first (ToolCallStarted).
+   *
    * @generated from field: map<string, agentd.v1.ApprovalPolicy> tool_approval = 4;
    */
   toolApproval: { [key: string]: ApprovalPolicy };
