@@ -204,7 +204,7 @@ func TestApprovalScopesAndRulesCommands(t *testing.T) {
 			}
 		}
 	})
-	if len(waiting) != 2 || !strings.HasPrefix(approveOut, "ok; rule stored: ") || !strings.Contains(approveOut, "allow  pick  any call  by agentctl") {
+	if len(waiting) != 2 || !strings.HasPrefix(approveOut, "ok; rule stored: ") || !strings.Contains(approveOut, "allowed  pick  any call  by agentctl  (colors are fine)") {
 		t.Fatalf("approve of %v printed %q", waiting, approveOut)
 	}
 	code, out, _ := ctl(t, addr, "--json", "rules", id)
@@ -212,7 +212,7 @@ func TestApprovalScopesAndRulesCommands(t *testing.T) {
 	if code != 0 || protojson.Unmarshal([]byte(strings.TrimSpace(out)), rule) != nil || rule.GetToolName() != "pick" || rule.GetId() == "" {
 		t.Fatalf("rules --json: %d %q", code, out)
 	}
-	if _, out, _ := ctl(t, addr, "rules", id); !strings.HasPrefix(out, rule.GetId()+"  allow  pick") {
+	if _, out, _ := ctl(t, addr, "rules", id); !strings.HasPrefix(out, rule.GetId()+"  allowed  pick") {
 		t.Fatalf("rules: %q", out)
 	}
 
