@@ -7,6 +7,7 @@ runs in agentd's sandbox inside a temporary workspace.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -16,7 +17,19 @@ from google.protobuf import duration_pb2, json_format
 
 import agentd_client  # noqa: F401  (puts gen/python on the path)
 from agentd.v1 import agent_messages_pb2, content_pb2, messages_pb2, session_pb2
-from agentd_client import SUGGESTED, AgentdClient, Approval, deny, modify, on_pre_tool_use, text_of
+from agentd_client import (
+    SUGGESTED,
+    AgentdClient,
+    Approval,
+    ChatState,
+    HookItem,
+    deny,
+    items_from_transcript,
+    modify,
+    on_pre_tool_use,
+    reduce_chat,
+    text_of,
+)
 
 from tests.agentd_server import Agentd
 
@@ -114,7 +127,8 @@ class PoliciesE2E(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(tool_texts[0].strip(), "rewritten")
         self.assertIn("rm is not allowed here", tool_texts[1])
 
-        hook_notices = notices(await self.client.transcript(session.id), "hook_notice")
+        entries = await self.client.transcript(session.id)
+        hook_notices = notices(entries, "hook_notice")
         self.assertEqual(
             [(n.event, n.hook, n.action, n.tool_call_id, n.tool_name, n.decided_by, n.include_in_model_context)
              for n in hook_notices],
@@ -124,6 +138,14 @@ class PoliciesE2E(unittest.IsolatedAsyncioTestCase):
               "call_2", "bash", "policy", True)])
         self.assertEqual(hook_notices[1].reason, "rm is not allowed here")
         self.assertEqual([n.request_id for n in hook_notices], [r.request_id for r in asked])
+        # The reducer shows the same hook cards live and in the reopened transcript.
+        state = ChatState()
+        for e in events:
+            state = reduce_chat(state, e)
+
+        def cards(items):
+            return [dataclasses.replace(it, id="") for it in items if isinstance(it, HookItem)]
+        self.assertEqual(cards(items_from_transcript(entries)), cards(state.items))
 
     async def test_session_scoped_approval_rule_decides_the_next_run(self) -> None:
         cfg = session_pb2.SessionConfig(

@@ -11,7 +11,7 @@ import { join } from "node:path";
 
 import { AgentdClient } from "../src/client.js";
 import { onPreToolUse, verdict } from "../src/hooks.js";
-import { textOf } from "../src/reducer.js";
+import { emptyChat, itemsFromTranscript, reduceChat, textOf, type ChatItem } from "../src/reducer.js";
 import { ApprovalDecision, ApprovalScope, HookAction, HookEvent, type Entry } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
 import type { AgentEvent, ApprovalRequested, HookRequested } from "../../../gen/ts/agentd/v1/events_pb.js";
 import type { ToolResultMessage } from "../../../gen/ts/agentd/v1/messages_pb.js";
@@ -117,7 +117,8 @@ describe("policies your app enforces", () => {
     assert.match(toolTexts[1]!, /rm is not allowed here/);
 
     // The transcript records each decision other than ALLOW as a HookNotice.
-    const notices = hookNotices(await client.transcript(session.id));
+    const entries = await client.transcript(session.id);
+    const notices = hookNotices(entries);
     assert.deepEqual(
       notices.map((n) => [n.event, n.hook, n.action, n.toolCallId, n.toolName, n.decidedBy, n.includeInModelContext]),
       [
@@ -127,6 +128,9 @@ describe("policies your app enforces", () => {
     );
     assert.equal(notices[1]!.reason, "rm is not allowed here");
     assert.deepEqual(notices.map((n) => n.requestId), asked.map((r) => r.requestId));
+    // The reducer shows the same hook cards live and in the reopened transcript.
+    const cards = (items: readonly ChatItem[]) => items.flatMap((it) => (it.kind === "hook" ? [{ ...it, id: "" }] : []));
+    assert.deepEqual(cards(itemsFromTranscript(entries)), cards(events.reduce(reduceChat, emptyChat).items));
   });
 
   test("an approval with scope session stores a rule: the next run's matching call runs unasked, until the rule is deleted", async () => {
