@@ -49,12 +49,18 @@ func (a *Agent) SubmitToolResult(ctx context.Context, sessionID, toolCallID stri
 }
 
 // ResolveApproval answers an approval_requested event of the session's
-// active run.
-func (a *Agent) ResolveApproval(ctx context.Context, sessionID, toolCallID string, decision Approval) error {
-	_, err := a.control(ctx, sessionID, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_Approval{Approval: &agentdv1.ReplicaApproval{
+// active run (and, with decision.ToolCallIDs, more calls waiting in it),
+// and returns the rule a SESSION scope stored (nil otherwise). A refusal
+// decides nothing: a call not waiting (ERROR_REASON_NOT_WAITING naming
+// it), a rule that does not suit the call or edited arguments that do not
+// fit the tool's schema (a *FieldError), an ALLOWED rule or RUN scope the
+// operator's ceiling forbids (ERROR_REASON_CEILING_FORBIDS_RULE).
+func (a *Agent) ResolveApproval(ctx context.Context, sessionID, toolCallID string, decision Approval) (*agentdv1.ApprovalRule, error) {
+	ans, err := a.control(ctx, sessionID, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_Approval{Approval: &agentdv1.ReplicaApproval{
 		ToolCallId: toolCallID, Allowed: decision.Allowed, Reason: decision.Reason, DecidedBy: decision.DecidedBy,
+		Scope: decision.Scope, Arguments: decision.Arguments, Rule: decision.Rule, ToolCallIds: decision.ToolCallIDs,
 	}}})
-	return err
+	return ans.GetRule(), err
 }
 
 // SubmitContext answers a context_requested event of the session's active
@@ -123,8 +129,7 @@ func (a *Agent) controlHere(ctx context.Context, ctl *agentdv1.ReplicaControl) (
 		tr := act.ToolResult
 		err = r.pending.deliver(sid, tr.GetToolCallId(), waitClientResult, ToolResult{Content: tr.GetContent(), Details: tr.GetDetails(), IsError: tr.GetIsError()})
 	case *agentdv1.ReplicaControl_Approval:
-		ap := act.Approval
-		err = r.pending.deliver(sid, ap.GetToolCallId(), waitApproval, Approval{Allowed: ap.GetAllowed(), Reason: ap.GetReason(), DecidedBy: ap.GetDecidedBy()})
+		ans.Rule, err = r.resolveApproval(ctx, act.Approval)
 	case *agentdv1.ReplicaControl_Context:
 		cx := act.Context
 		if cx.GetRefused() != "" {

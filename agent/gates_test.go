@@ -139,7 +139,7 @@ func TestApprovalAllowDenyAndDurability(t *testing.T) {
 				t.Fatal("the tool ran before approval")
 			}
 			allowed := tc.decision == agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED
-			if err := h.a.ResolveApproval(context.Background(), id, "call_w", agent.Approval{Allowed: allowed, Reason: tc.reason, DecidedBy: "alice"}); err != nil {
+			if _, err := h.a.ResolveApproval(context.Background(), id, "call_w", agent.Approval{Allowed: allowed, Reason: tc.reason, DecidedBy: "alice"}); err != nil {
 				t.Fatal(err)
 			}
 			s.rest()
@@ -206,7 +206,7 @@ func TestApprovalTimeoutAbortAndPolicy(t *testing.T) {
 	if rest := s.rest(); rest[len(rest)-1].GetAgentEnd().GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_ABORTED {
 		t.Fatalf("abort while waiting: %s", allKinds(rest))
 	}
-	err := h.a.ResolveApproval(context.Background(), id, "call_a", agent.Approval{Allowed: true})
+	_, err := h.a.ResolveApproval(context.Background(), id, "call_a", agent.Approval{Allowed: true})
 	wantReason(t, err, agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE, "no active run")
 	if ran.Load() != 0 {
 		t.Fatalf("write_note ran %d times; every call was refused", ran.Load())
@@ -237,7 +237,7 @@ func TestParallelCallsOneWaitsForApproval(t *testing.T) {
 			readDone = true
 		}
 	}
-	if err := h.a.ResolveApproval(context.Background(), id, "call_w", agent.Approval{Allowed: true}); err != nil {
+	if _, err := h.a.ResolveApproval(context.Background(), id, "call_w", agent.Approval{Allowed: true}); err != nil {
 		t.Fatal(err)
 	}
 	s.rest()

@@ -50,7 +50,8 @@ func runAnswering(t *testing.T, h *harness, sessionID, prompt string, decide fun
 			onEvent(ev)
 		}
 		if req := ev.GetApprovalRequested(); req != nil {
-			return h.a.ResolveApproval(ctx, sessionID, req.GetToolCallId(), agent.Approval{Allowed: decide(req.GetToolCallId()), Reason: "test"})
+			_, err := h.a.ResolveApproval(ctx, sessionID, req.GetToolCallId(), agent.Approval{Allowed: decide(req.GetToolCallId()), Reason: "test"})
+			return err
 		}
 		return nil
 	})

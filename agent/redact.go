@@ -77,6 +77,11 @@ func tombstone(e *agentdv1.Entry, record *agentdv1.Redaction) *agentdv1.Entry {
 		if p.Label.GetLabel() != "" {
 			p.Label.Label = RedactedText
 		}
+	case *agentdv1.Entry_ApprovalRule:
+		// The rule keeps deciding as it did; only the words go.
+		if p.ApprovalRule.GetReason() != "" {
+			p.ApprovalRule.Reason = RedactedText
+		}
 	}
 	return out
 }

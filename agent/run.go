@@ -47,6 +47,8 @@ type Run struct {
 	fenced atomic.Bool
 	// pending are the run's tool calls waiting for a client's answer.
 	pending pendingCalls
+	// approvals are the run's approval rules and what resolving needs.
+	approvals runApprovals
 	// ws is the session's workspace, opened by the first built-in tool of
 	// the run and closed when the run's goroutine returns.
 	wsOnce sync.Once
@@ -373,6 +375,7 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 	if r.budget, err = a.openBudget(ctx, r.sessionID, cfg.GetBudget()); err != nil {
 		return err
 	}
+	r.approvals.tools, r.approvals.ceiling, r.approvals.root = kit.set, a.opts.Ceilings.ceiling(r.tenant), cfg.GetWorkspaceRoot()
 	gate := approvalGate{run: r, policies: kit.policies, now: a.opts.Now,
 		timeout:        durationOr(cfg.GetApprovalTimeout(), DefaultApprovalTimeout),
 		includeInModel: cfg.GetIncludeApprovalsInModelContext()}

@@ -270,7 +270,8 @@ func TestClientToolsAndApprovals(t *testing.T) {
 		case ev.GetApprovalRequested() != nil && !answered["approval"]:
 			answered["approval"] = true
 			// The client tool of the other call is asked for meanwhile.
-			return h.a.ResolveApproval(ctx, id, "note", agent.Approval{Allowed: true, Reason: "fine"})
+			_, err := h.a.ResolveApproval(ctx, id, "note", agent.Approval{Allowed: true, Reason: "fine"})
+			return err
 		case ev.GetToolCallRequested() != nil:
 			return h.a.SubmitToolResult(ctx, id, ev.GetToolCallRequested().GetToolCallId(),
 				agent.ToolResult{Content: []*agentdv1.ContentBlock{faux.Text("answered " + ev.GetToolCallRequested().GetToolCallId())}})

@@ -43,6 +43,10 @@ type pendingCall struct {
 	state string
 	// offered are the items a context request offered (waitContext).
 	offered []contextview.Item
+	// tool and args are the call's tool and validated arguments
+	// (waitApproval), which a resolution is checked against.
+	tool string
+	args *structpb.Struct
 }
 
 // pendingCalls are the tool calls of one run that wait for a client. Calls
@@ -64,13 +68,16 @@ func (p *pendingCalls) open(id string, kind waitKind) *pendingCall {
 	return c
 }
 
-// stop records why a call no longer waits, unless it was answered.
-func (p *pendingCalls) stop(c *pendingCall, why string) {
+// stop records why a call no longer waits, unless it was answered; it
+// reports whether it stopped the wait (false: the answer is in c.answer).
+func (p *pendingCalls) stop(c *pendingCall, why string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c.state == "waiting" {
 		c.state = why
+		return true
 	}
+	return false
 }
 
 // deliver hands an answer to a waiting call.
@@ -129,6 +136,22 @@ type Approval struct {
 	Reason string
 	// DecidedBy names who decided; empty means "user".
 	DecidedBy string
+	// Scope is how far the decision reaches; unset means CALL. RUN and
+	// SESSION make a rule (Rule's pattern, or the whole tool) that decides
+	// the later calls of the tool without asking: in memory for the rest
+	// of the run, or stored as an ApprovalRule entry of the session.
+	Scope agentdv1.ApprovalScope
+	// Arguments, with Allowed, replace the model's arguments of the call;
+	// they must fit the tool's schema (a *FieldError naming the field
+	// otherwise, and the call keeps waiting).
+	Arguments *structpb.Struct
+	// Rule limits a RUN or SESSION scope to the calls it matches; its
+	// tool_name must be the call's. agentd sets its id, decision,
+	// created_by and created (reason: the rule's, or Reason).
+	Rule *agentdv1.ApprovalRule
+	// ToolCallIDs are more calls of the run decided the same way: every
+	// one must wait for approval, or nothing is decided.
+	ToolCallIDs []string
 }
 
 // clientTool is a tool the client runs: the run asks for it with
@@ -184,12 +207,17 @@ type approvalGate struct {
 	now            func() time.Time
 }
 
-// before implements [agentloop.BeforeToolCallFunc].
+// before implements [agentloop.BeforeToolCallFunc]. A call the session's
+// policy (or the ceiling) makes ask is first matched against the approval
+// rules in force (agent/rules.go): a matching rule decides it without an
+// event. Otherwise it emits approval_requested and waits.
 func (g approvalGate) before(ctx context.Context, info agentloop.ToolCallInfo) (agentloop.BeforeDecision, error) {
 	name, id := info.ToolCall.GetName(), info.ToolCall.GetId()
 	switch g.policies[name] {
 	case agentdv1.ApprovalPolicy_APPROVAL_POLICY_DENY:
-		if err := g.record(info.Run, id, name, agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED, "policy", "the session's approval policy denies "+name); err != nil {
+		n := &agentdv1.ApprovalNotice{ToolCallId: id, ToolName: name, Decision: agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED,
+			DecidedBy: "policy", Reason: "the session's approval policy denies " + name}
+		if err := g.record(info.Run, n); err != nil {
 			return agentloop.BeforeDecision{}, err
 		}
 		return agentloop.BeforeDecision{Block: true, Reason: "Tool call denied by policy: " + name + " is not allowed in this session"}, nil
@@ -197,40 +225,26 @@ func (g approvalGate) before(ctx context.Context, info agentloop.ToolCallInfo) (
 	default:
 		return agentloop.BeforeDecision{}, nil
 	}
-	c := g.run.pending.open(id, waitApproval)
+	if rule := g.ruleDecision(ctx, name, info.Args); rule != nil {
+		return g.decideByRule(info.Run, id, name, rule)
+	}
+	c := g.run.pending.openApproval(id, name, info.Args)
 	timer := time.NewTimer(g.timeout)
 	defer timer.Stop()
-	if err := info.Run.Emit(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ApprovalRequested{ApprovalRequested: &agentdv1.ApprovalRequested{
-		ToolCallId: id, ToolName: name, Arguments: info.Args, Deadline: timestamppb.New(g.now().Add(g.timeout)),
-	}}}); err != nil {
+	if err := info.Run.Emit(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ApprovalRequested{ApprovalRequested: g.approvalRequested(id, name, info.Args)}}); err != nil {
 		g.run.pending.stop(c, "abandoned")
 		return agentloop.BeforeDecision{}, err
 	}
 	select {
 	case a := <-c.answer:
-		d := a.(Approval)
-		by := d.DecidedBy
-		if by == "" {
-			by = "user"
-		}
-		decision := agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED
-		if d.Allowed {
-			decision = agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED
-		}
-		if err := g.record(info.Run, id, name, decision, by, d.Reason); err != nil {
-			return agentloop.BeforeDecision{}, err
-		}
-		if !d.Allowed {
-			text := "The user denied this tool call"
-			if d.Reason != "" {
-				text += ": " + d.Reason
-			}
-			return agentloop.BeforeDecision{Block: true, Reason: text}, nil
-		}
-		return agentloop.BeforeDecision{}, nil
+		return g.decided(info.Run, id, name, a.(approvalAnswer))
 	case <-timer.C:
-		g.run.pending.stop(c, "timed out")
-		if err := g.record(info.Run, id, name, agentdv1.ApprovalDecision_APPROVAL_DECISION_TIMED_OUT, "timeout", ""); err != nil {
+		if !g.run.pending.stop(c, "timed out") {
+			// Answered as the timer fired: the answer stands.
+			return g.decided(info.Run, id, name, (<-c.answer).(approvalAnswer))
+		}
+		n := &agentdv1.ApprovalNotice{ToolCallId: id, ToolName: name, Decision: agentdv1.ApprovalDecision_APPROVAL_DECISION_TIMED_OUT, DecidedBy: "timeout"}
+		if err := g.record(info.Run, n); err != nil {
 			return agentloop.BeforeDecision{}, err
 		}
 		return agentloop.BeforeDecision{Block: true, Reason: fmt.Sprintf("no approval for %s within %v (approval_timeout); the tool did not run", name, g.timeout)}, nil
@@ -240,9 +254,12 @@ func (g approvalGate) before(ctx context.Context, info agentloop.ToolCallInfo) (
 	}
 }
 
-func (g approvalGate) record(run agentloop.Scope, id, name string, d agentdv1.ApprovalDecision, by, reason string) error {
-	return run.Record(&agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_ApprovalNotice{ApprovalNotice: &agentdv1.ApprovalNotice{
-		ToolCallId: id, ToolName: name, Decision: d, Reason: reason, DecidedBy: by,
-		Timestamp: timestamppb.New(g.now()), VisibleInUi: true, IncludeInModelContext: g.includeInModel,
-	}}})
+// record stores n, stamped, as the call's ApprovalNotice; scope CALL
+// unless the decision said otherwise.
+func (g approvalGate) record(run agentloop.Scope, n *agentdv1.ApprovalNotice) error {
+	if n.Scope == agentdv1.ApprovalScope_APPROVAL_SCOPE_UNSPECIFIED {
+		n.Scope = agentdv1.ApprovalScope_APPROVAL_SCOPE_CALL
+	}
+	n.Timestamp, n.VisibleInUi, n.IncludeInModelContext = timestamppb.New(g.now()), true, g.includeInModel
+	return run.Record(&agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_ApprovalNotice{ApprovalNotice: n}})
 }

@@ -31,8 +31,9 @@ func NewID() string {
 // AgentMessage kind ("user", "assistant", "tool_result", "approval_notice",
 // "bash_execution", "custom", "branch_summary", "compaction_summary",
 // "extension") or the entry payload ("model_change",
-// "thinking_level_change", "label", "mcp_tools", "redaction_notice"). An
-// entry without payload is invalid.
+// "thinking_level_change", "label", "mcp_tools", "redaction_notice",
+// "approval_rule", "approval_rule_removal"). An entry without payload is
+// invalid.
 func EntryKind(e *agentdv1.Entry) (string, error) {
 	switch p := e.GetPayload().(type) {
 	case *agentdv1.Entry_Message:
@@ -68,6 +69,10 @@ func EntryKind(e *agentdv1.Entry) (string, error) {
 		return "mcp_tools", nil
 	case *agentdv1.Entry_RedactionNotice:
 		return "redaction_notice", nil
+	case *agentdv1.Entry_ApprovalRule:
+		return "approval_rule", nil
+	case *agentdv1.Entry_ApprovalRuleRemoval:
+		return "approval_rule_removal", nil
 	default:
 		return "", fmt.Errorf("entry has no payload set")
 	}
@@ -164,6 +169,10 @@ func Preview(e *agentdv1.Entry) string {
 		s = fmt.Sprintf("tools of MCP server %s: %d", p.McpTools.GetServer(), len(p.McpTools.GetTools()))
 	case *agentdv1.Entry_RedactionNotice:
 		s = fmt.Sprintf("%d entries redacted: %s", len(p.RedactionNotice.GetEntryIds()), prefix(p.RedactionNotice.GetReason()))
+	case *agentdv1.Entry_ApprovalRule:
+		s = rulePreview(p.ApprovalRule)
+	case *agentdv1.Entry_ApprovalRuleRemoval:
+		s = "approval rule " + p.ApprovalRuleRemoval.GetRuleId() + " removed"
 	}
 	return oneLine(s, MaxPreviewRunes)
 }
@@ -213,6 +222,20 @@ func oneLine(s string, max int) string {
 		space = false
 	}
 	return b.String()
+}
+
+// rulePreview is an approval rule in a few words: "allow bash: git",
+// "deny write_file: secrets/*", "allow ls".
+func rulePreview(r *agentdv1.ApprovalRule) string {
+	verb := "allow"
+	if r.GetDecision() != agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED {
+		verb = "deny"
+	}
+	s := verb + " " + r.GetToolName()
+	if p := r.GetCommandPrefix() + r.GetPathGlob(); p != "" {
+		s += ": " + prefix(p)
+	}
+	return s
 }
 
 func messagePreview(m *agentdv1.AgentMessage) string {

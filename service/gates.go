@@ -26,32 +26,27 @@ func (s *Service) SubmitToolResult(ctx context.Context, req *agentdv1.SubmitTool
 	return &agentdv1.SubmitToolResultResponse{}, nil
 }
 
-// ResolveApproval implements agentdv1.AgentServiceServer.
+// ResolveApproval implements agentdv1.AgentServiceServer. It checks here
+// what needs no run (checkResolution); the run checks the rest against the
+// waiting calls.
 func (s *Service) ResolveApproval(ctx context.Context, req *agentdv1.ResolveApprovalRequest) (*agentdv1.ResolveApprovalResponse, error) {
 	if _, err := s.session(ctx, req.GetSessionId()); err != nil {
 		return nil, err
 	}
-	if req.GetToolCallId() == "" {
-		return nil, invalid("tool_call_id", "required: the id from the approval_requested event")
+	if err := s.checkResolution(req); err != nil {
+		return nil, err
 	}
-	switch req.GetDecision() {
-	case agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED, agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED:
-	default:
-		return nil, invalid("decision", "must be APPROVAL_DECISION_ALLOWED or APPROVAL_DECISION_DENIED")
-	}
-	if len(req.GetReason()) > maxReasonBytes {
-		return nil, invalid("reason", "%d bytes exceed the limit of %d", len(req.GetReason()), maxReasonBytes)
-	}
-	if len(req.GetDecidedBy()) > agent.MaxNameBytes {
-		return nil, invalid("decided_by", "%d bytes exceed the limit of %d", len(req.GetDecidedBy()), agent.MaxNameBytes)
-	}
-	err := s.agent.ResolveApproval(ctx, req.GetSessionId(), req.GetToolCallId(), agent.Approval{
-		Allowed:   req.GetDecision() == agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED,
-		Reason:    req.GetReason(),
-		DecidedBy: req.GetDecidedBy(),
+	rule, err := s.agent.ResolveApproval(ctx, req.GetSessionId(), req.GetToolCallId(), agent.Approval{
+		Allowed:     req.GetDecision() == agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED,
+		Reason:      req.GetReason(),
+		DecidedBy:   req.GetDecidedBy(),
+		Scope:       req.GetScope(),
+		Arguments:   req.GetArguments(),
+		Rule:        req.GetRule(),
+		ToolCallIDs: req.GetToolCallIds(),
 	})
 	if err != nil {
 		return nil, s.status(ctx, "resolve an approval", err)
 	}
-	return &agentdv1.ResolveApprovalResponse{}, nil
+	return &agentdv1.ResolveApprovalResponse{Rule: rule}, nil
 }

@@ -200,10 +200,18 @@ func TestEveryRPCIsImplemented(t *testing.T) {
 			return err
 		},
 		"ResolveApproval": func() error { _, err := c.ResolveApproval(ctx, &agentdv1.ResolveApprovalRequest{}); return err },
-		"AppendMessages":  func() error { _, err := c.AppendMessages(ctx, &agentdv1.AppendMessagesRequest{}); return err },
-		"GetTranscript":   func() error { _, err := c.GetTranscript(ctx, &agentdv1.GetTranscriptRequest{}); return err },
-		"GetContext":      func() error { _, err := c.GetContext(ctx, &agentdv1.GetContextRequest{}); return err },
-		"ListModels":      func() error { _, err := c.ListModels(ctx, &agentdv1.ListModelsRequest{}); return err },
+		"ListApprovalRules": func() error {
+			_, err := c.ListApprovalRules(ctx, &agentdv1.ListApprovalRulesRequest{})
+			return err
+		},
+		"DeleteApprovalRule": func() error {
+			_, err := c.DeleteApprovalRule(ctx, &agentdv1.DeleteApprovalRuleRequest{})
+			return err
+		},
+		"AppendMessages": func() error { _, err := c.AppendMessages(ctx, &agentdv1.AppendMessagesRequest{}); return err },
+		"GetTranscript":  func() error { _, err := c.GetTranscript(ctx, &agentdv1.GetTranscriptRequest{}); return err },
+		"GetContext":     func() error { _, err := c.GetContext(ctx, &agentdv1.GetContextRequest{}); return err },
+		"ListModels":     func() error { _, err := c.ListModels(ctx, &agentdv1.ListModelsRequest{}); return err },
 		"GetTenantUsage": func() error {
 			_, err := c.GetTenantUsage(ctx, &agentdv1.GetTenantUsageRequest{})
 			return err

@@ -114,6 +114,14 @@ func TestTenantsAreIsolated(t *testing.T) {
 			_, err := c.ResolveApproval(ctx, &agentdv1.ResolveApprovalRequest{SessionId: sid, ToolCallId: "call", Decision: agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED})
 			return err
 		},
+		"ListApprovalRules": func(ctx context.Context, sid string) error {
+			_, err := c.ListApprovalRules(ctx, &agentdv1.ListApprovalRulesRequest{SessionId: sid})
+			return err
+		},
+		"DeleteApprovalRule": func(ctx context.Context, sid string) error {
+			_, err := c.DeleteApprovalRule(ctx, &agentdv1.DeleteApprovalRuleRequest{SessionId: sid, RuleId: entryID})
+			return err
+		},
 		"AppendMessages": func(ctx context.Context, sid string) error {
 			_, err := c.AppendMessages(ctx, &agentdv1.AppendMessagesRequest{SessionId: sid, Messages: []*agentdv1.AgentMessage{{Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{Content: texts("x")}}}}})
 			return err

@@ -138,6 +138,10 @@ func piLine(e *agentdv1.Entry) (orderedJSON, error) {
 		return piCustom(base, "agentd.mcp_tools", p.McpTools)
 	case *agentdv1.Entry_RedactionNotice:
 		return piCustom(base, "agentd.redaction_notice", p.RedactionNotice)
+	case *agentdv1.Entry_ApprovalRule:
+		return piCustom(base, "agentd.approval_rule", p.ApprovalRule)
+	case *agentdv1.Entry_ApprovalRuleRemoval:
+		return piCustom(base, "agentd.approval_rule_removal", p.ApprovalRuleRemoval)
 	case *agentdv1.Entry_Message:
 		m := p.Message
 		switch k := m.GetKind().(type) {

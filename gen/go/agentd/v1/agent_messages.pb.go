@@ -569,32 +569,44 @@ func (x *ApprovalNotice) GetArgumentsEdited() bool {
 // ApprovalRule decides later tool calls of a session without asking. It
 // is stored as a transcript entry, so forks, exports and every replica
 // carry it; the rules in force are those on the session's current path
-// that no ApprovalRuleRemoval on the path removed. An operator's ceiling
-// (requireApproval) is never lifted by a rule: a call the operator makes
-// ask still asks.
+// that no ApprovalRuleRemoval on the path removed. Rules decide only calls
+// that would ask for approval: DENIED rules are tried first, then ALLOWED
+// ones; within each, the run's (scope RUN) before the session's, older
+// before newer. An operator's ceiling (requireApproval) is never lifted
+// by a rule: an ALLOWED rule for a tool the operator makes ask is ignored
+// (and refused when made), a DENIED one applies.
 type ApprovalRule struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The rule's id: the id of the entry that stores it. Assigned by
-	// agentd; ignored in requests.
+	// The rule's id: the id of the entry that stores it (empty for a rule
+	// of scope RUN, which is not stored). Assigned by agentd; ignored in
+	// requests.
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The tool the rule applies to, by exact name. Required.
 	ToolName string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
 	// For bash: the rule applies only to commands that start with this
-	// text (after leading spaces), such as "git status". Empty: any
-	// command. Refused for other tools.
+	// text (after leading white space) at a word boundary, such as "git
+	// status" (which "git statusx" does not match). An ALLOWED rule does not
+	// match a command holding a shell operator (; & | $ ` ( ) < > or a line
+	// break), so "git status; rm -rf ~" still asks, and its prefix may hold
+	// none; a DENIED rule matches such commands too. Empty: any command.
+	// Refused for other tools, and when it starts with white space.
 	CommandPrefix string `protobuf:"bytes,3,opt,name=command_prefix,json=commandPrefix,proto3" json:"command_prefix,omitempty"`
-	// For the file tools (read_file, write_file, edit_file, list_dir): the
-	// rule applies only to paths, relative to the workspace, that match
-	// this glob (Go's path.Match syntax, such as "src/*.go"). Empty: any
-	// path. Refused for other tools.
+	// For the file tools (read_file, write_file, edit_file, ls): the rule
+	// applies only to paths that match this glob (Go's path.Match syntax,
+	// such as "src/*.go"; "*" does not cross "/"), the path argument
+	// cleaned and relative to the workspace ("." for ls of the root); a
+	// path outside the workspace matches no glob. Empty: any path. Refused
+	// for other tools, and unless a clean relative path.
 	PathGlob string `protobuf:"bytes,4,opt,name=path_glob,json=pathGlob,proto3" json:"path_glob,omitempty"`
-	// ALLOWED or DENIED: the decision the rule takes.
+	// ALLOWED or DENIED: the decision the rule takes (the decision that
+	// made it; ignored in requests).
 	Decision ApprovalDecision `protobuf:"varint,5,opt,name=decision,proto3,enum=agentd.v1.ApprovalDecision" json:"decision,omitempty"`
 	// Who made the rule (ResolveApprovalRequest.decided_by).
 	CreatedBy string `protobuf:"bytes,6,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
 	// When the rule was made.
 	Created *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created,proto3" json:"created,omitempty"`
-	// The reason given; a denial by the rule shows it to the model.
+	// The reason given (in a request: empty takes the decision's reason);
+	// a denial by the rule shows it to the model.
 	Reason        string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

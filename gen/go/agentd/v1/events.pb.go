@@ -2248,7 +2248,10 @@ type ApprovalRequested struct {
 	Deadline *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// The decisions ResolveApproval accepts: ALLOWED and DENIED.
 	Decisions []ApprovalDecision `protobuf:"varint,5,rep,packed,name=decisions,proto3,enum=agentd.v1.ApprovalDecision" json:"decisions,omitempty"`
-	// The scopes ResolveApproval accepts for this call.
+	// The scopes ResolveApproval accepts for this call: CALL, RUN and
+	// SESSION, always. When the operator's ceiling keeps the tool asking,
+	// ALLOWED with RUN or SESSION is refused (CEILING_FORBIDS_RULE); DENIED
+	// with any scope is accepted.
 	Scopes []ApprovalScope `protobuf:"varint,6,rep,packed,name=scopes,proto3,enum=agentd.v1.ApprovalScope" json:"scopes,omitempty"`
 	// A rule that would decide calls like this one (for bash the command's
 	// first word, for the file tools the path's directory); pass it, as

@@ -2919,15 +2919,18 @@ type ResolveApprovalRequest struct {
 	Scope ApprovalScope `protobuf:"varint,6,opt,name=scope,proto3,enum=agentd.v1.ApprovalScope" json:"scope,omitempty"`
 	// Arguments the call runs with instead of the model's, with ALLOWED
 	// only; validated against the tool's schema (an invalid edit is refused
-	// with the field named). Not with tool_call_ids.
+	// with the field named, such as "arguments.command", and the call goes
+	// on waiting). Not with tool_call_ids.
 	Arguments *structpb.Struct `protobuf:"bytes,7,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	// Limits a RUN or SESSION scope to calls matching it (tool_name must be
-	// the call's tool; decision, id, created_by and created are set by
-	// agentd). Refused with scope CALL.
+	// the call's tool; decision, id, created_by and created are ignored and
+	// set by agentd, so a suggested or listed rule may be sent back as is).
+	// Refused with scope CALL.
 	Rule *ApprovalRule `protobuf:"bytes,8,opt,name=rule,proto3" json:"rule,omitempty"`
 	// More calls waiting in the same run, decided the same way in one
 	// request: all are decided or none (a call not waiting refuses the
-	// whole request).
+	// whole request with NOT_WAITING naming it). With scope RUN or SESSION
+	// every call must be to the same tool.
 	ToolCallIds   []string `protobuf:"bytes,9,rep,name=tool_call_ids,json=toolCallIds,proto3" json:"tool_call_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -112,7 +112,8 @@ type AgentServiceClient interface {
 	// current path, oldest first.
 	ListApprovalRules(ctx context.Context, in *ListApprovalRulesRequest, opts ...grpc.CallOption) (*ListApprovalRulesResponse, error)
 	// DeleteApprovalRule removes a rule from the session's path (it records
-	// an ApprovalRuleRemoval entry); later calls it decided ask again.
+	// an ApprovalRuleRemoval entry at the leaf); later calls it decided ask
+	// again. Also while a run is active: the run's next call asks already.
 	DeleteApprovalRule(ctx context.Context, in *DeleteApprovalRuleRequest, opts ...grpc.CallOption) (*DeleteApprovalRuleResponse, error)
 	// ResolveInDoubt decides a tool call left in doubt (tool_in_doubt):
 	// retry it, skip it with a message the model sees, or supply its result.
@@ -643,7 +644,8 @@ type AgentServiceServer interface {
 	// current path, oldest first.
 	ListApprovalRules(context.Context, *ListApprovalRulesRequest) (*ListApprovalRulesResponse, error)
 	// DeleteApprovalRule removes a rule from the session's path (it records
-	// an ApprovalRuleRemoval entry); later calls it decided ask again.
+	// an ApprovalRuleRemoval entry at the leaf); later calls it decided ask
+	// again. Also while a run is active: the run's next call asks already.
 	DeleteApprovalRule(context.Context, *DeleteApprovalRuleRequest) (*DeleteApprovalRuleResponse, error)
 	// ResolveInDoubt decides a tool call left in doubt (tool_in_doubt):
 	// retry it, skip it with a message the model sees, or supply its result.

@@ -317,7 +317,8 @@ class AgentServiceServicer(object):
 
     def DeleteApprovalRule(self, request, context):
         """DeleteApprovalRule removes a rule from the session's path (it records
-        an ApprovalRuleRemoval entry); later calls it decided ask again.
+        an ApprovalRuleRemoval entry at the leaf); later calls it decided ask
+        again. Also while a run is active: the run's next call asks already.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -120,16 +120,20 @@ export const ApprovalNoticeSchema: GenMessage<ApprovalNotice> = /*@__PURE__*/
  * ApprovalRule decides later tool calls of a session without asking. It
  * is stored as a transcript entry, so forks, exports and every replica
  * carry it; the rules in force are those on the session's current path
- * that no ApprovalRuleRemoval on the path removed. An operator's ceiling
- * (requireApproval) is never lifted by a rule: a call the operator makes
- * ask still asks.
+ * that no ApprovalRuleRemoval on the path removed. Rules decide only calls
+ * that would ask for approval: DENIED rules are tried first, then ALLOWED
+ * ones; within each, the run's (scope RUN) before the session's, older
+ * before newer. An operator's ceiling (requireApproval) is never lifted
+ * by a rule: an ALLOWED rule for a tool the operator makes ask is ignored
+ * (and refused when made), a DENIED one applies.
  *
  * @generated from message agentd.v1.ApprovalRule
  */
 export type ApprovalRule = Message<"agentd.v1.ApprovalRule"> & {
   /**
-   * The rule's id: the id of the entry that stores it. Assigned by
-   * agentd; ignored in requests.
+   * The rule's id: the id of the entry that stores it (empty for a rule
+   * of scope RUN, which is not stored). Assigned by agentd; ignored in
+   * requests.
    *
    * @generated from field: string id = 1;
    */
@@ -144,25 +148,32 @@ export type ApprovalRule = Message<"agentd.v1.ApprovalRule"> & {
 
   /**
    * For bash: the rule applies only to commands that start with this
-   * text (after leading spaces), such as "git status". Empty: any
-   * command. Refused for other tools.
+   * text (after leading white space) at a word boundary, such as "git
+   * status" (which "git statusx" does not match). An ALLOWED rule does not
+   * match a command holding a shell operator (; & | $ ` ( ) < > or a line
+   * break), so "git status; rm -rf ~" still asks, and its prefix may hold
+   * none; a DENIED rule matches such commands too. Empty: any command.
+   * Refused for other tools, and when it starts with white space.
    *
    * @generated from field: string command_prefix = 3;
    */
   commandPrefix: string;
 
   /**
-   * For the file tools (read_file, write_file, edit_file, list_dir): the
-   * rule applies only to paths, relative to the workspace, that match
-   * this glob (Go's path.Match syntax, such as "src/*.go"). Empty: any
-   * path. Refused for other tools.
+   * For the file tools (read_file, write_file, edit_file, ls): the rule
+   * applies only to paths that match this glob (Go's path.Match syntax,
+   * such as "src/*.go"; "*" does not cross "/"), the path argument
+   * cleaned and relative to the workspace ("." for ls of the root); a
+   * path outside the workspace matches no glob. Empty: any path. Refused
+   * for other tools, and unless a clean relative path.
    *
    * @generated from field: string path_glob = 4;
    */
   pathGlob: string;
 
   /**
-   * ALLOWED or DENIED: the decision the rule takes.
+   * ALLOWED or DENIED: the decision the rule takes (the decision that
+   * made it; ignored in requests).
    *
    * @generated from field: agentd.v1.ApprovalDecision decision = 5;
    */
@@ -183,7 +194,8 @@ export type ApprovalRule = Message<"agentd.v1.ApprovalRule"> & {
   created?: Timestamp | undefined;
 
   /**
-   * The reason given; a denial by the rule shows it to the model.
+   * The reason given (in a request: empty takes the decision's reason);
+   * a denial by the rule shows it to the model.
    *
    * @generated from field: string reason = 8;
    */

@@ -1217,7 +1217,10 @@ export type ApprovalRequested = Message<"agentd.v1.ApprovalRequested"> & {
   decisions: ApprovalDecision[];
 
   /**
-   * The scopes ResolveApproval accepts for this call.
+   * The scopes ResolveApproval accepts for this call: CALL, RUN and
+   * SESSION, always. When the operator's ceiling keeps the tool asking,
+   * ALLOWED with RUN or SESSION is refused (CEILING_FORBIDS_RULE); DENIED
+   * with any scope is accepted.
    *
    * @generated from field: repeated agentd.v1.ApprovalScope scopes = 6;
    */

@@ -1380,7 +1380,8 @@ export type ResolveApprovalRequest = Message<"agentd.v1.ResolveApprovalRequest">
   /**
    * Arguments the call runs with instead of the model's, with ALLOWED
    * only; validated against the tool's schema (an invalid edit is refused
-   * with the field named). Not with tool_call_ids.
+   * with the field named, such as "arguments.command", and the call goes
+   * on waiting). Not with tool_call_ids.
    *
    * @generated from field: google.protobuf.Struct arguments = 7;
    */
@@ -1388,8 +1389,9 @@ export type ResolveApprovalRequest = Message<"agentd.v1.ResolveApprovalRequest">
 
   /**
    * Limits a RUN or SESSION scope to calls matching it (tool_name must be
-   * the call's tool; decision, id, created_by and created are set by
-   * agentd). Refused with scope CALL.
+   * the call's tool; decision, id, created_by and created are ignored and
+   * set by agentd, so a suggested or listed rule may be sent back as is).
+   * Refused with scope CALL.
    *
    * @generated from field: agentd.v1.ApprovalRule rule = 8;
    */
@@ -1398,7 +1400,8 @@ export type ResolveApprovalRequest = Message<"agentd.v1.ResolveApprovalRequest">
   /**
    * More calls waiting in the same run, decided the same way in one
    * request: all are decided or none (a call not waiting refuses the
-   * whole request).
+   * whole request with NOT_WAITING naming it). With scope RUN or SESSION
+   * every call must be to the same tool.
    *
    * @generated from field: repeated string tool_call_ids = 9;
    */
@@ -2892,7 +2895,8 @@ export const AgentService: GenService<{
   },
   /**
    * DeleteApprovalRule removes a rule from the session's path (it records
-   * an ApprovalRuleRemoval entry); later calls it decided ask again.
+   * an ApprovalRuleRemoval entry at the leaf); later calls it decided ask
+   * again. Also while a run is active: the run's next call asks already.
    *
    * @generated from rpc agentd.v1.AgentService.DeleteApprovalRule
    */
