@@ -145,6 +145,8 @@ class PoliciesE2E(unittest.IsolatedAsyncioTestCase):
 
         def cards(items):
             return [dataclasses.replace(it, id="") for it in items if isinstance(it, HookItem)]
+        self.assertEqual([(c.action, c.tool_call_id) for c in cards(state.items)],
+                         [("arguments_replaced", "call_1"), ("denied", "call_2")])
         self.assertEqual(cards(items_from_transcript(entries)), cards(state.items))
 
     async def test_session_scoped_approval_rule_decides_the_next_run(self) -> None:
