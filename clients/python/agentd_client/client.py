@@ -378,10 +378,12 @@ class AgentdClient:
                                is_error: bool = False) -> service_pb2.ResolveInDoubtResponse:
         """Decides a tool call left in doubt (tool_in_doubt) by a crash or a lost lease.
 
-        action "retry" runs it again (same arguments and idempotency key),
-        "skip" gives the model an error result carrying message, "supply"
-        stores content (details, is_error) as its result. The session takes
-        new runs once no call is in doubt; the response lists those left.
+        On the idle session, action "retry" runs a server tool again (same
+        arguments and idempotency key; a client tool you run yourself with
+        its key, then "supply"), "skip" gives the model an error result
+        carrying message, "supply" stores content (details, is_error) as its
+        result. The session takes new runs once no call is in doubt; the
+        response lists those left.
         """
         req = service_pb2.ResolveInDoubtRequest(session_id=session_id, tool_call_id=tool_call_id,
                                                 action=_IN_DOUBT[action], message=message, is_error=is_error)

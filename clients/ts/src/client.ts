@@ -142,8 +142,8 @@ export interface RunHandlers {
 
 /**
  * How ResolveInDoubt decides a call that started and never finished:
- * run it again (same arguments and idempotency key), skip it with a
- * message the model sees, or supply its result.
+ * run it again (a server tool, with the same arguments and idempotency
+ * key), skip it with a message the model sees, or supply its result.
  */
 export type InDoubtDecision =
   | { action: "retry" }
@@ -481,8 +481,10 @@ export class AgentdClient {
 
   /**
    * Decides a tool call left in doubt (tool_in_doubt) by a crash or a lost
-   * lease: retry it, skip it, or supply its result. The session takes new
-   * runs once no call is in doubt; the response lists those still in doubt.
+   * lease, on the idle session: retry it (server tools; for a client tool,
+   * run it yourself with its idempotency key and supply the result), skip
+   * it, or supply its result. The session takes new runs once no call is in
+   * doubt; the response lists those still in doubt.
    */
   async resolveInDoubt(sessionId: string, toolCallId: string, decision: InDoubtDecision): Promise<ResolveInDoubtResponse> {
     switch (decision.action) {
