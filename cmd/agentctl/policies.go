@@ -313,7 +313,7 @@ func (a *app) inDoubtCommand() *cobra.Command {
 	var isError bool
 	cmd := &cobra.Command{
 		Use:   "in-doubt SESSION CALL_ID retry|skip|supply",
-		Short: "Decide a tool call left in doubt by a crash: run it again, skip it (--message) or supply its result (--content)",
+		Short: "Decide a tool call left in doubt by a crash: retry it (server tools), skip it (--message) or supply its result (--content)",
 		Args:  cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			action, err := inDoubtAction(args[2])
