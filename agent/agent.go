@@ -187,8 +187,11 @@ type Agent struct {
 	bySession map[string]*Run // active runs
 	byID      map[string]*Run // active runs, and ended ones until their log is stored
 	appending map[string]bool // sessions held by AppendMessages
-	closing   bool
-	wg        sync.WaitGroup // run goroutines
+	// compacting are the lifecycle hooks of the manual compactions
+	// (Compact) running here, by session.
+	compacting map[string]*hookSet
+	closing    bool
+	wg         sync.WaitGroup // run goroutines
 
 	stop chan struct{}  // closed by Close: background loops return
 	bg   sync.WaitGroup // background loops
@@ -220,13 +223,14 @@ func New(ctx context.Context, store persistence.Store, opts Options) (*Agent, er
 		opts.EventRetention = DefaultEventRetention
 	}
 	a := &Agent{
-		store:     store,
-		opts:      opts,
-		tools:     make(map[string]agentloop.Tool, len(opts.Tools)),
-		bySession: map[string]*Run{},
-		byID:      map[string]*Run{},
-		appending: map[string]bool{},
-		stop:      make(chan struct{}),
+		store:      store,
+		opts:       opts,
+		tools:      make(map[string]agentloop.Tool, len(opts.Tools)),
+		bySession:  map[string]*Run{},
+		byID:       map[string]*Run{},
+		appending:  map[string]bool{},
+		compacting: map[string]*hookSet{},
+		stop:       make(chan struct{}),
 	}
 	if opts.TracerProvider != nil {
 		t := newTracer(opts.TracerProvider, opts.CaptureContent)
@@ -351,6 +355,9 @@ func (a *Agent) CheckConfig(tenant string, cfg *agentdv1.SessionConfig) error {
 		return err
 	}
 	if err := checkContextConfig(cfg); err != nil {
+		return err
+	}
+	if err := checkHooks(cfg.GetHooks()); err != nil {
 		return err
 	}
 	if err := checkBudget(cfg.GetBudget()); err != nil {

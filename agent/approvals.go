@@ -139,7 +139,7 @@ func (r *Run) resolveApproval(ctx context.Context, ap *agentdv1.ReplicaApproval)
 		}
 		var err error
 		if args, err = r.approvals.tools.ValidateArguments(tool, ap.GetArguments()); err != nil {
-			return nil, argumentsRefusal(tool, ids[0], err)
+			return nil, argumentsRefusal(tool, err, fmt.Sprintf("call %q still waits for a decision", ids[0]))
 		}
 	}
 	var stored *agentdv1.ApprovalRule
@@ -166,28 +166,26 @@ func (r *Run) resolveApproval(ctx context.Context, ap *agentdv1.ReplicaApproval)
 	return stored, nil
 }
 
-// argumentsRefusal turns the loop's validation text for edited arguments
-// into a refusal naming the first failing field ("arguments.command";
-// "arguments" for the object itself).
-func argumentsRefusal(tool, callID string, err error) *FieldError {
+// argumentsRefusal names the first field of edited or replacement
+// arguments that fails the tool's schema ("arguments.command"; "arguments"
+// for the object itself), lists every problem, and says what still waits.
+func argumentsRefusal(tool string, err error, still string) *FieldError {
+	var ae *agentloop.ArgumentsError
+	if !errors.As(err, &ae) || len(ae.Problems) == 0 {
+		return invalid("arguments", "%v; %s", err, still)
+	}
 	field := "arguments"
-	var problems []string
-	for _, line := range strings.Split(err.Error(), "\n") {
-		rest, ok := strings.CutPrefix(line, "  - ")
-		if !ok {
-			continue
-		}
-		problems = append(problems, rest)
-		if len(problems) == 1 {
-			if at, _, ok := strings.Cut(rest, ": "); ok && at != "root" {
-				field += "." + at
-			}
+	if p := ae.Problems[0].Path; p != "" {
+		field += "." + p
+	}
+	problems := make([]string, len(ae.Problems))
+	for i, p := range ae.Problems {
+		problems[i] = p.Message
+		if p.Path != "" {
+			problems[i] = p.Path + ": " + p.Message
 		}
 	}
-	if len(problems) == 0 {
-		problems = []string{err.Error()}
-	}
-	return invalid(field, "the edited arguments do not fit the schema of %q (%s); call %q still waits for a decision", tool, strings.Join(problems, "; "), callID)
+	return invalid(field, "the arguments do not fit the schema of tool %q (%s); %s", tool, strings.Join(problems, "; "), still)
 }
 
 // ruleDecision is the rule in force that decides a call without asking,

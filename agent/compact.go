@@ -26,6 +26,9 @@ type compactor struct {
 	appendEntry func(*agentdv1.Entry)
 	// writer stores the summary: the store, or the run's claim on it.
 	writer persistence.RunWriter
+	// hooks are asked before the compaction (PRE_COMPACT); nil when the
+	// session has none.
+	hooks *hookSet
 }
 
 // errNothingToCompact says a view is too short to compact.
@@ -63,6 +66,18 @@ func (c compactor) run(ctx context.Context, path []*agentdv1.Entry, reason agent
 		ev(end)
 		return nil, nil
 	}
+	if c.hooks.has(agentdv1.HookEvent_HOOK_EVENT_PRE_COMPACT) {
+		instr, notices, err := c.hooks.preCompact(ctx, reason, plan.TokensBefore, instructions)
+		if serr := c.storeNotices(ctx, notices); serr != nil && err == nil {
+			err = serr
+		}
+		if err != nil {
+			end.ErrorMessage = err.Error()
+			ev(end)
+			return nil, err
+		}
+		instructions = instr
+	}
 	ev(&agentdv1.CompactionStart{Reason: reason, TokensBefore: plan.TokensBefore})
 	if summary == "" {
 		var err error
@@ -85,6 +100,24 @@ func (c compactor) run(ctx context.Context, path []*agentdv1.Entry, reason agent
 	end.EntryId, end.TokensAfter, end.Summary = entry.GetId(), msg.GetCompactionSummary().GetTokensAfter(), msg.GetCompactionSummary()
 	ev(end)
 	return entry, nil
+}
+
+// storeNotices stores the hook notices of a compaction before its summary.
+func (c compactor) storeNotices(ctx context.Context, notices []*agentdv1.AgentMessage) error {
+	if len(notices) == 0 {
+		return nil
+	}
+	entries := make([]*agentdv1.Entry, len(notices))
+	for i, m := range notices {
+		entries[i] = &agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: m}}
+	}
+	if err := c.a.appendEntries(context.WithoutCancel(ctx), c.writer, c.sessionID, entries...); err != nil {
+		return fmt.Errorf("store the hook notices of the compaction: %w", err)
+	}
+	for _, e := range entries {
+		c.appendEntry(e)
+	}
+	return nil
 }
 
 // summaryMessage is the CompactionSummary of a plan.
@@ -191,7 +224,8 @@ type CompactOptions struct {
 // compaction_start and compaction_end (only compaction_end for a dry run),
 // numbered from 1. A summarizer failure is reported in compaction_end and
 // is not an error. ErrBusy while a run is active; ErrPrecondition when
-// there is nothing to compact.
+// there is nothing to compact, or when a PRE_COMPACT hook vetoed the
+// compaction (the refusal names the hook).
 func (a *Agent) Compact(ctx context.Context, sessionID string, opts CompactOptions, send func(*agentdv1.AgentEvent) error) error {
 	release, err := a.hold(ctx, sessionID, "Compact")
 	if err != nil {
@@ -231,9 +265,27 @@ func (a *Agent) Compact(ctx context.Context, sessionID string, opts CompactOptio
 				sendErr = send(ev)
 			}
 		}}
+	if c.hooks = newHookSet(sess.Config.GetHooks(), "compact-"+persistence.NewID(), &pendingCalls{}, c.publish,
+		func(stage string, err error) {
+			c.publish(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_Error{Error: &agentdv1.AgentError{Message: err.Error(), Stage: stage}}})
+		}, a.opts.Now, nil); c.hooks.has(agentdv1.HookEvent_HOOK_EVENT_PRE_COMPACT) && !opts.DryRun {
+		// SubmitHookResult finds the hook here while the session is held.
+		a.mu.Lock()
+		a.compacting[sessionID] = c.hooks
+		a.mu.Unlock()
+		defer func() {
+			a.mu.Lock()
+			delete(a.compacting, sessionID)
+			a.mu.Unlock()
+		}()
+	}
 	_, err = c.run(ctx, path, agentdv1.CompactionReason_COMPACTION_REASON_MANUAL, opts.Instructions, opts.Summary, keep, opts.DryRun)
 	if sendErr != nil {
 		return sendErr
+	}
+	var veto vetoError
+	if errors.As(err, &veto) {
+		return veto.e
 	}
 	if err != nil && ctx.Err() != nil {
 		return ctx.Err()

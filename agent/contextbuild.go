@@ -206,6 +206,7 @@ func (rc *runContext) build(ctx context.Context, _ []*agentdv1.AgentMessage, too
 	if hook := rc.shaper.cfg.GetContextHook(); hook != nil {
 		shaped = rc.askHook(ctx, hook, shaped)
 	}
+	shaped = r.hooks.withAdded(shaped)
 	return rc.shaper.assemble(shaped, tools), nil
 }
 
@@ -240,7 +241,7 @@ func (rc *runContext) retry(base agentloop.RetryFunc) agentloop.RetryFunc {
 // and publishes compaction_start and compaction_end.
 func (rc *runContext) compact(ctx context.Context, reason agentdv1.CompactionReason, instructions, summary string, keepRecent int64) (*agentdv1.Entry, error) {
 	r := rc.run
-	c := compactor{a: r.a, sessionID: r.sessionID, shaper: rc.shaper, stream: rc.stream, writer: r.writer,
+	c := compactor{a: r.a, sessionID: r.sessionID, shaper: rc.shaper, stream: rc.stream, writer: r.writer, hooks: r.hooks,
 		publish: r.publish, appendEntry: func(e *agentdv1.Entry) {
 			rc.mu.Lock()
 			rc.view.Append(e)

@@ -12,12 +12,12 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
-// Context hook bounds.
+// Context hook bounds; a lifecycle hook (Hook.timeout) has the same.
 const (
 	// DefaultContextHookTimeout is how long a call waits for SubmitContext
-	// when the hook sets no timeout.
+	// (or SubmitHookResult) when the hook sets no timeout.
 	DefaultContextHookTimeout = 10 * time.Second
-	// MaxContextHookTimeout bounds ContextHook.timeout.
+	// MaxContextHookTimeout bounds ContextHook.timeout and Hook.timeout.
 	MaxContextHookTimeout = 10 * time.Minute
 )
 

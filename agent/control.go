@@ -108,6 +108,15 @@ func (a *Agent) control(ctx context.Context, sessionID string, ctl *agentdv1.Rep
 func (a *Agent) controlHere(ctx context.Context, ctl *agentdv1.ReplicaControl) (*agentdv1.ReplicaControlAnswer, error) {
 	sid := ctl.GetSessionId()
 	r := a.active(sid)
+	if hook := ctl.GetHook(); hook != nil && r == nil {
+		// A manual compaction's hook waits outside any run.
+		if hs := a.compactHooks(sid); hs != nil {
+			if err := hs.answer(sid, hook); err != nil {
+				return nil, err
+			}
+			return &agentdv1.ReplicaControlAnswer{}, nil
+		}
+	}
 	if r == nil {
 		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE, "session %q has no active run%s", sid, idleHint(ctl)).with("session_id", sid)
 	}
@@ -137,6 +146,8 @@ func (a *Agent) controlHere(ctx context.Context, ctl *agentdv1.ReplicaControl) (
 			return ans, nil
 		}
 		err = r.answerContext(cx.GetRequestId(), cx.GetSelections())
+	case *agentdv1.ReplicaControl_Hook:
+		err = r.hooks.answer(sid, act.Hook)
 	default:
 		err = refuse(agentdv1.ErrorReason_ERROR_REASON_REPLICA_VERSION_MISMATCH, "a control of another replica has no action this build knows; upgrade the replicas to one version")
 	}
@@ -160,6 +171,8 @@ func idleHint(ctl *agentdv1.ReplicaControl) string {
 		return ", so no tool call waits for approval"
 	case *agentdv1.ReplicaControl_Context:
 		return ", so no context request waits for an answer"
+	case *agentdv1.ReplicaControl_Hook:
+		return ", so no hook waits for an answer"
 	}
 	return ""
 }

@@ -15,6 +15,10 @@ type FollowOptions struct {
 	// ends, or send fails) before agent_end: the stream of a Prompt or
 	// Continue that did not ask to detach.
 	AbortOnDrop bool
+	// ReportRefusal makes Follow return, after agent_end, the refusal of
+	// the run's prompt by a USER_PROMPT hook (ERROR_REASON_PROMPT_REFUSED):
+	// the Prompt call whose prompt was refused fails with it.
+	ReportRefusal bool
 }
 
 // storePage is how many stored events a follower reads at a time.
@@ -115,6 +119,9 @@ func (a *Agent) followLive(ctx context.Context, r *Run, after uint64, opts Follo
 			continue
 		}
 		if ended {
+			if refused := r.refusal(); opts.ReportRefusal && refused != nil {
+				return refused
+			}
 			return nil
 		}
 		select {

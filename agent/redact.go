@@ -104,6 +104,11 @@ func redactMessage(m *agentdv1.AgentMessage) {
 		k.ToolResult.Details = nil
 	case *agentdv1.AgentMessage_ApprovalNotice:
 		k.ApprovalNotice.Reason = text(k.ApprovalNotice.GetReason())
+	case *agentdv1.AgentMessage_HookNotice:
+		k.HookNotice.Reason = text(k.HookNotice.GetReason())
+		if len(k.HookNotice.GetContent()) > 0 {
+			k.HookNotice.Content = redactBlocks(k.HookNotice.GetContent())
+		}
 	case *agentdv1.AgentMessage_BashExecution:
 		b := k.BashExecution
 		b.Command, b.Output, b.FullOutputPath = RedactedText, text(b.GetOutput()), ""

@@ -2,10 +2,12 @@ package agent
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
@@ -132,16 +134,25 @@ func TestRulesInForce(t *testing.T) {
 }
 
 func TestArgumentsRefusalNamesTheField(t *testing.T) {
-	cases := map[string]string{
-		"Validation failed for tool \"bash\":\n  - command: must be string\n\nReceived arguments:\n{}":                   "arguments.command",
-		"Validation failed for tool \"x\":\n  - a.b: must have required properties b\n  - c: must be number\n\nReceived": "arguments.a.b",
-		"Validation failed for tool \"x\":\n  - root: must be object":                                                    "arguments",
-		"something else": "arguments",
+	problem := func(path, msg string) agentloop.ArgumentProblem {
+		return agentloop.ArgumentProblem{Path: path, Message: msg}
 	}
-	for text, field := range cases {
-		fe := argumentsRefusal("x", "call", errors.New(text))
-		if fe.Field != field {
-			t.Errorf("%q: field %q, want %q", text, fe.Field, field)
+	cases := []struct {
+		err   error
+		field string
+	}{
+		{&agentloop.ArgumentsError{Tool: "bash", Problems: []agentloop.ArgumentProblem{problem("command", "must be string")}}, "arguments.command"},
+		{&agentloop.ArgumentsError{Tool: "x", Problems: []agentloop.ArgumentProblem{problem("a.b", "missing b"), problem("c", "must be number")}}, "arguments.a.b"},
+		{&agentloop.ArgumentsError{Tool: "x", Problems: []agentloop.ArgumentProblem{problem("", "must be object")}}, "arguments"},
+		{errors.New("something else"), "arguments"},
+	}
+	for _, c := range cases {
+		fe := argumentsRefusal("x", c.err, "call \"c1\" still waits")
+		if fe.Field != c.field {
+			t.Errorf("%v: field %q, want %q", c.err, fe.Field, c.field)
+		}
+		if !strings.Contains(fe.Description, "c1") {
+			t.Errorf("%v: description %q does not say what still waits", c.err, fe.Description)
 		}
 	}
 }

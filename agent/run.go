@@ -66,6 +66,11 @@ type Run struct {
 	budget *budget
 	// span is the run's invoke_agent span; nil without tracing.
 	span trace.Span
+	// hooks are the session's lifecycle hooks; nil when it has none.
+	hooks *hookSet
+	// refused is set when a USER_PROMPT hook refused the run's prompt:
+	// the run ends without storing it, and its Prompt call fails with it.
+	refused atomic.Pointer[Error]
 }
 
 // ID returns the run's id.
@@ -379,6 +384,7 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 	gate := approvalGate{run: r, policies: kit.policies, now: a.opts.Now,
 		timeout:        durationOr(cfg.GetApprovalTimeout(), DefaultApprovalTimeout),
 		includeInModel: cfg.GetIncludeApprovalsInModelContext()}
+	r.hooks = newHookSet(cfg.GetHooks(), r.id, &r.pending, r.publish, r.report, a.opts.Now, kit.set)
 	loopCfg := agentloop.Config{
 		Model:          model,
 		Stream:         stream,
@@ -392,6 +398,7 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 		},
 		Now: a.opts.Now,
 	}
+	r.hooks.configure(r, &loopCfg)
 	rc := &runContext{run: r, shaper: newShaper(cfg, model), stream: stream, view: contextview.NewBuilder(path), memo: contextpolicy.NewMemo()}
 	loopCfg.Context = rc.build
 	loopCfg.Retry = rc.retry(retry)
@@ -506,6 +513,9 @@ func (r *Run) sink(ctx context.Context, ev *agentdv1.AgentEvent) error {
 		r.log.flushOrWarn()
 		return nil
 	case *agentdv1.AgentEvent_AgentEnd:
+		if refused := r.refusal(); refused != nil {
+			e.AgentEnd.Outcome, e.AgentEnd.ErrorMessage = agentdv1.RunOutcome_RUN_OUTCOME_ERROR, refused.Message
+		}
 		if r.fenced.Load() {
 			e.AgentEnd.ErrorMessage = a.leaseLostText(r.id)
 		} else if errEv := r.budget.end(e.AgentEnd, a.opts.Now()); errEv != nil {

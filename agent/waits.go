@@ -22,6 +22,9 @@ const (
 	waitApproval
 	// waitContext is a context hook's request, answered by SubmitContext.
 	waitContext
+	// waitHook is a lifecycle hook's request, answered by
+	// SubmitHookResult.
+	waitHook
 )
 
 // String names what a call waits for, for error messages.
@@ -31,6 +34,8 @@ func (k waitKind) String() string {
 		return "approval"
 	case waitContext:
 		return "context"
+	case waitHook:
+		return "hook result"
 	}
 	return "client tool result"
 }
@@ -47,6 +52,8 @@ type pendingCall struct {
 	// (waitApproval), which a resolution is checked against.
 	tool string
 	args *structpb.Struct
+	// hook is what a lifecycle hook's request asked (waitHook).
+	hook *agentdv1.HookRequested
 }
 
 // pendingCalls are the tool calls of one run that wait for a client. Calls
@@ -96,10 +103,13 @@ func (p *pendingCalls) deliver(sessionID, id string, kind waitKind, v any) error
 	return nil
 }
 
-// subject names what waits: a tool call, or a context request.
+// subject names what waits: a tool call, a context or a hook request.
 func (k waitKind) subject() string {
-	if k == waitContext {
+	switch k {
+	case waitContext:
 		return "context request"
+	case waitHook:
+		return "hook request"
 	}
 	return "tool call"
 }

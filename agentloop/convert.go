@@ -50,6 +50,17 @@ func convertOne(m *agentdv1.AgentMessage) *agentdv1.Message {
 			return nil
 		}
 		return userMessage([]*agentdv1.ContentBlock{textBlock(ApprovalNoticeText(n))}, n.GetTimestamp())
+	case *agentdv1.AgentMessage_HookNotice:
+		n := k.HookNotice
+		if !n.GetIncludeInModelContext() {
+			return nil
+		}
+		content := []*agentdv1.ContentBlock{textBlock(HookNoticeText(n))}
+		if n.GetAction() == agentdv1.HookAction_HOOK_ACTION_CONTEXT_ADDED {
+			// The content the hook added is what the notice is for.
+			content = append(content, n.GetContent()...)
+		}
+		return userMessage(content, n.GetTimestamp())
 	case *agentdv1.AgentMessage_BashExecution:
 		b := k.BashExecution
 		if !b.GetIncludeInModelContext() {
@@ -127,6 +138,47 @@ func ApprovalNoticeText(n *agentdv1.ApprovalNotice) string {
 	default:
 		s = fmt.Sprintf("The approval of %s is undecided.", call)
 	}
+	if r := n.GetReason(); r != "" {
+		s += " Reason: " + r
+	}
+	return s
+}
+
+// HookNoticeText is the short user text that tells the model what a
+// lifecycle hook decided: the event, the hook, the action, the tool call
+// concerned and the reason, such as `The pre_tool_use hook "policy"
+// refused the tool call bash (call_1). Reason: no network`.
+func HookNoticeText(n *agentdv1.HookNotice) string {
+	event := strings.ToLower(strings.TrimPrefix(n.GetEvent().String(), "HOOK_EVENT_"))
+	var did string
+	switch n.GetAction() {
+	case agentdv1.HookAction_HOOK_ACTION_DENIED:
+		did = "refused"
+	case agentdv1.HookAction_HOOK_ACTION_ARGUMENTS_REPLACED:
+		did = "replaced the arguments of"
+	case agentdv1.HookAction_HOOK_ACTION_RESULT_REPLACED:
+		did = "replaced the result of"
+	case agentdv1.HookAction_HOOK_ACTION_RESULT_REDACTED:
+		did = "redacted the result of"
+	case agentdv1.HookAction_HOOK_ACTION_CONTEXT_ADDED:
+		did = "added context"
+	case agentdv1.HookAction_HOOK_ACTION_CONTINUED:
+		did = "continued the run"
+	case agentdv1.HookAction_HOOK_ACTION_INSTRUCTIONS_SUPPLIED:
+		did = "supplied the compaction's instructions"
+	case agentdv1.HookAction_HOOK_ACTION_TIMED_OUT:
+		did = "was not answered in time"
+	default:
+		did = "decided"
+	}
+	s := fmt.Sprintf("The %s hook %q %s", event, n.GetHook(), did)
+	if n.GetToolCallId() != "" {
+		if n.GetAction() == agentdv1.HookAction_HOOK_ACTION_TIMED_OUT {
+			s += " about"
+		}
+		s += fmt.Sprintf(" the tool call %s (%s)", n.GetToolName(), n.GetToolCallId())
+	}
+	s += "."
 	if r := n.GetReason(); r != "" {
 		s += " Reason: " + r
 	}

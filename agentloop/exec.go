@@ -265,6 +265,9 @@ func (r *run) executeAndFinalize(msg *agentdv1.AssistantMessage, p prepared) *fi
 			if o.Details != nil {
 				result.Details = o.Details
 			}
+			if o.RemoveDetails {
+				result.Details = nil
+			}
 			if o.Terminate != nil {
 				result.Terminate = *o.Terminate
 			}

@@ -85,6 +85,13 @@ type Config struct {
 	// them.
 	AfterToolCall AfterToolCallFunc
 
+	// AdmitMessage may keep each prompt, steering or follow-up message out
+	// of the transcript, or record messages after it; nil admits all.
+	AdmitMessage AdmitFunc
+	// BeforeStop may continue a run that would end normally; nil lets it
+	// end.
+	BeforeStop BeforeStopFunc
+
 	// Steering messages are polled after each turn (after the whole tool
 	// batch); FollowUp messages only when the agent would otherwise stop.
 	// Their QueueMode decides how many are taken at a time. Either may be nil.
@@ -148,7 +155,7 @@ func Run(ctx context.Context, prompts []*agentdv1.AgentMessage, state State, cfg
 	r := newRun(ctx, state, cfg, sink)
 	defer r.cancel(nil)
 	return r.execute(func() error {
-		return r.start(prompts, false, false)
+		return r.start(prompts, SourcePrompt, false)
 	})
 }
 
@@ -172,10 +179,14 @@ func Continue(ctx context.Context, state State, cfg Config, sink Sink) ([]*agent
 			if err := r.em.send(evAgentStart()); err != nil {
 				return err
 			}
+			pending, err := r.takeQueued(r.cfg.Steering, SourceSteering)
+			if err != nil {
+				return err
+			}
 			if err := r.turnStart(); err != nil {
 				return err
 			}
-			return r.loop(r.cfg.Steering.Drain())
+			return r.loop(pending)
 		})
 	case !errors.As(err, &pe) || pe.Message != ErrTextFromAssistant:
 		return nil, err
@@ -183,13 +194,13 @@ func Continue(ctx context.Context, state State, cfg Config, sink Sink) ([]*agent
 		r := newRun(ctx, state, cfg, sink)
 		defer r.cancel(nil)
 		return r.execute(func() error {
-			return r.start(r.cfg.Steering.Drain(), true, true)
+			return r.start(r.cfg.Steering.Drain(), SourceSteering, true)
 		})
 	case cfg.FollowUp.Len() > 0:
 		r := newRun(ctx, state, cfg, sink)
 		defer r.cancel(nil)
 		return r.execute(func() error {
-			return r.start(r.cfg.FollowUp.Drain(), false, true)
+			return r.start(r.cfg.FollowUp.Drain(), SourceFollowUp, true)
 		})
 	}
 	return nil, err
@@ -352,12 +363,22 @@ func (r *run) turnStart() error {
 	return r.em.send(evTurnStart(r.turn))
 }
 
-// start emits agent_start, the first turn_start and the prompts, then loops.
-// fromQueue says the prompts were taken from a queue (Continue), which
-// clients learn from a queue_update.
-func (r *run) start(prompts []*agentdv1.AgentMessage, skipInitialSteering, fromQueue bool) error {
+// start emits agent_start, admits the prompts (AdmitMessage), then the
+// first turn_start and the prompts, then loops. source says where the
+// prompts come from; fromQueue says they were taken from a queue
+// (Continue), which clients learn from a queue_update. Steering is not
+// polled before the first turn when the prompts are steering messages
+// themselves. A run whose prompts are all refused ends without a turn.
+func (r *run) start(prompts []*agentdv1.AgentMessage, source MessageSource, fromQueue bool) error {
 	if err := r.em.send(evAgentStart()); err != nil {
 		return err
+	}
+	prompts, n, err := r.admit(prompts, source)
+	if err != nil {
+		return err
+	}
+	if n == 0 && len(prompts) == 0 && r.cfg.AdmitMessage != nil {
+		return nil
 	}
 	if err := r.turnStart(); err != nil {
 		return err
@@ -371,8 +392,10 @@ func (r *run) start(prompts []*agentdv1.AgentMessage, skipInitialSteering, fromQ
 		return err
 	}
 	var pending []*agentdv1.AgentMessage
-	if !skipInitialSteering {
-		pending = r.cfg.Steering.Drain()
+	if source != SourceSteering {
+		if pending, err = r.takeQueued(r.cfg.Steering, SourceSteering); err != nil {
+			return err
+		}
 	}
 	return r.loop(pending)
 }
@@ -446,11 +469,18 @@ func (r *run) loop(pending []*agentdv1.AgentMessage) error {
 			}) {
 				return nil
 			}
-			pending = r.cfg.Steering.Drain()
+			if pending, err = r.takeQueued(r.cfg.Steering, SourceSteering); err != nil {
+				return err
+			}
 		}
-		pending = r.cfg.FollowUp.Drain()
+		var err error
+		if pending, err = r.takeQueued(r.cfg.FollowUp, SourceFollowUp); err != nil {
+			return err
+		}
 		if len(pending) == 0 {
-			return nil
+			if pending, err = r.beforeStop(); err != nil || len(pending) == 0 {
+				return err
+			}
 		}
 	}
 }

@@ -197,6 +197,9 @@ type ResultOverride struct {
 	Content []*agentdv1.ContentBlock
 	// Details replaces what UIs see.
 	Details *structpb.Value
+	// RemoveDetails drops the result's details (a redaction); it wins
+	// over Details.
+	RemoveDetails bool
 	// Terminate replaces the tool's request to end the run after this batch.
 	Terminate *bool
 	// IsError replaces whether the result is an error result.

@@ -131,7 +131,8 @@ func (as *argSchema) validateArguments(toolName string, args *structpb.Struct) (
 	// The validator walks maps; sorting makes the text stable run to run.
 	sort.Strings(lines)
 	received := receivedJSON(args)
-	return nil, errors.New("Validation failed for tool \"" + toolName + "\":\n" + strings.Join(lines, "\n") + "\n\nReceived arguments:\n" + received)
+	return nil, &ArgumentsError{Tool: toolName, Problems: problemsOf(lines),
+		text: "Validation failed for tool \"" + toolName + "\":\n" + strings.Join(lines, "\n") + "\n\nReceived arguments:\n" + received}
 }
 
 // receivedJSON renders arguments like JSON.stringify(args, null, 2). Keys

@@ -30,7 +30,7 @@ func NewID() string {
 // tools reading the database can filter without decoding payloads: the
 // AgentMessage kind ("user", "assistant", "tool_result", "approval_notice",
 // "bash_execution", "custom", "branch_summary", "compaction_summary",
-// "extension") or the entry payload ("model_change",
+// "extension", "hook_notice") or the entry payload ("model_change",
 // "thinking_level_change", "label", "mcp_tools", "redaction_notice",
 // "approval_rule", "approval_rule_removal"). An entry without payload is
 // invalid.
@@ -56,6 +56,8 @@ func EntryKind(e *agentdv1.Entry) (string, error) {
 			return "compaction_summary", nil
 		case *agentdv1.AgentMessage_Extension:
 			return "extension", nil
+		case *agentdv1.AgentMessage_HookNotice:
+			return "hook_notice", nil
 		default:
 			return "", fmt.Errorf("message has no kind set")
 		}
@@ -263,6 +265,9 @@ func messagePreview(m *agentdv1.AgentMessage) string {
 		return prefix(k.CompactionSummary.GetSummary())
 	case *agentdv1.AgentMessage_Extension:
 		return k.Extension.GetPayload().GetTypeUrl()
+	case *agentdv1.AgentMessage_HookNotice:
+		n := k.HookNotice
+		return n.GetHook() + ": " + n.GetAction().String()
 	}
 	return ""
 }

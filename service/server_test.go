@@ -223,6 +223,10 @@ func TestEveryRPCIsImplemented(t *testing.T) {
 		"UpdateSession": func() error { _, err := c.UpdateSession(ctx, &agentdv1.UpdateSessionRequest{}); return err },
 		"Compact":       func() error { return recv(c.Compact(ctx, &agentdv1.CompactRequest{})) },
 		"SubmitContext": func() error { _, err := c.SubmitContext(ctx, &agentdv1.SubmitContextRequest{}); return err },
+		"SubmitHookResult": func() error {
+			_, err := c.SubmitHookResult(ctx, &agentdv1.SubmitHookResultRequest{})
+			return err
+		},
 		"GetTree":       func() error { _, err := c.GetTree(ctx, &agentdv1.GetTreeRequest{}); return err },
 		"SetLabel":      func() error { _, err := c.SetLabel(ctx, &agentdv1.SetLabelRequest{}); return err },
 		"Navigate":      func() error { _, err := c.Navigate(ctx, &agentdv1.NavigateRequest{}); return err },

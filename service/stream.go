@@ -56,7 +56,7 @@ func (s *Service) run(ctx context.Context, req agent.StartRequest, detach bool, 
 	if err != nil {
 		return s.status(ctx, "start a run", err)
 	}
-	return s.follow(ctx, req.SessionID, runID, 0, agent.FollowOptions{AbortOnDrop: !detach}, stream)
+	return s.follow(ctx, req.SessionID, runID, 0, agent.FollowOptions{AbortOnDrop: !detach, ReportRefusal: true}, stream)
 }
 
 func checkRequestID(id string) error {

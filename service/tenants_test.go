@@ -145,6 +145,10 @@ func TestTenantsAreIsolated(t *testing.T) {
 			_, err := c.SubmitContext(ctx, &agentdv1.SubmitContextRequest{SessionId: sid, RequestId: "req"})
 			return err
 		},
+		"SubmitHookResult": func(ctx context.Context, sid string) error {
+			_, err := c.SubmitHookResult(ctx, &agentdv1.SubmitHookResultRequest{SessionId: sid, RequestId: "req", Verdict: agentdv1.HookVerdict_HOOK_VERDICT_ALLOW})
+			return err
+		},
 		"GetTree": func(ctx context.Context, sid string) error {
 			_, err := c.GetTree(ctx, &agentdv1.GetTreeRequest{SessionId: sid})
 			return err

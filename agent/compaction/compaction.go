@@ -74,11 +74,11 @@ type Plan struct {
 }
 
 // canCut reports whether a view may start at this message: any message but
-// a tool result (it must follow its call) or an approval notice (it sits
-// between a call and its result).
+// a tool result (it must follow its call) or an approval or hook notice
+// (it may sit between a call and its result).
 func canCut(m *agentdv1.AgentMessage) bool {
 	switch m.GetKind().(type) {
-	case *agentdv1.AgentMessage_ToolResult, *agentdv1.AgentMessage_ApprovalNotice, *agentdv1.AgentMessage_CompactionSummary:
+	case *agentdv1.AgentMessage_ToolResult, *agentdv1.AgentMessage_ApprovalNotice, *agentdv1.AgentMessage_HookNotice, *agentdv1.AgentMessage_CompactionSummary:
 		return false
 	}
 	return true

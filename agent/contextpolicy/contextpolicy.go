@@ -129,11 +129,11 @@ func Apply(p *agentdv1.ContextPolicy, items []contextview.Item, memo *Memo) ([]c
 }
 
 // startsTurn reports whether a message opens a turn: anything the user side
-// sends. Approval notices sit between an answer and its tool results, so
-// they belong to the turn they are in.
+// sends. Approval and hook notices sit between an answer and its tool
+// results, so they belong to the turn they are in.
 func startsTurn(m *agentdv1.AgentMessage) bool {
 	switch m.GetKind().(type) {
-	case *agentdv1.AgentMessage_Assistant, *agentdv1.AgentMessage_ToolResult, *agentdv1.AgentMessage_ApprovalNotice:
+	case *agentdv1.AgentMessage_Assistant, *agentdv1.AgentMessage_ToolResult, *agentdv1.AgentMessage_ApprovalNotice, *agentdv1.AgentMessage_HookNotice:
 		return false
 	}
 	return true

@@ -40,9 +40,13 @@ func WithMaxConns(n int32) Option {
 }
 
 // WithLogger sets where the listener's connection problems are reported;
-// default nowhere.
+// default (and nil) nowhere.
 func WithLogger(l *slog.Logger) Option {
-	return func(o *options) { o.logger = l }
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
 }
 
 // WithNotifyLag sets a function called with the delay between the

@@ -156,9 +156,13 @@ const (
 	// replaces its content with "[redacted by hook]" and removes details.
 	HookEvent_HOOK_EVENT_POST_TOOL_USE HookEvent = 2
 	// Before a prompt, steering or follow-up message enters the transcript.
-	// ALLOW stores it, DENY refuses it (Prompt fails with PROMPT_REFUSED;
-	// nothing is stored), MODIFY stores it and adds content the model sees
-	// on this run's model calls only.
+	// ALLOW stores it. DENY refuses it: a prompt makes Prompt fail with
+	// PROMPT_REFUSED and nothing is stored; a steering or follow-up message
+	// is dropped, a DENIED HookNotice (without its text) stands in its place
+	// and an error event with stage "hook" says so. MODIFY stores it and adds
+	// content the model sees on this run's model calls only (on every later
+	// call too when the notice is include_in_model_context: the notice then
+	// carries it). A STOP hook's continuation is not asked about.
 	HookEvent_HOOK_EVENT_USER_PROMPT HookEvent = 3
 	// When a run would end normally (the model answered without tool calls
 	// and no follow-up is queued). ALLOW lets it end, MODIFY continues it
@@ -166,7 +170,11 @@ const (
 	// per run).
 	HookEvent_HOOK_EVENT_STOP HookEvent = 4
 	// Before a compaction (automatic or Compact). ALLOW lets it happen, DENY
-	// vetoes it, MODIFY supplies the summarizer's instructions.
+	// vetoes it, MODIFY supplies the summarizer's instructions. A vetoed
+	// Compact fails with FAILED_PRECONDITION naming the hook; a vetoed
+	// automatic compaction ends in a compaction_end whose error_message says
+	// so, and the model call goes ahead uncompacted. A Compact call's hook is
+	// answered on the replica serving that call.
 	HookEvent_HOOK_EVENT_PRE_COMPACT HookEvent = 5
 )
 
@@ -754,9 +762,12 @@ func (x *ApprovalRuleRemoval) GetTenant() string {
 	return ""
 }
 
-// HookNotice records a hook decision other than ALLOW, so the transcript
-// shows why the conversation looks as it does. A refused prompt leaves no
-// notice (nothing of it is stored); its Prompt call fails instead.
+// HookNotice records a hook decision other than ALLOW, and each hook
+// nobody answered (TIMED_OUT, whichever its on_timeout rule), so the
+// transcript shows why the conversation looks as it does. A refused prompt
+// leaves no notice (nothing of it is stored); its Prompt call fails
+// instead. A refused steering or follow-up message leaves a DENIED notice
+// in its place, without the refused text.
 type HookNotice struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The hook_requested request id.
@@ -769,7 +780,8 @@ type HookNotice struct {
 	Action HookAction `protobuf:"varint,4,opt,name=action,proto3,enum=agentd.v1.HookAction" json:"action,omitempty"`
 	// The reason the hook gave; the model sees it on a denied tool call.
 	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
-	// Who answered (SubmitHookResultRequest.decided_by), or "timeout".
+	// Who answered (SubmitHookResultRequest.decided_by; "client" when it
+	// is empty), or "timeout".
 	DecidedBy string `protobuf:"bytes,6,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
 	// The tool call concerned, for PRE_TOOL_USE and POST_TOOL_USE.
 	ToolCallId string `protobuf:"bytes,7,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
@@ -780,8 +792,9 @@ type HookNotice struct {
 	// Whether user interfaces should show the notice.
 	VisibleInUi bool `protobuf:"varint,10,opt,name=visible_in_ui,json=visibleInUi,proto3" json:"visible_in_ui,omitempty"`
 	// Whether the model sees the notice, as a short user message stating
-	// the decision and reason; chosen by the hook
-	// (SubmitHookResultRequest.include_in_model_context).
+	// the decision and reason (and, for CONTEXT_ADDED, the content); chosen
+	// by the hook (SubmitHookResultRequest.include_in_model_context); false
+	// for TIMED_OUT.
 	IncludeInModelContext bool `protobuf:"varint,11,opt,name=include_in_model_context,json=includeInModelContext,proto3" json:"include_in_model_context,omitempty"`
 	// For a CONTEXT_ADDED decision: the content added to the run's model
 	// calls.

@@ -572,8 +572,9 @@ type HookRequested struct {
 	CompactionReason CompactionReason `protobuf:"varint,11,opt,name=compaction_reason,json=compactionReason,proto3,enum=agentd.v1.CompactionReason" json:"compaction_reason,omitempty"`
 	// PRE_COMPACT: the estimated context size in tokens.
 	TokensBefore int64 `protobuf:"varint,12,opt,name=tokens_before,json=tokensBefore,proto3" json:"tokens_before,omitempty"`
-	// PRE_COMPACT: the instructions the compaction has so far (Compact's,
-	// or an earlier hook's).
+	// PRE_COMPACT: the instructions the compaction has so far (Compact's;
+	// empty for an automatic compaction). A MODIFY is final, so no earlier
+	// hook's instructions reach a later hook.
 	Instructions  string `protobuf:"bytes,13,opt,name=instructions,proto3" json:"instructions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

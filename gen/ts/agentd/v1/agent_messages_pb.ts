@@ -239,9 +239,12 @@ export const ApprovalRuleRemovalSchema: GenMessage<ApprovalRuleRemoval> = /*@__P
   messageDesc(file_agentd_v1_agent_messages, 2);
 
 /**
- * HookNotice records a hook decision other than ALLOW, so the transcript
- * shows why the conversation looks as it does. A refused prompt leaves no
- * notice (nothing of it is stored); its Prompt call fails instead.
+ * HookNotice records a hook decision other than ALLOW, and each hook
+ * nobody answered (TIMED_OUT, whichever its on_timeout rule), so the
+ * transcript shows why the conversation looks as it does. A refused prompt
+ * leaves no notice (nothing of it is stored); its Prompt call fails
+ * instead. A refused steering or follow-up message leaves a DENIED notice
+ * in its place, without the refused text.
  *
  * @generated from message agentd.v1.HookNotice
  */
@@ -282,7 +285,8 @@ export type HookNotice = Message<"agentd.v1.HookNotice"> & {
   reason: string;
 
   /**
-   * Who answered (SubmitHookResultRequest.decided_by), or "timeout".
+   * Who answered (SubmitHookResultRequest.decided_by; "client" when it
+   * is empty), or "timeout".
    *
    * @generated from field: string decided_by = 6;
    */
@@ -318,8 +322,9 @@ export type HookNotice = Message<"agentd.v1.HookNotice"> & {
 
   /**
    * Whether the model sees the notice, as a short user message stating
-   * the decision and reason; chosen by the hook
-   * (SubmitHookResultRequest.include_in_model_context).
+   * the decision and reason (and, for CONTEXT_ADDED, the content); chosen
+   * by the hook (SubmitHookResultRequest.include_in_model_context); false
+   * for TIMED_OUT.
    *
    * @generated from field: bool include_in_model_context = 11;
    */
@@ -1370,9 +1375,13 @@ export enum HookEvent {
 
   /**
    * Before a prompt, steering or follow-up message enters the transcript.
-   * ALLOW stores it, DENY refuses it (Prompt fails with PROMPT_REFUSED;
-   * nothing is stored), MODIFY stores it and adds content the model sees
-   * on this run's model calls only.
+   * ALLOW stores it. DENY refuses it: a prompt makes Prompt fail with
+   * PROMPT_REFUSED and nothing is stored; a steering or follow-up message
+   * is dropped, a DENIED HookNotice (without its text) stands in its place
+   * and an error event with stage "hook" says so. MODIFY stores it and adds
+   * content the model sees on this run's model calls only (on every later
+   * call too when the notice is include_in_model_context: the notice then
+   * carries it). A STOP hook's continuation is not asked about.
    *
    * @generated from enum value: HOOK_EVENT_USER_PROMPT = 3;
    */
@@ -1390,7 +1399,11 @@ export enum HookEvent {
 
   /**
    * Before a compaction (automatic or Compact). ALLOW lets it happen, DENY
-   * vetoes it, MODIFY supplies the summarizer's instructions.
+   * vetoes it, MODIFY supplies the summarizer's instructions. A vetoed
+   * Compact fails with FAILED_PRECONDITION naming the hook; a vetoed
+   * automatic compaction ends in a compaction_end whose error_message says
+   * so, and the model call goes ahead uncompacted. A Compact call's hook is
+   * answered on the replica serving that call.
    *
    * @generated from enum value: HOOK_EVENT_PRE_COMPACT = 5;
    */

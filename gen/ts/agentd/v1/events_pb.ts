@@ -353,8 +353,9 @@ export type HookRequested = Message<"agentd.v1.HookRequested"> & {
   tokensBefore: bigint;
 
   /**
-   * PRE_COMPACT: the instructions the compaction has so far (Compact's,
-   * or an earlier hook's).
+   * PRE_COMPACT: the instructions the compaction has so far (Compact's;
+   * empty for an automatic compaction). A MODIFY is final, so no earlier
+   * hook's instructions reach a later hook.
    *
    * @generated from field: string instructions = 13;
    */
