@@ -195,6 +195,14 @@ func (a *app) stream(recv func() (*agentdv1.AgentEvent, error)) error {
 				}
 			case *agentdv1.AgentEvent_AgentEnd:
 				fmt.Fprintln(a.out, runSummary(e.AgentEnd, time.Since(started)))
+			default:
+				if line := waitLine(ev); line != "" {
+					if newline {
+						fmt.Fprintln(a.out)
+						newline = false
+					}
+					fmt.Fprintln(a.out, line)
+				}
 			}
 		}
 		if e := ev.GetAgentEnd(); e != nil {
@@ -699,16 +707,10 @@ func (a *app) runControlCommands() []*cobra.Command {
 				return c.AppendMessages(ctx, &agentdv1.AppendMessagesRequest{SessionId: args[0], Messages: []*agentdv1.AgentMessage{
 					{Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{Content: texts(args[1])}}}}})
 			}),
-		unary("approve SESSION CALL_ID [REASON]", "Allow a tool call waiting for approval (see deny)", cobra.RangeArgs(2, 3),
-			func(ctx context.Context, c agentdv1.AgentServiceClient, args []string) (proto.Message, error) {
-				return c.ResolveApproval(ctx, &agentdv1.ResolveApprovalRequest{SessionId: args[0], ToolCallId: args[1],
-					Decision: agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED, Reason: strings.Join(args[2:], ""), DecidedBy: "agentctl"})
-			}),
-		unary("deny SESSION CALL_ID [REASON]", "Refuse a tool call waiting for approval", cobra.RangeArgs(2, 3),
-			func(ctx context.Context, c agentdv1.AgentServiceClient, args []string) (proto.Message, error) {
-				return c.ResolveApproval(ctx, &agentdv1.ResolveApprovalRequest{SessionId: args[0], ToolCallId: args[1],
-					Decision: agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED, Reason: strings.Join(args[2:], ""), DecidedBy: "agentctl"})
-			}),
+		a.approvalCommand(true),
+		a.approvalCommand(false),
+		a.hookCommand(),
+		a.inDoubtCommand(),
 		result,
 		unary("context-answer SESSION REQUEST_ID ENTRY...", "Answer a context_requested event with the entries to keep, in order", cobra.MinimumNArgs(3),
 			func(ctx context.Context, c agentdv1.AgentServiceClient, args []string) (proto.Message, error) {

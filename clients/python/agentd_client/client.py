@@ -1,5 +1,9 @@
 """AgentdClient: the thin layer an app needs over the generated stubs.
 
+Besides prompts and streams it answers what a run waits for: client tools,
+approvals (with a scope, a rule and edited arguments), lifecycle hooks
+(see agentd_client.hooks) and calls left in doubt.
+
 Everything not wrapped here is on ``client.rpc``, the generated
 ``AgentServiceStub`` over a ``grpc.aio`` channel.
 """
@@ -14,6 +18,7 @@ import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory, struct_pb2
 
 from agentd.v1 import agent_messages_pb2, content_pb2, events_pb2, service_pb2, service_pb2_grpc, session_pb2
+from agentd_client.hooks import KEEP, HookAnswer, HookHandler, handler_for
 
 Content = Union[str, Sequence[content_pb2.ContentBlock]]
 
@@ -21,6 +26,40 @@ Content = Union[str, Sequence[content_pb2.ContentBlock]]
 _RESUMABLE = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.DEADLINE_EXCEEDED}
 )
+
+
+_SCOPES = {
+    "call": agent_messages_pb2.APPROVAL_SCOPE_CALL,
+    "run": agent_messages_pb2.APPROVAL_SCOPE_RUN,
+    "session": agent_messages_pb2.APPROVAL_SCOPE_SESSION,
+}
+
+_IN_DOUBT = {
+    "retry": service_pb2.IN_DOUBT_ACTION_RETRY,
+    "skip": service_pb2.IN_DOUBT_ACTION_SKIP,
+    "supply": service_pb2.IN_DOUBT_ACTION_SUPPLY,
+}
+
+#: Pass as ``rule`` to take the approval request's suggested_rule.
+SUGGESTED = "suggested"
+
+
+@dataclass(frozen=True)
+class Approval:
+    """What an ``approve`` handler of handle() may return instead of a tuple.
+
+    scope is "call", "run" or "session"; rule limits a run or session scope
+    to the calls matching it: an ``ApprovalRule`` (tool_name defaults to the
+    call's tool), a dict of its fields, or SUGGESTED; arguments (with allow
+    only) replaces the call's arguments, validated by agentd.
+    """
+
+    allow: bool
+    reason: str = ""
+    decided_by: str = ""
+    scope: Optional[str] = None
+    rule: Any = None
+    arguments: Optional[dict] = None
 
 
 def to_content(content: Content) -> list:
@@ -182,15 +221,20 @@ class AgentdClient:
                 current = self.attach(session_id, run_id=run_id, after_seq=last_seq)
 
     async def handle(self, session_id: str, stream: AsyncIterator[events_pb2.AgentEvent], *,
-                     tools: Optional[dict] = None, approve=None) -> AsyncIterator[events_pb2.AgentEvent]:
+                     tools: Optional[dict] = None, approve=None,
+                     hooks: Optional[Sequence[HookHandler]] = None) -> AsyncIterator[events_pb2.AgentEvent]:
         """Yields stream's events and answers on the way.
 
         tool_call_requested runs ``tools[name](args: dict, request)`` and
         submits what it returns: a ``(content, details)`` pair, or a string;
         an exception or an unknown tool becomes an error result the model
         sees. approval_requested calls ``approve(request)``, which returns
-        ``(allow, reason, decided_by)``; without approve the request stays
-        pending until it times out. Handlers may be plain or async functions.
+        ``(allow, reason, decided_by)`` or an Approval (with a scope, a rule,
+        edited arguments); without approve the request stays pending until
+        it times out. hook_requested asks the first of ``hooks`` (see
+        ``on_pre_tool_use`` and its siblings) whose event matches and submits
+        its HookAnswer; a request none matches waits until its hook times
+        out. Handlers may be plain or async functions.
         """
         async for event in stream:
             yield event
@@ -209,8 +253,15 @@ class AgentdClient:
                 await self.submit_tool_result(session_id, req.tool_call_id, content, details=details, is_error=is_error)
             elif which == "approval_requested" and approve is not None:
                 req = event.approval_requested
-                allow, reason, decided_by = await _maybe_await(approve(req))
-                await self.resolve_approval(session_id, req.tool_call_id, allow, reason=reason, decided_by=decided_by)
+                out = await _maybe_await(approve(req))
+                a = out if isinstance(out, Approval) else Approval(*out)
+                await self._resolve(session_id, [req.tool_call_id], a.allow, reason=a.reason, decided_by=a.decided_by,
+                                    scope=a.scope, rule=a.rule, arguments=a.arguments, request=req)
+            elif which == "hook_requested" and hooks:
+                req = event.hook_requested
+                h = handler_for(hooks, req)
+                if h is not None:
+                    await self.submit_hook_result(session_id, req.request_id, await _maybe_await(h.answer(req)))
 
     async def steer(self, session_id: str, content: Content) -> int:
         """Queues a message for the active run, after the current tool batch."""
@@ -240,14 +291,107 @@ class AgentdClient:
         await self.rpc.SubmitToolResult(req, metadata=self._metadata)
 
     async def resolve_approval(self, session_id: str, tool_call_id: str, allow: bool, *,
-                               reason: str = "", decided_by: str = "") -> None:
-        """Answers an approval_requested event."""
+                               reason: str = "", decided_by: str = "", scope: Optional[str] = None, rule: Any = None,
+                               arguments: Optional[dict] = None,
+                               tool_call_ids: Sequence[str] = ()) -> Optional[agent_messages_pb2.ApprovalRule]:
+        """Answers an approval_requested event; returns the rule stored for scope "session".
+
+        scope is "call" (the default), "run" or "session"; rule (an
+        ApprovalRule or a dict of its fields, naming its tool_name) limits a
+        run or session scope to matching calls; arguments (with allow only)
+        replaces the call's arguments; tool_call_ids decides more waiting calls
+        of the run the same way, all or none.
+        """
+        return await self._resolve(session_id, [tool_call_id, *tool_call_ids], allow, reason=reason,
+                                   decided_by=decided_by, scope=scope, rule=rule, arguments=arguments, request=None)
+
+    async def approve(self, session_id: str, call: Any, *, reason: str = "", decided_by: str = "",
+                      scope: Optional[str] = None, rule: Any = None,
+                      arguments: Optional[dict] = None) -> Optional[agent_messages_pb2.ApprovalRule]:
+        """Allows a waiting call, or several of one run (all or none).
+
+        call is an ApprovalRequested, a tool call id, or a list of them. Given
+        the request, a rule's tool defaults to the call's and rule=SUGGESTED
+        takes its suggested_rule: ``approve(sid, req, scope="session",
+        rule=SUGGESTED)``. Returns the rule stored for scope "session".
+        """
+        calls = list(call) if isinstance(call, (list, tuple)) else [call]
+        return await self._resolve(session_id, [_call_id(c) for c in calls], True, reason=reason, decided_by=decided_by,
+                                   scope=scope, rule=rule, arguments=arguments, request=_request_of(calls))
+
+    async def deny(self, session_id: str, call: Any, *, reason: str = "", decided_by: str = "",
+                   scope: Optional[str] = None, rule: Any = None) -> Optional[agent_messages_pb2.ApprovalRule]:
+        """Refuses a waiting call or several (see approve); the model gets an error result carrying reason."""
+        calls = list(call) if isinstance(call, (list, tuple)) else [call]
+        return await self._resolve(session_id, [_call_id(c) for c in calls], False, reason=reason,
+                                   decided_by=decided_by, scope=scope, rule=rule, arguments=None,
+                                   request=_request_of(calls))
+
+    async def _resolve(self, session_id: str, tool_call_ids: Sequence[str], allow: bool, *, reason: str,
+                       decided_by: str, scope: Optional[str], rule: Any, arguments: Optional[dict],
+                       request: Optional[events_pb2.ApprovalRequested]) -> Optional[agent_messages_pb2.ApprovalRule]:
         decision = (agent_messages_pb2.APPROVAL_DECISION_ALLOWED if allow
                     else agent_messages_pb2.APPROVAL_DECISION_DENIED)
-        await self.rpc.ResolveApproval(
-            service_pb2.ResolveApprovalRequest(session_id=session_id, tool_call_id=tool_call_id, decision=decision,
-                                               reason=reason, decided_by=decided_by),
-            metadata=self._metadata)
+        req = service_pb2.ResolveApprovalRequest(session_id=session_id, tool_call_id=tool_call_ids[0],
+                                                 tool_call_ids=list(tool_call_ids[1:]), decision=decision,
+                                                 reason=reason, decided_by=decided_by)
+        if scope is not None:
+            req.scope = _SCOPES[scope] if isinstance(scope, str) else scope
+        built = _rule_of(rule, request)
+        if built is not None:
+            req.rule.CopyFrom(built)
+        if arguments is not None:
+            json_format.ParseDict(arguments, req.arguments)
+        res = await self.rpc.ResolveApproval(req, metadata=self._metadata)
+        return res.rule if res.HasField("rule") else None
+
+    async def list_approval_rules(self, session_id: str) -> list:
+        """The approval rules in force on the session's current path, oldest first."""
+        res = await self.rpc.ListApprovalRules(service_pb2.ListApprovalRulesRequest(session_id=session_id),
+                                               metadata=self._metadata)
+        return list(res.rules)
+
+    async def delete_approval_rule(self, session_id: str, rule_id: str) -> agent_messages_pb2.Entry:
+        """Removes a rule (ApprovalRule.id) from the session's path; returns the ApprovalRuleRemoval entry."""
+        res = await self.rpc.DeleteApprovalRule(
+            service_pb2.DeleteApprovalRuleRequest(session_id=session_id, rule_id=rule_id), metadata=self._metadata)
+        return res.entry
+
+    async def submit_hook_result(self, session_id: str, request_id: str, answer: HookAnswer) -> None:
+        """Answers a hook_requested event with a HookAnswer (allow, deny, modify or redact)."""
+        req = service_pb2.SubmitHookResultRequest(
+            session_id=session_id, request_id=request_id, verdict=answer.verdict, reason=answer.reason,
+            instructions=answer.instructions, include_in_model_context=answer.include_in_model_context,
+            decided_by=answer.decided_by)
+        if answer.arguments is not None:
+            json_format.ParseDict(answer.arguments, req.arguments)
+        if answer.content is not None:
+            req.content.extend(to_content(answer.content))
+        if answer.details is not KEEP:
+            req.replace_details = True
+            if answer.details is not None:
+                req.details.CopyFrom(json_format.ParseDict(answer.details, struct_pb2.Value()))
+        await self.rpc.SubmitHookResult(req, metadata=self._metadata)
+
+    async def resolve_in_doubt(self, session_id: str, tool_call_id: str, action: str, *, message: str = "",
+                               content: Optional[Content] = None, details: Any = None,
+                               is_error: bool = False) -> service_pb2.ResolveInDoubtResponse:
+        """Decides a tool call left in doubt (tool_in_doubt) by a crash or a lost lease.
+
+        On the idle session, action "retry" runs a server tool again (same
+        arguments and idempotency key; a client tool you run yourself with
+        its key, then "supply"), "skip" gives the model an error result
+        carrying message, "supply" stores content (details, is_error) as its
+        result. The session takes new runs once no call is in doubt; the
+        response lists those left.
+        """
+        req = service_pb2.ResolveInDoubtRequest(session_id=session_id, tool_call_id=tool_call_id,
+                                                action=_IN_DOUBT[action], message=message, is_error=is_error)
+        if content is not None:
+            req.content.extend(to_content(content))
+        if details is not None:
+            req.details.CopyFrom(json_format.ParseDict(details, struct_pb2.Value()))
+        return await self.rpc.ResolveInDoubt(req, metadata=self._metadata)
 
     async def transcript(self, session_id: str) -> list:
         """Every entry on the session's current path, root first (all pages)."""
@@ -369,6 +513,34 @@ class AgentdClient:
             call.cancel()
 
 
+def _call_id(call: Any) -> str:
+    return call if isinstance(call, str) else call.tool_call_id
+
+
+def _request_of(calls: Sequence[Any]) -> Optional[events_pb2.ApprovalRequested]:
+    return next((c for c in calls if not isinstance(c, str)), None)
+
+
+def _rule_of(rule: Any, request: Optional[events_pb2.ApprovalRequested]) -> Optional[agent_messages_pb2.ApprovalRule]:
+    """The request's rule: the suggested one, or the caller's with the call's tool when it names none."""
+    if rule is None:
+        return None
+    if isinstance(rule, str):
+        if rule != SUGGESTED:
+            raise ValueError(f"rule {rule!r}: pass an ApprovalRule, a dict of its fields or SUGGESTED")
+        if request is None or not request.HasField("suggested_rule"):
+            raise ValueError("rule=SUGGESTED needs an ApprovalRequested that carries suggested_rule")
+        return request.suggested_rule
+    out = agent_messages_pb2.ApprovalRule()
+    if isinstance(rule, dict):
+        out = agent_messages_pb2.ApprovalRule(**rule)
+    else:
+        out.CopyFrom(rule)  # a copy: the caller's message stays as it was
+    if not out.tool_name and request is not None:
+        out.tool_name = request.tool_name
+    return out
+
+
 async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
@@ -378,4 +550,5 @@ def arguments_dict(args: struct_pb2.Struct) -> dict:
     return json_format.MessageToDict(args)
 
 
-__all__: Iterable[str] = ("AgentdClient", "Content", "arguments_dict", "is_resumable", "to_content")
+__all__: Iterable[str] = ("AgentdClient", "Approval", "Content", "SUGGESTED", "arguments_dict", "is_resumable",
+                          "to_content")

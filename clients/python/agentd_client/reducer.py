@@ -2,7 +2,8 @@
 
 A streaming assistant message is one card whose text grows in place; tool
 cards go running → success | error; approval items appear pending and resolve
-when the ApprovalNotice arrives. Drafts and collapsed cards live in UiState,
+when the ApprovalNotice arrives; a hook's decision (HookNotice) is a card of
+its own. Drafts and collapsed cards live in UiState,
 outside both the items and the transcript, so nothing about the screen can
 reach the model. Every function is pure: states are frozen dataclasses and
 tuples, and a reduction returns a new state.
@@ -81,7 +82,39 @@ class CompactionItem:
     kind: str = "compaction"
 
 
-ChatItem = Union[UserItem, AssistantItem, ToolItem, ApprovalItem, CompactionItem]
+@dataclass(frozen=True)
+class HookItem:
+    """A lifecycle hook changed or refused something (a HookNotice).
+
+    event is pre_tool_use, post_tool_use, user_prompt, stop or pre_compact;
+    action is denied, arguments_replaced, result_replaced, result_redacted,
+    context_added, continued, instructions_supplied or timed_out (unknown
+    for a value this client does not know). entry_id is empty until the
+    notice's message_end; decided_by is "timeout" when nobody answered.
+    """
+    id: str
+    entry_id: str
+    request_id: str
+    event: str
+    hook: str
+    action: str
+    reason: str = ""
+    decided_by: str = ""
+    tool_call_id: str = ""
+    tool_name: str = ""
+    kind: str = "hook"
+
+
+ChatItem = Union[UserItem, AssistantItem, ToolItem, ApprovalItem, CompactionItem, HookItem]
+
+
+def _enum_word(enum, value: int, prefix: str) -> str:
+    """A protobuf enum value as the reducer's word: HOOK_ACTION_DENIED → denied."""
+    try:
+        name = enum.Name(value)
+    except ValueError:
+        return "unknown"
+    return "unknown" if name.endswith("_UNSPECIFIED") else name[len(prefix):].lower()
 
 _REASONS = {
     agent_messages_pb2.COMPACTION_REASON_MANUAL: "manual",
@@ -161,6 +194,21 @@ def _resolve_approval(state: ChatState, notice, key: str) -> ChatState:
     return replace(state, items=state.items + (item,))
 
 
+def _add_hook_notice(state: ChatState, notice, entry_id: str, key: str) -> ChatState:
+    """Shows a HookNotice once: message_start adds the card, message_end gives it its entry id."""
+    if not notice.visible_in_ui:
+        return state
+    for it in state.items:
+        if isinstance(it, HookItem) and it.request_id and it.request_id == notice.request_id:
+            return _update(state, it.id, lambda h: replace(h, entry_id=entry_id)) if entry_id else state
+    item = HookItem(id=key, entry_id=entry_id, request_id=notice.request_id,
+                    event=_enum_word(agent_messages_pb2.HookEvent, notice.event, "HOOK_EVENT_"), hook=notice.hook,
+                    action=_enum_word(agent_messages_pb2.HookAction, notice.action, "HOOK_ACTION_"),
+                    reason=notice.reason, decided_by=notice.decided_by, tool_call_id=notice.tool_call_id,
+                    tool_name=notice.tool_name)
+    return replace(state, items=state.items + (item,))
+
+
 def reduce_chat(state: ChatState, event: events_pb2.AgentEvent) -> ChatState:
     """Applies one event; irrelevant events return the same state."""
     key = f"{event.run_id}/{event.seq}"
@@ -179,6 +227,8 @@ def reduce_chat(state: ChatState, event: events_pb2.AgentEvent) -> ChatState:
             return _finish_tool(state, msg.tool_result, "", key)
         if kind == "approval_notice":
             return _resolve_approval(state, msg.approval_notice, key)
+        if kind == "hook_notice":
+            return _add_hook_notice(state, msg.hook_notice, "", key)
         return state
     if which == "message_update":
         delta = event.message_update
@@ -213,6 +263,8 @@ def reduce_chat(state: ChatState, event: events_pb2.AgentEvent) -> ChatState:
             return _finish_tool(state, msg.tool_result, end.entry_id, key)
         if kind == "approval_notice":
             return _resolve_approval(state, msg.approval_notice, key)
+        if kind == "hook_notice":
+            return _add_hook_notice(state, msg.hook_notice, end.entry_id, key)
         if kind == "compaction_summary":
             # A stored summary (a transcript being replayed, or AppendMessages).
             if any(isinstance(it, CompactionItem) and it.entry_id == end.entry_id for it in state.items):

@@ -78,6 +78,9 @@ def describe(item) -> str:
         return f"tool {item.label} [{item.state}]"
     if item.kind == "compaction":
         return f"earlier conversation summarized ({item.reason}) [{item.state}]"
+    if item.kind == "hook":
+        return f"hook {item.hook} {item.action}" + (f" {item.tool_name}" if item.tool_name else "") + (
+            f": {item.reason}" if item.reason else "")
     return f"approval {item.label} [{item.decision}" + (f" by {item.decided_by}]" if item.decided_by else "]")
 
 

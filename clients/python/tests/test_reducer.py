@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import unittest
 
 import agentd_client  # noqa: F401  (puts gen/python on the path)
 from agentd.v1 import agent_messages_pb2, content_pb2, events_pb2, messages_pb2
-from agentd_client import ChatState, Conversation, apply_event, reduce_chat, set_draft, toggle_collapsed
+from agentd_client import (
+    ChatState,
+    Conversation,
+    HookItem,
+    apply_event,
+    items_from_transcript,
+    reduce_chat,
+    set_draft,
+    toggle_collapsed,
+)
 
 
 def txt(t: str) -> content_pb2.ContentBlock:
@@ -98,6 +108,25 @@ class ReduceChat(unittest.TestCase):
         self.assertEqual([(it.is_streaming, it.error) for it in failed.items], [(False, "rate limited")])
         cut = reduce_all(run(ASSISTANT_START, delta("部分"), dict(agent_end=events_pb2.AgentEnd())))
         self.assertEqual([(it.is_streaming, it.text) for it in cut.items], [(False, "部分")])
+
+
+    def test_hook_notice_is_one_card_live_and_reopened(self) -> None:
+        def notice(request_id: str, visible: bool) -> agent_messages_pb2.AgentMessage:
+            return agent_messages_pb2.AgentMessage(hook_notice=agent_messages_pb2.HookNotice(
+                request_id=request_id, event=agent_messages_pb2.HOOK_EVENT_POST_TOOL_USE, hook="secrets",
+                action=agent_messages_pb2.HOOK_ACTION_RESULT_REDACTED, reason="a token", decided_by="policy",
+                tool_call_id="c1", tool_name="bash", visible_in_ui=visible))
+        events = []
+        for rid, visible in (("h1", True), ("h2", False)):
+            events += [dict(message_start=events_pb2.MessageStart(message=notice(rid, visible))),
+                       dict(message_end=events_pb2.MessageEnd(message=notice(rid, visible), entry_id=f"e-{rid}"))]
+        live = reduce_all(run(*events))
+        self.assertEqual(live.items, (HookItem(id="r/1", entry_id="e-h1", request_id="h1", event="post_tool_use",
+                                               hook="secrets", action="result_redacted", reason="a token",
+                                               decided_by="policy", tool_call_id="c1", tool_name="bash"),))
+        reopened = items_from_transcript([agent_messages_pb2.Entry(id="e-h1", message=notice("h1", True))])
+        self.assertEqual([dataclasses.replace(it, id="") for it in reopened],
+                         [dataclasses.replace(it, id="") for it in live.items])
 
 
 class UiStateOutsideTranscript(unittest.TestCase):

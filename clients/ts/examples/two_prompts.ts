@@ -103,6 +103,8 @@ export function describe(item: ChatItem): string {
       return `approval ${item.label} [${item.decision}${item.decidedBy ? ` by ${item.decidedBy}` : ""}]`;
     case "compaction":
       return `earlier conversation summarized (${item.reason}) [${item.state}${item.error ? `: ${item.error}` : ""}]`;
+    case "hook":
+      return `hook ${item.hook} ${item.action}${item.toolName ? ` ${item.toolName}` : ""}${item.reason ? `: ${item.reason}` : ""}`;
   }
 }
 

@@ -1,8 +1,9 @@
 // AgentdClient is the thin layer an app needs over the generated gRPC client:
 // connect with an address and a token, stream a prompt's events as an async
-// iterator, answer client-executed tools and approvals, and follow a run
-// across a dropped stream by resuming with Attach from the last seq seen.
-// Everything else is the generated client, exposed as `rpc`.
+// iterator, answer client-executed tools, approvals (with their scopes and
+// rules) and lifecycle hooks, and follow a run across a dropped stream by
+// resuming with Attach from the last seq seen. Everything else is the
+// generated client, exposed as `rpc`.
 
 import { create, fromJson } from "@bufbuild/protobuf";
 import type { JsonObject, JsonValue, MessageInitShape } from "@bufbuild/protobuf";
@@ -18,19 +19,30 @@ import {
 } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 
-import { ApprovalDecision, type AgentMessageSchema, type Entry } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
+import {
+  ApprovalDecision,
+  ApprovalScope,
+  type AgentMessageSchema,
+  type ApprovalRule,
+  type ApprovalRuleSchema,
+  type Entry,
+} from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
 import type { ContentBlock } from "../../../gen/ts/agentd/v1/content_pb.js";
 import { ContentBlockSchema } from "../../../gen/ts/agentd/v1/content_pb.js";
 import type { AgentEvent, ApprovalRequested, CompactionEnd, ToolCallRequested } from "../../../gen/ts/agentd/v1/events_pb.js";
 import {
   AgentService,
   ErrorReason,
+  HookVerdict,
+  InDoubtAction,
   type GetContextResponse,
   type NavigateResponse,
+  type ResolveInDoubtResponse,
   type TreeNode,
   type UpdateSessionResponse,
 } from "../../../gen/ts/agentd/v1/service_pb.js";
 import type { Context, Session, SessionConfigSchema } from "../../../gen/ts/agentd/v1/session_pb.js";
+import { hookHandlerFor, type HookAnswer, type HookHandler } from "./hooks.js";
 
 /** How to reach agentd. */
 export interface ConnectOptions {
@@ -66,10 +78,53 @@ export interface ToolResultInput {
 /** A client-executed tool: takes the validated arguments, returns the result. */
 export type ToolHandler = (args: JsonObject, request: ToolCallRequested) => Promise<ToolResultInput> | ToolResultInput;
 
+/**
+ * How far an approval decision reaches: this call; the later calls of the
+ * same tool in the rest of this run; or in this session (stored as an
+ * ApprovalRule that forks, exports and replicas carry).
+ */
+export type ApprovalScopeName = "call" | "run" | "session";
+
+/**
+ * The part of an ApprovalRule a client chooses: the calls a RUN or SESSION
+ * decision also decides. agentd sets the decision, id, author and time.
+ */
+export interface RuleInput {
+  /** The tool, by exact name; defaults to the tool of the call being decided. */
+  toolName?: string;
+  /** bash only: commands that start with this text, such as "git status". */
+  commandPrefix?: string;
+  /** File tools only: workspace paths matching this glob (Go's path.Match), such as "src/*.go". */
+  pathGlob?: string;
+  /** Recorded with the rule; a denial by the rule shows it to the model. */
+  reason?: string;
+}
+
+/** How resolveApproval, approve and deny decide, beyond allow or deny. */
+export interface ResolveOptions {
+  /** Why; a denial reaches the model with it. */
+  reason?: string;
+  /** Who decided, recorded in the ApprovalNotice (and a SESSION rule). */
+  decidedBy?: string;
+  /** How far the decision reaches; "call" by default. */
+  scope?: ApprovalScopeName;
+  /**
+   * Limits a "run" or "session" scope to the calls matching it; "suggested"
+   * takes the request's suggested_rule (pass the ApprovalRequested).
+   * Without it the scope covers every later call of the tool.
+   */
+  rule?: RuleInput | "suggested";
+  /** With allow only: the arguments the call runs with instead of the model's (validated). */
+  arguments?: JsonObject;
+}
+
+/** What an Approver returns: allow or deny, with the options of ResolveOptions. */
+export interface ApprovalAnswer extends ResolveOptions {
+  allow: boolean;
+}
+
 /** A person (or policy) deciding an approval request. */
-export type Approver = (
-  request: ApprovalRequested,
-) => Promise<{ allow: boolean; reason?: string; decidedBy?: string }> | { allow: boolean; reason?: string; decidedBy?: string };
+export type Approver = (request: ApprovalRequested) => Promise<ApprovalAnswer> | ApprovalAnswer;
 
 /** What handle() answers on the app's behalf. */
 export interface RunHandlers {
@@ -77,7 +132,36 @@ export interface RunHandlers {
   tools?: Record<string, ToolHandler>;
   /** Decides approval_requested events; without it they stay pending until they time out. */
   approve?: Approver;
+  /**
+   * Answer hook_requested events (see onPreToolUse and its siblings): the
+   * first handler of the request's event answers; without one the request
+   * waits until its hook times out.
+   */
+  hooks?: readonly HookHandler[];
 }
+
+/**
+ * How ResolveInDoubt decides a call that started and never finished:
+ * run it again (a server tool, with the same arguments and idempotency
+ * key), skip it with a message the model sees, or supply its result.
+ */
+export type InDoubtDecision =
+  | { action: "retry" }
+  | { action: "skip"; message?: string }
+  | { action: "supply"; result: ToolResultInput };
+
+const scopes: Record<ApprovalScopeName, ApprovalScope> = {
+  call: ApprovalScope.CALL,
+  run: ApprovalScope.RUN,
+  session: ApprovalScope.SESSION,
+};
+
+const verdicts: Record<HookAnswer["verdict"], HookVerdict> = {
+  allow: HookVerdict.ALLOW,
+  deny: HookVerdict.DENY,
+  modify: HookVerdict.MODIFY,
+  redact: HookVerdict.REDACT,
+};
 
 /** Converts text or block initialisers into content blocks. */
 export function toContent(content: Content): ContentBlock[] {
@@ -252,7 +336,9 @@ export class AgentdClient {
    * Yields the events of `stream` and answers on the way: tool_call_requested
    * runs the named client tool and submits its result (a throwing or unknown
    * tool becomes an error result the model sees), approval_requested asks
-   * the approver and resolves it.
+   * the approver and resolves it (with its scope, rule and edited
+   * arguments), hook_requested asks the hook handler of its event and
+   * submits the answer.
    */
   async *handle(sessionId: string, stream: AsyncIterable<AgentEvent>, handlers: RunHandlers): AsyncGenerator<AgentEvent> {
     for await (const event of stream) {
@@ -270,8 +356,11 @@ export class AgentdClient {
         }
         await this.submitToolResult(sessionId, e.value.toolCallId, result);
       } else if (e.case === "approvalRequested" && handlers.approve) {
-        const d = await handlers.approve(e.value);
-        await this.resolveApproval(sessionId, e.value.toolCallId, d.allow, { reason: d.reason ?? "", decidedBy: d.decidedBy ?? "" });
+        const { allow, ...options } = await handlers.approve(e.value);
+        await (allow ? this.approve(sessionId, e.value, options) : this.deny(sessionId, e.value, options));
+      } else if (e.case === "hookRequested" && handlers.hooks) {
+        const h = hookHandlerFor(handlers.hooks, e.value);
+        if (h) await this.submitHookResult(sessionId, e.value.requestId, await h.answer(e.value));
       }
     }
   }
@@ -302,20 +391,119 @@ export class AgentdClient {
     });
   }
 
-  /** Answers an approval_requested event. */
-  async resolveApproval(
+  /**
+   * Answers an approval_requested event; returns the rule stored for a
+   * "session" scope. Given only the call's id, a rule must name its tool
+   * (`rule.toolName`); approve and deny take the request and default it.
+   */
+  async resolveApproval(sessionId: string, toolCallId: string, allow: boolean, options: ResolveOptions = {}): Promise<ApprovalRule | undefined> {
+    return await this.#resolve(sessionId, [toolCallId], allow, options, undefined);
+  }
+
+  /**
+   * Allows one waiting call, or several of the same run in one request (all
+   * are decided or none). Pass the ApprovalRequested to let the rule default
+   * to its tool, or to use its suggested rule:
+   * `approve(id, request, { scope: "session", rule: "suggested" })`.
+   * Returns the rule stored for a "session" scope.
+   */
+  async approve(
     sessionId: string,
-    toolCallId: string,
+    call: ApprovalRequested | string | readonly (ApprovalRequested | string)[],
+    options: ResolveOptions = {},
+  ): Promise<ApprovalRule | undefined> {
+    const calls = Array.isArray(call) ? call : [call as ApprovalRequested | string];
+    return await this.#resolve(sessionId, calls.map(callId), true, options, calls.find((c) => typeof c !== "string"));
+  }
+
+  /** Refuses one waiting call or several (see approve); the model gets an error result carrying the reason. */
+  async deny(
+    sessionId: string,
+    call: ApprovalRequested | string | readonly (ApprovalRequested | string)[],
+    options: ResolveOptions = {},
+  ): Promise<ApprovalRule | undefined> {
+    const calls = Array.isArray(call) ? call : [call as ApprovalRequested | string];
+    return await this.#resolve(sessionId, calls.map(callId), false, options, calls.find((c) => typeof c !== "string"));
+  }
+
+  async #resolve(
+    sessionId: string,
+    toolCallIds: string[],
     allow: boolean,
-    options: { reason?: string; decidedBy?: string } = {},
-  ): Promise<void> {
-    await this.rpc.resolveApproval({
+    options: ResolveOptions,
+    request: ApprovalRequested | string | undefined,
+  ): Promise<ApprovalRule | undefined> {
+    const [first = "", ...more] = toolCallIds;
+    const req = typeof request === "string" ? undefined : request;
+    const res = await this.rpc.resolveApproval({
       sessionId,
-      toolCallId,
+      toolCallId: first,
+      toolCallIds: more,
       decision: allow ? ApprovalDecision.ALLOWED : ApprovalDecision.DENIED,
       reason: options.reason ?? "",
       decidedBy: options.decidedBy ?? "",
+      scope: options.scope ? scopes[options.scope] : ApprovalScope.UNSPECIFIED,
+      rule: ruleOf(options.rule, req),
+      arguments: options.arguments,
     });
+    return res.rule;
+  }
+
+  /** Returns the approval rules in force on the session's current path, oldest first. */
+  async listApprovalRules(sessionId: string): Promise<ApprovalRule[]> {
+    return (await this.rpc.listApprovalRules({ sessionId })).rules;
+  }
+
+  /** Removes a rule (ApprovalRule.id) from the session's path; returns the ApprovalRuleRemoval entry recorded. */
+  async deleteApprovalRule(sessionId: string, ruleId: string): Promise<Entry | undefined> {
+    return (await this.rpc.deleteApprovalRule({ sessionId, ruleId })).entry;
+  }
+
+  /**
+   * Answers a hook_requested event with a HookAnswer (see verdict.allow,
+   * verdict.deny, verdict.modify, verdict.redact).
+   */
+  async submitHookResult(sessionId: string, requestId: string, answer: HookAnswer): Promise<void> {
+    await this.rpc.submitHookResult({
+      sessionId,
+      requestId,
+      verdict: verdicts[answer.verdict],
+      reason: answer.reason ?? "",
+      arguments: answer.arguments,
+      content: answer.content === undefined ? [] : toContent(answer.content),
+      details: answer.details === undefined || answer.details === null ? undefined : toValue(answer.details),
+      replaceDetails: answer.details !== undefined,
+      instructions: answer.instructions ?? "",
+      includeInModelContext: answer.includeInModelContext ?? false,
+      decidedBy: answer.decidedBy ?? "",
+    });
+  }
+
+  /**
+   * Decides a tool call left in doubt (tool_in_doubt) by a crash or a lost
+   * lease, on the idle session: retry it (server tools; for a client tool,
+   * run it yourself with its idempotency key and supply the result), skip
+   * it, or supply its result. The session takes new runs once no call is in
+   * doubt; the response lists those still in doubt.
+   */
+  async resolveInDoubt(sessionId: string, toolCallId: string, decision: InDoubtDecision): Promise<ResolveInDoubtResponse> {
+    switch (decision.action) {
+      case "retry":
+        return await this.rpc.resolveInDoubt({ sessionId, toolCallId, action: InDoubtAction.RETRY });
+      case "skip":
+        return await this.rpc.resolveInDoubt({ sessionId, toolCallId, action: InDoubtAction.SKIP, message: decision.message ?? "" });
+      case "supply": {
+        const r = decision.result;
+        return await this.rpc.resolveInDoubt({
+          sessionId,
+          toolCallId,
+          action: InDoubtAction.SUPPLY,
+          content: toContent(r.content),
+          details: r.details === undefined ? undefined : toValue(r.details),
+          isError: r.isError ?? false,
+        });
+      }
+    }
   }
 
   /** Returns every entry on the session's current path, root first, reading all pages. */
@@ -461,4 +649,24 @@ function callOptions(signal: AbortSignal | undefined): CallOptions {
 
 function toValue(json: JsonValue) {
   return fromJson(ValueSchema, json);
+}
+
+function callId(call: ApprovalRequested | string): string {
+  return typeof call === "string" ? call : call.toolCallId;
+}
+
+// ruleOf builds the request's rule: the suggested one, or the caller's
+// with the tool of the call decided when it names none.
+function ruleOf(rule: ResolveOptions["rule"], request: ApprovalRequested | undefined): MessageInitShape<typeof ApprovalRuleSchema> | undefined {
+  if (rule === undefined) return undefined;
+  if (rule === "suggested") {
+    if (!request?.suggestedRule) throw new Error("agentd: rule \"suggested\" needs an ApprovalRequested that carries suggested_rule");
+    return request.suggestedRule;
+  }
+  return {
+    toolName: rule.toolName ?? request?.toolName ?? "",
+    commandPrefix: rule.commandPrefix ?? "",
+    pathGlob: rule.pathGlob ?? "",
+    reason: rule.reason ?? "",
+  };
 }

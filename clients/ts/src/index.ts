@@ -1,6 +1,7 @@
-// @agentd/client: the generated agentd.v1 types plus the thin client and the
-// ChatItem reducer an app needs.
+// @agentd/client: the generated agentd.v1 types plus the thin client, the
+// hook helpers and the ChatItem reducer an app needs.
 export * from "./client.js";
+export * from "./hooks.js";
 export * from "./reducer.js";
 export * from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
 export * from "../../../gen/ts/agentd/v1/content_pb.js";

@@ -1,7 +1,8 @@
 // The UI reducer of the seed (§15–16): AgentEvent → ChatItem[], the app's
 // own view model. A streaming assistant message is one card whose text grows
 // in place; tool cards go running → success | error; approval items appear
-// pending and resolve when the ApprovalNotice arrives. Drafts and collapsed
+// pending and resolve when the ApprovalNotice arrives; a hook's decision
+// (HookNotice) is a card of its own. Drafts and collapsed
 // cards live in UiState, outside both the chat items and the transcript, so
 // nothing about the screen can reach the model.
 //
@@ -10,7 +11,16 @@
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 
-import { ApprovalDecision, CompactionReason, type AgentMessage, type ApprovalNotice, type Entry } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
+import {
+  ApprovalDecision,
+  CompactionReason,
+  HookAction,
+  HookEvent,
+  type AgentMessage,
+  type ApprovalNotice,
+  type Entry,
+  type HookNotice,
+} from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
 import type { ContentBlock } from "../../../gen/ts/agentd/v1/content_pb.js";
 import { StopReason } from "../../../gen/ts/agentd/v1/content_pb.js";
 import { AgentEventSchema, type AgentEvent } from "../../../gen/ts/agentd/v1/events_pb.js";
@@ -60,6 +70,27 @@ export type ChatItem =
       tokensAfter: number;
       summary: string;
       error: string;
+    }
+  | {
+      /** A lifecycle hook changed or refused something (a HookNotice): why the conversation looks as it does. */
+      kind: "hook";
+      id: string;
+      /** The HookNotice entry; empty until its message_end. */
+      entryId: string;
+      /** The hook_requested request id. */
+      requestId: string;
+      /** Where the hook was asked. */
+      event: "pre_tool_use" | "post_tool_use" | "user_prompt" | "stop" | "pre_compact" | "unknown";
+      /** The hook's name. */
+      hook: string;
+      /** What the decision did. */
+      action: "denied" | "arguments_replaced" | "result_replaced" | "result_redacted" | "context_added" | "continued" | "instructions_supplied" | "timed_out" | "unknown";
+      reason: string;
+      /** Who answered, or "timeout". */
+      decidedBy: string;
+      /** The tool call concerned, for the tool hooks; empty otherwise. */
+      toolCallId: string;
+      toolName: string;
     };
 
 /** The reducer's state: the items and which card is being streamed. */
@@ -94,6 +125,8 @@ export function reduceChat(state: ChatState, event: AgentEvent): ChatState {
           return finishTool(state, msg.value, "", key);
         case "approvalNotice":
           return resolveApproval(state, msg.value, key);
+        case "hookNotice":
+          return addHookNotice(state, msg.value, "", key);
         default:
           return state;
       }
@@ -130,6 +163,8 @@ export function reduceChat(state: ChatState, event: AgentEvent): ChatState {
           return finishTool(state, msg.value, entryId, key);
         case "approvalNotice":
           return resolveApproval(state, msg.value, key);
+        case "hookNotice":
+          return addHookNotice(state, msg.value, entryId, key);
         case "compactionSummary": {
           // A stored summary (a transcript being replayed, or AppendMessages).
           if (state.items.some((it) => it.kind === "compaction" && it.entryId === entryId)) return state;
@@ -338,4 +373,45 @@ function resolveApproval(state: ChatState, notice: ApprovalNotice, key: string):
     };
   }
   return updateItem(state, state.items[i]!.id, (it) => (it.kind === "approval" ? { ...it, decision, decidedBy: notice.decidedBy, reason: notice.reason } : it));
+}
+
+const hookEvents: Partial<Record<HookEvent, Extract<ChatItem, { kind: "hook" }>["event"]>> = {
+  [HookEvent.PRE_TOOL_USE]: "pre_tool_use",
+  [HookEvent.POST_TOOL_USE]: "post_tool_use",
+  [HookEvent.USER_PROMPT]: "user_prompt",
+  [HookEvent.STOP]: "stop",
+  [HookEvent.PRE_COMPACT]: "pre_compact",
+};
+
+const hookActions: Partial<Record<HookAction, Extract<ChatItem, { kind: "hook" }>["action"]>> = {
+  [HookAction.DENIED]: "denied",
+  [HookAction.ARGUMENTS_REPLACED]: "arguments_replaced",
+  [HookAction.RESULT_REPLACED]: "result_replaced",
+  [HookAction.RESULT_REDACTED]: "result_redacted",
+  [HookAction.CONTEXT_ADDED]: "context_added",
+  [HookAction.CONTINUED]: "continued",
+  [HookAction.INSTRUCTIONS_SUPPLIED]: "instructions_supplied",
+  [HookAction.TIMED_OUT]: "timed_out",
+};
+
+// addHookNotice shows a HookNotice once: message_start adds the card,
+// message_end (or a replayed transcript) gives it its entry id.
+function addHookNotice(state: ChatState, notice: HookNotice, entryId: string, key: string): ChatState {
+  if (!notice.visibleInUi) return state;
+  const card = state.items.find((it) => it.kind === "hook" && it.requestId === notice.requestId && it.requestId !== "");
+  if (card) return entryId ? updateItem(state, card.id, (it) => (it.kind === "hook" ? { ...it, entryId } : it)) : state;
+  const item: ChatItem = {
+    kind: "hook",
+    id: key,
+    entryId,
+    requestId: notice.requestId,
+    event: hookEvents[notice.event] ?? "unknown",
+    hook: notice.hook,
+    action: hookActions[notice.action] ?? "unknown",
+    reason: notice.reason,
+    decidedBy: notice.decidedBy,
+    toolCallId: notice.toolCallId,
+    toolName: notice.toolName,
+  };
+  return { ...state, items: [...state.items, item] };
 }

@@ -44,6 +44,8 @@ test("the two-prompt example: client read_file, approved edit_file, final ChatIt
         return [it.kind, it.toolCallId, it.decision, it.decidedBy];
       case "compaction":
         return [it.kind, it.state];
+      case "hook":
+        return [it.kind, it.action];
     }
   });
   // The approval item and the edit's tool card may come in either order.
@@ -67,7 +69,7 @@ test("the two-prompt example: client read_file, approved edit_file, final ChatIt
   // The stored transcript decodes and rebuilds the same cards (the approval
   // notice stands where it was stored).
   const entries = await client.transcript(sessionId);
-  const rebuilt = itemsFromTranscript(entries).map((it) => [it.kind, "text" in it ? it.text : "state" in it ? it.state : it.decision]);
-  const live = conv.chat.items.map((it) => [it.kind, "text" in it ? it.text : "state" in it ? it.state : it.decision]);
+  const rebuilt = itemsFromTranscript(entries).map((it) => [it.kind, "text" in it ? it.text : "state" in it ? it.state : "decision" in it ? it.decision : it.action]);
+  const live = conv.chat.items.map((it) => [it.kind, "text" in it ? it.text : "state" in it ? it.state : "decision" in it ? it.decision : it.action]);
   assert.deepEqual(sorted(rebuilt), sorted(live));
 });

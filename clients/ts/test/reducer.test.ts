@@ -1,14 +1,14 @@
 // Unit tests of the ChatItem reducer over hand-built event sequences, for the
 // paths a live run reaches only with specific server features (approvals,
-// joins mid-run) and for purity.
+// hook notices, joins mid-run) and for purity.
 
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 
-import { applyEvent, emptyChat, emptyConversation, reduceChat, setDraft, toggleCollapsed, type ChatState } from "../src/reducer.js";
-import { ApprovalDecision } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
+import { applyEvent, emptyChat, emptyConversation, itemsFromTranscript, reduceChat, setDraft, toggleCollapsed, type ChatState } from "../src/reducer.js";
+import { ApprovalDecision, EntrySchema, HookAction, HookEvent } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
 import { StopReason } from "../../../gen/ts/agentd/v1/content_pb.js";
 import { AgentEventSchema, type AgentEvent } from "../../../gen/ts/agentd/v1/events_pb.js";
 
@@ -37,6 +37,26 @@ const notice = (decision: ApprovalDecision): EventInit[] => {
 };
 
 describe("reduceChat", () => {
+  test("a hook's decision is one card, live and in a reopened transcript; an invisible one none", () => {
+    const hookNotice = (requestId: string, visibleInUi: boolean) => ({
+      kind: {
+        case: "hookNotice" as const,
+        value: { requestId, event: HookEvent.PRE_TOOL_USE, hook: "shell", action: HookAction.DENIED, reason: "no rm", decidedBy: "policy", toolCallId: "c1", toolName: "bash", visibleInUi },
+      },
+    });
+    const live = run(
+      { case: "messageStart", value: { message: hookNotice("h1", true) } },
+      { case: "messageEnd", value: { message: hookNotice("h1", true), entryId: "e-h1" } },
+      { case: "messageStart", value: { message: hookNotice("h2", false) } },
+      { case: "messageEnd", value: { message: hookNotice("h2", false), entryId: "e-h2" } },
+    ).reduce(reduceChat, emptyChat);
+    assert.deepEqual(live.items, [
+      { kind: "hook", id: "r/1", entryId: "e-h1", requestId: "h1", event: "pre_tool_use", hook: "shell", action: "denied", reason: "no rm", decidedBy: "policy", toolCallId: "c1", toolName: "bash" },
+    ]);
+    const reopened = itemsFromTranscript([create(EntrySchema, { id: "e-h1", payload: { case: "message", value: hookNotice("h1", true) } })]);
+    assert.deepEqual(reopened.map(({ id: _id, ...rest }) => rest), live.items.map(({ id: _id, ...rest }) => rest));
+  });
+
   test("message_update replaces the streaming card in place", () => {
     const events = run(...user("hi"), assistantStart, delta("默认"), delta("端口"), assistantEnd("默认端口"));
     const states: ChatState[] = [];
