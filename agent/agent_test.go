@@ -368,7 +368,7 @@ func TestContinueAfterAFailedRun(t *testing.T) {
 	if end := got[len(got)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
 		t.Fatalf("Continue run: %s %v", kinds(got), end)
 	}
-	if got := messageKinds(h.transcript(id)); got != "user assistant assistant" {
+	if got := testkit.MessageKinds(h.transcript(id)); got != "user assistant assistant" {
 		t.Fatalf("transcript %q", got)
 	}
 	// With the answer in place, Continue is refused as before.

@@ -15,6 +15,7 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/testkit"
 )
 
 // TestLongConversationCompactsAndNeverOverflows is the seed's first prompt
@@ -192,7 +193,7 @@ func TestContextHook(t *testing.T) {
 	if got := lastAnswer(evs); got != "injected" {
 		t.Fatalf("the model answered %q; the hook injected a message it should have seen last", got)
 	}
-	if got := messageKinds(h.transcript(id)); got != "user assistant" {
+	if got := testkit.MessageKinds(h.transcript(id)); got != "user assistant" {
 		t.Fatalf("transcript %s: the injected message must not be stored", got)
 	}
 	// Timed out.
@@ -216,7 +217,7 @@ func TestContextHook(t *testing.T) {
 	if !hasError(evs, "context_hook", "refused") || lastAnswer(evs) != "fourth" {
 		t.Fatalf("refused answer: %s, answer %q", allKinds(evs), lastAnswer(evs))
 	}
-	if got := messageKinds(h.transcript(id)); got != strings.TrimSpace(strings.Repeat("user assistant ", 4)) {
+	if got := testkit.MessageKinds(h.transcript(id)); got != strings.TrimSpace(strings.Repeat("user assistant ", 4)) {
 		t.Fatalf("transcript %s: hook answers must never be stored", got)
 	}
 }

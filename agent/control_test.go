@@ -77,7 +77,7 @@ func TestSteerAndFollowUp(t *testing.T) {
 	if got := strings.Join(userTexts, "|"); got != want {
 		t.Fatalf("user messages %q, want %q", got, want)
 	}
-	if got, want := messageKinds(h.transcript(id)), "user assistant tool_result user assistant user assistant"; got != want {
+	if got, want := testkit.MessageKinds(h.transcript(id)), "user assistant tool_result user assistant user assistant"; got != want {
 		t.Fatalf("transcript %q, want %q (steering after the tool batch, follow-up when the agent would stop)", got, want)
 	}
 }
@@ -107,8 +107,8 @@ func TestAbortDuringTool(t *testing.T) {
 	}
 	// What completed stays: the prompt, the tool call and its cancelled
 	// result; the next model call ends at once as ABORTED (pi's rule).
-	entries := messageEntries(h.transcript(id))
-	if got, want := messageKinds(entries), "user assistant tool_result assistant"; got != want {
+	entries := testkit.MessageEntries(h.transcript(id))
+	if got, want := testkit.MessageKinds(entries), "user assistant tool_result assistant"; got != want {
 		t.Fatalf("transcript %q, want %q", got, want)
 	}
 	if !entries[2].GetMessage().GetToolResult().GetIsError() ||
@@ -143,9 +143,9 @@ func TestClientDisconnectAbortsUnlessDetached(t *testing.T) {
 			if _, err := h.follow(id, s.runID, seen[len(seen)-1].GetSeq()); err != nil {
 				t.Fatal(err)
 			}
-			entries := messageEntries(h.transcript(id))
+			entries := testkit.MessageEntries(h.transcript(id))
 			if detach {
-				if got, want := messageKinds(entries), "user assistant tool_result assistant"; got != want {
+				if got, want := testkit.MessageKinds(entries), "user assistant tool_result assistant"; got != want {
 					t.Fatalf("detached run: transcript %q, want %q", got, want)
 				}
 				// The run can be re-joined after it ended, from where the
@@ -156,7 +156,7 @@ func TestClientDisconnectAbortsUnlessDetached(t *testing.T) {
 					t.Fatalf("detached run ended %v", rest[len(rest)-1])
 				}
 			} else {
-				if got, want := messageKinds(entries), "user assistant tool_result assistant"; got != want {
+				if got, want := testkit.MessageKinds(entries), "user assistant tool_result assistant"; got != want {
 					t.Fatalf("aborted run: transcript %q, want %q", got, want)
 				}
 				if sr := entries[3].GetMessage().GetAssistant().GetStopReason(); sr != agentdv1.StopReason_STOP_REASON_ABORTED {
@@ -202,7 +202,7 @@ func TestIdempotentPromptAttachesToTheSameRun(t *testing.T) {
 	if len(evs1) != len(evs2) || evs1[0].GetRunId() != evs2[0].GetRunId() {
 		t.Fatalf("retry did not replay the same run: %d events of %s, %d events of %s", len(evs1), evs1[0].GetRunId(), len(evs2), evs2[0].GetRunId())
 	}
-	if got := messageKinds(h.transcript(id)); got != "user assistant tool_result assistant" {
+	if got := testkit.MessageKinds(h.transcript(id)); got != "user assistant tool_result assistant" {
 		t.Fatalf("the retried prompt was appended again: %s", got)
 	}
 	// After a restart the request is remembered and its run replayed from
@@ -212,7 +212,7 @@ func TestIdempotentPromptAttachesToTheSameRun(t *testing.T) {
 	if len(evs3) != len(evs1) || evs3[0].GetRunId() != evs1[0].GetRunId() || allKinds(evs3) != allKinds(evs1) {
 		t.Fatalf("retry after restart did not replay the run: %s", allKinds(evs3))
 	}
-	if got := messageKinds(h.transcript(id)); got != "user assistant tool_result assistant" {
+	if got := testkit.MessageKinds(h.transcript(id)); got != "user assistant tool_result assistant" {
 		t.Fatalf("the retried prompt was appended after restart: %s", got)
 	}
 }
@@ -229,7 +229,7 @@ func TestConcurrentRunLimit(t *testing.T) {
 	wantReason(t, err, agentdv1.ErrorReason_ERROR_REASON_CONCURRENCY_LIMIT, "runs are active")
 	g.open()
 	sa.rest()
-	if got := messageKinds(h.transcript(b)); got != "" {
+	if got := testkit.MessageKinds(h.transcript(b)); got != "" {
 		t.Fatalf("refused prompt changed session b: %q", got)
 	}
 }

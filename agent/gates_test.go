@@ -67,7 +67,7 @@ func TestClientToolRoundTrip(t *testing.T) {
 	if end := rest[len(rest)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
 		t.Fatalf("run: %s", allKinds(rest))
 	}
-	entries := messageEntries(h.transcript(id))
+	entries := testkit.MessageEntries(h.transcript(id))
 	tr := entries[2].GetMessage().GetToolResult()
 	if tr.GetToolCallId() != "call_c" || tr.GetIsError() || tr.GetContent()[0].GetText().GetText() != "red" ||
 		tr.GetDetails().GetStructValue().GetFields()["swatch"].GetStringValue() != "#f00" {
@@ -99,7 +99,7 @@ func TestClientToolTimeoutAndInvalidArguments(t *testing.T) {
 	if requested != 1 {
 		t.Fatalf("%d tool_call_requested events, want 1 (invalid arguments never reach the client)", requested)
 	}
-	entries := messageEntries(h.transcript(id))
+	entries := testkit.MessageEntries(h.transcript(id))
 	bad := entries[2].GetMessage().GetToolResult()
 	if !bad.GetIsError() || !strings.Contains(bad.GetContent()[0].GetText().GetText(), `Validation failed for tool "pick_color"`) {
 		t.Fatalf("invalid arguments result: %v", bad)
@@ -149,7 +149,7 @@ func TestApprovalAllowDenyAndDurability(t *testing.T) {
 			}
 			check := func() {
 				entries := h.transcript(id)
-				if got, want := messageKinds(entries), "user assistant approval_notice tool_result assistant"; got != want {
+				if got, want := testkit.MessageKinds(entries), "user assistant approval_notice tool_result assistant"; got != want {
 					t.Fatalf("transcript %q, want %q", got, want)
 				}
 				n := entries[2].GetMessage().GetApprovalNotice()
@@ -243,7 +243,7 @@ func TestParallelCallsOneWaitsForApproval(t *testing.T) {
 	}
 	s.rest()
 	// Results in call order, after the notice.
-	if got, want := messageKinds(h.transcript(id)), "user assistant approval_notice tool_result tool_result assistant"; got != want {
+	if got, want := testkit.MessageKinds(h.transcript(id)), "user assistant approval_notice tool_result tool_result assistant"; got != want {
 		t.Fatalf("transcript %q, want %q", got, want)
 	}
 	// The notice reaches the model as a short user message when asked to.
@@ -287,7 +287,7 @@ func TestDetachedRunWaitsForAClientToAttachAndAnswer(t *testing.T) {
 	if end := rest[len(rest)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
 		t.Fatalf("detached run: %s", allKinds(rest))
 	}
-	if got := messageKinds(h.transcript(id)); got != "user assistant tool_result assistant" {
+	if got := testkit.MessageKinds(h.transcript(id)); got != "user assistant tool_result assistant" {
 		t.Fatalf("transcript %q", got)
 	}
 }

@@ -206,32 +206,6 @@ func allKinds(evs []*agentdv1.AgentEvent) string {
 	return strings.Join(names, " ")
 }
 
-// messageEntries are the entries of a transcript that hold messages,
-// leaving out records such as a tool call's start.
-func messageEntries(entries []*agentdv1.Entry) []*agentdv1.Entry {
-	var out []*agentdv1.Entry
-	for _, e := range entries {
-		if e.GetMessage() != nil {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// messageKinds names the kind of each message entry.
-func messageKinds(entries []*agentdv1.Entry) string {
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		m := e.GetMessage()
-		if m == nil {
-			continue
-		}
-		fd := m.ProtoReflect().WhichOneof(m.ProtoReflect().Descriptor().Oneofs().ByName("kind"))
-		names = append(names, string(fd.Name()))
-	}
-	return strings.Join(names, " ")
-}
-
 // checkSeqsFrom fails unless the events carry the session id, one run id
 // and seqs increasing by one from first.
 func checkSeqsFrom(t testing.TB, evs []*agentdv1.AgentEvent, sessionID string, first uint64) {

@@ -103,7 +103,7 @@ func TestRealProviderStreamsThroughAgentd(t *testing.T) {
 		t.Fatalf("agent_end: %v", end)
 	}
 	entries := h.transcript(id)
-	if got := messageKinds(entries); got != "user assistant tool_result assistant" {
+	if got := testkit.MessageKinds(entries); got != "user assistant tool_result assistant" {
 		t.Fatalf("transcript %q", got)
 	}
 	first := entries[1].GetMessage().GetAssistant()
@@ -146,7 +146,7 @@ func TestOverloadMidAnswerIsRetriedThroughAgentd(t *testing.T) {
 		t.Fatalf("retried %v, %s, %v", retried, allKinds(evs), end)
 	}
 	entries := h.transcript(id)
-	if got := messageKinds(entries); got != "user assistant assistant" {
+	if got := testkit.MessageKinds(entries); got != "user assistant assistant" {
 		t.Fatalf("transcript %q", got)
 	}
 	failed := entries[1].GetMessage().GetAssistant()

@@ -115,7 +115,7 @@ func TestRestartAfterCrashClosesInterruptedRun(t *testing.T) {
 		t.Fatalf("crashed run outcome %v, want INTERRUPTED", run.Outcome)
 	}
 	entries := h.transcript(id)
-	if got, want := messageKinds(entries), "user assistant tool_result tool_result"; got != want {
+	if got, want := testkit.MessageKinds(entries), "user assistant tool_result tool_result"; got != want {
 		t.Fatalf("transcript after recovery %q, want %q", got, want)
 	}
 	for i, callID := range []string{"call_read", "call_2"} {
@@ -130,7 +130,7 @@ func TestRestartAfterCrashClosesInterruptedRun(t *testing.T) {
 	if end := evs[len(evs)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
 		t.Fatalf("Continue after recovery: %s %v", allKinds(evs), end)
 	}
-	if got := messageKinds(h.transcript(id)); got != "user assistant tool_result tool_result assistant" {
+	if got := testkit.MessageKinds(h.transcript(id)); got != "user assistant tool_result tool_result assistant" {
 		t.Fatalf("transcript after Continue: %s", got)
 	}
 	// Now the last message is the assistant's: Continue refuses.
@@ -161,7 +161,7 @@ func TestRetriedModelCallIsRecordedAndHiddenFromTheModel(t *testing.T) {
 		t.Fatalf("no retry event or run failed: %s", allKinds(evs))
 	}
 	entries := h.transcript(id)
-	if got := messageKinds(entries); got != "user assistant assistant" {
+	if got := testkit.MessageKinds(entries); got != "user assistant assistant" {
 		t.Fatalf("transcript %q: the failed attempt must stay", got)
 	}
 	if a := entries[1].GetMessage().GetAssistant(); a.GetStopReason() != agentdv1.StopReason_STOP_REASON_ERROR {

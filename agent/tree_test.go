@@ -8,6 +8,7 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/persistence"
 )
 
@@ -56,7 +57,7 @@ func TestBranches(t *testing.T) {
 	}
 	main := h.transcript(id) // one, echo, two, echo, three, echo
 	if len(main) != 6 {
-		t.Fatalf("transcript %s", messageKinds(main))
+		t.Fatalf("transcript %s", testkit.MessageKinds(main))
 	}
 
 	// Edit and resend the second prompt: a second branch below the first

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentd/agentd/agent"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/service"
 )
 
@@ -62,7 +63,7 @@ func TestSubmitContextRefusals(t *testing.T) {
 	if !hasError(evs, "context_hook", "refused") || lastAnswer(evs) != "fifth" {
 		t.Fatalf("invalid injected message: %s, answer %q", kinds(evs), lastAnswer(evs))
 	}
-	if got := messageKinds(h.transcript(id)); got != strings.TrimSpace(strings.Repeat("user assistant ", 2)) {
+	if got := testkit.MessageKinds(h.transcript(id)); got != strings.TrimSpace(strings.Repeat("user assistant ", 2)) {
 		t.Fatalf("transcript %s: hook answers must never be stored", got)
 	}
 }

@@ -83,7 +83,7 @@ func TestEnumValuesOutsideTheirSetsAreRefused(t *testing.T) {
 	if after := len(h.listSessions()); after != before {
 		t.Fatalf("refused requests created %d sessions", after-before)
 	}
-	if got := messageKinds(h.transcript(id)); got != "" {
+	if got := testkit.MessageKinds(h.transcript(id)); got != "" {
 		t.Fatalf("refused appends stored %q", got)
 	}
 }
@@ -122,7 +122,7 @@ func TestAppendMessagesRefusesImpossibleConversations(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			wantField(t, send(tc.msgs...), tc.field)
-			if got := messageKinds(h.transcript(id)); got != "" {
+			if got := testkit.MessageKinds(h.transcript(id)); got != "" {
 				t.Fatalf("a refused append stored %q", got)
 			}
 		})
@@ -136,7 +136,7 @@ func TestAppendMessagesRefusesImpossibleConversations(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantField(t, send(result("c1", "lookup")), "messages[0].tool_result.tool_call_id")
-	if got := messageKinds(h.transcript(id)); got != "assistant tool_result" {
+	if got := testkit.MessageKinds(h.transcript(id)); got != "assistant tool_result" {
 		t.Fatalf("transcript %q", got)
 	}
 }

@@ -250,32 +250,6 @@ func eventKind(ev *agentdv1.AgentEvent) string {
 	return string(fd.Name())
 }
 
-// messageEntries are the entries of a transcript that hold messages,
-// leaving out records such as a tool call's start.
-func messageEntries(entries []*agentdv1.Entry) []*agentdv1.Entry {
-	var out []*agentdv1.Entry
-	for _, e := range entries {
-		if e.GetMessage() != nil {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// messageKinds names the kind of each message entry.
-func messageKinds(entries []*agentdv1.Entry) string {
-	names := make([]string, 0, len(entries))
-	for _, e := range entries {
-		m := e.GetMessage()
-		if m == nil {
-			continue
-		}
-		fd := m.ProtoReflect().WhichOneof(m.ProtoReflect().Descriptor().Oneofs().ByName("kind"))
-		names = append(names, string(fd.Name()))
-	}
-	return strings.Join(names, " ")
-}
-
 func wantCode(t *testing.T, err error, code codes.Code, mention string) {
 	t.Helper()
 	if status.Code(err) != code {

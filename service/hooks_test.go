@@ -113,7 +113,7 @@ func toolResult(t *testing.T, entries []*agentdv1.Entry) *agentdv1.ToolResultMes
 			return r
 		}
 	}
-	t.Fatalf("no tool result in %s", messageKinds(entries))
+	t.Fatalf("no tool result in %s", testkit.MessageKinds(entries))
 	return nil
 }
 
@@ -242,7 +242,7 @@ func TestHookEvents(t *testing.T) {
 			check: func(t *testing.T, entries []*agentdv1.Entry, _ []*agentdv1.AgentEvent) {
 				// The model saw the added content on this run's call (the
 				// faux model echoes the last user message it was sent).
-				if got := messageKinds(entries); got != "user hook_notice assistant" {
+				if got := testkit.MessageKinds(entries); got != "user hook_notice assistant" {
 					t.Fatalf("transcript %s", got)
 				}
 				if a := entries[2].GetMessage().GetAssistant(); blocksText(a.GetContent()) != "house rule: be brief" {
@@ -259,7 +259,7 @@ func TestHookEvents(t *testing.T) {
 			}},
 		{name: "stop allow", event: stop, answer: hookReply(allow, nil), asked: 1,
 			check: func(t *testing.T, entries []*agentdv1.Entry, evs []*agentdv1.AgentEvent) {
-				if got := messageKinds(entries); got != "user assistant" {
+				if got := testkit.MessageKinds(entries); got != "user assistant" {
 					t.Fatalf("transcript %s", got)
 				}
 				if req := firstHookRequest(evs); blocksText(req.GetMessage().GetAssistant().GetContent()) != "done" {
@@ -270,7 +270,7 @@ func TestHookEvents(t *testing.T) {
 			answer: hookReply(modify, func(a *agentdv1.SubmitHookResultRequest) { a.Content = texts("check your work") }),
 			check: func(t *testing.T, entries []*agentdv1.Entry, _ []*agentdv1.AgentEvent) {
 				// max_continuations 0 means 1: the second stop is not asked.
-				if got := messageKinds(entries); got != "user assistant hook_notice user assistant" {
+				if got := testkit.MessageKinds(entries); got != "user assistant hook_notice user assistant" {
 					t.Fatalf("transcript %s", got)
 				}
 				if got := blocksText(entries[3].GetMessage().GetUser().GetContent()); got != "check your work" {
@@ -348,7 +348,7 @@ func TestPromptRefusedByHook(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			id := h.createSession(&agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Echo: true}})
 			h.prompt(id, "first")
-			before := messageKinds(h.transcript(id))
+			before := testkit.MessageKinds(h.transcript(id))
 			if _, err := h.client.UpdateSession(h.ctx(), &agentdv1.UpdateSessionRequest{SessionId: id,
 				Config: &agentdv1.SessionConfig{Hooks: []*agentdv1.Hook{tt.hook}}, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"config.hooks"}}}); err != nil {
 				t.Fatal(err)
@@ -360,7 +360,7 @@ func TestPromptRefusedByHook(t *testing.T) {
 			if info.GetReason() != "PROMPT_REFUSED" || info.GetMetadata()["hook"] != "gate" || req == nil || info.GetMetadata()["request_id"] != req.GetRequestId() {
 				t.Fatalf("ErrorInfo %v after %s", info, kinds(evs))
 			}
-			if got := messageKinds(h.transcript(id)); got != before {
+			if got := testkit.MessageKinds(h.transcript(id)); got != before {
 				t.Fatalf("transcript %s after the refusal, was %s", got, before)
 			}
 			if end := evs[len(evs)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_ERROR {
@@ -563,7 +563,7 @@ func TestSteeringRefusedByHook(t *testing.T) {
 		t.Fatalf("no hook error event: %s", kinds(evs))
 	}
 	entries := h.transcript(id)
-	if got := messageKinds(entries); got != "user assistant tool_result hook_notice assistant" {
+	if got := testkit.MessageKinds(entries); got != "user assistant tool_result hook_notice assistant" {
 		t.Fatalf("transcript %s", got)
 	}
 	for _, e := range entries {

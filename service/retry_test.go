@@ -34,7 +34,7 @@ func TestContinueAfterAFailedRun(t *testing.T) {
 	if end := evs[len(evs)-1].GetAgentEnd(); end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
 		t.Fatalf("Continue: %s %v", kinds(evs), end)
 	}
-	if got := messageKinds(h.transcript(id)); got != "user assistant assistant" {
+	if got := testkit.MessageKinds(h.transcript(id)); got != "user assistant assistant" {
 		t.Fatalf("transcript %q", got)
 	}
 	// Now the answer is last: Continue is refused as before.

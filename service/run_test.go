@@ -79,7 +79,7 @@ func TestSeedTwoPromptScenario(t *testing.T) {
 			t.Fatalf("entry %d is %s, message_end named %s", i, e.GetId(), endIDs[i])
 		}
 	}
-	if got, want := messageKinds(entries), "user assistant tool_result assistant"; got != want {
+	if got, want := testkit.MessageKinds(entries), "user assistant tool_result assistant"; got != want {
 		t.Fatalf("transcript %q, want %q", got, want)
 	}
 
@@ -110,7 +110,7 @@ func TestSeedTwoPromptScenario(t *testing.T) {
 		t.Fatal("no run id")
 	}
 	entries = h.transcript(id)
-	if got, want := messageKinds(entries), "user assistant tool_result assistant user assistant"; got != want {
+	if got, want := testkit.MessageKinds(entries), "user assistant tool_result assistant user assistant"; got != want {
 		t.Fatalf("transcript %q, want %q", got, want)
 	}
 	c2 := h.context(id)

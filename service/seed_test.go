@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentd/agentd/agent"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/service"
 )
 
@@ -84,8 +85,8 @@ func TestSeedScenarioWithBuiltinToolsAndApproval(t *testing.T) {
 	}
 	want := "user assistant tool_result assistant user assistant approval_notice tool_result assistant"
 	all := h.transcript(id)
-	entries := messageEntries(all)
-	if got := messageKinds(entries); got != want {
+	entries := testkit.MessageEntries(all)
+	if got := testkit.MessageKinds(entries); got != want {
 		t.Fatalf("transcript %q\nwant       %q", got, want)
 	}
 	if tr := entries[7].GetMessage().GetToolResult(); tr.GetIsError() || tr.GetDetails() == nil {
@@ -116,7 +117,7 @@ func TestSeedScenarioWithBuiltinToolsAndApproval(t *testing.T) {
 			t.Fatalf("entry %d changed across the restart", i)
 		}
 	}
-	if n := messageEntries(after)[6].GetMessage().GetApprovalNotice(); n.GetDecidedBy() != "alice" || n.GetDecision() != agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED {
+	if n := testkit.MessageEntries(after)[6].GetMessage().GetApprovalNotice(); n.GetDecidedBy() != "alice" || n.GetDecision() != agentdv1.ApprovalDecision_APPROVAL_DECISION_ALLOWED {
 		t.Fatalf("who allowed what, after restart: %v", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentd/agentd/agent"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/testkit"
 	"github.com/agentd/agentd/service"
 )
 
@@ -38,10 +39,10 @@ func TestTreeOverGRPC(t *testing.T) {
 	}
 	main := h.transcript(id) // one, echo, two, echo, three, echo
 	if len(main) != 6 {
-		t.Fatalf("transcript %s", messageKinds(main))
+		t.Fatalf("transcript %s", testkit.MessageKinds(main))
 	}
 	edited := h.promptWith(&agentdv1.PromptRequest{SessionId: id, Content: texts("two, edited"), ParentEntryId: main[1].GetId()})
-	if got := messageKinds(h.transcript(id)); got != "user assistant user assistant" {
+	if got := testkit.MessageKinds(h.transcript(id)); got != "user assistant user assistant" {
 		t.Fatalf("transcript after edit and resend: %s", got)
 	}
 	oldPath, err := h.client.GetTranscript(h.ctx(), &agentdv1.GetTranscriptRequest{SessionId: id, LeafEntryId: main[5].GetId()})

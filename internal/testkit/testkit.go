@@ -1,12 +1,14 @@
 // Package testkit holds the test doubles that the tests of several
 // packages (agent, service) share, so each is written once: a model that
-// fails its first call and a read-only tool over an in-memory file system.
+// fails its first call, a read-only tool over an in-memory file system,
+// and readers of a transcript's message entries.
 // Only tests import it.
 package testkit
 
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -70,4 +72,31 @@ func ReadFileTool(files map[string]string) agentloop.Tool {
 			return agentloop.Result{Content: []*agentdv1.ContentBlock{faux.Text(body)}}, nil
 		},
 	}}
+}
+
+// MessageEntries are the entries of a transcript that hold messages,
+// leaving out records such as a tool call's start or an approval rule.
+func MessageEntries(entries []*agentdv1.Entry) []*agentdv1.Entry {
+	var out []*agentdv1.Entry
+	for _, e := range entries {
+		if e.GetMessage() != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// MessageKinds names the kind of each message entry ("user assistant
+// tool_result"), skipping the entries that hold no message.
+func MessageKinds(entries []*agentdv1.Entry) string {
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		m := e.GetMessage()
+		if m == nil {
+			continue
+		}
+		fd := m.ProtoReflect().WhichOneof(m.ProtoReflect().Descriptor().Oneofs().ByName("kind"))
+		names = append(names, string(fd.Name()))
+	}
+	return strings.Join(names, " ")
 }
