@@ -22,7 +22,9 @@ import (
 // wait. A batch is one row of the store. The timed and the size-triggered
 // batches are stored in the background, so a run does not stop streaming
 // while the store writes; only when the store falls maxUnstoredBatches
-// batches behind does the run wait for it.
+// batches behind does the run wait for it. agent_end reaches followers
+// only after the last batch is stored, so a client that saw a run finish
+// replays every one of its events after a crash.
 const (
 	FlushInterval = 250 * time.Millisecond
 	FlushBatch    = 4096
@@ -107,10 +109,14 @@ type eventLog struct {
 	next    uint64  // seq the next event gets
 	durable uint64  // last seq stored
 	ended   bool
-	waiting bool
-	wake    chan struct{}
-	armed   bool // a timed flush is pending
-	sizing  bool // a size-triggered flush is running
+	// released says followers may see agent_end: it is stored, or storing
+	// it failed for good (storeLastEvents gave up). Until then a client
+	// that saw the run finish could lose its last events to a crash.
+	released bool
+	waiting  bool
+	wake     chan struct{}
+	armed    bool // a timed flush is pending
+	sizing   bool // a size-triggered flush is running
 
 	// followers maps each follower reading from the tail to the last seq
 	// it sent; room is signalled when one makes progress or leaves.
@@ -285,9 +291,32 @@ func (l *eventLog) flush(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	l.durable = batch[len(batch)-1].Seq
+	if l.ended && l.durable == l.next-1 {
+		l.releaseLocked()
+	}
 	l.trimLocked()
 	l.mu.Unlock()
 	return nil
+}
+
+// release lets followers see agent_end although it is not stored: for a
+// run whose last events could not be stored, so its clients still end.
+func (l *eventLog) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.releaseLocked()
+}
+
+func (l *eventLog) releaseLocked() {
+	if l.released {
+		return
+	}
+	l.released = true
+	if l.waiting {
+		close(l.wake)
+		l.wake = make(chan struct{})
+		l.waiting = false
+	}
 }
 
 // trimLocked drops the stored events that every follower reading from
@@ -327,8 +356,13 @@ func (l *eventLog) since(after uint64) (evs []Event, ended bool, wake <-chan str
 		return nil, false, nil, true, l.first, nil
 	}
 	evs = l.tail[after+1-l.first:]
+	ended = l.ended
+	if ended && !l.released && len(evs) > 0 {
+		// agent_end waits until it is stored (see released).
+		evs, ended = evs[:len(evs)-1], false
+	}
 	if len(evs) == 0 {
 		l.waiting = true
 	}
-	return evs, l.ended, l.wake, false, l.first, nil
+	return evs, ended, l.wake, false, l.first, nil
 }

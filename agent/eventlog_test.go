@@ -45,6 +45,7 @@ func TestEventLogOrderAndEnds(t *testing.T) {
 		t.Fatal("an event before agent_start was logged")
 	}
 	l.append(agentStart())
+	startData := l.tail[0].Data
 	for range 4 {
 		l.append(turnStart())
 	}
@@ -65,13 +66,43 @@ func TestEventLogOrderAndEnds(t *testing.T) {
 	if l.append(turnStart()) {
 		t.Fatal("an event after agent_end was logged")
 	}
+	// agent_end reaches followers only once it is stored: a client that
+	// saw the run end must find every event again after a crash.
+	evs, ended, wake, _, _, _ = l.since(5)
+	if ended || len(evs) != 0 {
+		t.Fatalf("agent_end not stored yet, but since(5) = %v ended=%v", evs, ended)
+	}
+	me := l.join(5) // a follower keeps the stored events in memory
+	defer l.leave(me)
+	if err := l.flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(5 * time.Second):
+		t.Fatal("storing agent_end did not wake the waiting follower")
+	}
 	evs, ended, _, _, _, _ = l.since(5)
 	if !ended || len(evs) != 1 || !evs[0].End || evs[0].Seq != 6 {
-		t.Fatalf("after agent_end: %v ended=%v", evs, ended)
+		t.Fatalf("after agent_end was stored: %v ended=%v", evs, ended)
 	}
 	ev, err := evs[0].Decode()
-	if err != nil || ev.GetRunId() != "r" || ev.GetSeq() != 6 || ev.GetAgentEnd() == nil || !isAgentEnd(evs[0].Data) || isAgentEnd(l.tail[0].Data) {
+	if err != nil || ev.GetRunId() != "r" || ev.GetSeq() != 6 || ev.GetAgentEnd() == nil || !isAgentEnd(evs[0].Data) || isAgentEnd(startData) {
 		t.Fatalf("decoded %v, %v", ev, err)
+	}
+}
+
+// A run whose last events cannot be stored still ends its followers.
+func TestEventLogReleasesAnUnstoredEnd(t *testing.T) {
+	l, _ := newTestLog(t)
+	l.append(agentStart())
+	l.append(agentEnd())
+	if evs, ended, _, _, _, _ := l.since(1); ended || len(evs) != 0 {
+		t.Fatalf("unstored agent_end visible: %v ended=%v", evs, ended)
+	}
+	l.release()
+	if evs, ended, _, _, _, _ := l.since(1); !ended || len(evs) != 1 || !evs[0].End {
+		t.Fatalf("released agent_end: %v ended=%v", evs, ended)
 	}
 }
 

@@ -553,6 +553,7 @@ func (r *Run) storeLastEvents(ctx context.Context) {
 		time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
 	}
 	r.a.opts.Logger.ErrorContext(ctx, "could not store the last events of a run; Attach will miss them", "session", r.sessionID, "run", r.id, "err", err)
+	r.log.release()
 }
 
 // endRun records the run's end and frees the session before agent_end
