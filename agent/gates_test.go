@@ -43,7 +43,9 @@ func TestClientToolRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	id := h.session(&agentdv1.SessionConfig{
 		Tools: []*agentdv1.Tool{colorTool(t)},
-		Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{
+		// Paced, so the run is still answering when the second result
+		// arrives (which must be too late, not "no active run").
+		Faux: &agentdv1.FauxScript{TokensPerSecond: 10, Responses: []*agentdv1.AssistantMessage{
 			toolCall(t, "call_c", "pick_color", map[string]any{"hint": "warm"}), text("you picked red"),
 		}},
 	})
