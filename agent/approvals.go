@@ -73,14 +73,14 @@ func (r *Run) resolveApproval(ctx context.Context, ap *agentdv1.ReplicaApproval)
 	defer p.mu.Unlock()
 	calls := make([]*pendingCall, len(ids))
 	for i, id := range ids {
-		c := p.calls[id]
-		switch {
-		case c == nil || c.kind != waitApproval:
-			return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_NOT_WAITING, "tool call %q of session %q is not waiting for approval; nothing was decided", id, sid).
-				with("tool_call_id", id, "session_id", sid)
-		case c.state != "waiting":
-			return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_ANSWER_TOO_LATE, "tool call %q of session %q no longer waits for approval: it was %s; nothing was decided", id, sid, c.state).
-				with("tool_call_id", id, "session_id", sid)
+		c, err := p.waitingLocked(sid, id, waitApproval)
+		if err != nil {
+			var refusal *Error
+			if errors.As(err, &refusal) {
+				refusal.Message += "; nothing was decided"
+				refusal.with("tool_call_id", id, "session_id", sid)
+			}
+			return nil, err
 		}
 		calls[i] = c
 	}

@@ -596,12 +596,9 @@ func (hs *hookSet) answer(sessionID string, ans *agentdv1.SubmitHookResultReques
 func (p *pendingCalls) hookRequest(sessionID, id string) (*agentdv1.HookRequested, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := p.calls[id]
-	if c == nil || c.kind != waitHook {
-		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_NOT_WAITING, "hook request %q of session %q is not waiting for an answer", id, sessionID)
-	}
-	if c.state != "waiting" {
-		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_ANSWER_TOO_LATE, "hook request %q of session %q no longer waits for an answer: it was %s", id, sessionID, c.state)
+	c, err := p.waitingLocked(sessionID, id, waitHook)
+	if err != nil {
+		return nil, err
 	}
 	return c.hook, nil
 }

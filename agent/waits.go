@@ -91,16 +91,27 @@ func (p *pendingCalls) stop(c *pendingCall, why string) bool {
 func (p *pendingCalls) deliver(sessionID, id string, kind waitKind, v any) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := p.calls[id]
-	if c == nil || c.kind != kind {
-		return refuse(agentdv1.ErrorReason_ERROR_REASON_NOT_WAITING, "%s %q of session %q is not waiting for a %s", kind.subject(), id, sessionID, kind)
-	}
-	if c.state != "waiting" {
-		return refuse(agentdv1.ErrorReason_ERROR_REASON_ANSWER_TOO_LATE, "%s %q of session %q no longer waits for a %s: it was %s", kind.subject(), id, sessionID, kind, c.state)
+	c, err := p.waitingLocked(sessionID, id, kind)
+	if err != nil {
+		return err
 	}
 	c.state = "answered"
 	c.answer <- v
 	return nil
+}
+
+// waitingLocked returns the call id of kind that still waits, or the
+// refusal an answer to it gets: NOT_WAITING when nothing of that kind has
+// the id, ANSWER_TOO_LATE when it stopped waiting. p.mu is held.
+func (p *pendingCalls) waitingLocked(sessionID, id string, kind waitKind) (*pendingCall, error) {
+	c := p.calls[id]
+	if c == nil || c.kind != kind {
+		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_NOT_WAITING, "%s %q of session %q is not waiting for a %s", kind.subject(), id, sessionID, kind)
+	}
+	if c.state != "waiting" {
+		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_ANSWER_TOO_LATE, "%s %q of session %q no longer waits for a %s: it was %s", kind.subject(), id, sessionID, kind, c.state)
+	}
+	return c, nil
 }
 
 // subject names what waits: a tool call, a context or a hook request.
@@ -118,12 +129,9 @@ func (k waitKind) subject() string {
 func (p *pendingCalls) offered(sessionID, id string) ([]contextview.Item, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c := p.calls[id]
-	if c == nil || c.kind != waitContext {
-		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_NOT_WAITING, "context request %q of session %q is not waiting for an answer", id, sessionID)
-	}
-	if c.state != "waiting" {
-		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_ANSWER_TOO_LATE, "context request %q of session %q no longer waits for an answer: it was %s", id, sessionID, c.state)
+	c, err := p.waitingLocked(sessionID, id, waitContext)
+	if err != nil {
+		return nil, err
 	}
 	return c.offered, nil
 }
