@@ -13,6 +13,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import unittest
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 _SERVING = re.compile(r'msg="agentd serving" addr=(\S+)')
@@ -63,3 +64,26 @@ class Agentd:
         self._reader.join(timeout=5)
         shutil.rmtree(self._work, ignore_errors=True)
         return code
+
+
+class AgentdTestCase(unittest.IsolatedAsyncioTestCase):
+    """Tests that share one agentd per class, each with a client of its own."""
+
+    agentd: Agentd
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.agentd = Agentd()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        code = cls.agentd.stop()
+        assert code == 0, f"agentd exit code {code}; log:\n{cls.agentd.log()}"
+
+    async def asyncSetUp(self) -> None:
+        from agentd_client import AgentdClient  # puts gen/python on the path first
+
+        self.client = AgentdClient(self.agentd.address)
+
+    async def asyncTearDown(self) -> None:
+        await self.client.close()

@@ -14,9 +14,9 @@ from google.protobuf import json_format
 
 import agentd_client  # noqa: F401  (puts gen/python on the path)
 from agentd.v1 import content_pb2, events_pb2, messages_pb2, service_pb2, session_pb2
-from agentd_client import AgentdClient, ChatState, Conversation, apply_event, items_from_transcript, reduce_chat, refusal_of
+from agentd_client import ChatState, Conversation, apply_event, items_from_transcript, reduce_chat, refusal_of
 
-from tests.agentd_server import Agentd
+from tests.agentd_server import AgentdTestCase
 
 
 def text(t: str) -> messages_pb2.AssistantMessage:
@@ -58,24 +58,11 @@ def kinds(events):
     return [e.WhichOneof("event") for e in events]
 
 
-class AgentdE2E(unittest.IsolatedAsyncioTestCase):
-    agentd: Agentd
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.agentd = Agentd()
-
+class AgentdE2E(AgentdTestCase):
     @classmethod
     def tearDownClass(cls) -> None:
-        code = cls.agentd.stop()
-        assert code == 0, f"agentd exit code {code}; log:\n{cls.agentd.log()}"
+        super().tearDownClass()
         assert "agentd stopped" in cls.agentd.log()
-
-    async def asyncSetUp(self) -> None:
-        self.client = AgentdClient(self.agentd.address)
-
-    async def asyncTearDown(self) -> None:
-        await self.client.close()
 
     def assert_seqs(self, events) -> None:
         self.assertEqual([e.seq for e in events], list(range(1, len(events) + 1)), "seq runs 1..N exactly once")

@@ -19,7 +19,6 @@ import agentd_client  # noqa: F401  (puts gen/python on the path)
 from agentd.v1 import agent_messages_pb2, content_pb2, messages_pb2, session_pb2
 from agentd_client import (
     SUGGESTED,
-    AgentdClient,
     Approval,
     ChatState,
     HookItem,
@@ -31,7 +30,7 @@ from agentd_client import (
     text_of,
 )
 
-from tests.agentd_server import Agentd
+from tests.agentd_server import AgentdTestCase
 
 
 def text(t: str) -> messages_pb2.AssistantMessage:
@@ -63,26 +62,15 @@ def notices(entries, kind: str) -> list:
             if en.WhichOneof("payload") == "message" and en.message.WhichOneof("kind") == kind]
 
 
-class PoliciesE2E(unittest.IsolatedAsyncioTestCase):
-    agentd: Agentd
-
-    @classmethod
-    def setUpClass(cls) -> None:
-        cls.agentd = Agentd()
-
-    @classmethod
-    def tearDownClass(cls) -> None:
-        code = cls.agentd.stop()
-        assert code == 0, f"agentd exit code {code}; log:\n{cls.agentd.log()}"
-
+class PoliciesE2E(AgentdTestCase):
     async def asyncSetUp(self) -> None:
-        self.client = AgentdClient(self.agentd.address)
+        await super().asyncSetUp()
         self.workspace = tempfile.mkdtemp(prefix="agentd-py-ws-")
         with open(os.path.join(self.workspace, "keep.txt"), "w") as f:
             f.write("keep")
 
     async def asyncTearDown(self) -> None:
-        await self.client.close()
+        await super().asyncTearDown()
         shutil.rmtree(self.workspace, ignore_errors=True)
 
     async def test_pre_tool_use_hook_rewrites_and_denies_bash_calls(self) -> None:
