@@ -63,6 +63,17 @@ type Options struct {
 	MaxTokens int64
 	// SessionID lets cache-aware providers key their prompt cache.
 	SessionID string
+	// Settings are the caller's sampling and tool-choice settings
+	// (temperature, top_p, tool_choice, stop sequences, provider_options);
+	// nil keeps the provider's defaults. Their max_output_tokens reaches
+	// adapters as MaxTokens. [CheckOptions] decides beforehand whether the
+	// model's API can send them.
+	Settings *agentdv1.ModelSettings
+	// OutputSchema, when set, asks for the answer as a JSON object valid
+	// against it through the API's native structured-output mode; only
+	// set when [NativeStructuredOutput] says the model has one usable
+	// with the call's tools. The loop validates the answer either way.
+	OutputSchema *structpb.Struct
 }
 
 // EventType tells which field of an Event is meaningful.

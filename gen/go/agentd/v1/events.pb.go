@@ -43,6 +43,11 @@ const (
 	// error_message and an error event name the limit. The transcript is
 	// whole: Continue goes on once the budget allows.
 	RunOutcome_RUN_OUTCOME_BUDGET_EXCEEDED RunOutcome = 5
+	// The run has an output schema and the model's answer did not validate
+	// against it, also after max_output_retries corrections: a fatal error
+	// event (stage "output_schema") and agent_end's error_message carry the
+	// validation errors of the last answer.
+	RunOutcome_RUN_OUTCOME_OUTPUT_INVALID RunOutcome = 6
 )
 
 // Enum value maps for RunOutcome.
@@ -54,6 +59,7 @@ var (
 		3: "RUN_OUTCOME_ERROR",
 		4: "RUN_OUTCOME_INTERRUPTED",
 		5: "RUN_OUTCOME_BUDGET_EXCEEDED",
+		6: "RUN_OUTCOME_OUTPUT_INVALID",
 	}
 	RunOutcome_value = map[string]int32{
 		"RUN_OUTCOME_UNSPECIFIED":     0,
@@ -62,6 +68,7 @@ var (
 		"RUN_OUTCOME_ERROR":           3,
 		"RUN_OUTCOME_INTERRUPTED":     4,
 		"RUN_OUTCOME_BUDGET_EXCEEDED": 5,
+		"RUN_OUTCOME_OUTPUT_INVALID":  6,
 	}
 )
 
@@ -151,6 +158,7 @@ type AgentEvent struct {
 	//	*AgentEvent_ContextRequested
 	//	*AgentEvent_HookRequested
 	//	*AgentEvent_ToolInDoubt
+	//	*AgentEvent_Subagent
 	Event         isAgentEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -399,6 +407,15 @@ func (x *AgentEvent) GetToolInDoubt() *ToolInDoubt {
 	return nil
 }
 
+func (x *AgentEvent) GetSubagent() *SubagentEvent {
+	if x != nil {
+		if x, ok := x.Event.(*AgentEvent_Subagent); ok {
+			return x.Subagent
+		}
+	}
+	return nil
+}
+
 type isAgentEvent_Event interface {
 	isAgentEvent_Event()
 }
@@ -501,6 +518,12 @@ type AgentEvent_ToolInDoubt struct {
 	ToolInDoubt *ToolInDoubt `protobuf:"bytes,28,opt,name=tool_in_doubt,json=toolInDoubt,proto3,oneof"`
 }
 
+type AgentEvent_Subagent struct {
+	// An event of a subagent's run (see SessionConfig.subagents), mirrored
+	// on its parent's stream so one client can serve both.
+	Subagent *SubagentEvent `protobuf:"bytes,29,opt,name=subagent,proto3,oneof"`
+}
+
 func (*AgentEvent_AgentStart) isAgentEvent_Event() {}
 
 func (*AgentEvent_TurnStart) isAgentEvent_Event() {}
@@ -538,6 +561,8 @@ func (*AgentEvent_ContextRequested) isAgentEvent_Event() {}
 func (*AgentEvent_HookRequested) isAgentEvent_Event() {}
 
 func (*AgentEvent_ToolInDoubt) isAgentEvent_Event() {}
+
+func (*AgentEvent_Subagent) isAgentEvent_Event() {}
 
 // HookRequested asks the client to decide at a point of the run (see
 // HookEvent for what each event allows). Answer with SubmitHookResult
@@ -1028,7 +1053,13 @@ func (x *ContextItem) GetMessage() *AgentMessage {
 
 // AgentStart opens a run.
 type AgentStart struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The metadata of the request that started the run
+	// (PromptRequest.metadata), echoed for the caller's correlation ids.
+	Metadata map[string]string `protobuf:"bytes,1,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The session, run and tool call that spawned this run's session, when
+	// it is a subagent's (see SessionConfig.subagents); unset otherwise.
+	Origin        *SessionOrigin `protobuf:"bytes,2,opt,name=origin,proto3" json:"origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1063,6 +1094,109 @@ func (*AgentStart) Descriptor() ([]byte, []int) {
 	return file_agentd_v1_events_proto_rawDescGZIP(), []int{6}
 }
 
+func (x *AgentStart) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *AgentStart) GetOrigin() *SessionOrigin {
+	if x != nil {
+		return x.Origin
+	}
+	return nil
+}
+
+// SubagentEvent is a key event of a subagent's run, mirrored on the
+// stream of the run that spawned it: the child's agent_start and
+// agent_end, and the requests its client must answer (approval_requested,
+// tool_call_requested, hook_requested, context_requested). Answer those
+// with the child's session_id (ResolveApproval, SubmitToolResult, ...).
+// The child's whole stream is its own: Attach to session_id and run_id.
+type SubagentEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The child session's id.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The child's run.
+	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The subagent profile the child was spawned with
+	// (SubagentProfile.name).
+	Profile string `protobuf:"bytes,3,opt,name=profile,proto3" json:"profile,omitempty"`
+	// The id of the parent's spawn_agent tool call that started the child.
+	ToolCallId string `protobuf:"bytes,4,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// The child's event as the child's own stream carries it (its session
+	// id, run id and seq).
+	Event         *AgentEvent `protobuf:"bytes,5,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubagentEvent) Reset() {
+	*x = SubagentEvent{}
+	mi := &file_agentd_v1_events_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubagentEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubagentEvent) ProtoMessage() {}
+
+func (x *SubagentEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_events_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubagentEvent.ProtoReflect.Descriptor instead.
+func (*SubagentEvent) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SubagentEvent) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *SubagentEvent) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *SubagentEvent) GetProfile() string {
+	if x != nil {
+		return x.Profile
+	}
+	return ""
+}
+
+func (x *SubagentEvent) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *SubagentEvent) GetEvent() *AgentEvent {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
 // TurnStart opens a turn.
 type TurnStart struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1074,7 +1208,7 @@ type TurnStart struct {
 
 func (x *TurnStart) Reset() {
 	*x = TurnStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[7]
+	mi := &file_agentd_v1_events_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1220,7 @@ func (x *TurnStart) String() string {
 func (*TurnStart) ProtoMessage() {}
 
 func (x *TurnStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[7]
+	mi := &file_agentd_v1_events_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1233,7 @@ func (x *TurnStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnStart.ProtoReflect.Descriptor instead.
 func (*TurnStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TurnStart) GetTurn() uint32 {
@@ -1122,7 +1256,7 @@ type MessageStart struct {
 
 func (x *MessageStart) Reset() {
 	*x = MessageStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[8]
+	mi := &file_agentd_v1_events_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1268,7 @@ func (x *MessageStart) String() string {
 func (*MessageStart) ProtoMessage() {}
 
 func (x *MessageStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[8]
+	mi := &file_agentd_v1_events_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1281,7 @@ func (x *MessageStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageStart.ProtoReflect.Descriptor instead.
 func (*MessageStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MessageStart) GetMessage() *AgentMessage {
@@ -1183,7 +1317,7 @@ type MessageUpdate struct {
 
 func (x *MessageUpdate) Reset() {
 	*x = MessageUpdate{}
-	mi := &file_agentd_v1_events_proto_msgTypes[9]
+	mi := &file_agentd_v1_events_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1329,7 @@ func (x *MessageUpdate) String() string {
 func (*MessageUpdate) ProtoMessage() {}
 
 func (x *MessageUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[9]
+	mi := &file_agentd_v1_events_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1342,7 @@ func (x *MessageUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageUpdate.ProtoReflect.Descriptor instead.
 func (*MessageUpdate) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MessageUpdate) GetDelta() isMessageUpdate_Delta {
@@ -1377,7 +1511,7 @@ type TextStart struct {
 
 func (x *TextStart) Reset() {
 	*x = TextStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[10]
+	mi := &file_agentd_v1_events_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1389,7 +1523,7 @@ func (x *TextStart) String() string {
 func (*TextStart) ProtoMessage() {}
 
 func (x *TextStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[10]
+	mi := &file_agentd_v1_events_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1402,7 +1536,7 @@ func (x *TextStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextStart.ProtoReflect.Descriptor instead.
 func (*TextStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TextStart) GetContentIndex() uint32 {
@@ -1425,7 +1559,7 @@ type TextDelta struct {
 
 func (x *TextDelta) Reset() {
 	*x = TextDelta{}
-	mi := &file_agentd_v1_events_proto_msgTypes[11]
+	mi := &file_agentd_v1_events_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1571,7 @@ func (x *TextDelta) String() string {
 func (*TextDelta) ProtoMessage() {}
 
 func (x *TextDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[11]
+	mi := &file_agentd_v1_events_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1584,7 @@ func (x *TextDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextDelta.ProtoReflect.Descriptor instead.
 func (*TextDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TextDelta) GetContentIndex() uint32 {
@@ -1480,7 +1614,7 @@ type TextEnd struct {
 
 func (x *TextEnd) Reset() {
 	*x = TextEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[12]
+	mi := &file_agentd_v1_events_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1626,7 @@ func (x *TextEnd) String() string {
 func (*TextEnd) ProtoMessage() {}
 
 func (x *TextEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[12]
+	mi := &file_agentd_v1_events_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1639,7 @@ func (x *TextEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TextEnd.ProtoReflect.Descriptor instead.
 func (*TextEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TextEnd) GetContentIndex() uint32 {
@@ -1535,7 +1669,7 @@ type ThinkingStart struct {
 
 func (x *ThinkingStart) Reset() {
 	*x = ThinkingStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[13]
+	mi := &file_agentd_v1_events_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1547,7 +1681,7 @@ func (x *ThinkingStart) String() string {
 func (*ThinkingStart) ProtoMessage() {}
 
 func (x *ThinkingStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[13]
+	mi := &file_agentd_v1_events_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1560,7 +1694,7 @@ func (x *ThinkingStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThinkingStart.ProtoReflect.Descriptor instead.
 func (*ThinkingStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ThinkingStart) GetContentIndex() uint32 {
@@ -1590,7 +1724,7 @@ type ThinkingDelta struct {
 
 func (x *ThinkingDelta) Reset() {
 	*x = ThinkingDelta{}
-	mi := &file_agentd_v1_events_proto_msgTypes[14]
+	mi := &file_agentd_v1_events_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1736,7 @@ func (x *ThinkingDelta) String() string {
 func (*ThinkingDelta) ProtoMessage() {}
 
 func (x *ThinkingDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[14]
+	mi := &file_agentd_v1_events_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1749,7 @@ func (x *ThinkingDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThinkingDelta.ProtoReflect.Descriptor instead.
 func (*ThinkingDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ThinkingDelta) GetContentIndex() uint32 {
@@ -1645,7 +1779,7 @@ type ThinkingEnd struct {
 
 func (x *ThinkingEnd) Reset() {
 	*x = ThinkingEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[15]
+	mi := &file_agentd_v1_events_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1791,7 @@ func (x *ThinkingEnd) String() string {
 func (*ThinkingEnd) ProtoMessage() {}
 
 func (x *ThinkingEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[15]
+	mi := &file_agentd_v1_events_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1804,7 @@ func (x *ThinkingEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThinkingEnd.ProtoReflect.Descriptor instead.
 func (*ThinkingEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ThinkingEnd) GetContentIndex() uint32 {
@@ -1703,7 +1837,7 @@ type ToolCallStart struct {
 
 func (x *ToolCallStart) Reset() {
 	*x = ToolCallStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[16]
+	mi := &file_agentd_v1_events_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1849,7 @@ func (x *ToolCallStart) String() string {
 func (*ToolCallStart) ProtoMessage() {}
 
 func (x *ToolCallStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[16]
+	mi := &file_agentd_v1_events_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1862,7 @@ func (x *ToolCallStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallStart.ProtoReflect.Descriptor instead.
 func (*ToolCallStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ToolCallStart) GetContentIndex() uint32 {
@@ -1767,7 +1901,7 @@ type ToolCallDelta struct {
 
 func (x *ToolCallDelta) Reset() {
 	*x = ToolCallDelta{}
-	mi := &file_agentd_v1_events_proto_msgTypes[17]
+	mi := &file_agentd_v1_events_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +1913,7 @@ func (x *ToolCallDelta) String() string {
 func (*ToolCallDelta) ProtoMessage() {}
 
 func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[17]
+	mi := &file_agentd_v1_events_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +1926,7 @@ func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
 func (*ToolCallDelta) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ToolCallDelta) GetContentIndex() uint32 {
@@ -1822,7 +1956,7 @@ type ToolCallEnd struct {
 
 func (x *ToolCallEnd) Reset() {
 	*x = ToolCallEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[18]
+	mi := &file_agentd_v1_events_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +1968,7 @@ func (x *ToolCallEnd) String() string {
 func (*ToolCallEnd) ProtoMessage() {}
 
 func (x *ToolCallEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[18]
+	mi := &file_agentd_v1_events_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +1981,7 @@ func (x *ToolCallEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallEnd.ProtoReflect.Descriptor instead.
 func (*ToolCallEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ToolCallEnd) GetContentIndex() uint32 {
@@ -1878,7 +2012,7 @@ type MessageEnd struct {
 
 func (x *MessageEnd) Reset() {
 	*x = MessageEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[19]
+	mi := &file_agentd_v1_events_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +2024,7 @@ func (x *MessageEnd) String() string {
 func (*MessageEnd) ProtoMessage() {}
 
 func (x *MessageEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[19]
+	mi := &file_agentd_v1_events_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2037,7 @@ func (x *MessageEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageEnd.ProtoReflect.Descriptor instead.
 func (*MessageEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MessageEnd) GetMessage() *AgentMessage {
@@ -1935,7 +2069,7 @@ type ToolExecutionStart struct {
 
 func (x *ToolExecutionStart) Reset() {
 	*x = ToolExecutionStart{}
-	mi := &file_agentd_v1_events_proto_msgTypes[20]
+	mi := &file_agentd_v1_events_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2081,7 @@ func (x *ToolExecutionStart) String() string {
 func (*ToolExecutionStart) ProtoMessage() {}
 
 func (x *ToolExecutionStart) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[20]
+	mi := &file_agentd_v1_events_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2094,7 @@ func (x *ToolExecutionStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExecutionStart.ProtoReflect.Descriptor instead.
 func (*ToolExecutionStart) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ToolExecutionStart) GetToolCallId() string {
@@ -2003,7 +2137,7 @@ type ToolExecutionUpdate struct {
 
 func (x *ToolExecutionUpdate) Reset() {
 	*x = ToolExecutionUpdate{}
-	mi := &file_agentd_v1_events_proto_msgTypes[21]
+	mi := &file_agentd_v1_events_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2015,7 +2149,7 @@ func (x *ToolExecutionUpdate) String() string {
 func (*ToolExecutionUpdate) ProtoMessage() {}
 
 func (x *ToolExecutionUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[21]
+	mi := &file_agentd_v1_events_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2028,7 +2162,7 @@ func (x *ToolExecutionUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExecutionUpdate.ProtoReflect.Descriptor instead.
 func (*ToolExecutionUpdate) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ToolExecutionUpdate) GetToolCallId() string {
@@ -2071,7 +2205,7 @@ type ToolExecutionEnd struct {
 
 func (x *ToolExecutionEnd) Reset() {
 	*x = ToolExecutionEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[22]
+	mi := &file_agentd_v1_events_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2217,7 @@ func (x *ToolExecutionEnd) String() string {
 func (*ToolExecutionEnd) ProtoMessage() {}
 
 func (x *ToolExecutionEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[22]
+	mi := &file_agentd_v1_events_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2230,7 @@ func (x *ToolExecutionEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolExecutionEnd.ProtoReflect.Descriptor instead.
 func (*ToolExecutionEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{22}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ToolExecutionEnd) GetResult() *ToolResultMessage {
@@ -2122,7 +2256,7 @@ type TurnEnd struct {
 
 func (x *TurnEnd) Reset() {
 	*x = TurnEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[23]
+	mi := &file_agentd_v1_events_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2268,7 @@ func (x *TurnEnd) String() string {
 func (*TurnEnd) ProtoMessage() {}
 
 func (x *TurnEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[23]
+	mi := &file_agentd_v1_events_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2281,7 @@ func (x *TurnEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TurnEnd.ProtoReflect.Descriptor instead.
 func (*TurnEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{23}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TurnEnd) GetTurn() uint32 {
@@ -2179,14 +2313,20 @@ type AgentEnd struct {
 	// Why the run failed or was aborted; empty when it completed.
 	ErrorMessage string `protobuf:"bytes,2,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	// The tokens and cost of every model call of the run added up.
-	Usage         *Usage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	Usage *Usage `protobuf:"bytes,3,opt,name=usage,proto3" json:"usage,omitempty"`
+	// The run's typed answer (see AssistantMessage.structured_output); set
+	// only when the run had an output schema and completed with an answer
+	// that validated.
+	StructuredOutput *structpb.Struct `protobuf:"bytes,4,opt,name=structured_output,json=structuredOutput,proto3" json:"structured_output,omitempty"`
+	// The metadata of the request that started the run, as on agent_start.
+	Metadata      map[string]string `protobuf:"bytes,5,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AgentEnd) Reset() {
 	*x = AgentEnd{}
-	mi := &file_agentd_v1_events_proto_msgTypes[24]
+	mi := &file_agentd_v1_events_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2338,7 @@ func (x *AgentEnd) String() string {
 func (*AgentEnd) ProtoMessage() {}
 
 func (x *AgentEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[24]
+	mi := &file_agentd_v1_events_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2351,7 @@ func (x *AgentEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentEnd.ProtoReflect.Descriptor instead.
 func (*AgentEnd) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{24}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AgentEnd) GetOutcome() RunOutcome {
@@ -2231,6 +2371,20 @@ func (x *AgentEnd) GetErrorMessage() string {
 func (x *AgentEnd) GetUsage() *Usage {
 	if x != nil {
 		return x.Usage
+	}
+	return nil
+}
+
+func (x *AgentEnd) GetStructuredOutput() *structpb.Struct {
+	if x != nil {
+		return x.StructuredOutput
+	}
+	return nil
+}
+
+func (x *AgentEnd) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
 	}
 	return nil
 }
@@ -2266,7 +2420,7 @@ type ApprovalRequested struct {
 
 func (x *ApprovalRequested) Reset() {
 	*x = ApprovalRequested{}
-	mi := &file_agentd_v1_events_proto_msgTypes[25]
+	mi := &file_agentd_v1_events_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2432,7 @@ func (x *ApprovalRequested) String() string {
 func (*ApprovalRequested) ProtoMessage() {}
 
 func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[25]
+	mi := &file_agentd_v1_events_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2445,7 @@ func (x *ApprovalRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApprovalRequested.ProtoReflect.Descriptor instead.
 func (*ApprovalRequested) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{25}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ApprovalRequested) GetToolCallId() string {
@@ -2373,7 +2527,7 @@ type ToolCallRequested struct {
 
 func (x *ToolCallRequested) Reset() {
 	*x = ToolCallRequested{}
-	mi := &file_agentd_v1_events_proto_msgTypes[26]
+	mi := &file_agentd_v1_events_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2385,7 +2539,7 @@ func (x *ToolCallRequested) String() string {
 func (*ToolCallRequested) ProtoMessage() {}
 
 func (x *ToolCallRequested) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[26]
+	mi := &file_agentd_v1_events_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2398,7 +2552,7 @@ func (x *ToolCallRequested) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallRequested.ProtoReflect.Descriptor instead.
 func (*ToolCallRequested) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{26}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ToolCallRequested) GetToolCallId() string {
@@ -2449,7 +2603,7 @@ type QueueUpdate struct {
 
 func (x *QueueUpdate) Reset() {
 	*x = QueueUpdate{}
-	mi := &file_agentd_v1_events_proto_msgTypes[27]
+	mi := &file_agentd_v1_events_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2461,7 +2615,7 @@ func (x *QueueUpdate) String() string {
 func (*QueueUpdate) ProtoMessage() {}
 
 func (x *QueueUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[27]
+	mi := &file_agentd_v1_events_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2474,7 +2628,7 @@ func (x *QueueUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueUpdate.ProtoReflect.Descriptor instead.
 func (*QueueUpdate) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{27}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *QueueUpdate) GetSteering() []*AgentMessage {
@@ -2508,7 +2662,7 @@ type AgentError struct {
 
 func (x *AgentError) Reset() {
 	*x = AgentError{}
-	mi := &file_agentd_v1_events_proto_msgTypes[28]
+	mi := &file_agentd_v1_events_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2520,7 +2674,7 @@ func (x *AgentError) String() string {
 func (*AgentError) ProtoMessage() {}
 
 func (x *AgentError) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_events_proto_msgTypes[28]
+	mi := &file_agentd_v1_events_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2533,7 +2687,7 @@ func (x *AgentError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentError.ProtoReflect.Descriptor instead.
 func (*AgentError) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_events_proto_rawDescGZIP(), []int{28}
+	return file_agentd_v1_events_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AgentError) GetMessage() string {
@@ -2561,7 +2715,7 @@ var File_agentd_v1_events_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x16agentd/v1/events.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x18agentd/v1/messages.proto\x1a\x17agentd/v1/session.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\v\n" +
+	"\x16agentd/v1/events.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x18agentd/v1/messages.proto\x1a\x17agentd/v1/session.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcd\v\n" +
 	"\n" +
 	"AgentEvent\x12\x1d\n" +
 	"\n" +
@@ -2592,7 +2746,8 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\x0ecompaction_end\x18\x19 \x01(\v2\x18.agentd.v1.CompactionEndH\x00R\rcompactionEnd\x12J\n" +
 	"\x11context_requested\x18\x1a \x01(\v2\x1b.agentd.v1.ContextRequestedH\x00R\x10contextRequested\x12A\n" +
 	"\x0ehook_requested\x18\x1b \x01(\v2\x18.agentd.v1.HookRequestedH\x00R\rhookRequested\x12<\n" +
-	"\rtool_in_doubt\x18\x1c \x01(\v2\x16.agentd.v1.ToolInDoubtH\x00R\vtoolInDoubtB\a\n" +
+	"\rtool_in_doubt\x18\x1c \x01(\v2\x16.agentd.v1.ToolInDoubtH\x00R\vtoolInDoubt\x126\n" +
+	"\bsubagent\x18\x1d \x01(\v2\x18.agentd.v1.SubagentEventH\x00R\bsubagentB\a\n" +
 	"\x05event\"\xba\x04\n" +
 	"\rHookRequested\x12\x1d\n" +
 	"\n" +
@@ -2635,9 +2790,22 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\bentry_id\x18\x01 \x01(\tR\aentryId\x12*\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x16.agentd.v1.MessageKindR\x04kind\x12\x16\n" +
 	"\x06tokens\x18\x03 \x01(\x03R\x06tokens\x121\n" +
-	"\amessage\x18\x04 \x01(\v2\x17.agentd.v1.AgentMessageR\amessage\"\f\n" +
+	"\amessage\x18\x04 \x01(\v2\x17.agentd.v1.AgentMessageR\amessage\"\xbc\x01\n" +
 	"\n" +
-	"AgentStart\"\x1f\n" +
+	"AgentStart\x12?\n" +
+	"\bmetadata\x18\x01 \x03(\v2#.agentd.v1.AgentStart.MetadataEntryR\bmetadata\x120\n" +
+	"\x06origin\x18\x02 \x01(\v2\x18.agentd.v1.SessionOriginR\x06origin\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xae\x01\n" +
+	"\rSubagentEvent\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12\x18\n" +
+	"\aprofile\x18\x03 \x01(\tR\aprofile\x12 \n" +
+	"\ftool_call_id\x18\x04 \x01(\tR\n" +
+	"toolCallId\x12+\n" +
+	"\x05event\x18\x05 \x01(\v2\x15.agentd.v1.AgentEventR\x05event\"\x1f\n" +
 	"\tTurnStart\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\rR\x04turn\"A\n" +
 	"\fMessageStart\x121\n" +
@@ -2702,11 +2870,16 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\aTurnEnd\x12\x12\n" +
 	"\x04turn\x18\x01 \x01(\rR\x04turn\x125\n" +
 	"\amessage\x18\x02 \x01(\v2\x1b.agentd.v1.AssistantMessageR\amessage\x12?\n" +
-	"\ftool_results\x18\x03 \x03(\v2\x1c.agentd.v1.ToolResultMessageR\vtoolResults\"\x88\x01\n" +
+	"\ftool_results\x18\x03 \x03(\v2\x1c.agentd.v1.ToolResultMessageR\vtoolResults\"\xca\x02\n" +
 	"\bAgentEnd\x12/\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2\x15.agentd.v1.RunOutcomeR\aoutcome\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12&\n" +
-	"\x05usage\x18\x03 \x01(\v2\x10.agentd.v1.UsageR\x05usage\"\x97\x03\n" +
+	"\x05usage\x18\x03 \x01(\v2\x10.agentd.v1.UsageR\x05usage\x12D\n" +
+	"\x11structured_output\x18\x04 \x01(\v2\x17.google.protobuf.StructR\x10structuredOutput\x12=\n" +
+	"\bmetadata\x18\x05 \x03(\v2!.agentd.v1.AgentEnd.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x03\n" +
 	"\x11ApprovalRequested\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x1b\n" +
@@ -2731,7 +2904,7 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"AgentError\x12\x18\n" +
 	"\amessage\x18\x01 \x01(\tR\amessage\x12\x14\n" +
 	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x14\n" +
-	"\x05fatal\x18\x03 \x01(\bR\x05fatal*\xb2\x01\n" +
+	"\x05fatal\x18\x03 \x01(\bR\x05fatal*\xd2\x01\n" +
 	"\n" +
 	"RunOutcome\x12\x1b\n" +
 	"\x17RUN_OUTCOME_UNSPECIFIED\x10\x00\x12\x19\n" +
@@ -2739,7 +2912,8 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\x13RUN_OUTCOME_ABORTED\x10\x02\x12\x15\n" +
 	"\x11RUN_OUTCOME_ERROR\x10\x03\x12\x1b\n" +
 	"\x17RUN_OUTCOME_INTERRUPTED\x10\x04\x12\x1f\n" +
-	"\x1bRUN_OUTCOME_BUDGET_EXCEEDED\x10\x05B4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
+	"\x1bRUN_OUTCOME_BUDGET_EXCEEDED\x10\x05\x12\x1e\n" +
+	"\x1aRUN_OUTCOME_OUTPUT_INVALID\x10\x06B4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
 
 var (
 	file_agentd_v1_events_proto_rawDescOnce sync.Once
@@ -2754,7 +2928,7 @@ func file_agentd_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_agentd_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentd_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_agentd_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_agentd_v1_events_proto_goTypes = []any{
 	(RunOutcome)(0),               // 0: agentd.v1.RunOutcome
 	(*AgentEvent)(nil),            // 1: agentd.v1.AgentEvent
@@ -2764,114 +2938,124 @@ var file_agentd_v1_events_proto_goTypes = []any{
 	(*ContextRequested)(nil),      // 5: agentd.v1.ContextRequested
 	(*ContextItem)(nil),           // 6: agentd.v1.ContextItem
 	(*AgentStart)(nil),            // 7: agentd.v1.AgentStart
-	(*TurnStart)(nil),             // 8: agentd.v1.TurnStart
-	(*MessageStart)(nil),          // 9: agentd.v1.MessageStart
-	(*MessageUpdate)(nil),         // 10: agentd.v1.MessageUpdate
-	(*TextStart)(nil),             // 11: agentd.v1.TextStart
-	(*TextDelta)(nil),             // 12: agentd.v1.TextDelta
-	(*TextEnd)(nil),               // 13: agentd.v1.TextEnd
-	(*ThinkingStart)(nil),         // 14: agentd.v1.ThinkingStart
-	(*ThinkingDelta)(nil),         // 15: agentd.v1.ThinkingDelta
-	(*ThinkingEnd)(nil),           // 16: agentd.v1.ThinkingEnd
-	(*ToolCallStart)(nil),         // 17: agentd.v1.ToolCallStart
-	(*ToolCallDelta)(nil),         // 18: agentd.v1.ToolCallDelta
-	(*ToolCallEnd)(nil),           // 19: agentd.v1.ToolCallEnd
-	(*MessageEnd)(nil),            // 20: agentd.v1.MessageEnd
-	(*ToolExecutionStart)(nil),    // 21: agentd.v1.ToolExecutionStart
-	(*ToolExecutionUpdate)(nil),   // 22: agentd.v1.ToolExecutionUpdate
-	(*ToolExecutionEnd)(nil),      // 23: agentd.v1.ToolExecutionEnd
-	(*TurnEnd)(nil),               // 24: agentd.v1.TurnEnd
-	(*AgentEnd)(nil),              // 25: agentd.v1.AgentEnd
-	(*ApprovalRequested)(nil),     // 26: agentd.v1.ApprovalRequested
-	(*ToolCallRequested)(nil),     // 27: agentd.v1.ToolCallRequested
-	(*QueueUpdate)(nil),           // 28: agentd.v1.QueueUpdate
-	(*AgentError)(nil),            // 29: agentd.v1.AgentError
-	(*timestamppb.Timestamp)(nil), // 30: google.protobuf.Timestamp
-	(*ToolInDoubt)(nil),           // 31: agentd.v1.ToolInDoubt
-	(HookEvent)(0),                // 32: agentd.v1.HookEvent
-	(*ToolCall)(nil),              // 33: agentd.v1.ToolCall
-	(*ToolResultMessage)(nil),     // 34: agentd.v1.ToolResultMessage
-	(*AgentMessage)(nil),          // 35: agentd.v1.AgentMessage
-	(CompactionReason)(0),         // 36: agentd.v1.CompactionReason
-	(*CompactionSummary)(nil),     // 37: agentd.v1.CompactionSummary
-	(MessageKind)(0),              // 38: agentd.v1.MessageKind
-	(*structpb.Struct)(nil),       // 39: google.protobuf.Struct
-	(*ContentBlock)(nil),          // 40: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),        // 41: google.protobuf.Value
-	(*AssistantMessage)(nil),      // 42: agentd.v1.AssistantMessage
-	(*Usage)(nil),                 // 43: agentd.v1.Usage
-	(ApprovalDecision)(0),         // 44: agentd.v1.ApprovalDecision
-	(ApprovalScope)(0),            // 45: agentd.v1.ApprovalScope
-	(*ApprovalRule)(nil),          // 46: agentd.v1.ApprovalRule
+	(*SubagentEvent)(nil),         // 8: agentd.v1.SubagentEvent
+	(*TurnStart)(nil),             // 9: agentd.v1.TurnStart
+	(*MessageStart)(nil),          // 10: agentd.v1.MessageStart
+	(*MessageUpdate)(nil),         // 11: agentd.v1.MessageUpdate
+	(*TextStart)(nil),             // 12: agentd.v1.TextStart
+	(*TextDelta)(nil),             // 13: agentd.v1.TextDelta
+	(*TextEnd)(nil),               // 14: agentd.v1.TextEnd
+	(*ThinkingStart)(nil),         // 15: agentd.v1.ThinkingStart
+	(*ThinkingDelta)(nil),         // 16: agentd.v1.ThinkingDelta
+	(*ThinkingEnd)(nil),           // 17: agentd.v1.ThinkingEnd
+	(*ToolCallStart)(nil),         // 18: agentd.v1.ToolCallStart
+	(*ToolCallDelta)(nil),         // 19: agentd.v1.ToolCallDelta
+	(*ToolCallEnd)(nil),           // 20: agentd.v1.ToolCallEnd
+	(*MessageEnd)(nil),            // 21: agentd.v1.MessageEnd
+	(*ToolExecutionStart)(nil),    // 22: agentd.v1.ToolExecutionStart
+	(*ToolExecutionUpdate)(nil),   // 23: agentd.v1.ToolExecutionUpdate
+	(*ToolExecutionEnd)(nil),      // 24: agentd.v1.ToolExecutionEnd
+	(*TurnEnd)(nil),               // 25: agentd.v1.TurnEnd
+	(*AgentEnd)(nil),              // 26: agentd.v1.AgentEnd
+	(*ApprovalRequested)(nil),     // 27: agentd.v1.ApprovalRequested
+	(*ToolCallRequested)(nil),     // 28: agentd.v1.ToolCallRequested
+	(*QueueUpdate)(nil),           // 29: agentd.v1.QueueUpdate
+	(*AgentError)(nil),            // 30: agentd.v1.AgentError
+	nil,                           // 31: agentd.v1.AgentStart.MetadataEntry
+	nil,                           // 32: agentd.v1.AgentEnd.MetadataEntry
+	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
+	(*ToolInDoubt)(nil),           // 34: agentd.v1.ToolInDoubt
+	(HookEvent)(0),                // 35: agentd.v1.HookEvent
+	(*ToolCall)(nil),              // 36: agentd.v1.ToolCall
+	(*ToolResultMessage)(nil),     // 37: agentd.v1.ToolResultMessage
+	(*AgentMessage)(nil),          // 38: agentd.v1.AgentMessage
+	(CompactionReason)(0),         // 39: agentd.v1.CompactionReason
+	(*CompactionSummary)(nil),     // 40: agentd.v1.CompactionSummary
+	(MessageKind)(0),              // 41: agentd.v1.MessageKind
+	(*SessionOrigin)(nil),         // 42: agentd.v1.SessionOrigin
+	(*structpb.Struct)(nil),       // 43: google.protobuf.Struct
+	(*ContentBlock)(nil),          // 44: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),        // 45: google.protobuf.Value
+	(*AssistantMessage)(nil),      // 46: agentd.v1.AssistantMessage
+	(*Usage)(nil),                 // 47: agentd.v1.Usage
+	(ApprovalDecision)(0),         // 48: agentd.v1.ApprovalDecision
+	(ApprovalScope)(0),            // 49: agentd.v1.ApprovalScope
+	(*ApprovalRule)(nil),          // 50: agentd.v1.ApprovalRule
 }
 var file_agentd_v1_events_proto_depIdxs = []int32{
-	30, // 0: agentd.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
+	33, // 0: agentd.v1.AgentEvent.time:type_name -> google.protobuf.Timestamp
 	7,  // 1: agentd.v1.AgentEvent.agent_start:type_name -> agentd.v1.AgentStart
-	8,  // 2: agentd.v1.AgentEvent.turn_start:type_name -> agentd.v1.TurnStart
-	9,  // 3: agentd.v1.AgentEvent.message_start:type_name -> agentd.v1.MessageStart
-	10, // 4: agentd.v1.AgentEvent.message_update:type_name -> agentd.v1.MessageUpdate
-	20, // 5: agentd.v1.AgentEvent.message_end:type_name -> agentd.v1.MessageEnd
-	21, // 6: agentd.v1.AgentEvent.tool_execution_start:type_name -> agentd.v1.ToolExecutionStart
-	22, // 7: agentd.v1.AgentEvent.tool_execution_update:type_name -> agentd.v1.ToolExecutionUpdate
-	23, // 8: agentd.v1.AgentEvent.tool_execution_end:type_name -> agentd.v1.ToolExecutionEnd
-	24, // 9: agentd.v1.AgentEvent.turn_end:type_name -> agentd.v1.TurnEnd
-	25, // 10: agentd.v1.AgentEvent.agent_end:type_name -> agentd.v1.AgentEnd
-	26, // 11: agentd.v1.AgentEvent.approval_requested:type_name -> agentd.v1.ApprovalRequested
-	27, // 12: agentd.v1.AgentEvent.tool_call_requested:type_name -> agentd.v1.ToolCallRequested
-	28, // 13: agentd.v1.AgentEvent.queue_update:type_name -> agentd.v1.QueueUpdate
-	29, // 14: agentd.v1.AgentEvent.error:type_name -> agentd.v1.AgentError
+	9,  // 2: agentd.v1.AgentEvent.turn_start:type_name -> agentd.v1.TurnStart
+	10, // 3: agentd.v1.AgentEvent.message_start:type_name -> agentd.v1.MessageStart
+	11, // 4: agentd.v1.AgentEvent.message_update:type_name -> agentd.v1.MessageUpdate
+	21, // 5: agentd.v1.AgentEvent.message_end:type_name -> agentd.v1.MessageEnd
+	22, // 6: agentd.v1.AgentEvent.tool_execution_start:type_name -> agentd.v1.ToolExecutionStart
+	23, // 7: agentd.v1.AgentEvent.tool_execution_update:type_name -> agentd.v1.ToolExecutionUpdate
+	24, // 8: agentd.v1.AgentEvent.tool_execution_end:type_name -> agentd.v1.ToolExecutionEnd
+	25, // 9: agentd.v1.AgentEvent.turn_end:type_name -> agentd.v1.TurnEnd
+	26, // 10: agentd.v1.AgentEvent.agent_end:type_name -> agentd.v1.AgentEnd
+	27, // 11: agentd.v1.AgentEvent.approval_requested:type_name -> agentd.v1.ApprovalRequested
+	28, // 12: agentd.v1.AgentEvent.tool_call_requested:type_name -> agentd.v1.ToolCallRequested
+	29, // 13: agentd.v1.AgentEvent.queue_update:type_name -> agentd.v1.QueueUpdate
+	30, // 14: agentd.v1.AgentEvent.error:type_name -> agentd.v1.AgentError
 	3,  // 15: agentd.v1.AgentEvent.compaction_start:type_name -> agentd.v1.CompactionStart
 	4,  // 16: agentd.v1.AgentEvent.compaction_end:type_name -> agentd.v1.CompactionEnd
 	5,  // 17: agentd.v1.AgentEvent.context_requested:type_name -> agentd.v1.ContextRequested
 	2,  // 18: agentd.v1.AgentEvent.hook_requested:type_name -> agentd.v1.HookRequested
-	31, // 19: agentd.v1.AgentEvent.tool_in_doubt:type_name -> agentd.v1.ToolInDoubt
-	32, // 20: agentd.v1.HookRequested.event:type_name -> agentd.v1.HookEvent
-	30, // 21: agentd.v1.HookRequested.deadline:type_name -> google.protobuf.Timestamp
-	33, // 22: agentd.v1.HookRequested.tool_call:type_name -> agentd.v1.ToolCall
-	34, // 23: agentd.v1.HookRequested.tool_result:type_name -> agentd.v1.ToolResultMessage
-	35, // 24: agentd.v1.HookRequested.message:type_name -> agentd.v1.AgentMessage
-	36, // 25: agentd.v1.HookRequested.compaction_reason:type_name -> agentd.v1.CompactionReason
-	36, // 26: agentd.v1.CompactionStart.reason:type_name -> agentd.v1.CompactionReason
-	36, // 27: agentd.v1.CompactionEnd.reason:type_name -> agentd.v1.CompactionReason
-	37, // 28: agentd.v1.CompactionEnd.summary:type_name -> agentd.v1.CompactionSummary
-	6,  // 29: agentd.v1.ContextRequested.items:type_name -> agentd.v1.ContextItem
-	30, // 30: agentd.v1.ContextRequested.deadline:type_name -> google.protobuf.Timestamp
-	38, // 31: agentd.v1.ContextItem.kind:type_name -> agentd.v1.MessageKind
-	35, // 32: agentd.v1.ContextItem.message:type_name -> agentd.v1.AgentMessage
-	35, // 33: agentd.v1.MessageStart.message:type_name -> agentd.v1.AgentMessage
-	11, // 34: agentd.v1.MessageUpdate.text_start:type_name -> agentd.v1.TextStart
-	12, // 35: agentd.v1.MessageUpdate.text_delta:type_name -> agentd.v1.TextDelta
-	13, // 36: agentd.v1.MessageUpdate.text_end:type_name -> agentd.v1.TextEnd
-	14, // 37: agentd.v1.MessageUpdate.thinking_start:type_name -> agentd.v1.ThinkingStart
-	15, // 38: agentd.v1.MessageUpdate.thinking_delta:type_name -> agentd.v1.ThinkingDelta
-	16, // 39: agentd.v1.MessageUpdate.thinking_end:type_name -> agentd.v1.ThinkingEnd
-	17, // 40: agentd.v1.MessageUpdate.tool_call_start:type_name -> agentd.v1.ToolCallStart
-	18, // 41: agentd.v1.MessageUpdate.tool_call_delta:type_name -> agentd.v1.ToolCallDelta
-	19, // 42: agentd.v1.MessageUpdate.tool_call_end:type_name -> agentd.v1.ToolCallEnd
-	33, // 43: agentd.v1.ToolCallEnd.tool_call:type_name -> agentd.v1.ToolCall
-	35, // 44: agentd.v1.MessageEnd.message:type_name -> agentd.v1.AgentMessage
-	39, // 45: agentd.v1.ToolExecutionStart.arguments:type_name -> google.protobuf.Struct
-	40, // 46: agentd.v1.ToolExecutionUpdate.content:type_name -> agentd.v1.ContentBlock
-	41, // 47: agentd.v1.ToolExecutionUpdate.details:type_name -> google.protobuf.Value
-	34, // 48: agentd.v1.ToolExecutionEnd.result:type_name -> agentd.v1.ToolResultMessage
-	42, // 49: agentd.v1.TurnEnd.message:type_name -> agentd.v1.AssistantMessage
-	34, // 50: agentd.v1.TurnEnd.tool_results:type_name -> agentd.v1.ToolResultMessage
-	0,  // 51: agentd.v1.AgentEnd.outcome:type_name -> agentd.v1.RunOutcome
-	43, // 52: agentd.v1.AgentEnd.usage:type_name -> agentd.v1.Usage
-	39, // 53: agentd.v1.ApprovalRequested.arguments:type_name -> google.protobuf.Struct
-	30, // 54: agentd.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
-	44, // 55: agentd.v1.ApprovalRequested.decisions:type_name -> agentd.v1.ApprovalDecision
-	45, // 56: agentd.v1.ApprovalRequested.scopes:type_name -> agentd.v1.ApprovalScope
-	46, // 57: agentd.v1.ApprovalRequested.suggested_rule:type_name -> agentd.v1.ApprovalRule
-	39, // 58: agentd.v1.ToolCallRequested.arguments:type_name -> google.protobuf.Struct
-	30, // 59: agentd.v1.ToolCallRequested.deadline:type_name -> google.protobuf.Timestamp
-	35, // 60: agentd.v1.QueueUpdate.steering:type_name -> agentd.v1.AgentMessage
-	35, // 61: agentd.v1.QueueUpdate.follow_up:type_name -> agentd.v1.AgentMessage
-	62, // [62:62] is the sub-list for method output_type
-	62, // [62:62] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	34, // 19: agentd.v1.AgentEvent.tool_in_doubt:type_name -> agentd.v1.ToolInDoubt
+	8,  // 20: agentd.v1.AgentEvent.subagent:type_name -> agentd.v1.SubagentEvent
+	35, // 21: agentd.v1.HookRequested.event:type_name -> agentd.v1.HookEvent
+	33, // 22: agentd.v1.HookRequested.deadline:type_name -> google.protobuf.Timestamp
+	36, // 23: agentd.v1.HookRequested.tool_call:type_name -> agentd.v1.ToolCall
+	37, // 24: agentd.v1.HookRequested.tool_result:type_name -> agentd.v1.ToolResultMessage
+	38, // 25: agentd.v1.HookRequested.message:type_name -> agentd.v1.AgentMessage
+	39, // 26: agentd.v1.HookRequested.compaction_reason:type_name -> agentd.v1.CompactionReason
+	39, // 27: agentd.v1.CompactionStart.reason:type_name -> agentd.v1.CompactionReason
+	39, // 28: agentd.v1.CompactionEnd.reason:type_name -> agentd.v1.CompactionReason
+	40, // 29: agentd.v1.CompactionEnd.summary:type_name -> agentd.v1.CompactionSummary
+	6,  // 30: agentd.v1.ContextRequested.items:type_name -> agentd.v1.ContextItem
+	33, // 31: agentd.v1.ContextRequested.deadline:type_name -> google.protobuf.Timestamp
+	41, // 32: agentd.v1.ContextItem.kind:type_name -> agentd.v1.MessageKind
+	38, // 33: agentd.v1.ContextItem.message:type_name -> agentd.v1.AgentMessage
+	31, // 34: agentd.v1.AgentStart.metadata:type_name -> agentd.v1.AgentStart.MetadataEntry
+	42, // 35: agentd.v1.AgentStart.origin:type_name -> agentd.v1.SessionOrigin
+	1,  // 36: agentd.v1.SubagentEvent.event:type_name -> agentd.v1.AgentEvent
+	38, // 37: agentd.v1.MessageStart.message:type_name -> agentd.v1.AgentMessage
+	12, // 38: agentd.v1.MessageUpdate.text_start:type_name -> agentd.v1.TextStart
+	13, // 39: agentd.v1.MessageUpdate.text_delta:type_name -> agentd.v1.TextDelta
+	14, // 40: agentd.v1.MessageUpdate.text_end:type_name -> agentd.v1.TextEnd
+	15, // 41: agentd.v1.MessageUpdate.thinking_start:type_name -> agentd.v1.ThinkingStart
+	16, // 42: agentd.v1.MessageUpdate.thinking_delta:type_name -> agentd.v1.ThinkingDelta
+	17, // 43: agentd.v1.MessageUpdate.thinking_end:type_name -> agentd.v1.ThinkingEnd
+	18, // 44: agentd.v1.MessageUpdate.tool_call_start:type_name -> agentd.v1.ToolCallStart
+	19, // 45: agentd.v1.MessageUpdate.tool_call_delta:type_name -> agentd.v1.ToolCallDelta
+	20, // 46: agentd.v1.MessageUpdate.tool_call_end:type_name -> agentd.v1.ToolCallEnd
+	36, // 47: agentd.v1.ToolCallEnd.tool_call:type_name -> agentd.v1.ToolCall
+	38, // 48: agentd.v1.MessageEnd.message:type_name -> agentd.v1.AgentMessage
+	43, // 49: agentd.v1.ToolExecutionStart.arguments:type_name -> google.protobuf.Struct
+	44, // 50: agentd.v1.ToolExecutionUpdate.content:type_name -> agentd.v1.ContentBlock
+	45, // 51: agentd.v1.ToolExecutionUpdate.details:type_name -> google.protobuf.Value
+	37, // 52: agentd.v1.ToolExecutionEnd.result:type_name -> agentd.v1.ToolResultMessage
+	46, // 53: agentd.v1.TurnEnd.message:type_name -> agentd.v1.AssistantMessage
+	37, // 54: agentd.v1.TurnEnd.tool_results:type_name -> agentd.v1.ToolResultMessage
+	0,  // 55: agentd.v1.AgentEnd.outcome:type_name -> agentd.v1.RunOutcome
+	47, // 56: agentd.v1.AgentEnd.usage:type_name -> agentd.v1.Usage
+	43, // 57: agentd.v1.AgentEnd.structured_output:type_name -> google.protobuf.Struct
+	32, // 58: agentd.v1.AgentEnd.metadata:type_name -> agentd.v1.AgentEnd.MetadataEntry
+	43, // 59: agentd.v1.ApprovalRequested.arguments:type_name -> google.protobuf.Struct
+	33, // 60: agentd.v1.ApprovalRequested.deadline:type_name -> google.protobuf.Timestamp
+	48, // 61: agentd.v1.ApprovalRequested.decisions:type_name -> agentd.v1.ApprovalDecision
+	49, // 62: agentd.v1.ApprovalRequested.scopes:type_name -> agentd.v1.ApprovalScope
+	50, // 63: agentd.v1.ApprovalRequested.suggested_rule:type_name -> agentd.v1.ApprovalRule
+	43, // 64: agentd.v1.ToolCallRequested.arguments:type_name -> google.protobuf.Struct
+	33, // 65: agentd.v1.ToolCallRequested.deadline:type_name -> google.protobuf.Timestamp
+	38, // 66: agentd.v1.QueueUpdate.steering:type_name -> agentd.v1.AgentMessage
+	38, // 67: agentd.v1.QueueUpdate.follow_up:type_name -> agentd.v1.AgentMessage
+	68, // [68:68] is the sub-list for method output_type
+	68, // [68:68] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_events_proto_init() }
@@ -2903,8 +3087,9 @@ func file_agentd_v1_events_proto_init() {
 		(*AgentEvent_ContextRequested)(nil),
 		(*AgentEvent_HookRequested)(nil),
 		(*AgentEvent_ToolInDoubt)(nil),
+		(*AgentEvent_Subagent)(nil),
 	}
-	file_agentd_v1_events_proto_msgTypes[9].OneofWrappers = []any{
+	file_agentd_v1_events_proto_msgTypes[10].OneofWrappers = []any{
 		(*MessageUpdate_TextStart)(nil),
 		(*MessageUpdate_TextDelta)(nil),
 		(*MessageUpdate_TextEnd)(nil),
@@ -2921,7 +3106,7 @@ func file_agentd_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_events_proto_rawDesc), len(file_agentd_v1_events_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -107,9 +107,15 @@ type AssistantMessage struct {
 	// none.
 	ResponseId string `protobuf:"bytes,8,opt,name=response_id,json=responseId,proto3" json:"response_id,omitempty"`
 	// When the model call started.
-	Timestamp     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Timestamp *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=timestamp,proto3" json:"timestamp,omitempty"`
+	// The run's typed answer, on the final message of a run with an output
+	// schema (PromptRequest.output_schema or SessionConfig.output_schema),
+	// once it validated against the schema: the JSON object the model wrote
+	// as its text (native structured output) or passed to the reserved
+	// submit_output tool. Unset on every other message.
+	StructuredOutput *structpb.Struct `protobuf:"bytes,10,opt,name=structured_output,json=structuredOutput,proto3" json:"structured_output,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *AssistantMessage) Reset() {
@@ -201,6 +207,13 @@ func (x *AssistantMessage) GetResponseId() string {
 func (x *AssistantMessage) GetTimestamp() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Timestamp
+	}
+	return nil
+}
+
+func (x *AssistantMessage) GetStructuredOutput() *structpb.Struct {
+	if x != nil {
+		return x.StructuredOutput
 	}
 	return nil
 }
@@ -411,7 +424,7 @@ const file_agentd_v1_messages_proto_rawDesc = "" +
 	"\x18agentd/v1/messages.proto\x12\tagentd.v1\x1a\x17agentd/v1/content.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"z\n" +
 	"\vUserMessage\x121\n" +
 	"\acontent\x18\x01 \x03(\v2\x17.agentd.v1.ContentBlockR\acontent\x128\n" +
-	"\ttimestamp\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\"\xe9\x02\n" +
+	"\ttimestamp\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\"\xaf\x03\n" +
 	"\x10AssistantMessage\x121\n" +
 	"\acontent\x18\x01 \x03(\v2\x17.agentd.v1.ContentBlockR\acontent\x12\x10\n" +
 	"\x03api\x18\x02 \x01(\tR\x03api\x12\x1a\n" +
@@ -423,7 +436,9 @@ const file_agentd_v1_messages_proto_rawDesc = "" +
 	"\rerror_message\x18\a \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\vresponse_id\x18\b \x01(\tR\n" +
 	"responseId\x128\n" +
-	"\ttimestamp\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\"\x8c\x02\n" +
+	"\ttimestamp\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\ttimestamp\x12D\n" +
+	"\x11structured_output\x18\n" +
+	" \x01(\v2\x17.google.protobuf.StructR\x10structuredOutput\"\x8c\x02\n" +
 	"\x11ToolResultMessage\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x1b\n" +
@@ -461,7 +476,8 @@ var file_agentd_v1_messages_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
 	(*Usage)(nil),                 // 6: agentd.v1.Usage
 	(StopReason)(0),               // 7: agentd.v1.StopReason
-	(*structpb.Value)(nil),        // 8: google.protobuf.Value
+	(*structpb.Struct)(nil),       // 8: google.protobuf.Struct
+	(*structpb.Value)(nil),        // 9: google.protobuf.Value
 }
 var file_agentd_v1_messages_proto_depIdxs = []int32{
 	4,  // 0: agentd.v1.UserMessage.content:type_name -> agentd.v1.ContentBlock
@@ -470,17 +486,18 @@ var file_agentd_v1_messages_proto_depIdxs = []int32{
 	6,  // 3: agentd.v1.AssistantMessage.usage:type_name -> agentd.v1.Usage
 	7,  // 4: agentd.v1.AssistantMessage.stop_reason:type_name -> agentd.v1.StopReason
 	5,  // 5: agentd.v1.AssistantMessage.timestamp:type_name -> google.protobuf.Timestamp
-	4,  // 6: agentd.v1.ToolResultMessage.content:type_name -> agentd.v1.ContentBlock
-	8,  // 7: agentd.v1.ToolResultMessage.details:type_name -> google.protobuf.Value
-	5,  // 8: agentd.v1.ToolResultMessage.timestamp:type_name -> google.protobuf.Timestamp
-	0,  // 9: agentd.v1.Message.user:type_name -> agentd.v1.UserMessage
-	1,  // 10: agentd.v1.Message.assistant:type_name -> agentd.v1.AssistantMessage
-	2,  // 11: agentd.v1.Message.tool_result:type_name -> agentd.v1.ToolResultMessage
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	8,  // 6: agentd.v1.AssistantMessage.structured_output:type_name -> google.protobuf.Struct
+	4,  // 7: agentd.v1.ToolResultMessage.content:type_name -> agentd.v1.ContentBlock
+	9,  // 8: agentd.v1.ToolResultMessage.details:type_name -> google.protobuf.Value
+	5,  // 9: agentd.v1.ToolResultMessage.timestamp:type_name -> google.protobuf.Timestamp
+	0,  // 10: agentd.v1.Message.user:type_name -> agentd.v1.UserMessage
+	1,  // 11: agentd.v1.Message.assistant:type_name -> agentd.v1.AssistantMessage
+	2,  // 12: agentd.v1.Message.tool_result:type_name -> agentd.v1.ToolResultMessage
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_messages_proto_init() }

@@ -48,6 +48,7 @@ type ReplicaControl struct {
 	//	*ReplicaControl_Approval
 	//	*ReplicaControl_Context
 	//	*ReplicaControl_Hook
+	//	*ReplicaControl_ClearQueue
 	Action        isReplicaControl_Action `protobuf_oneof:"action"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -167,6 +168,15 @@ func (x *ReplicaControl) GetHook() *SubmitHookResultRequest {
 	return nil
 }
 
+func (x *ReplicaControl) GetClearQueue() *ClearQueueRequest {
+	if x != nil {
+		if x, ok := x.Action.(*ReplicaControl_ClearQueue); ok {
+			return x.ClearQueue
+		}
+	}
+	return nil
+}
+
 type isReplicaControl_Action interface {
 	isReplicaControl_Action()
 }
@@ -208,6 +218,11 @@ type ReplicaControl_Hook struct {
 	Hook *SubmitHookResultRequest `protobuf:"bytes,9,opt,name=hook,proto3,oneof"`
 }
 
+type ReplicaControl_ClearQueue struct {
+	// ClearQueue: remove the queued messages and answer them.
+	ClearQueue *ClearQueueRequest `protobuf:"bytes,10,opt,name=clear_queue,json=clearQueue,proto3,oneof"`
+}
+
 func (*ReplicaControl_Steer) isReplicaControl_Action() {}
 
 func (*ReplicaControl_FollowUp) isReplicaControl_Action() {}
@@ -221,6 +236,8 @@ func (*ReplicaControl_Approval) isReplicaControl_Action() {}
 func (*ReplicaControl_Context) isReplicaControl_Action() {}
 
 func (*ReplicaControl_Hook) isReplicaControl_Action() {}
+
+func (*ReplicaControl_ClearQueue) isReplicaControl_Action() {}
 
 // ReplicaToolResult is a client's result for a tool_call_requested event.
 type ReplicaToolResult struct {
@@ -488,7 +505,9 @@ type ReplicaControlAnswer struct {
 	// The particulars of error_reason.
 	ErrorMetadata map[string]string `protobuf:"bytes,7,rep,name=error_metadata,json=errorMetadata,proto3" json:"error_metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// For ResolveApproval with scope SESSION: the rule stored.
-	Rule          *ApprovalRule `protobuf:"bytes,8,opt,name=rule,proto3" json:"rule,omitempty"`
+	Rule *ApprovalRule `protobuf:"bytes,8,opt,name=rule,proto3" json:"rule,omitempty"`
+	// For ClearQueue: the messages removed.
+	Cleared       *ClearQueueResponse `protobuf:"bytes,9,opt,name=cleared,proto3" json:"cleared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -572,11 +591,18 @@ func (x *ReplicaControlAnswer) GetRule() *ApprovalRule {
 	return nil
 }
 
+func (x *ReplicaControlAnswer) GetCleared() *ClearQueueResponse {
+	if x != nil {
+		return x.Cleared
+	}
+	return nil
+}
+
 var File_agentd_v1_replica_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"\x17agentd/v1/replica.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x17agentd/v1/service.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xc3\x03\n" +
+	"\x17agentd/v1/replica.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x17agentd/v1/service.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x84\x04\n" +
 	"\x0eReplicaControl\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
@@ -588,7 +614,10 @@ const file_agentd_v1_replica_proto_rawDesc = "" +
 	"toolResult\x128\n" +
 	"\bapproval\x18\a \x01(\v2\x1a.agentd.v1.ReplicaApprovalH\x00R\bapproval\x12;\n" +
 	"\acontext\x18\b \x01(\v2\x1f.agentd.v1.ReplicaContextAnswerH\x00R\acontext\x128\n" +
-	"\x04hook\x18\t \x01(\v2\".agentd.v1.SubmitHookResultRequestH\x00R\x04hookB\b\n" +
+	"\x04hook\x18\t \x01(\v2\".agentd.v1.SubmitHookResultRequestH\x00R\x04hook\x12?\n" +
+	"\vclear_queue\x18\n" +
+	" \x01(\v2\x1c.agentd.v1.ClearQueueRequestH\x00R\n" +
+	"clearQueueB\b\n" +
 	"\x06action\"\xb5\x01\n" +
 	"\x11ReplicaToolResult\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
@@ -613,7 +642,7 @@ const file_agentd_v1_replica_proto_rawDesc = "" +
 	"\n" +
 	"selections\x18\x02 \x03(\v2\x1b.agentd.v1.ContextSelectionR\n" +
 	"selections\x12\x18\n" +
-	"\arefused\x18\x03 \x01(\tR\arefused\"\xa2\x03\n" +
+	"\arefused\x18\x03 \x01(\tR\arefused\"\xdb\x03\n" +
 	"\x14ReplicaControlAnswer\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\verror_field\x18\x03 \x01(\tR\n" +
@@ -622,7 +651,8 @@ const file_agentd_v1_replica_proto_rawDesc = "" +
 	"\x06run_id\x18\x05 \x01(\tR\x05runId\x129\n" +
 	"\ferror_reason\x18\x06 \x01(\x0e2\x16.agentd.v1.ErrorReasonR\verrorReason\x12Y\n" +
 	"\x0eerror_metadata\x18\a \x03(\v22.agentd.v1.ReplicaControlAnswer.ErrorMetadataEntryR\rerrorMetadata\x12+\n" +
-	"\x04rule\x18\b \x01(\v2\x17.agentd.v1.ApprovalRuleR\x04rule\x1a@\n" +
+	"\x04rule\x18\b \x01(\v2\x17.agentd.v1.ApprovalRuleR\x04rule\x127\n" +
+	"\acleared\x18\t \x01(\v2\x1d.agentd.v1.ClearQueueResponseR\acleared\x1a@\n" +
 	"\x12ErrorMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x01\x10\x02R\n" +
@@ -650,13 +680,15 @@ var file_agentd_v1_replica_proto_goTypes = []any{
 	nil,                             // 5: agentd.v1.ReplicaControlAnswer.ErrorMetadataEntry
 	(*AgentMessage)(nil),            // 6: agentd.v1.AgentMessage
 	(*SubmitHookResultRequest)(nil), // 7: agentd.v1.SubmitHookResultRequest
-	(*ContentBlock)(nil),            // 8: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),          // 9: google.protobuf.Value
-	(ApprovalScope)(0),              // 10: agentd.v1.ApprovalScope
-	(*structpb.Struct)(nil),         // 11: google.protobuf.Struct
-	(*ApprovalRule)(nil),            // 12: agentd.v1.ApprovalRule
-	(*ContextSelection)(nil),        // 13: agentd.v1.ContextSelection
-	(ErrorReason)(0),                // 14: agentd.v1.ErrorReason
+	(*ClearQueueRequest)(nil),       // 8: agentd.v1.ClearQueueRequest
+	(*ContentBlock)(nil),            // 9: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),          // 10: google.protobuf.Value
+	(ApprovalScope)(0),              // 11: agentd.v1.ApprovalScope
+	(*structpb.Struct)(nil),         // 12: google.protobuf.Struct
+	(*ApprovalRule)(nil),            // 13: agentd.v1.ApprovalRule
+	(*ContextSelection)(nil),        // 14: agentd.v1.ContextSelection
+	(ErrorReason)(0),                // 15: agentd.v1.ErrorReason
+	(*ClearQueueResponse)(nil),      // 16: agentd.v1.ClearQueueResponse
 }
 var file_agentd_v1_replica_proto_depIdxs = []int32{
 	6,  // 0: agentd.v1.ReplicaControl.steer:type_name -> agentd.v1.AgentMessage
@@ -665,20 +697,22 @@ var file_agentd_v1_replica_proto_depIdxs = []int32{
 	2,  // 3: agentd.v1.ReplicaControl.approval:type_name -> agentd.v1.ReplicaApproval
 	3,  // 4: agentd.v1.ReplicaControl.context:type_name -> agentd.v1.ReplicaContextAnswer
 	7,  // 5: agentd.v1.ReplicaControl.hook:type_name -> agentd.v1.SubmitHookResultRequest
-	8,  // 6: agentd.v1.ReplicaToolResult.content:type_name -> agentd.v1.ContentBlock
-	9,  // 7: agentd.v1.ReplicaToolResult.details:type_name -> google.protobuf.Value
-	10, // 8: agentd.v1.ReplicaApproval.scope:type_name -> agentd.v1.ApprovalScope
-	11, // 9: agentd.v1.ReplicaApproval.arguments:type_name -> google.protobuf.Struct
-	12, // 10: agentd.v1.ReplicaApproval.rule:type_name -> agentd.v1.ApprovalRule
-	13, // 11: agentd.v1.ReplicaContextAnswer.selections:type_name -> agentd.v1.ContextSelection
-	14, // 12: agentd.v1.ReplicaControlAnswer.error_reason:type_name -> agentd.v1.ErrorReason
-	5,  // 13: agentd.v1.ReplicaControlAnswer.error_metadata:type_name -> agentd.v1.ReplicaControlAnswer.ErrorMetadataEntry
-	12, // 14: agentd.v1.ReplicaControlAnswer.rule:type_name -> agentd.v1.ApprovalRule
-	15, // [15:15] is the sub-list for method output_type
-	15, // [15:15] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	8,  // 6: agentd.v1.ReplicaControl.clear_queue:type_name -> agentd.v1.ClearQueueRequest
+	9,  // 7: agentd.v1.ReplicaToolResult.content:type_name -> agentd.v1.ContentBlock
+	10, // 8: agentd.v1.ReplicaToolResult.details:type_name -> google.protobuf.Value
+	11, // 9: agentd.v1.ReplicaApproval.scope:type_name -> agentd.v1.ApprovalScope
+	12, // 10: agentd.v1.ReplicaApproval.arguments:type_name -> google.protobuf.Struct
+	13, // 11: agentd.v1.ReplicaApproval.rule:type_name -> agentd.v1.ApprovalRule
+	14, // 12: agentd.v1.ReplicaContextAnswer.selections:type_name -> agentd.v1.ContextSelection
+	15, // 13: agentd.v1.ReplicaControlAnswer.error_reason:type_name -> agentd.v1.ErrorReason
+	5,  // 14: agentd.v1.ReplicaControlAnswer.error_metadata:type_name -> agentd.v1.ReplicaControlAnswer.ErrorMetadataEntry
+	13, // 15: agentd.v1.ReplicaControlAnswer.rule:type_name -> agentd.v1.ApprovalRule
+	16, // 16: agentd.v1.ReplicaControlAnswer.cleared:type_name -> agentd.v1.ClearQueueResponse
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_replica_proto_init() }
@@ -697,6 +731,7 @@ func file_agentd_v1_replica_proto_init() {
 		(*ReplicaControl_Approval)(nil),
 		(*ReplicaControl_Context)(nil),
 		(*ReplicaControl_Hook)(nil),
+		(*ReplicaControl_ClearQueue)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -24,6 +24,73 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// BusyPolicy says what a Prompt does while another run is active on the
+// session.
+type BusyPolicy int32
+
+const (
+	// REJECT.
+	BusyPolicy_BUSY_POLICY_UNSPECIFIED BusyPolicy = 0
+	// Refuse with FAILED_PRECONDITION (SESSION_BUSY).
+	BusyPolicy_BUSY_POLICY_REJECT BusyPolicy = 1
+	// Queue the prompt as a follow-up of the active run and stream that run
+	// from now on; should the run end before taking it, the prompt starts a
+	// run of its own, which the stream then follows. The prompt's per-run
+	// settings (model, output_schema, ...) apply only when it starts a run.
+	BusyPolicy_BUSY_POLICY_ENQUEUE BusyPolicy = 2
+	// Queue the prompt as a steering message of the active run and stream
+	// that run, as ENQUEUE does with follow-ups.
+	BusyPolicy_BUSY_POLICY_STEER BusyPolicy = 3
+	// Abort the active run, wait for its agent_end, then start this prompt's
+	// run and stream it.
+	BusyPolicy_BUSY_POLICY_INTERRUPT BusyPolicy = 4
+)
+
+// Enum value maps for BusyPolicy.
+var (
+	BusyPolicy_name = map[int32]string{
+		0: "BUSY_POLICY_UNSPECIFIED",
+		1: "BUSY_POLICY_REJECT",
+		2: "BUSY_POLICY_ENQUEUE",
+		3: "BUSY_POLICY_STEER",
+		4: "BUSY_POLICY_INTERRUPT",
+	}
+	BusyPolicy_value = map[string]int32{
+		"BUSY_POLICY_UNSPECIFIED": 0,
+		"BUSY_POLICY_REJECT":      1,
+		"BUSY_POLICY_ENQUEUE":     2,
+		"BUSY_POLICY_STEER":       3,
+		"BUSY_POLICY_INTERRUPT":   4,
+	}
+)
+
+func (x BusyPolicy) Enum() *BusyPolicy {
+	p := new(BusyPolicy)
+	*p = x
+	return p
+}
+
+func (x BusyPolicy) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (BusyPolicy) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_service_proto_enumTypes[0].Descriptor()
+}
+
+func (BusyPolicy) Type() protoreflect.EnumType {
+	return &file_agentd_v1_service_proto_enumTypes[0]
+}
+
+func (x BusyPolicy) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use BusyPolicy.Descriptor instead.
+func (BusyPolicy) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{0}
+}
+
 // HookVerdict is a client's answer to a hook (see HookEvent for what each
 // event accepts).
 type HookVerdict int32
@@ -71,11 +138,11 @@ func (x HookVerdict) String() string {
 }
 
 func (HookVerdict) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_service_proto_enumTypes[0].Descriptor()
+	return file_agentd_v1_service_proto_enumTypes[1].Descriptor()
 }
 
 func (HookVerdict) Type() protoreflect.EnumType {
-	return &file_agentd_v1_service_proto_enumTypes[0]
+	return &file_agentd_v1_service_proto_enumTypes[1]
 }
 
 func (x HookVerdict) Number() protoreflect.EnumNumber {
@@ -84,7 +151,7 @@ func (x HookVerdict) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HookVerdict.Descriptor instead.
 func (HookVerdict) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{0}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{1}
 }
 
 // InDoubtAction is how ResolveInDoubt decides a call in doubt.
@@ -137,11 +204,11 @@ func (x InDoubtAction) String() string {
 }
 
 func (InDoubtAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_service_proto_enumTypes[1].Descriptor()
+	return file_agentd_v1_service_proto_enumTypes[2].Descriptor()
 }
 
 func (InDoubtAction) Type() protoreflect.EnumType {
-	return &file_agentd_v1_service_proto_enumTypes[1]
+	return &file_agentd_v1_service_proto_enumTypes[2]
 }
 
 func (x InDoubtAction) Number() protoreflect.EnumNumber {
@@ -150,7 +217,7 @@ func (x InDoubtAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use InDoubtAction.Descriptor instead.
 func (InDoubtAction) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{1}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{2}
 }
 
 // ErrorReason says why agentd refused a request, so clients in any
@@ -294,6 +361,14 @@ const (
 	// would allow asking (PERMISSION_DENIED): a rule may only deny them.
 	// Metadata: "tool_name".
 	ErrorReason_ERROR_REASON_CEILING_FORBIDS_RULE ErrorReason = 36
+	// CreateSession named a session_id that is already used, with another
+	// configuration or by another tenant (ALREADY_EXISTS): choose another
+	// id, or GetSession it. Metadata: "session_id".
+	ErrorReason_ERROR_REASON_SESSION_EXISTS ErrorReason = 37
+	// A model setting or output schema the run's model cannot honour
+	// (INVALID_ARGUMENT); the BadRequest detail names the field. Metadata:
+	// "field", "model" ("<provider>/<id>").
+	ErrorReason_ERROR_REASON_SETTING_UNSUPPORTED ErrorReason = 38
 )
 
 // Enum value maps for ErrorReason.
@@ -336,6 +411,8 @@ var (
 		34: "ERROR_REASON_NOT_IN_DOUBT",
 		35: "ERROR_REASON_RULE_NOT_FOUND",
 		36: "ERROR_REASON_CEILING_FORBIDS_RULE",
+		37: "ERROR_REASON_SESSION_EXISTS",
+		38: "ERROR_REASON_SETTING_UNSUPPORTED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":              0,
@@ -375,6 +452,8 @@ var (
 		"ERROR_REASON_NOT_IN_DOUBT":             34,
 		"ERROR_REASON_RULE_NOT_FOUND":           35,
 		"ERROR_REASON_CEILING_FORBIDS_RULE":     36,
+		"ERROR_REASON_SESSION_EXISTS":           37,
+		"ERROR_REASON_SETTING_UNSUPPORTED":      38,
 	}
 )
 
@@ -389,11 +468,11 @@ func (x ErrorReason) String() string {
 }
 
 func (ErrorReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_service_proto_enumTypes[2].Descriptor()
+	return file_agentd_v1_service_proto_enumTypes[3].Descriptor()
 }
 
 func (ErrorReason) Type() protoreflect.EnumType {
-	return &file_agentd_v1_service_proto_enumTypes[2]
+	return &file_agentd_v1_service_proto_enumTypes[3]
 }
 
 func (x ErrorReason) Number() protoreflect.EnumNumber {
@@ -402,7 +481,7 @@ func (x ErrorReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorReason.Descriptor instead.
 func (ErrorReason) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{2}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{3}
 }
 
 // ToolSourceState is where an MCP server is in its life.
@@ -449,11 +528,11 @@ func (x ToolSourceState) String() string {
 }
 
 func (ToolSourceState) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_service_proto_enumTypes[3].Descriptor()
+	return file_agentd_v1_service_proto_enumTypes[4].Descriptor()
 }
 
 func (ToolSourceState) Type() protoreflect.EnumType {
-	return &file_agentd_v1_service_proto_enumTypes[3]
+	return &file_agentd_v1_service_proto_enumTypes[4]
 }
 
 func (x ToolSourceState) Number() protoreflect.EnumNumber {
@@ -462,7 +541,7 @@ func (x ToolSourceState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ToolSourceState.Descriptor instead.
 func (ToolSourceState) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{3}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{4}
 }
 
 // ExportSessionRequest is the input of ExportSession.
@@ -1830,7 +1909,16 @@ type CreateSessionRequest struct {
 	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
 	// Labels for filtering in ListSessions; optional. At most 64, keys of 1
 	// to 128 bytes, values of at most 1024 bytes.
-	Labels        map[string]string `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The session's id, chosen by the caller (such as its own conversation
+	// key): 1 to 128 characters of [a-zA-Z0-9._:-], not starting with
+	// "run-" or "sub-" (agentd's own prefixes). Empty: agentd assigns one.
+	// A second CreateSession with the same id and an equal configuration
+	// returns the existing session (title and labels as first given); with
+	// another configuration it is refused with ALREADY_EXISTS
+	// (SESSION_EXISTS). Ids are global: an id another tenant holds is
+	// refused the same way, without revealing anything of that session.
+	SessionId     string `protobuf:"bytes,4,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1884,6 +1972,13 @@ func (x *CreateSessionRequest) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *CreateSessionRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
 }
 
 // CreateSessionResponse is the output of CreateSession.
@@ -2035,7 +2130,8 @@ type ListSessionsRequest struct {
 	// These are the session's labels (CreateSession, UpdateSession), not the
 	// entry labels of SetLabel.
 	LabelFilter map[string]string `protobuf:"bytes,3,rep,name=label_filter,json=labelFilter,proto3" json:"label_filter,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Only sessions forked (ForkSession) from this session.
+	// Only sessions forked (ForkSession) from this session, or spawned by
+	// its runs as subagents.
 	OriginSessionId string `protobuf:"bytes,4,opt,name=origin_session_id,json=originSessionId,proto3" json:"origin_session_id,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
@@ -2268,7 +2364,44 @@ type PromptRequest struct {
 	// Edit and resend the first message: append the prompt as a new root of
 	// the tree, so the model sees only it; the old conversation stays. Not
 	// with parent_entry_id.
-	FromRoot      bool `protobuf:"varint,6,opt,name=from_root,json=fromRoot,proto3" json:"from_root,omitempty"`
+	FromRoot bool `protobuf:"varint,6,opt,name=from_root,json=fromRoot,proto3" json:"from_root,omitempty"`
+	// The model of this run only; unset uses the session's. Checked against
+	// the operator's model ceilings as the session's is.
+	Model *ModelRef `protobuf:"bytes,7,opt,name=model,proto3" json:"model,omitempty"`
+	// The thinking level of this run only; UNSPECIFIED uses the session's.
+	ThinkingLevel ThinkingLevel `protobuf:"varint,8,opt,name=thinking_level,json=thinkingLevel,proto3,enum=agentd.v1.ThinkingLevel" json:"thinking_level,omitempty"`
+	// Text appended to the session's system prompt (after a blank line) for
+	// this run only; at most 64 KiB.
+	SystemPromptAppend string `protobuf:"bytes,9,opt,name=system_prompt_append,json=systemPromptAppend,proto3" json:"system_prompt_append,omitempty"`
+	// The session's tools this run offers the model, by name (a built-in,
+	// client, MCP "mcp__<server>__<tool>" or spawn_agent name); empty offers
+	// them all. A name the session does not have is refused with
+	// INVALID_ARGUMENT naming tools[i].
+	Tools []string `protobuf:"bytes,10,rep,name=tools,proto3" json:"tools,omitempty"`
+	// Model settings of this run, over the session's (field by field).
+	ModelSettings *ModelSettings `protobuf:"bytes,11,opt,name=model_settings,json=modelSettings,proto3" json:"model_settings,omitempty"`
+	// A JSON Schema (draft 2020-12) for the run's final answer, whose root
+	// must be an object schema; unset uses SessionConfig.output_schema. The
+	// answer arrives as AssistantMessage.structured_output on the final
+	// message and on agent_end. Where the model has a native
+	// structured-output mode usable together with tools agentd uses it;
+	// otherwise the model gets the reserved tool submit_output, whose
+	// arguments are the answer. An answer that does not validate goes back
+	// to the model with the errors, up to max_output_retries times; then the
+	// run ends OUTPUT_INVALID. The schema is stored with the run (GetRun),
+	// so a Continue after a failed or interrupted run keeps it. At most
+	// 64 KiB encoded.
+	OutputSchema *structpb.Struct `protobuf:"bytes,12,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
+	// Corrections allowed for this run; unset uses the session's
+	// max_output_retries (default 2). At most 10.
+	MaxOutputRetries *uint32 `protobuf:"varint,13,opt,name=max_output_retries,json=maxOutputRetries,proto3,oneof" json:"max_output_retries,omitempty"`
+	// The caller's correlation ids: stored with the run (GetRun, ListRuns
+	// filter on them) and echoed on agent_start and agent_end. At most 32
+	// entries, keys of 1 to 64 bytes of [a-zA-Z0-9._:/-], values of at most
+	// 512 bytes.
+	Metadata map[string]string `protobuf:"bytes,14,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// What to do when another run is active on the session.
+	IfBusy        BusyPolicy `protobuf:"varint,15,opt,name=if_busy,json=ifBusy,proto3,enum=agentd.v1.BusyPolicy" json:"if_busy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2345,6 +2478,69 @@ func (x *PromptRequest) GetFromRoot() bool {
 	return false
 }
 
+func (x *PromptRequest) GetModel() *ModelRef {
+	if x != nil {
+		return x.Model
+	}
+	return nil
+}
+
+func (x *PromptRequest) GetThinkingLevel() ThinkingLevel {
+	if x != nil {
+		return x.ThinkingLevel
+	}
+	return ThinkingLevel_THINKING_LEVEL_UNSPECIFIED
+}
+
+func (x *PromptRequest) GetSystemPromptAppend() string {
+	if x != nil {
+		return x.SystemPromptAppend
+	}
+	return ""
+}
+
+func (x *PromptRequest) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *PromptRequest) GetModelSettings() *ModelSettings {
+	if x != nil {
+		return x.ModelSettings
+	}
+	return nil
+}
+
+func (x *PromptRequest) GetOutputSchema() *structpb.Struct {
+	if x != nil {
+		return x.OutputSchema
+	}
+	return nil
+}
+
+func (x *PromptRequest) GetMaxOutputRetries() uint32 {
+	if x != nil && x.MaxOutputRetries != nil {
+		return *x.MaxOutputRetries
+	}
+	return 0
+}
+
+func (x *PromptRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *PromptRequest) GetIfBusy() BusyPolicy {
+	if x != nil {
+		return x.IfBusy
+	}
+	return BusyPolicy_BUSY_POLICY_UNSPECIFIED
+}
+
 // ContinueRequest is the input of Continue.
 type ContinueRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2358,6 +2554,23 @@ type ContinueRequest struct {
 	// first (the rest of the tree stays), and the run's messages hang below
 	// it. Optional.
 	ParentEntryId string `protobuf:"bytes,4,opt,name=parent_entry_id,json=parentEntryId,proto3" json:"parent_entry_id,omitempty"`
+	// As in PromptRequest (fields 7 to 14 there).
+	Model *ModelRef `protobuf:"bytes,7,opt,name=model,proto3" json:"model,omitempty"`
+	// As in PromptRequest.
+	ThinkingLevel ThinkingLevel `protobuf:"varint,8,opt,name=thinking_level,json=thinkingLevel,proto3,enum=agentd.v1.ThinkingLevel" json:"thinking_level,omitempty"`
+	// As in PromptRequest.
+	SystemPromptAppend string `protobuf:"bytes,9,opt,name=system_prompt_append,json=systemPromptAppend,proto3" json:"system_prompt_append,omitempty"`
+	// As in PromptRequest.
+	Tools []string `protobuf:"bytes,10,rep,name=tools,proto3" json:"tools,omitempty"`
+	// As in PromptRequest.
+	ModelSettings *ModelSettings `protobuf:"bytes,11,opt,name=model_settings,json=modelSettings,proto3" json:"model_settings,omitempty"`
+	// As in PromptRequest. Unset after a run that failed, was aborted or
+	// interrupted with a schema on this path: that run's schema.
+	OutputSchema *structpb.Struct `protobuf:"bytes,12,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
+	// As in PromptRequest.
+	MaxOutputRetries *uint32 `protobuf:"varint,13,opt,name=max_output_retries,json=maxOutputRetries,proto3,oneof" json:"max_output_retries,omitempty"`
+	// As in PromptRequest.
+	Metadata      map[string]string `protobuf:"bytes,14,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2420,6 +2633,724 @@ func (x *ContinueRequest) GetParentEntryId() string {
 	return ""
 }
 
+func (x *ContinueRequest) GetModel() *ModelRef {
+	if x != nil {
+		return x.Model
+	}
+	return nil
+}
+
+func (x *ContinueRequest) GetThinkingLevel() ThinkingLevel {
+	if x != nil {
+		return x.ThinkingLevel
+	}
+	return ThinkingLevel_THINKING_LEVEL_UNSPECIFIED
+}
+
+func (x *ContinueRequest) GetSystemPromptAppend() string {
+	if x != nil {
+		return x.SystemPromptAppend
+	}
+	return ""
+}
+
+func (x *ContinueRequest) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ContinueRequest) GetModelSettings() *ModelSettings {
+	if x != nil {
+		return x.ModelSettings
+	}
+	return nil
+}
+
+func (x *ContinueRequest) GetOutputSchema() *structpb.Struct {
+	if x != nil {
+		return x.OutputSchema
+	}
+	return nil
+}
+
+func (x *ContinueRequest) GetMaxOutputRetries() uint32 {
+	if x != nil && x.MaxOutputRetries != nil {
+		return *x.MaxOutputRetries
+	}
+	return 0
+}
+
+func (x *ContinueRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// ClearQueueRequest is the input of ClearQueue.
+type ClearQueueRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id. Required.
+	SessionId     string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearQueueRequest) Reset() {
+	*x = ClearQueueRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearQueueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearQueueRequest) ProtoMessage() {}
+
+func (x *ClearQueueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearQueueRequest.ProtoReflect.Descriptor instead.
+func (*ClearQueueRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ClearQueueRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+// ClearQueueResponse is the output of ClearQueue.
+type ClearQueueResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The steering messages removed, oldest first.
+	Steering []*AgentMessage `protobuf:"bytes,1,rep,name=steering,proto3" json:"steering,omitempty"`
+	// The follow-up messages removed, oldest first.
+	FollowUp      []*AgentMessage `protobuf:"bytes,2,rep,name=follow_up,json=followUp,proto3" json:"follow_up,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearQueueResponse) Reset() {
+	*x = ClearQueueResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearQueueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearQueueResponse) ProtoMessage() {}
+
+func (x *ClearQueueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearQueueResponse.ProtoReflect.Descriptor instead.
+func (*ClearQueueResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ClearQueueResponse) GetSteering() []*AgentMessage {
+	if x != nil {
+		return x.Steering
+	}
+	return nil
+}
+
+func (x *ClearQueueResponse) GetFollowUp() []*AgentMessage {
+	if x != nil {
+		return x.FollowUp
+	}
+	return nil
+}
+
+// RunRequest is what started a run, as stored with it: the call, its
+// per-run settings and metadata.
+type RunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "prompt", "continue" or "subagent" (a spawn_agent call started it).
+	Method string `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	// The id of the entry of the run's prompt; empty for Continue, and until
+	// the prompt is stored.
+	PromptEntryId string `protobuf:"bytes,2,opt,name=prompt_entry_id,json=promptEntryId,proto3" json:"prompt_entry_id,omitempty"`
+	// The request_id the call carried.
+	RequestId string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// The call's parent_entry_id.
+	ParentEntryId string `protobuf:"bytes,4,opt,name=parent_entry_id,json=parentEntryId,proto3" json:"parent_entry_id,omitempty"`
+	// The call's from_root.
+	FromRoot bool `protobuf:"varint,5,opt,name=from_root,json=fromRoot,proto3" json:"from_root,omitempty"`
+	// The per-run model, when the call set one.
+	Model *ModelRef `protobuf:"bytes,6,opt,name=model,proto3" json:"model,omitempty"`
+	// The per-run thinking level, when the call set one.
+	ThinkingLevel ThinkingLevel `protobuf:"varint,7,opt,name=thinking_level,json=thinkingLevel,proto3,enum=agentd.v1.ThinkingLevel" json:"thinking_level,omitempty"`
+	// The per-run system prompt addition.
+	SystemPromptAppend string `protobuf:"bytes,8,opt,name=system_prompt_append,json=systemPromptAppend,proto3" json:"system_prompt_append,omitempty"`
+	// The per-run tool subset.
+	Tools []string `protobuf:"bytes,9,rep,name=tools,proto3" json:"tools,omitempty"`
+	// The per-run model settings, when the call set them.
+	ModelSettings *ModelSettings `protobuf:"bytes,10,opt,name=model_settings,json=modelSettings,proto3" json:"model_settings,omitempty"`
+	// The schema the run's answer is validated against: the call's, or the
+	// session's default; unset for a run without one.
+	OutputSchema *structpb.Struct `protobuf:"bytes,11,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
+	// The corrections the run allows, when it has an output schema.
+	MaxOutputRetries *uint32 `protobuf:"varint,12,opt,name=max_output_retries,json=maxOutputRetries,proto3,oneof" json:"max_output_retries,omitempty"`
+	// The call's metadata.
+	Metadata map[string]string `protobuf:"bytes,13,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The call's busy policy.
+	IfBusy        BusyPolicy `protobuf:"varint,14,opt,name=if_busy,json=ifBusy,proto3,enum=agentd.v1.BusyPolicy" json:"if_busy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunRequest) Reset() {
+	*x = RunRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunRequest) ProtoMessage() {}
+
+func (x *RunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunRequest.ProtoReflect.Descriptor instead.
+func (*RunRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RunRequest) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *RunRequest) GetPromptEntryId() string {
+	if x != nil {
+		return x.PromptEntryId
+	}
+	return ""
+}
+
+func (x *RunRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RunRequest) GetParentEntryId() string {
+	if x != nil {
+		return x.ParentEntryId
+	}
+	return ""
+}
+
+func (x *RunRequest) GetFromRoot() bool {
+	if x != nil {
+		return x.FromRoot
+	}
+	return false
+}
+
+func (x *RunRequest) GetModel() *ModelRef {
+	if x != nil {
+		return x.Model
+	}
+	return nil
+}
+
+func (x *RunRequest) GetThinkingLevel() ThinkingLevel {
+	if x != nil {
+		return x.ThinkingLevel
+	}
+	return ThinkingLevel_THINKING_LEVEL_UNSPECIFIED
+}
+
+func (x *RunRequest) GetSystemPromptAppend() string {
+	if x != nil {
+		return x.SystemPromptAppend
+	}
+	return ""
+}
+
+func (x *RunRequest) GetTools() []string {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *RunRequest) GetModelSettings() *ModelSettings {
+	if x != nil {
+		return x.ModelSettings
+	}
+	return nil
+}
+
+func (x *RunRequest) GetOutputSchema() *structpb.Struct {
+	if x != nil {
+		return x.OutputSchema
+	}
+	return nil
+}
+
+func (x *RunRequest) GetMaxOutputRetries() uint32 {
+	if x != nil && x.MaxOutputRetries != nil {
+		return *x.MaxOutputRetries
+	}
+	return 0
+}
+
+func (x *RunRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *RunRequest) GetIfBusy() BusyPolicy {
+	if x != nil {
+		return x.IfBusy
+	}
+	return BusyPolicy_BUSY_POLICY_UNSPECIFIED
+}
+
+// Run is the record of one run of a session.
+type Run struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run's id.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The session's id.
+	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// When the run started.
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	// When it ended; unset while it is active.
+	EndTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// How it ended; UNSPECIFIED while it is active.
+	Outcome RunOutcome `protobuf:"varint,5,opt,name=outcome,proto3,enum=agentd.v1.RunOutcome" json:"outcome,omitempty"`
+	// Why it failed or was aborted; empty otherwise.
+	ErrorMessage string `protobuf:"bytes,6,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
+	// What started it.
+	Request *RunRequest `protobuf:"bytes,7,opt,name=request,proto3" json:"request,omitempty"`
+	// The tokens and cost of its model calls added up; set once it ended.
+	Usage *Usage `protobuf:"bytes,8,opt,name=usage,proto3" json:"usage,omitempty"`
+	// Its typed answer, when it had an output schema and completed.
+	StructuredOutput *structpb.Struct `protobuf:"bytes,9,opt,name=structured_output,json=structuredOutput,proto3" json:"structured_output,omitempty"`
+	// The seq of its last stored event.
+	LastSeq uint64 `protobuf:"varint,10,opt,name=last_seq,json=lastSeq,proto3" json:"last_seq,omitempty"`
+	// Whether its event log was pruned (Attach no longer replays it).
+	EventsPruned  bool `protobuf:"varint,11,opt,name=events_pruned,json=eventsPruned,proto3" json:"events_pruned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Run) Reset() {
+	*x = Run{}
+	mi := &file_agentd_v1_service_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Run) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Run) ProtoMessage() {}
+
+func (x *Run) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Run.ProtoReflect.Descriptor instead.
+func (*Run) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *Run) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Run) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *Run) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *Run) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *Run) GetOutcome() RunOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return RunOutcome_RUN_OUTCOME_UNSPECIFIED
+}
+
+func (x *Run) GetErrorMessage() string {
+	if x != nil {
+		return x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *Run) GetRequest() *RunRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *Run) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *Run) GetStructuredOutput() *structpb.Struct {
+	if x != nil {
+		return x.StructuredOutput
+	}
+	return nil
+}
+
+func (x *Run) GetLastSeq() uint64 {
+	if x != nil {
+		return x.LastSeq
+	}
+	return 0
+}
+
+func (x *Run) GetEventsPruned() bool {
+	if x != nil {
+		return x.EventsPruned
+	}
+	return false
+}
+
+// GetRunRequest is the input of GetRun.
+type GetRunRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The run's id. Required.
+	RunId         string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRunRequest) Reset() {
+	*x = GetRunRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRunRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRunRequest) ProtoMessage() {}
+
+func (x *GetRunRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRunRequest.ProtoReflect.Descriptor instead.
+func (*GetRunRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GetRunRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *GetRunRequest) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+// GetRunResponse is the output of GetRun.
+type GetRunResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run.
+	Run           *Run `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRunResponse) Reset() {
+	*x = GetRunResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRunResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRunResponse) ProtoMessage() {}
+
+func (x *GetRunResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRunResponse.ProtoReflect.Descriptor instead.
+func (*GetRunResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GetRunResponse) GetRun() *Run {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+// ListRunsRequest is the input of ListRuns.
+type ListRunsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The session's id. Required.
+	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The most runs to return, 1 to 1000; 0 means 100.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of a previous response with the same filters;
+	// empty for the first page.
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only runs that ended with one of these outcomes (UNSPECIFIED: the
+	// active run); empty: every run.
+	Outcomes []RunOutcome `protobuf:"varint,4,rep,packed,name=outcomes,proto3,enum=agentd.v1.RunOutcome" json:"outcomes,omitempty"`
+	// Only runs that started at or after this time.
+	StartTimeAfter *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=start_time_after,json=startTimeAfter,proto3" json:"start_time_after,omitempty"`
+	// Only runs that started before this time.
+	StartTimeBefore *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=start_time_before,json=startTimeBefore,proto3" json:"start_time_before,omitempty"`
+	// Only runs whose request metadata has each of these keys with this
+	// value; an empty value matches any value of the key.
+	MetadataFilter map[string]string `protobuf:"bytes,7,rep,name=metadata_filter,json=metadataFilter,proto3" json:"metadata_filter,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListRunsRequest) Reset() {
+	*x = ListRunsRequest{}
+	mi := &file_agentd_v1_service_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRunsRequest) ProtoMessage() {}
+
+func (x *ListRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRunsRequest.ProtoReflect.Descriptor instead.
+func (*ListRunsRequest) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ListRunsRequest) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListRunsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListRunsRequest) GetOutcomes() []RunOutcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
+func (x *ListRunsRequest) GetStartTimeAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTimeAfter
+	}
+	return nil
+}
+
+func (x *ListRunsRequest) GetStartTimeBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTimeBefore
+	}
+	return nil
+}
+
+func (x *ListRunsRequest) GetMetadataFilter() map[string]string {
+	if x != nil {
+		return x.MetadataFilter
+	}
+	return nil
+}
+
+// ListRunsResponse is the output of ListRuns.
+type ListRunsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The runs, newest first.
+	Runs []*Run `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	// Pass to the next request for the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRunsResponse) Reset() {
+	*x = ListRunsResponse{}
+	mi := &file_agentd_v1_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRunsResponse) ProtoMessage() {}
+
+func (x *ListRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRunsResponse.ProtoReflect.Descriptor instead.
+func (*ListRunsResponse) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ListRunsResponse) GetRuns() []*Run {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+func (x *ListRunsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 // SteerRequest is the input of Steer.
 type SteerRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2433,7 +3364,7 @@ type SteerRequest struct {
 
 func (x *SteerRequest) Reset() {
 	*x = SteerRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2445,7 +3376,7 @@ func (x *SteerRequest) String() string {
 func (*SteerRequest) ProtoMessage() {}
 
 func (x *SteerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[30]
+	mi := &file_agentd_v1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2458,7 +3389,7 @@ func (x *SteerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerRequest.ProtoReflect.Descriptor instead.
 func (*SteerRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{30}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SteerRequest) GetSessionId() string {
@@ -2486,7 +3417,7 @@ type SteerResponse struct {
 
 func (x *SteerResponse) Reset() {
 	*x = SteerResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +3429,7 @@ func (x *SteerResponse) String() string {
 func (*SteerResponse) ProtoMessage() {}
 
 func (x *SteerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[31]
+	mi := &file_agentd_v1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +3442,7 @@ func (x *SteerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SteerResponse.ProtoReflect.Descriptor instead.
 func (*SteerResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{31}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SteerResponse) GetQueued() uint32 {
@@ -2534,7 +3465,7 @@ type FollowUpRequest struct {
 
 func (x *FollowUpRequest) Reset() {
 	*x = FollowUpRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2546,7 +3477,7 @@ func (x *FollowUpRequest) String() string {
 func (*FollowUpRequest) ProtoMessage() {}
 
 func (x *FollowUpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[32]
+	mi := &file_agentd_v1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2559,7 +3490,7 @@ func (x *FollowUpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowUpRequest.ProtoReflect.Descriptor instead.
 func (*FollowUpRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{32}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FollowUpRequest) GetSessionId() string {
@@ -2587,7 +3518,7 @@ type FollowUpResponse struct {
 
 func (x *FollowUpResponse) Reset() {
 	*x = FollowUpResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +3530,7 @@ func (x *FollowUpResponse) String() string {
 func (*FollowUpResponse) ProtoMessage() {}
 
 func (x *FollowUpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[33]
+	mi := &file_agentd_v1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +3543,7 @@ func (x *FollowUpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowUpResponse.ProtoReflect.Descriptor instead.
 func (*FollowUpResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{33}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FollowUpResponse) GetQueued() uint32 {
@@ -2636,7 +3567,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2648,7 +3579,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[34]
+	mi := &file_agentd_v1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2661,7 +3592,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{34}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AbortRequest) GetSessionId() string {
@@ -2689,7 +3620,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[35]
+	mi := &file_agentd_v1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +3632,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[35]
+	mi := &file_agentd_v1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +3645,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{35}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AbortResponse) GetRunId() string {
@@ -2739,7 +3670,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[36]
+	mi := &file_agentd_v1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2751,7 +3682,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[36]
+	mi := &file_agentd_v1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2764,7 +3695,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{36}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AttachRequest) GetSessionId() string {
@@ -2807,7 +3738,7 @@ type SubmitToolResultRequest struct {
 
 func (x *SubmitToolResultRequest) Reset() {
 	*x = SubmitToolResultRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2819,7 +3750,7 @@ func (x *SubmitToolResultRequest) String() string {
 func (*SubmitToolResultRequest) ProtoMessage() {}
 
 func (x *SubmitToolResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[37]
+	mi := &file_agentd_v1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2832,7 +3763,7 @@ func (x *SubmitToolResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitToolResultRequest.ProtoReflect.Descriptor instead.
 func (*SubmitToolResultRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{37}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SubmitToolResultRequest) GetSessionId() string {
@@ -2879,7 +3810,7 @@ type SubmitToolResultResponse struct {
 
 func (x *SubmitToolResultResponse) Reset() {
 	*x = SubmitToolResultResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2891,7 +3822,7 @@ func (x *SubmitToolResultResponse) String() string {
 func (*SubmitToolResultResponse) ProtoMessage() {}
 
 func (x *SubmitToolResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[38]
+	mi := &file_agentd_v1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2904,7 +3835,7 @@ func (x *SubmitToolResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitToolResultResponse.ProtoReflect.Descriptor instead.
 func (*SubmitToolResultResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{38}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{46}
 }
 
 // ResolveApprovalRequest is the input of ResolveApproval.
@@ -2946,7 +3877,7 @@ type ResolveApprovalRequest struct {
 
 func (x *ResolveApprovalRequest) Reset() {
 	*x = ResolveApprovalRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2958,7 +3889,7 @@ func (x *ResolveApprovalRequest) String() string {
 func (*ResolveApprovalRequest) ProtoMessage() {}
 
 func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[39]
+	mi := &file_agentd_v1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2971,7 +3902,7 @@ func (x *ResolveApprovalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalRequest.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{39}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ResolveApprovalRequest) GetSessionId() string {
@@ -3048,7 +3979,7 @@ type ResolveApprovalResponse struct {
 
 func (x *ResolveApprovalResponse) Reset() {
 	*x = ResolveApprovalResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3060,7 +3991,7 @@ func (x *ResolveApprovalResponse) String() string {
 func (*ResolveApprovalResponse) ProtoMessage() {}
 
 func (x *ResolveApprovalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[40]
+	mi := &file_agentd_v1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3073,7 +4004,7 @@ func (x *ResolveApprovalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveApprovalResponse.ProtoReflect.Descriptor instead.
 func (*ResolveApprovalResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{40}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ResolveApprovalResponse) GetRule() *ApprovalRule {
@@ -3119,7 +4050,7 @@ type SubmitHookResultRequest struct {
 
 func (x *SubmitHookResultRequest) Reset() {
 	*x = SubmitHookResultRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3131,7 +4062,7 @@ func (x *SubmitHookResultRequest) String() string {
 func (*SubmitHookResultRequest) ProtoMessage() {}
 
 func (x *SubmitHookResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[41]
+	mi := &file_agentd_v1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3144,7 +4075,7 @@ func (x *SubmitHookResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitHookResultRequest.ProtoReflect.Descriptor instead.
 func (*SubmitHookResultRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{41}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SubmitHookResultRequest) GetSessionId() string {
@@ -3233,7 +4164,7 @@ type SubmitHookResultResponse struct {
 
 func (x *SubmitHookResultResponse) Reset() {
 	*x = SubmitHookResultResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3245,7 +4176,7 @@ func (x *SubmitHookResultResponse) String() string {
 func (*SubmitHookResultResponse) ProtoMessage() {}
 
 func (x *SubmitHookResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[42]
+	mi := &file_agentd_v1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3258,7 +4189,7 @@ func (x *SubmitHookResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitHookResultResponse.ProtoReflect.Descriptor instead.
 func (*SubmitHookResultResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{42}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{50}
 }
 
 // ListApprovalRulesRequest is the input of ListApprovalRules.
@@ -3272,7 +4203,7 @@ type ListApprovalRulesRequest struct {
 
 func (x *ListApprovalRulesRequest) Reset() {
 	*x = ListApprovalRulesRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3284,7 +4215,7 @@ func (x *ListApprovalRulesRequest) String() string {
 func (*ListApprovalRulesRequest) ProtoMessage() {}
 
 func (x *ListApprovalRulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[43]
+	mi := &file_agentd_v1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3297,7 +4228,7 @@ func (x *ListApprovalRulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApprovalRulesRequest.ProtoReflect.Descriptor instead.
 func (*ListApprovalRulesRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{43}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListApprovalRulesRequest) GetSessionId() string {
@@ -3318,7 +4249,7 @@ type ListApprovalRulesResponse struct {
 
 func (x *ListApprovalRulesResponse) Reset() {
 	*x = ListApprovalRulesResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[44]
+	mi := &file_agentd_v1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3330,7 +4261,7 @@ func (x *ListApprovalRulesResponse) String() string {
 func (*ListApprovalRulesResponse) ProtoMessage() {}
 
 func (x *ListApprovalRulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[44]
+	mi := &file_agentd_v1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3343,7 +4274,7 @@ func (x *ListApprovalRulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApprovalRulesResponse.ProtoReflect.Descriptor instead.
 func (*ListApprovalRulesResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{44}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListApprovalRulesResponse) GetRules() []*ApprovalRule {
@@ -3366,7 +4297,7 @@ type DeleteApprovalRuleRequest struct {
 
 func (x *DeleteApprovalRuleRequest) Reset() {
 	*x = DeleteApprovalRuleRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[45]
+	mi := &file_agentd_v1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3378,7 +4309,7 @@ func (x *DeleteApprovalRuleRequest) String() string {
 func (*DeleteApprovalRuleRequest) ProtoMessage() {}
 
 func (x *DeleteApprovalRuleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[45]
+	mi := &file_agentd_v1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3391,7 +4322,7 @@ func (x *DeleteApprovalRuleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteApprovalRuleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteApprovalRuleRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{45}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DeleteApprovalRuleRequest) GetSessionId() string {
@@ -3419,7 +4350,7 @@ type DeleteApprovalRuleResponse struct {
 
 func (x *DeleteApprovalRuleResponse) Reset() {
 	*x = DeleteApprovalRuleResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[46]
+	mi := &file_agentd_v1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3431,7 +4362,7 @@ func (x *DeleteApprovalRuleResponse) String() string {
 func (*DeleteApprovalRuleResponse) ProtoMessage() {}
 
 func (x *DeleteApprovalRuleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[46]
+	mi := &file_agentd_v1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3444,7 +4375,7 @@ func (x *DeleteApprovalRuleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteApprovalRuleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteApprovalRuleResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{46}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *DeleteApprovalRuleResponse) GetEntry() *Entry {
@@ -3479,7 +4410,7 @@ type ResolveInDoubtRequest struct {
 
 func (x *ResolveInDoubtRequest) Reset() {
 	*x = ResolveInDoubtRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[47]
+	mi := &file_agentd_v1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3491,7 +4422,7 @@ func (x *ResolveInDoubtRequest) String() string {
 func (*ResolveInDoubtRequest) ProtoMessage() {}
 
 func (x *ResolveInDoubtRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[47]
+	mi := &file_agentd_v1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3504,7 +4435,7 @@ func (x *ResolveInDoubtRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveInDoubtRequest.ProtoReflect.Descriptor instead.
 func (*ResolveInDoubtRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{47}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ResolveInDoubtRequest) GetSessionId() string {
@@ -3569,7 +4500,7 @@ type ResolveInDoubtResponse struct {
 
 func (x *ResolveInDoubtResponse) Reset() {
 	*x = ResolveInDoubtResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[48]
+	mi := &file_agentd_v1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3581,7 +4512,7 @@ func (x *ResolveInDoubtResponse) String() string {
 func (*ResolveInDoubtResponse) ProtoMessage() {}
 
 func (x *ResolveInDoubtResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[48]
+	mi := &file_agentd_v1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3594,7 +4525,7 @@ func (x *ResolveInDoubtResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveInDoubtResponse.ProtoReflect.Descriptor instead.
 func (*ResolveInDoubtResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{48}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ResolveInDoubtResponse) GetEntry() *Entry {
@@ -3625,7 +4556,7 @@ type AppendMessagesRequest struct {
 
 func (x *AppendMessagesRequest) Reset() {
 	*x = AppendMessagesRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[49]
+	mi := &file_agentd_v1_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3637,7 +4568,7 @@ func (x *AppendMessagesRequest) String() string {
 func (*AppendMessagesRequest) ProtoMessage() {}
 
 func (x *AppendMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[49]
+	mi := &file_agentd_v1_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3650,7 +4581,7 @@ func (x *AppendMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMessagesRequest.ProtoReflect.Descriptor instead.
 func (*AppendMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{49}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AppendMessagesRequest) GetSessionId() string {
@@ -3678,7 +4609,7 @@ type AppendMessagesResponse struct {
 
 func (x *AppendMessagesResponse) Reset() {
 	*x = AppendMessagesResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[50]
+	mi := &file_agentd_v1_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3690,7 +4621,7 @@ func (x *AppendMessagesResponse) String() string {
 func (*AppendMessagesResponse) ProtoMessage() {}
 
 func (x *AppendMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[50]
+	mi := &file_agentd_v1_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3703,7 +4634,7 @@ func (x *AppendMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppendMessagesResponse.ProtoReflect.Descriptor instead.
 func (*AppendMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{50}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AppendMessagesResponse) GetEntries() []*Entry {
@@ -3731,7 +4662,7 @@ type GetTranscriptRequest struct {
 
 func (x *GetTranscriptRequest) Reset() {
 	*x = GetTranscriptRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[51]
+	mi := &file_agentd_v1_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3743,7 +4674,7 @@ func (x *GetTranscriptRequest) String() string {
 func (*GetTranscriptRequest) ProtoMessage() {}
 
 func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[51]
+	mi := &file_agentd_v1_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3756,7 +4687,7 @@ func (x *GetTranscriptRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptRequest.ProtoReflect.Descriptor instead.
 func (*GetTranscriptRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{51}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetTranscriptRequest) GetSessionId() string {
@@ -3803,7 +4734,7 @@ type GetTranscriptResponse struct {
 
 func (x *GetTranscriptResponse) Reset() {
 	*x = GetTranscriptResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[52]
+	mi := &file_agentd_v1_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3815,7 +4746,7 @@ func (x *GetTranscriptResponse) String() string {
 func (*GetTranscriptResponse) ProtoMessage() {}
 
 func (x *GetTranscriptResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[52]
+	mi := &file_agentd_v1_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3828,7 +4759,7 @@ func (x *GetTranscriptResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTranscriptResponse.ProtoReflect.Descriptor instead.
 func (*GetTranscriptResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{52}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetTranscriptResponse) GetEntries() []*Entry {
@@ -3866,7 +4797,7 @@ type GetContextRequest struct {
 
 func (x *GetContextRequest) Reset() {
 	*x = GetContextRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[53]
+	mi := &file_agentd_v1_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3878,7 +4809,7 @@ func (x *GetContextRequest) String() string {
 func (*GetContextRequest) ProtoMessage() {}
 
 func (x *GetContextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[53]
+	mi := &file_agentd_v1_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3891,7 +4822,7 @@ func (x *GetContextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextRequest.ProtoReflect.Descriptor instead.
 func (*GetContextRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{53}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetContextRequest) GetSessionId() string {
@@ -3938,7 +4869,7 @@ type GetContextResponse struct {
 
 func (x *GetContextResponse) Reset() {
 	*x = GetContextResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[54]
+	mi := &file_agentd_v1_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3950,7 +4881,7 @@ func (x *GetContextResponse) String() string {
 func (*GetContextResponse) ProtoMessage() {}
 
 func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[54]
+	mi := &file_agentd_v1_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3963,7 +4894,7 @@ func (x *GetContextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetContextResponse.ProtoReflect.Descriptor instead.
 func (*GetContextResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{54}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetContextResponse) GetContext() *Context {
@@ -4017,7 +4948,7 @@ type ListModelsRequest struct {
 
 func (x *ListModelsRequest) Reset() {
 	*x = ListModelsRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[55]
+	mi := &file_agentd_v1_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4029,7 +4960,7 @@ func (x *ListModelsRequest) String() string {
 func (*ListModelsRequest) ProtoMessage() {}
 
 func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[55]
+	mi := &file_agentd_v1_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4042,7 +4973,7 @@ func (x *ListModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsRequest.ProtoReflect.Descriptor instead.
 func (*ListModelsRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{55}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{63}
 }
 
 // ListModelsResponse is the output of ListModels.
@@ -4056,7 +4987,7 @@ type ListModelsResponse struct {
 
 func (x *ListModelsResponse) Reset() {
 	*x = ListModelsResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[56]
+	mi := &file_agentd_v1_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4068,7 +4999,7 @@ func (x *ListModelsResponse) String() string {
 func (*ListModelsResponse) ProtoMessage() {}
 
 func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[56]
+	mi := &file_agentd_v1_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4081,7 +5012,7 @@ func (x *ListModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListModelsResponse.ProtoReflect.Descriptor instead.
 func (*ListModelsResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{56}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListModelsResponse) GetModels() []*Model {
@@ -4102,7 +5033,7 @@ type GetTenantUsageRequest struct {
 
 func (x *GetTenantUsageRequest) Reset() {
 	*x = GetTenantUsageRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[57]
+	mi := &file_agentd_v1_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4114,7 +5045,7 @@ func (x *GetTenantUsageRequest) String() string {
 func (*GetTenantUsageRequest) ProtoMessage() {}
 
 func (x *GetTenantUsageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[57]
+	mi := &file_agentd_v1_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4127,7 +5058,7 @@ func (x *GetTenantUsageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantUsageRequest.ProtoReflect.Descriptor instead.
 func (*GetTenantUsageRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{57}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetTenantUsageRequest) GetTenant() string {
@@ -4160,7 +5091,7 @@ type GetTenantUsageResponse struct {
 
 func (x *GetTenantUsageResponse) Reset() {
 	*x = GetTenantUsageResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[58]
+	mi := &file_agentd_v1_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4172,7 +5103,7 @@ func (x *GetTenantUsageResponse) String() string {
 func (*GetTenantUsageResponse) ProtoMessage() {}
 
 func (x *GetTenantUsageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[58]
+	mi := &file_agentd_v1_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4185,7 +5116,7 @@ func (x *GetTenantUsageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTenantUsageResponse.ProtoReflect.Descriptor instead.
 func (*GetTenantUsageResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{58}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetTenantUsageResponse) GetTenant() string {
@@ -4243,7 +5174,7 @@ type ListToolSourcesRequest struct {
 
 func (x *ListToolSourcesRequest) Reset() {
 	*x = ListToolSourcesRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[59]
+	mi := &file_agentd_v1_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4255,7 +5186,7 @@ func (x *ListToolSourcesRequest) String() string {
 func (*ListToolSourcesRequest) ProtoMessage() {}
 
 func (x *ListToolSourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[59]
+	mi := &file_agentd_v1_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4268,7 +5199,7 @@ func (x *ListToolSourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolSourcesRequest.ProtoReflect.Descriptor instead.
 func (*ListToolSourcesRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{59}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListToolSourcesRequest) GetRefresh() bool {
@@ -4289,7 +5220,7 @@ type ListToolSourcesResponse struct {
 
 func (x *ListToolSourcesResponse) Reset() {
 	*x = ListToolSourcesResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[60]
+	mi := &file_agentd_v1_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4301,7 +5232,7 @@ func (x *ListToolSourcesResponse) String() string {
 func (*ListToolSourcesResponse) ProtoMessage() {}
 
 func (x *ListToolSourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[60]
+	mi := &file_agentd_v1_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4314,7 +5245,7 @@ func (x *ListToolSourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListToolSourcesResponse.ProtoReflect.Descriptor instead.
 func (*ListToolSourcesResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{60}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListToolSourcesResponse) GetSources() []*ToolSource {
@@ -4343,7 +5274,7 @@ type RedactEntriesRequest struct {
 
 func (x *RedactEntriesRequest) Reset() {
 	*x = RedactEntriesRequest{}
-	mi := &file_agentd_v1_service_proto_msgTypes[61]
+	mi := &file_agentd_v1_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4355,7 +5286,7 @@ func (x *RedactEntriesRequest) String() string {
 func (*RedactEntriesRequest) ProtoMessage() {}
 
 func (x *RedactEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[61]
+	mi := &file_agentd_v1_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4368,7 +5299,7 @@ func (x *RedactEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedactEntriesRequest.ProtoReflect.Descriptor instead.
 func (*RedactEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{61}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RedactEntriesRequest) GetSessionId() string {
@@ -4411,7 +5342,7 @@ type RedactEntriesResponse struct {
 
 func (x *RedactEntriesResponse) Reset() {
 	*x = RedactEntriesResponse{}
-	mi := &file_agentd_v1_service_proto_msgTypes[62]
+	mi := &file_agentd_v1_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4423,7 +5354,7 @@ func (x *RedactEntriesResponse) String() string {
 func (*RedactEntriesResponse) ProtoMessage() {}
 
 func (x *RedactEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[62]
+	mi := &file_agentd_v1_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4436,7 +5367,7 @@ func (x *RedactEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedactEntriesResponse.ProtoReflect.Descriptor instead.
 func (*RedactEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{62}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *RedactEntriesResponse) GetEntries() []*Entry {
@@ -4474,7 +5405,7 @@ type ToolSource struct {
 
 func (x *ToolSource) Reset() {
 	*x = ToolSource{}
-	mi := &file_agentd_v1_service_proto_msgTypes[63]
+	mi := &file_agentd_v1_service_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4486,7 +5417,7 @@ func (x *ToolSource) String() string {
 func (*ToolSource) ProtoMessage() {}
 
 func (x *ToolSource) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_service_proto_msgTypes[63]
+	mi := &file_agentd_v1_service_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4499,7 +5430,7 @@ func (x *ToolSource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSource.ProtoReflect.Descriptor instead.
 func (*ToolSource) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_service_proto_rawDescGZIP(), []int{63}
+	return file_agentd_v1_service_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ToolSource) GetName() string {
@@ -4663,11 +5594,13 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\bentry_id\x18\x01 \x01(\tH\x00R\aentryId\x123\n" +
 	"\amessage\x18\x02 \x01(\v2\x17.agentd.v1.AgentMessageH\x00R\amessageB\x06\n" +
 	"\x04item\"\x17\n" +
-	"\x15SubmitContextResponse\"\xde\x01\n" +
+	"\x15SubmitContextResponse\"\xfd\x01\n" +
 	"\x14CreateSessionRequest\x120\n" +
 	"\x06config\x18\x01 \x01(\v2\x18.agentd.v1.SessionConfigR\x06config\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x12C\n" +
-	"\x06labels\x18\x03 \x03(\v2+.agentd.v1.CreateSessionRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x03 \x03(\v2+.agentd.v1.CreateSessionRequest.LabelsEntryR\x06labels\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x04 \x01(\tR\tsessionId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
@@ -4694,7 +5627,7 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"\x17\n" +
-	"\x15DeleteSessionResponse\"\xdd\x01\n" +
+	"\x15DeleteSessionResponse\"\x8b\x06\n" +
 	"\rPromptRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x121\n" +
@@ -4703,14 +5636,106 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"request_id\x18\x03 \x01(\tR\trequestId\x12\x16\n" +
 	"\x06detach\x18\x04 \x01(\bR\x06detach\x12&\n" +
 	"\x0fparent_entry_id\x18\x05 \x01(\tR\rparentEntryId\x12\x1b\n" +
-	"\tfrom_root\x18\x06 \x01(\bR\bfromRoot\"\x8f\x01\n" +
+	"\tfrom_root\x18\x06 \x01(\bR\bfromRoot\x12)\n" +
+	"\x05model\x18\a \x01(\v2\x13.agentd.v1.ModelRefR\x05model\x12?\n" +
+	"\x0ethinking_level\x18\b \x01(\x0e2\x18.agentd.v1.ThinkingLevelR\rthinkingLevel\x120\n" +
+	"\x14system_prompt_append\x18\t \x01(\tR\x12systemPromptAppend\x12\x14\n" +
+	"\x05tools\x18\n" +
+	" \x03(\tR\x05tools\x12?\n" +
+	"\x0emodel_settings\x18\v \x01(\v2\x18.agentd.v1.ModelSettingsR\rmodelSettings\x12<\n" +
+	"\routput_schema\x18\f \x01(\v2\x17.google.protobuf.StructR\foutputSchema\x121\n" +
+	"\x12max_output_retries\x18\r \x01(\rH\x00R\x10maxOutputRetries\x88\x01\x01\x12B\n" +
+	"\bmetadata\x18\x0e \x03(\v2&.agentd.v1.PromptRequest.MetadataEntryR\bmetadata\x12.\n" +
+	"\aif_busy\x18\x0f \x01(\x0e2\x15.agentd.v1.BusyPolicyR\x06ifBusy\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x15\n" +
+	"\x13_max_output_retries\"\x8f\x05\n" +
 	"\x0fContinueRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12\x16\n" +
 	"\x06detach\x18\x03 \x01(\bR\x06detach\x12&\n" +
-	"\x0fparent_entry_id\x18\x04 \x01(\tR\rparentEntryId\"`\n" +
+	"\x0fparent_entry_id\x18\x04 \x01(\tR\rparentEntryId\x12)\n" +
+	"\x05model\x18\a \x01(\v2\x13.agentd.v1.ModelRefR\x05model\x12?\n" +
+	"\x0ethinking_level\x18\b \x01(\x0e2\x18.agentd.v1.ThinkingLevelR\rthinkingLevel\x120\n" +
+	"\x14system_prompt_append\x18\t \x01(\tR\x12systemPromptAppend\x12\x14\n" +
+	"\x05tools\x18\n" +
+	" \x03(\tR\x05tools\x12?\n" +
+	"\x0emodel_settings\x18\v \x01(\v2\x18.agentd.v1.ModelSettingsR\rmodelSettings\x12<\n" +
+	"\routput_schema\x18\f \x01(\v2\x17.google.protobuf.StructR\foutputSchema\x121\n" +
+	"\x12max_output_retries\x18\r \x01(\rH\x00R\x10maxOutputRetries\x88\x01\x01\x12D\n" +
+	"\bmetadata\x18\x0e \x03(\v2(.agentd.v1.ContinueRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x15\n" +
+	"\x13_max_output_retries\"2\n" +
+	"\x11ClearQueueRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\"\x7f\n" +
+	"\x12ClearQueueResponse\x123\n" +
+	"\bsteering\x18\x01 \x03(\v2\x17.agentd.v1.AgentMessageR\bsteering\x124\n" +
+	"\tfollow_up\x18\x02 \x03(\v2\x17.agentd.v1.AgentMessageR\bfollowUp\"\xdb\x05\n" +
+	"\n" +
+	"RunRequest\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12&\n" +
+	"\x0fprompt_entry_id\x18\x02 \x01(\tR\rpromptEntryId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x12&\n" +
+	"\x0fparent_entry_id\x18\x04 \x01(\tR\rparentEntryId\x12\x1b\n" +
+	"\tfrom_root\x18\x05 \x01(\bR\bfromRoot\x12)\n" +
+	"\x05model\x18\x06 \x01(\v2\x13.agentd.v1.ModelRefR\x05model\x12?\n" +
+	"\x0ethinking_level\x18\a \x01(\x0e2\x18.agentd.v1.ThinkingLevelR\rthinkingLevel\x120\n" +
+	"\x14system_prompt_append\x18\b \x01(\tR\x12systemPromptAppend\x12\x14\n" +
+	"\x05tools\x18\t \x03(\tR\x05tools\x12?\n" +
+	"\x0emodel_settings\x18\n" +
+	" \x01(\v2\x18.agentd.v1.ModelSettingsR\rmodelSettings\x12<\n" +
+	"\routput_schema\x18\v \x01(\v2\x17.google.protobuf.StructR\foutputSchema\x121\n" +
+	"\x12max_output_retries\x18\f \x01(\rH\x00R\x10maxOutputRetries\x88\x01\x01\x12?\n" +
+	"\bmetadata\x18\r \x03(\v2#.agentd.v1.RunRequest.MetadataEntryR\bmetadata\x12.\n" +
+	"\aif_busy\x18\x0e \x01(\x0e2\x15.agentd.v1.BusyPolicyR\x06ifBusy\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x15\n" +
+	"\x13_max_output_retries\"\xdb\x03\n" +
+	"\x03Run\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x02 \x01(\tR\tsessionId\x129\n" +
+	"\n" +
+	"start_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12/\n" +
+	"\aoutcome\x18\x05 \x01(\x0e2\x15.agentd.v1.RunOutcomeR\aoutcome\x12#\n" +
+	"\rerror_message\x18\x06 \x01(\tR\ferrorMessage\x12/\n" +
+	"\arequest\x18\a \x01(\v2\x15.agentd.v1.RunRequestR\arequest\x12&\n" +
+	"\x05usage\x18\b \x01(\v2\x10.agentd.v1.UsageR\x05usage\x12D\n" +
+	"\x11structured_output\x18\t \x01(\v2\x17.google.protobuf.StructR\x10structuredOutput\x12\x19\n" +
+	"\blast_seq\x18\n" +
+	" \x01(\x04R\alastSeq\x12#\n" +
+	"\revents_pruned\x18\v \x01(\bR\feventsPruned\"E\n" +
+	"\rGetRunRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
+	"\x06run_id\x18\x02 \x01(\tR\x05runId\"2\n" +
+	"\x0eGetRunResponse\x12 \n" +
+	"\x03run\x18\x01 \x01(\v2\x0e.agentd.v1.RunR\x03run\"\xc9\x03\n" +
+	"\x0fListRunsRequest\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x121\n" +
+	"\boutcomes\x18\x04 \x03(\x0e2\x15.agentd.v1.RunOutcomeR\boutcomes\x12D\n" +
+	"\x10start_time_after\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0estartTimeAfter\x12F\n" +
+	"\x11start_time_before\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0fstartTimeBefore\x12W\n" +
+	"\x0fmetadata_filter\x18\a \x03(\v2..agentd.v1.ListRunsRequest.MetadataFilterEntryR\x0emetadataFilter\x1aA\n" +
+	"\x13MetadataFilterEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"^\n" +
+	"\x10ListRunsResponse\x12\"\n" +
+	"\x04runs\x18\x01 \x03(\v2\x0e.agentd.v1.RunR\x04runs\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"`\n" +
 	"\fSteerRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x121\n" +
@@ -4868,6 +5893,13 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\x05tools\x18\x06 \x03(\v2\x12.agentd.v1.McpToolR\x05tools\x12\x10\n" +
 	"\x03pid\x18\a \x01(\x05R\x03pid\x12\x1a\n" +
 	"\brestarts\x18\b \x01(\rR\brestarts*\x8c\x01\n" +
+	"\n" +
+	"BusyPolicy\x12\x1b\n" +
+	"\x17BUSY_POLICY_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12BUSY_POLICY_REJECT\x10\x01\x12\x17\n" +
+	"\x13BUSY_POLICY_ENQUEUE\x10\x02\x12\x15\n" +
+	"\x11BUSY_POLICY_STEER\x10\x03\x12\x19\n" +
+	"\x15BUSY_POLICY_INTERRUPT\x10\x04*\x8c\x01\n" +
 	"\vHookVerdict\x12\x1c\n" +
 	"\x18HOOK_VERDICT_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12HOOK_VERDICT_ALLOW\x10\x01\x12\x15\n" +
@@ -4878,7 +5910,7 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\x1bIN_DOUBT_ACTION_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15IN_DOUBT_ACTION_RETRY\x10\x01\x12\x18\n" +
 	"\x14IN_DOUBT_ACTION_SKIP\x10\x02\x12\x1a\n" +
-	"\x16IN_DOUBT_ACTION_SUPPLY\x10\x03*\x86\n" +
+	"\x16IN_DOUBT_ACTION_SUPPLY\x10\x03*\xcd\n" +
 	"\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
@@ -4918,12 +5950,14 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	" ERROR_REASON_TOOL_CALLS_IN_DOUBT\x10!\x12\x1d\n" +
 	"\x19ERROR_REASON_NOT_IN_DOUBT\x10\"\x12\x1f\n" +
 	"\x1bERROR_REASON_RULE_NOT_FOUND\x10#\x12%\n" +
-	"!ERROR_REASON_CEILING_FORBIDS_RULE\x10$*\x8e\x01\n" +
+	"!ERROR_REASON_CEILING_FORBIDS_RULE\x10$\x12\x1f\n" +
+	"\x1bERROR_REASON_SESSION_EXISTS\x10%\x12$\n" +
+	" ERROR_REASON_SETTING_UNSUPPORTED\x10&*\x8e\x01\n" +
 	"\x0fToolSourceState\x12!\n" +
 	"\x1dTOOL_SOURCE_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19TOOL_SOURCE_STATE_STOPPED\x10\x01\x12\x1b\n" +
 	"\x17TOOL_SOURCE_STATE_READY\x10\x02\x12\x1c\n" +
-	"\x18TOOL_SOURCE_STATE_FAILED\x10\x032\xe3\x13\n" +
+	"\x18TOOL_SOURCE_STATE_FAILED\x10\x032\xb2\x15\n" +
 	"\fAgentService\x12R\n" +
 	"\rCreateSession\x12\x1f.agentd.v1.CreateSessionRequest\x1a .agentd.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -4933,7 +5967,11 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\x06Prompt\x12\x18.agentd.v1.PromptRequest\x1a\x15.agentd.v1.AgentEvent0\x01\x12?\n" +
 	"\bContinue\x12\x1a.agentd.v1.ContinueRequest\x1a\x15.agentd.v1.AgentEvent0\x01\x12:\n" +
 	"\x05Steer\x12\x17.agentd.v1.SteerRequest\x1a\x18.agentd.v1.SteerResponse\x12C\n" +
-	"\bFollowUp\x12\x1a.agentd.v1.FollowUpRequest\x1a\x1b.agentd.v1.FollowUpResponse\x12:\n" +
+	"\bFollowUp\x12\x1a.agentd.v1.FollowUpRequest\x1a\x1b.agentd.v1.FollowUpResponse\x12I\n" +
+	"\n" +
+	"ClearQueue\x12\x1c.agentd.v1.ClearQueueRequest\x1a\x1d.agentd.v1.ClearQueueResponse\x12=\n" +
+	"\x06GetRun\x12\x18.agentd.v1.GetRunRequest\x1a\x19.agentd.v1.GetRunResponse\x12C\n" +
+	"\bListRuns\x12\x1a.agentd.v1.ListRunsRequest\x1a\x1b.agentd.v1.ListRunsResponse\x12:\n" +
 	"\x05Abort\x12\x17.agentd.v1.AbortRequest\x1a\x18.agentd.v1.AbortResponse\x12;\n" +
 	"\x06Attach\x12\x18.agentd.v1.AttachRequest\x1a\x15.agentd.v1.AgentEvent0\x01\x12[\n" +
 	"\x10SubmitToolResult\x12\".agentd.v1.SubmitToolResultRequest\x1a#.agentd.v1.SubmitToolResultResponse\x12X\n" +
@@ -4973,232 +6011,287 @@ func file_agentd_v1_service_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_service_proto_rawDescData
 }
 
-var file_agentd_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
+var file_agentd_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
 var file_agentd_v1_service_proto_goTypes = []any{
-	(HookVerdict)(0),                   // 0: agentd.v1.HookVerdict
-	(InDoubtAction)(0),                 // 1: agentd.v1.InDoubtAction
-	(ErrorReason)(0),                   // 2: agentd.v1.ErrorReason
-	(ToolSourceState)(0),               // 3: agentd.v1.ToolSourceState
-	(*ExportSessionRequest)(nil),       // 4: agentd.v1.ExportSessionRequest
-	(*SessionRecord)(nil),              // 5: agentd.v1.SessionRecord
-	(*SessionHeader)(nil),              // 6: agentd.v1.SessionHeader
-	(*ImportSessionRequest)(nil),       // 7: agentd.v1.ImportSessionRequest
-	(*ImportSessionResponse)(nil),      // 8: agentd.v1.ImportSessionResponse
-	(*ForkSessionRequest)(nil),         // 9: agentd.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),        // 10: agentd.v1.ForkSessionResponse
-	(*GetTreeRequest)(nil),             // 11: agentd.v1.GetTreeRequest
-	(*TreeNode)(nil),                   // 12: agentd.v1.TreeNode
-	(*GetTreeResponse)(nil),            // 13: agentd.v1.GetTreeResponse
-	(*SetLabelRequest)(nil),            // 14: agentd.v1.SetLabelRequest
-	(*SetLabelResponse)(nil),           // 15: agentd.v1.SetLabelResponse
-	(*NavigateRequest)(nil),            // 16: agentd.v1.NavigateRequest
-	(*NavigateResponse)(nil),           // 17: agentd.v1.NavigateResponse
-	(*UpdateSessionRequest)(nil),       // 18: agentd.v1.UpdateSessionRequest
-	(*UpdateSessionResponse)(nil),      // 19: agentd.v1.UpdateSessionResponse
-	(*CompactRequest)(nil),             // 20: agentd.v1.CompactRequest
-	(*SubmitContextRequest)(nil),       // 21: agentd.v1.SubmitContextRequest
-	(*ContextSelection)(nil),           // 22: agentd.v1.ContextSelection
-	(*SubmitContextResponse)(nil),      // 23: agentd.v1.SubmitContextResponse
-	(*CreateSessionRequest)(nil),       // 24: agentd.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),      // 25: agentd.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),          // 26: agentd.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),         // 27: agentd.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),        // 28: agentd.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),       // 29: agentd.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),       // 30: agentd.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),      // 31: agentd.v1.DeleteSessionResponse
-	(*PromptRequest)(nil),              // 32: agentd.v1.PromptRequest
-	(*ContinueRequest)(nil),            // 33: agentd.v1.ContinueRequest
-	(*SteerRequest)(nil),               // 34: agentd.v1.SteerRequest
-	(*SteerResponse)(nil),              // 35: agentd.v1.SteerResponse
-	(*FollowUpRequest)(nil),            // 36: agentd.v1.FollowUpRequest
-	(*FollowUpResponse)(nil),           // 37: agentd.v1.FollowUpResponse
-	(*AbortRequest)(nil),               // 38: agentd.v1.AbortRequest
-	(*AbortResponse)(nil),              // 39: agentd.v1.AbortResponse
-	(*AttachRequest)(nil),              // 40: agentd.v1.AttachRequest
-	(*SubmitToolResultRequest)(nil),    // 41: agentd.v1.SubmitToolResultRequest
-	(*SubmitToolResultResponse)(nil),   // 42: agentd.v1.SubmitToolResultResponse
-	(*ResolveApprovalRequest)(nil),     // 43: agentd.v1.ResolveApprovalRequest
-	(*ResolveApprovalResponse)(nil),    // 44: agentd.v1.ResolveApprovalResponse
-	(*SubmitHookResultRequest)(nil),    // 45: agentd.v1.SubmitHookResultRequest
-	(*SubmitHookResultResponse)(nil),   // 46: agentd.v1.SubmitHookResultResponse
-	(*ListApprovalRulesRequest)(nil),   // 47: agentd.v1.ListApprovalRulesRequest
-	(*ListApprovalRulesResponse)(nil),  // 48: agentd.v1.ListApprovalRulesResponse
-	(*DeleteApprovalRuleRequest)(nil),  // 49: agentd.v1.DeleteApprovalRuleRequest
-	(*DeleteApprovalRuleResponse)(nil), // 50: agentd.v1.DeleteApprovalRuleResponse
-	(*ResolveInDoubtRequest)(nil),      // 51: agentd.v1.ResolveInDoubtRequest
-	(*ResolveInDoubtResponse)(nil),     // 52: agentd.v1.ResolveInDoubtResponse
-	(*AppendMessagesRequest)(nil),      // 53: agentd.v1.AppendMessagesRequest
-	(*AppendMessagesResponse)(nil),     // 54: agentd.v1.AppendMessagesResponse
-	(*GetTranscriptRequest)(nil),       // 55: agentd.v1.GetTranscriptRequest
-	(*GetTranscriptResponse)(nil),      // 56: agentd.v1.GetTranscriptResponse
-	(*GetContextRequest)(nil),          // 57: agentd.v1.GetContextRequest
-	(*GetContextResponse)(nil),         // 58: agentd.v1.GetContextResponse
-	(*ListModelsRequest)(nil),          // 59: agentd.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),         // 60: agentd.v1.ListModelsResponse
-	(*GetTenantUsageRequest)(nil),      // 61: agentd.v1.GetTenantUsageRequest
-	(*GetTenantUsageResponse)(nil),     // 62: agentd.v1.GetTenantUsageResponse
-	(*ListToolSourcesRequest)(nil),     // 63: agentd.v1.ListToolSourcesRequest
-	(*ListToolSourcesResponse)(nil),    // 64: agentd.v1.ListToolSourcesResponse
-	(*RedactEntriesRequest)(nil),       // 65: agentd.v1.RedactEntriesRequest
-	(*RedactEntriesResponse)(nil),      // 66: agentd.v1.RedactEntriesResponse
-	(*ToolSource)(nil),                 // 67: agentd.v1.ToolSource
-	nil,                                // 68: agentd.v1.SessionHeader.LabelsEntry
-	nil,                                // 69: agentd.v1.ForkSessionRequest.LabelsEntry
-	nil,                                // 70: agentd.v1.UpdateSessionRequest.LabelsEntry
-	nil,                                // 71: agentd.v1.CreateSessionRequest.LabelsEntry
-	nil,                                // 72: agentd.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                                // 73: agentd.v1.GetTranscriptResponse.LabelsEntry
-	(*Entry)(nil),                      // 74: agentd.v1.Entry
-	(*SessionConfig)(nil),              // 75: agentd.v1.SessionConfig
-	(*Session)(nil),                    // 76: agentd.v1.Session
-	(*timestamppb.Timestamp)(nil),      // 77: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),      // 78: google.protobuf.FieldMask
-	(*AgentMessage)(nil),               // 79: agentd.v1.AgentMessage
-	(*ContentBlock)(nil),               // 80: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),             // 81: google.protobuf.Value
-	(ApprovalDecision)(0),              // 82: agentd.v1.ApprovalDecision
-	(ApprovalScope)(0),                 // 83: agentd.v1.ApprovalScope
-	(*structpb.Struct)(nil),            // 84: google.protobuf.Struct
-	(*ApprovalRule)(nil),               // 85: agentd.v1.ApprovalRule
-	(*ToolInDoubt)(nil),                // 86: agentd.v1.ToolInDoubt
-	(*Context)(nil),                    // 87: agentd.v1.Context
-	(*Model)(nil),                      // 88: agentd.v1.Model
-	(*Spend)(nil),                      // 89: agentd.v1.Spend
-	(*McpTool)(nil),                    // 90: agentd.v1.McpTool
-	(*AgentEvent)(nil),                 // 91: agentd.v1.AgentEvent
+	(BusyPolicy)(0),                    // 0: agentd.v1.BusyPolicy
+	(HookVerdict)(0),                   // 1: agentd.v1.HookVerdict
+	(InDoubtAction)(0),                 // 2: agentd.v1.InDoubtAction
+	(ErrorReason)(0),                   // 3: agentd.v1.ErrorReason
+	(ToolSourceState)(0),               // 4: agentd.v1.ToolSourceState
+	(*ExportSessionRequest)(nil),       // 5: agentd.v1.ExportSessionRequest
+	(*SessionRecord)(nil),              // 6: agentd.v1.SessionRecord
+	(*SessionHeader)(nil),              // 7: agentd.v1.SessionHeader
+	(*ImportSessionRequest)(nil),       // 8: agentd.v1.ImportSessionRequest
+	(*ImportSessionResponse)(nil),      // 9: agentd.v1.ImportSessionResponse
+	(*ForkSessionRequest)(nil),         // 10: agentd.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),        // 11: agentd.v1.ForkSessionResponse
+	(*GetTreeRequest)(nil),             // 12: agentd.v1.GetTreeRequest
+	(*TreeNode)(nil),                   // 13: agentd.v1.TreeNode
+	(*GetTreeResponse)(nil),            // 14: agentd.v1.GetTreeResponse
+	(*SetLabelRequest)(nil),            // 15: agentd.v1.SetLabelRequest
+	(*SetLabelResponse)(nil),           // 16: agentd.v1.SetLabelResponse
+	(*NavigateRequest)(nil),            // 17: agentd.v1.NavigateRequest
+	(*NavigateResponse)(nil),           // 18: agentd.v1.NavigateResponse
+	(*UpdateSessionRequest)(nil),       // 19: agentd.v1.UpdateSessionRequest
+	(*UpdateSessionResponse)(nil),      // 20: agentd.v1.UpdateSessionResponse
+	(*CompactRequest)(nil),             // 21: agentd.v1.CompactRequest
+	(*SubmitContextRequest)(nil),       // 22: agentd.v1.SubmitContextRequest
+	(*ContextSelection)(nil),           // 23: agentd.v1.ContextSelection
+	(*SubmitContextResponse)(nil),      // 24: agentd.v1.SubmitContextResponse
+	(*CreateSessionRequest)(nil),       // 25: agentd.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),      // 26: agentd.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),          // 27: agentd.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),         // 28: agentd.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),        // 29: agentd.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),       // 30: agentd.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),       // 31: agentd.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),      // 32: agentd.v1.DeleteSessionResponse
+	(*PromptRequest)(nil),              // 33: agentd.v1.PromptRequest
+	(*ContinueRequest)(nil),            // 34: agentd.v1.ContinueRequest
+	(*ClearQueueRequest)(nil),          // 35: agentd.v1.ClearQueueRequest
+	(*ClearQueueResponse)(nil),         // 36: agentd.v1.ClearQueueResponse
+	(*RunRequest)(nil),                 // 37: agentd.v1.RunRequest
+	(*Run)(nil),                        // 38: agentd.v1.Run
+	(*GetRunRequest)(nil),              // 39: agentd.v1.GetRunRequest
+	(*GetRunResponse)(nil),             // 40: agentd.v1.GetRunResponse
+	(*ListRunsRequest)(nil),            // 41: agentd.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),           // 42: agentd.v1.ListRunsResponse
+	(*SteerRequest)(nil),               // 43: agentd.v1.SteerRequest
+	(*SteerResponse)(nil),              // 44: agentd.v1.SteerResponse
+	(*FollowUpRequest)(nil),            // 45: agentd.v1.FollowUpRequest
+	(*FollowUpResponse)(nil),           // 46: agentd.v1.FollowUpResponse
+	(*AbortRequest)(nil),               // 47: agentd.v1.AbortRequest
+	(*AbortResponse)(nil),              // 48: agentd.v1.AbortResponse
+	(*AttachRequest)(nil),              // 49: agentd.v1.AttachRequest
+	(*SubmitToolResultRequest)(nil),    // 50: agentd.v1.SubmitToolResultRequest
+	(*SubmitToolResultResponse)(nil),   // 51: agentd.v1.SubmitToolResultResponse
+	(*ResolveApprovalRequest)(nil),     // 52: agentd.v1.ResolveApprovalRequest
+	(*ResolveApprovalResponse)(nil),    // 53: agentd.v1.ResolveApprovalResponse
+	(*SubmitHookResultRequest)(nil),    // 54: agentd.v1.SubmitHookResultRequest
+	(*SubmitHookResultResponse)(nil),   // 55: agentd.v1.SubmitHookResultResponse
+	(*ListApprovalRulesRequest)(nil),   // 56: agentd.v1.ListApprovalRulesRequest
+	(*ListApprovalRulesResponse)(nil),  // 57: agentd.v1.ListApprovalRulesResponse
+	(*DeleteApprovalRuleRequest)(nil),  // 58: agentd.v1.DeleteApprovalRuleRequest
+	(*DeleteApprovalRuleResponse)(nil), // 59: agentd.v1.DeleteApprovalRuleResponse
+	(*ResolveInDoubtRequest)(nil),      // 60: agentd.v1.ResolveInDoubtRequest
+	(*ResolveInDoubtResponse)(nil),     // 61: agentd.v1.ResolveInDoubtResponse
+	(*AppendMessagesRequest)(nil),      // 62: agentd.v1.AppendMessagesRequest
+	(*AppendMessagesResponse)(nil),     // 63: agentd.v1.AppendMessagesResponse
+	(*GetTranscriptRequest)(nil),       // 64: agentd.v1.GetTranscriptRequest
+	(*GetTranscriptResponse)(nil),      // 65: agentd.v1.GetTranscriptResponse
+	(*GetContextRequest)(nil),          // 66: agentd.v1.GetContextRequest
+	(*GetContextResponse)(nil),         // 67: agentd.v1.GetContextResponse
+	(*ListModelsRequest)(nil),          // 68: agentd.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),         // 69: agentd.v1.ListModelsResponse
+	(*GetTenantUsageRequest)(nil),      // 70: agentd.v1.GetTenantUsageRequest
+	(*GetTenantUsageResponse)(nil),     // 71: agentd.v1.GetTenantUsageResponse
+	(*ListToolSourcesRequest)(nil),     // 72: agentd.v1.ListToolSourcesRequest
+	(*ListToolSourcesResponse)(nil),    // 73: agentd.v1.ListToolSourcesResponse
+	(*RedactEntriesRequest)(nil),       // 74: agentd.v1.RedactEntriesRequest
+	(*RedactEntriesResponse)(nil),      // 75: agentd.v1.RedactEntriesResponse
+	(*ToolSource)(nil),                 // 76: agentd.v1.ToolSource
+	nil,                                // 77: agentd.v1.SessionHeader.LabelsEntry
+	nil,                                // 78: agentd.v1.ForkSessionRequest.LabelsEntry
+	nil,                                // 79: agentd.v1.UpdateSessionRequest.LabelsEntry
+	nil,                                // 80: agentd.v1.CreateSessionRequest.LabelsEntry
+	nil,                                // 81: agentd.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                                // 82: agentd.v1.PromptRequest.MetadataEntry
+	nil,                                // 83: agentd.v1.ContinueRequest.MetadataEntry
+	nil,                                // 84: agentd.v1.RunRequest.MetadataEntry
+	nil,                                // 85: agentd.v1.ListRunsRequest.MetadataFilterEntry
+	nil,                                // 86: agentd.v1.GetTranscriptResponse.LabelsEntry
+	(*Entry)(nil),                      // 87: agentd.v1.Entry
+	(*SessionConfig)(nil),              // 88: agentd.v1.SessionConfig
+	(*Session)(nil),                    // 89: agentd.v1.Session
+	(*timestamppb.Timestamp)(nil),      // 90: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),      // 91: google.protobuf.FieldMask
+	(*AgentMessage)(nil),               // 92: agentd.v1.AgentMessage
+	(*ContentBlock)(nil),               // 93: agentd.v1.ContentBlock
+	(*ModelRef)(nil),                   // 94: agentd.v1.ModelRef
+	(ThinkingLevel)(0),                 // 95: agentd.v1.ThinkingLevel
+	(*ModelSettings)(nil),              // 96: agentd.v1.ModelSettings
+	(*structpb.Struct)(nil),            // 97: google.protobuf.Struct
+	(RunOutcome)(0),                    // 98: agentd.v1.RunOutcome
+	(*Usage)(nil),                      // 99: agentd.v1.Usage
+	(*structpb.Value)(nil),             // 100: google.protobuf.Value
+	(ApprovalDecision)(0),              // 101: agentd.v1.ApprovalDecision
+	(ApprovalScope)(0),                 // 102: agentd.v1.ApprovalScope
+	(*ApprovalRule)(nil),               // 103: agentd.v1.ApprovalRule
+	(*ToolInDoubt)(nil),                // 104: agentd.v1.ToolInDoubt
+	(*Context)(nil),                    // 105: agentd.v1.Context
+	(*Model)(nil),                      // 106: agentd.v1.Model
+	(*Spend)(nil),                      // 107: agentd.v1.Spend
+	(*McpTool)(nil),                    // 108: agentd.v1.McpTool
+	(*AgentEvent)(nil),                 // 109: agentd.v1.AgentEvent
 }
 var file_agentd_v1_service_proto_depIdxs = []int32{
-	6,  // 0: agentd.v1.SessionRecord.header:type_name -> agentd.v1.SessionHeader
-	74, // 1: agentd.v1.SessionRecord.entry:type_name -> agentd.v1.Entry
-	75, // 2: agentd.v1.SessionHeader.config:type_name -> agentd.v1.SessionConfig
-	68, // 3: agentd.v1.SessionHeader.labels:type_name -> agentd.v1.SessionHeader.LabelsEntry
-	5,  // 4: agentd.v1.ImportSessionRequest.record:type_name -> agentd.v1.SessionRecord
-	76, // 5: agentd.v1.ImportSessionResponse.session:type_name -> agentd.v1.Session
-	75, // 6: agentd.v1.ForkSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	69, // 7: agentd.v1.ForkSessionRequest.labels:type_name -> agentd.v1.ForkSessionRequest.LabelsEntry
-	76, // 8: agentd.v1.ForkSessionResponse.session:type_name -> agentd.v1.Session
-	77, // 9: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
-	12, // 10: agentd.v1.GetTreeResponse.nodes:type_name -> agentd.v1.TreeNode
-	74, // 11: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
-	76, // 12: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
-	74, // 13: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
-	75, // 14: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	70, // 15: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
-	78, // 16: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
-	76, // 17: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
-	74, // 18: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
-	22, // 19: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
-	79, // 20: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
-	75, // 21: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
-	71, // 22: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
-	76, // 23: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
-	76, // 24: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
-	72, // 25: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
-	76, // 26: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
-	80, // 27: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
-	80, // 28: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
-	80, // 29: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
-	80, // 30: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
-	81, // 31: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
-	82, // 32: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
-	83, // 33: agentd.v1.ResolveApprovalRequest.scope:type_name -> agentd.v1.ApprovalScope
-	84, // 34: agentd.v1.ResolveApprovalRequest.arguments:type_name -> google.protobuf.Struct
-	85, // 35: agentd.v1.ResolveApprovalRequest.rule:type_name -> agentd.v1.ApprovalRule
-	85, // 36: agentd.v1.ResolveApprovalResponse.rule:type_name -> agentd.v1.ApprovalRule
-	0,  // 37: agentd.v1.SubmitHookResultRequest.verdict:type_name -> agentd.v1.HookVerdict
-	84, // 38: agentd.v1.SubmitHookResultRequest.arguments:type_name -> google.protobuf.Struct
-	80, // 39: agentd.v1.SubmitHookResultRequest.content:type_name -> agentd.v1.ContentBlock
-	81, // 40: agentd.v1.SubmitHookResultRequest.details:type_name -> google.protobuf.Value
-	85, // 41: agentd.v1.ListApprovalRulesResponse.rules:type_name -> agentd.v1.ApprovalRule
-	74, // 42: agentd.v1.DeleteApprovalRuleResponse.entry:type_name -> agentd.v1.Entry
-	1,  // 43: agentd.v1.ResolveInDoubtRequest.action:type_name -> agentd.v1.InDoubtAction
-	80, // 44: agentd.v1.ResolveInDoubtRequest.content:type_name -> agentd.v1.ContentBlock
-	81, // 45: agentd.v1.ResolveInDoubtRequest.details:type_name -> google.protobuf.Value
-	74, // 46: agentd.v1.ResolveInDoubtResponse.entry:type_name -> agentd.v1.Entry
-	86, // 47: agentd.v1.ResolveInDoubtResponse.remaining:type_name -> agentd.v1.ToolInDoubt
-	79, // 48: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
-	74, // 49: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
-	74, // 50: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
-	73, // 51: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
-	87, // 52: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
-	88, // 53: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
-	89, // 54: agentd.v1.GetTenantUsageResponse.spent_today:type_name -> agentd.v1.Spend
-	77, // 55: agentd.v1.GetTenantUsageResponse.day_start:type_name -> google.protobuf.Timestamp
-	67, // 56: agentd.v1.ListToolSourcesResponse.sources:type_name -> agentd.v1.ToolSource
-	74, // 57: agentd.v1.RedactEntriesResponse.entries:type_name -> agentd.v1.Entry
-	3,  // 58: agentd.v1.ToolSource.state:type_name -> agentd.v1.ToolSourceState
-	90, // 59: agentd.v1.ToolSource.tools:type_name -> agentd.v1.McpTool
-	24, // 60: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
-	26, // 61: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
-	28, // 62: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
-	30, // 63: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
-	32, // 64: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
-	33, // 65: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
-	34, // 66: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
-	36, // 67: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
-	38, // 68: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
-	40, // 69: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
-	41, // 70: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
-	43, // 71: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
-	45, // 72: agentd.v1.AgentService.SubmitHookResult:input_type -> agentd.v1.SubmitHookResultRequest
-	47, // 73: agentd.v1.AgentService.ListApprovalRules:input_type -> agentd.v1.ListApprovalRulesRequest
-	49, // 74: agentd.v1.AgentService.DeleteApprovalRule:input_type -> agentd.v1.DeleteApprovalRuleRequest
-	51, // 75: agentd.v1.AgentService.ResolveInDoubt:input_type -> agentd.v1.ResolveInDoubtRequest
-	53, // 76: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
-	55, // 77: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
-	57, // 78: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
-	59, // 79: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
-	63, // 80: agentd.v1.AgentService.ListToolSources:input_type -> agentd.v1.ListToolSourcesRequest
-	61, // 81: agentd.v1.AgentService.GetTenantUsage:input_type -> agentd.v1.GetTenantUsageRequest
-	18, // 82: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
-	20, // 83: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
-	21, // 84: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
-	11, // 85: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
-	14, // 86: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
-	16, // 87: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
-	9,  // 88: agentd.v1.AgentService.ForkSession:input_type -> agentd.v1.ForkSessionRequest
-	65, // 89: agentd.v1.AgentService.RedactEntries:input_type -> agentd.v1.RedactEntriesRequest
-	4,  // 90: agentd.v1.AgentService.ExportSession:input_type -> agentd.v1.ExportSessionRequest
-	7,  // 91: agentd.v1.AgentService.ImportSession:input_type -> agentd.v1.ImportSessionRequest
-	25, // 92: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
-	27, // 93: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
-	29, // 94: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
-	31, // 95: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
-	91, // 96: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
-	91, // 97: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
-	35, // 98: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
-	37, // 99: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
-	39, // 100: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
-	91, // 101: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
-	42, // 102: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
-	44, // 103: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
-	46, // 104: agentd.v1.AgentService.SubmitHookResult:output_type -> agentd.v1.SubmitHookResultResponse
-	48, // 105: agentd.v1.AgentService.ListApprovalRules:output_type -> agentd.v1.ListApprovalRulesResponse
-	50, // 106: agentd.v1.AgentService.DeleteApprovalRule:output_type -> agentd.v1.DeleteApprovalRuleResponse
-	52, // 107: agentd.v1.AgentService.ResolveInDoubt:output_type -> agentd.v1.ResolveInDoubtResponse
-	54, // 108: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
-	56, // 109: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
-	58, // 110: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
-	60, // 111: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
-	64, // 112: agentd.v1.AgentService.ListToolSources:output_type -> agentd.v1.ListToolSourcesResponse
-	62, // 113: agentd.v1.AgentService.GetTenantUsage:output_type -> agentd.v1.GetTenantUsageResponse
-	19, // 114: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
-	91, // 115: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
-	23, // 116: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
-	13, // 117: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
-	15, // 118: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
-	17, // 119: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
-	10, // 120: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
-	66, // 121: agentd.v1.AgentService.RedactEntries:output_type -> agentd.v1.RedactEntriesResponse
-	5,  // 122: agentd.v1.AgentService.ExportSession:output_type -> agentd.v1.SessionRecord
-	8,  // 123: agentd.v1.AgentService.ImportSession:output_type -> agentd.v1.ImportSessionResponse
-	92, // [92:124] is the sub-list for method output_type
-	60, // [60:92] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	7,   // 0: agentd.v1.SessionRecord.header:type_name -> agentd.v1.SessionHeader
+	87,  // 1: agentd.v1.SessionRecord.entry:type_name -> agentd.v1.Entry
+	88,  // 2: agentd.v1.SessionHeader.config:type_name -> agentd.v1.SessionConfig
+	77,  // 3: agentd.v1.SessionHeader.labels:type_name -> agentd.v1.SessionHeader.LabelsEntry
+	6,   // 4: agentd.v1.ImportSessionRequest.record:type_name -> agentd.v1.SessionRecord
+	89,  // 5: agentd.v1.ImportSessionResponse.session:type_name -> agentd.v1.Session
+	88,  // 6: agentd.v1.ForkSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	78,  // 7: agentd.v1.ForkSessionRequest.labels:type_name -> agentd.v1.ForkSessionRequest.LabelsEntry
+	89,  // 8: agentd.v1.ForkSessionResponse.session:type_name -> agentd.v1.Session
+	90,  // 9: agentd.v1.TreeNode.time:type_name -> google.protobuf.Timestamp
+	13,  // 10: agentd.v1.GetTreeResponse.nodes:type_name -> agentd.v1.TreeNode
+	87,  // 11: agentd.v1.SetLabelResponse.entry:type_name -> agentd.v1.Entry
+	89,  // 12: agentd.v1.NavigateResponse.session:type_name -> agentd.v1.Session
+	87,  // 13: agentd.v1.NavigateResponse.branch_summary:type_name -> agentd.v1.Entry
+	88,  // 14: agentd.v1.UpdateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	79,  // 15: agentd.v1.UpdateSessionRequest.labels:type_name -> agentd.v1.UpdateSessionRequest.LabelsEntry
+	91,  // 16: agentd.v1.UpdateSessionRequest.update_mask:type_name -> google.protobuf.FieldMask
+	89,  // 17: agentd.v1.UpdateSessionResponse.session:type_name -> agentd.v1.Session
+	87,  // 18: agentd.v1.UpdateSessionResponse.entries:type_name -> agentd.v1.Entry
+	23,  // 19: agentd.v1.SubmitContextRequest.items:type_name -> agentd.v1.ContextSelection
+	92,  // 20: agentd.v1.ContextSelection.message:type_name -> agentd.v1.AgentMessage
+	88,  // 21: agentd.v1.CreateSessionRequest.config:type_name -> agentd.v1.SessionConfig
+	80,  // 22: agentd.v1.CreateSessionRequest.labels:type_name -> agentd.v1.CreateSessionRequest.LabelsEntry
+	89,  // 23: agentd.v1.CreateSessionResponse.session:type_name -> agentd.v1.Session
+	89,  // 24: agentd.v1.GetSessionResponse.session:type_name -> agentd.v1.Session
+	81,  // 25: agentd.v1.ListSessionsRequest.label_filter:type_name -> agentd.v1.ListSessionsRequest.LabelFilterEntry
+	89,  // 26: agentd.v1.ListSessionsResponse.sessions:type_name -> agentd.v1.Session
+	93,  // 27: agentd.v1.PromptRequest.content:type_name -> agentd.v1.ContentBlock
+	94,  // 28: agentd.v1.PromptRequest.model:type_name -> agentd.v1.ModelRef
+	95,  // 29: agentd.v1.PromptRequest.thinking_level:type_name -> agentd.v1.ThinkingLevel
+	96,  // 30: agentd.v1.PromptRequest.model_settings:type_name -> agentd.v1.ModelSettings
+	97,  // 31: agentd.v1.PromptRequest.output_schema:type_name -> google.protobuf.Struct
+	82,  // 32: agentd.v1.PromptRequest.metadata:type_name -> agentd.v1.PromptRequest.MetadataEntry
+	0,   // 33: agentd.v1.PromptRequest.if_busy:type_name -> agentd.v1.BusyPolicy
+	94,  // 34: agentd.v1.ContinueRequest.model:type_name -> agentd.v1.ModelRef
+	95,  // 35: agentd.v1.ContinueRequest.thinking_level:type_name -> agentd.v1.ThinkingLevel
+	96,  // 36: agentd.v1.ContinueRequest.model_settings:type_name -> agentd.v1.ModelSettings
+	97,  // 37: agentd.v1.ContinueRequest.output_schema:type_name -> google.protobuf.Struct
+	83,  // 38: agentd.v1.ContinueRequest.metadata:type_name -> agentd.v1.ContinueRequest.MetadataEntry
+	92,  // 39: agentd.v1.ClearQueueResponse.steering:type_name -> agentd.v1.AgentMessage
+	92,  // 40: agentd.v1.ClearQueueResponse.follow_up:type_name -> agentd.v1.AgentMessage
+	94,  // 41: agentd.v1.RunRequest.model:type_name -> agentd.v1.ModelRef
+	95,  // 42: agentd.v1.RunRequest.thinking_level:type_name -> agentd.v1.ThinkingLevel
+	96,  // 43: agentd.v1.RunRequest.model_settings:type_name -> agentd.v1.ModelSettings
+	97,  // 44: agentd.v1.RunRequest.output_schema:type_name -> google.protobuf.Struct
+	84,  // 45: agentd.v1.RunRequest.metadata:type_name -> agentd.v1.RunRequest.MetadataEntry
+	0,   // 46: agentd.v1.RunRequest.if_busy:type_name -> agentd.v1.BusyPolicy
+	90,  // 47: agentd.v1.Run.start_time:type_name -> google.protobuf.Timestamp
+	90,  // 48: agentd.v1.Run.end_time:type_name -> google.protobuf.Timestamp
+	98,  // 49: agentd.v1.Run.outcome:type_name -> agentd.v1.RunOutcome
+	37,  // 50: agentd.v1.Run.request:type_name -> agentd.v1.RunRequest
+	99,  // 51: agentd.v1.Run.usage:type_name -> agentd.v1.Usage
+	97,  // 52: agentd.v1.Run.structured_output:type_name -> google.protobuf.Struct
+	38,  // 53: agentd.v1.GetRunResponse.run:type_name -> agentd.v1.Run
+	98,  // 54: agentd.v1.ListRunsRequest.outcomes:type_name -> agentd.v1.RunOutcome
+	90,  // 55: agentd.v1.ListRunsRequest.start_time_after:type_name -> google.protobuf.Timestamp
+	90,  // 56: agentd.v1.ListRunsRequest.start_time_before:type_name -> google.protobuf.Timestamp
+	85,  // 57: agentd.v1.ListRunsRequest.metadata_filter:type_name -> agentd.v1.ListRunsRequest.MetadataFilterEntry
+	38,  // 58: agentd.v1.ListRunsResponse.runs:type_name -> agentd.v1.Run
+	93,  // 59: agentd.v1.SteerRequest.content:type_name -> agentd.v1.ContentBlock
+	93,  // 60: agentd.v1.FollowUpRequest.content:type_name -> agentd.v1.ContentBlock
+	93,  // 61: agentd.v1.SubmitToolResultRequest.content:type_name -> agentd.v1.ContentBlock
+	100, // 62: agentd.v1.SubmitToolResultRequest.details:type_name -> google.protobuf.Value
+	101, // 63: agentd.v1.ResolveApprovalRequest.decision:type_name -> agentd.v1.ApprovalDecision
+	102, // 64: agentd.v1.ResolveApprovalRequest.scope:type_name -> agentd.v1.ApprovalScope
+	97,  // 65: agentd.v1.ResolveApprovalRequest.arguments:type_name -> google.protobuf.Struct
+	103, // 66: agentd.v1.ResolveApprovalRequest.rule:type_name -> agentd.v1.ApprovalRule
+	103, // 67: agentd.v1.ResolveApprovalResponse.rule:type_name -> agentd.v1.ApprovalRule
+	1,   // 68: agentd.v1.SubmitHookResultRequest.verdict:type_name -> agentd.v1.HookVerdict
+	97,  // 69: agentd.v1.SubmitHookResultRequest.arguments:type_name -> google.protobuf.Struct
+	93,  // 70: agentd.v1.SubmitHookResultRequest.content:type_name -> agentd.v1.ContentBlock
+	100, // 71: agentd.v1.SubmitHookResultRequest.details:type_name -> google.protobuf.Value
+	103, // 72: agentd.v1.ListApprovalRulesResponse.rules:type_name -> agentd.v1.ApprovalRule
+	87,  // 73: agentd.v1.DeleteApprovalRuleResponse.entry:type_name -> agentd.v1.Entry
+	2,   // 74: agentd.v1.ResolveInDoubtRequest.action:type_name -> agentd.v1.InDoubtAction
+	93,  // 75: agentd.v1.ResolveInDoubtRequest.content:type_name -> agentd.v1.ContentBlock
+	100, // 76: agentd.v1.ResolveInDoubtRequest.details:type_name -> google.protobuf.Value
+	87,  // 77: agentd.v1.ResolveInDoubtResponse.entry:type_name -> agentd.v1.Entry
+	104, // 78: agentd.v1.ResolveInDoubtResponse.remaining:type_name -> agentd.v1.ToolInDoubt
+	92,  // 79: agentd.v1.AppendMessagesRequest.messages:type_name -> agentd.v1.AgentMessage
+	87,  // 80: agentd.v1.AppendMessagesResponse.entries:type_name -> agentd.v1.Entry
+	87,  // 81: agentd.v1.GetTranscriptResponse.entries:type_name -> agentd.v1.Entry
+	86,  // 82: agentd.v1.GetTranscriptResponse.labels:type_name -> agentd.v1.GetTranscriptResponse.LabelsEntry
+	105, // 83: agentd.v1.GetContextResponse.context:type_name -> agentd.v1.Context
+	106, // 84: agentd.v1.ListModelsResponse.models:type_name -> agentd.v1.Model
+	107, // 85: agentd.v1.GetTenantUsageResponse.spent_today:type_name -> agentd.v1.Spend
+	90,  // 86: agentd.v1.GetTenantUsageResponse.day_start:type_name -> google.protobuf.Timestamp
+	76,  // 87: agentd.v1.ListToolSourcesResponse.sources:type_name -> agentd.v1.ToolSource
+	87,  // 88: agentd.v1.RedactEntriesResponse.entries:type_name -> agentd.v1.Entry
+	4,   // 89: agentd.v1.ToolSource.state:type_name -> agentd.v1.ToolSourceState
+	108, // 90: agentd.v1.ToolSource.tools:type_name -> agentd.v1.McpTool
+	25,  // 91: agentd.v1.AgentService.CreateSession:input_type -> agentd.v1.CreateSessionRequest
+	27,  // 92: agentd.v1.AgentService.GetSession:input_type -> agentd.v1.GetSessionRequest
+	29,  // 93: agentd.v1.AgentService.ListSessions:input_type -> agentd.v1.ListSessionsRequest
+	31,  // 94: agentd.v1.AgentService.DeleteSession:input_type -> agentd.v1.DeleteSessionRequest
+	33,  // 95: agentd.v1.AgentService.Prompt:input_type -> agentd.v1.PromptRequest
+	34,  // 96: agentd.v1.AgentService.Continue:input_type -> agentd.v1.ContinueRequest
+	43,  // 97: agentd.v1.AgentService.Steer:input_type -> agentd.v1.SteerRequest
+	45,  // 98: agentd.v1.AgentService.FollowUp:input_type -> agentd.v1.FollowUpRequest
+	35,  // 99: agentd.v1.AgentService.ClearQueue:input_type -> agentd.v1.ClearQueueRequest
+	39,  // 100: agentd.v1.AgentService.GetRun:input_type -> agentd.v1.GetRunRequest
+	41,  // 101: agentd.v1.AgentService.ListRuns:input_type -> agentd.v1.ListRunsRequest
+	47,  // 102: agentd.v1.AgentService.Abort:input_type -> agentd.v1.AbortRequest
+	49,  // 103: agentd.v1.AgentService.Attach:input_type -> agentd.v1.AttachRequest
+	50,  // 104: agentd.v1.AgentService.SubmitToolResult:input_type -> agentd.v1.SubmitToolResultRequest
+	52,  // 105: agentd.v1.AgentService.ResolveApproval:input_type -> agentd.v1.ResolveApprovalRequest
+	54,  // 106: agentd.v1.AgentService.SubmitHookResult:input_type -> agentd.v1.SubmitHookResultRequest
+	56,  // 107: agentd.v1.AgentService.ListApprovalRules:input_type -> agentd.v1.ListApprovalRulesRequest
+	58,  // 108: agentd.v1.AgentService.DeleteApprovalRule:input_type -> agentd.v1.DeleteApprovalRuleRequest
+	60,  // 109: agentd.v1.AgentService.ResolveInDoubt:input_type -> agentd.v1.ResolveInDoubtRequest
+	62,  // 110: agentd.v1.AgentService.AppendMessages:input_type -> agentd.v1.AppendMessagesRequest
+	64,  // 111: agentd.v1.AgentService.GetTranscript:input_type -> agentd.v1.GetTranscriptRequest
+	66,  // 112: agentd.v1.AgentService.GetContext:input_type -> agentd.v1.GetContextRequest
+	68,  // 113: agentd.v1.AgentService.ListModels:input_type -> agentd.v1.ListModelsRequest
+	72,  // 114: agentd.v1.AgentService.ListToolSources:input_type -> agentd.v1.ListToolSourcesRequest
+	70,  // 115: agentd.v1.AgentService.GetTenantUsage:input_type -> agentd.v1.GetTenantUsageRequest
+	19,  // 116: agentd.v1.AgentService.UpdateSession:input_type -> agentd.v1.UpdateSessionRequest
+	21,  // 117: agentd.v1.AgentService.Compact:input_type -> agentd.v1.CompactRequest
+	22,  // 118: agentd.v1.AgentService.SubmitContext:input_type -> agentd.v1.SubmitContextRequest
+	12,  // 119: agentd.v1.AgentService.GetTree:input_type -> agentd.v1.GetTreeRequest
+	15,  // 120: agentd.v1.AgentService.SetLabel:input_type -> agentd.v1.SetLabelRequest
+	17,  // 121: agentd.v1.AgentService.Navigate:input_type -> agentd.v1.NavigateRequest
+	10,  // 122: agentd.v1.AgentService.ForkSession:input_type -> agentd.v1.ForkSessionRequest
+	74,  // 123: agentd.v1.AgentService.RedactEntries:input_type -> agentd.v1.RedactEntriesRequest
+	5,   // 124: agentd.v1.AgentService.ExportSession:input_type -> agentd.v1.ExportSessionRequest
+	8,   // 125: agentd.v1.AgentService.ImportSession:input_type -> agentd.v1.ImportSessionRequest
+	26,  // 126: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
+	28,  // 127: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
+	30,  // 128: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
+	32,  // 129: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
+	109, // 130: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
+	109, // 131: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
+	44,  // 132: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
+	46,  // 133: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
+	36,  // 134: agentd.v1.AgentService.ClearQueue:output_type -> agentd.v1.ClearQueueResponse
+	40,  // 135: agentd.v1.AgentService.GetRun:output_type -> agentd.v1.GetRunResponse
+	42,  // 136: agentd.v1.AgentService.ListRuns:output_type -> agentd.v1.ListRunsResponse
+	48,  // 137: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
+	109, // 138: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
+	51,  // 139: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
+	53,  // 140: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
+	55,  // 141: agentd.v1.AgentService.SubmitHookResult:output_type -> agentd.v1.SubmitHookResultResponse
+	57,  // 142: agentd.v1.AgentService.ListApprovalRules:output_type -> agentd.v1.ListApprovalRulesResponse
+	59,  // 143: agentd.v1.AgentService.DeleteApprovalRule:output_type -> agentd.v1.DeleteApprovalRuleResponse
+	61,  // 144: agentd.v1.AgentService.ResolveInDoubt:output_type -> agentd.v1.ResolveInDoubtResponse
+	63,  // 145: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
+	65,  // 146: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
+	67,  // 147: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
+	69,  // 148: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
+	73,  // 149: agentd.v1.AgentService.ListToolSources:output_type -> agentd.v1.ListToolSourcesResponse
+	71,  // 150: agentd.v1.AgentService.GetTenantUsage:output_type -> agentd.v1.GetTenantUsageResponse
+	20,  // 151: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
+	109, // 152: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
+	24,  // 153: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
+	14,  // 154: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
+	16,  // 155: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
+	18,  // 156: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
+	11,  // 157: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
+	75,  // 158: agentd.v1.AgentService.RedactEntries:output_type -> agentd.v1.RedactEntriesResponse
+	6,   // 159: agentd.v1.AgentService.ExportSession:output_type -> agentd.v1.SessionRecord
+	9,   // 160: agentd.v1.AgentService.ImportSession:output_type -> agentd.v1.ImportSessionResponse
+	126, // [126:161] is the sub-list for method output_type
+	91,  // [91:126] is the sub-list for method input_type
+	91,  // [91:91] is the sub-list for extension type_name
+	91,  // [91:91] is the sub-list for extension extendee
+	0,   // [0:91] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_service_proto_init() }
@@ -5218,13 +6311,16 @@ func file_agentd_v1_service_proto_init() {
 		(*ContextSelection_EntryId)(nil),
 		(*ContextSelection_Message)(nil),
 	}
+	file_agentd_v1_service_proto_msgTypes[28].OneofWrappers = []any{}
+	file_agentd_v1_service_proto_msgTypes[29].OneofWrappers = []any{}
+	file_agentd_v1_service_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_service_proto_rawDesc), len(file_agentd_v1_service_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   70,
+			NumEnums:      5,
+			NumMessages:   82,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

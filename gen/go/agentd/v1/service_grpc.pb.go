@@ -27,6 +27,9 @@ const (
 	AgentService_Continue_FullMethodName           = "/agentd.v1.AgentService/Continue"
 	AgentService_Steer_FullMethodName              = "/agentd.v1.AgentService/Steer"
 	AgentService_FollowUp_FullMethodName           = "/agentd.v1.AgentService/FollowUp"
+	AgentService_ClearQueue_FullMethodName         = "/agentd.v1.AgentService/ClearQueue"
+	AgentService_GetRun_FullMethodName             = "/agentd.v1.AgentService/GetRun"
+	AgentService_ListRuns_FullMethodName           = "/agentd.v1.AgentService/ListRuns"
 	AgentService_Abort_FullMethodName              = "/agentd.v1.AgentService/Abort"
 	AgentService_Attach_FullMethodName             = "/agentd.v1.AgentService/Attach"
 	AgentService_SubmitToolResult_FullMethodName   = "/agentd.v1.AgentService/SubmitToolResult"
@@ -71,6 +74,10 @@ const (
 // tool failure is not an RPC error: it arrives as data in the stream.
 type AgentServiceClient interface {
 	// CreateSession creates an empty session with the given configuration.
+	// With a session_id of the caller's choosing it is idempotent: the same
+	// id with the same configuration returns the session created first; with
+	// another configuration it is refused with ALREADY_EXISTS
+	// (SESSION_EXISTS).
 	CreateSession(ctx context.Context, in *CreateSessionRequest, opts ...grpc.CallOption) (*CreateSessionResponse, error)
 	// GetSession returns one session.
 	GetSession(ctx context.Context, in *GetSessionRequest, opts ...grpc.CallOption) (*GetSessionResponse, error)
@@ -81,8 +88,11 @@ type AgentServiceClient interface {
 	// is aborted first).
 	DeleteSession(ctx context.Context, in *DeleteSessionRequest, opts ...grpc.CallOption) (*DeleteSessionResponse, error)
 	// Prompt appends a user message and runs the agent, streaming its events
-	// until agent_end. Refused with FAILED_PRECONDITION while another run is
-	// active on the session: use Steer or FollowUp to queue messages instead.
+	// until agent_end. While another run is active on the session, if_busy
+	// decides: REJECT (the default) refuses with FAILED_PRECONDITION
+	// (SESSION_BUSY); ENQUEUE and STEER queue the message into the active
+	// run and stream that run; INTERRUPT aborts it, waits for its end and
+	// starts a new run. Every event names the run the prompt ended up in.
 	Prompt(ctx context.Context, in *PromptRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[AgentEvent], error)
 	// Continue runs the agent from the current transcript without a new
 	// message, for example after a failed model call or a restart. The last
@@ -94,6 +104,18 @@ type AgentServiceClient interface {
 	// FollowUp queues a message for the active run, delivered when the agent
 	// would otherwise stop. FAILED_PRECONDITION when the session is idle.
 	FollowUp(ctx context.Context, in *FollowUpRequest, opts ...grpc.CallOption) (*FollowUpResponse, error)
+	// ClearQueue removes the steering and follow-up messages waiting for the
+	// session's active run and returns them, so none is delivered; empty
+	// when the session is idle or nothing waits.
+	ClearQueue(ctx context.Context, in *ClearQueueRequest, opts ...grpc.CallOption) (*ClearQueueResponse, error)
+	// GetRun returns one run of a session: when and how it ran and ended,
+	// the request that started it, what it spent, its error and its
+	// structured output. NOT_FOUND (RUN_NOT_FOUND) for a run of another
+	// session.
+	GetRun(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*GetRunResponse, error)
+	// ListRuns returns a session's runs, newest first, a page at a time,
+	// filtered by outcome, start time and metadata.
+	ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error)
 	// Abort cancels the active run. Its stream still ends with agent_end
 	// (outcome ABORTED); completed messages stay in the transcript.
 	Abort(ctx context.Context, in *AbortRequest, opts ...grpc.CallOption) (*AbortResponse, error)
@@ -312,6 +334,36 @@ func (c *agentServiceClient) FollowUp(ctx context.Context, in *FollowUpRequest, 
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(FollowUpResponse)
 	err := c.cc.Invoke(ctx, AgentService_FollowUp_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) ClearQueue(ctx context.Context, in *ClearQueueRequest, opts ...grpc.CallOption) (*ClearQueueResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClearQueueResponse)
+	err := c.cc.Invoke(ctx, AgentService_ClearQueue_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) GetRun(ctx context.Context, in *GetRunRequest, opts ...grpc.CallOption) (*GetRunResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRunResponse)
+	err := c.cc.Invoke(ctx, AgentService_GetRun_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) ListRuns(ctx context.Context, in *ListRunsRequest, opts ...grpc.CallOption) (*ListRunsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRunsResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListRuns_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -606,6 +658,10 @@ type AgentService_ImportSessionClient = grpc.ClientStreamingClient[ImportSession
 // tool failure is not an RPC error: it arrives as data in the stream.
 type AgentServiceServer interface {
 	// CreateSession creates an empty session with the given configuration.
+	// With a session_id of the caller's choosing it is idempotent: the same
+	// id with the same configuration returns the session created first; with
+	// another configuration it is refused with ALREADY_EXISTS
+	// (SESSION_EXISTS).
 	CreateSession(context.Context, *CreateSessionRequest) (*CreateSessionResponse, error)
 	// GetSession returns one session.
 	GetSession(context.Context, *GetSessionRequest) (*GetSessionResponse, error)
@@ -616,8 +672,11 @@ type AgentServiceServer interface {
 	// is aborted first).
 	DeleteSession(context.Context, *DeleteSessionRequest) (*DeleteSessionResponse, error)
 	// Prompt appends a user message and runs the agent, streaming its events
-	// until agent_end. Refused with FAILED_PRECONDITION while another run is
-	// active on the session: use Steer or FollowUp to queue messages instead.
+	// until agent_end. While another run is active on the session, if_busy
+	// decides: REJECT (the default) refuses with FAILED_PRECONDITION
+	// (SESSION_BUSY); ENQUEUE and STEER queue the message into the active
+	// run and stream that run; INTERRUPT aborts it, waits for its end and
+	// starts a new run. Every event names the run the prompt ended up in.
 	Prompt(*PromptRequest, grpc.ServerStreamingServer[AgentEvent]) error
 	// Continue runs the agent from the current transcript without a new
 	// message, for example after a failed model call or a restart. The last
@@ -629,6 +688,18 @@ type AgentServiceServer interface {
 	// FollowUp queues a message for the active run, delivered when the agent
 	// would otherwise stop. FAILED_PRECONDITION when the session is idle.
 	FollowUp(context.Context, *FollowUpRequest) (*FollowUpResponse, error)
+	// ClearQueue removes the steering and follow-up messages waiting for the
+	// session's active run and returns them, so none is delivered; empty
+	// when the session is idle or nothing waits.
+	ClearQueue(context.Context, *ClearQueueRequest) (*ClearQueueResponse, error)
+	// GetRun returns one run of a session: when and how it ran and ended,
+	// the request that started it, what it spent, its error and its
+	// structured output. NOT_FOUND (RUN_NOT_FOUND) for a run of another
+	// session.
+	GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error)
+	// ListRuns returns a session's runs, newest first, a page at a time,
+	// filtered by outcome, start time and metadata.
+	ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error)
 	// Abort cancels the active run. Its stream still ends with agent_end
 	// (outcome ABORTED); completed messages stay in the transcript.
 	Abort(context.Context, *AbortRequest) (*AbortResponse, error)
@@ -778,6 +849,15 @@ func (UnimplementedAgentServiceServer) Steer(context.Context, *SteerRequest) (*S
 }
 func (UnimplementedAgentServiceServer) FollowUp(context.Context, *FollowUpRequest) (*FollowUpResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FollowUp not implemented")
+}
+func (UnimplementedAgentServiceServer) ClearQueue(context.Context, *ClearQueueRequest) (*ClearQueueResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClearQueue not implemented")
+}
+func (UnimplementedAgentServiceServer) GetRun(context.Context, *GetRunRequest) (*GetRunResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRun not implemented")
+}
+func (UnimplementedAgentServiceServer) ListRuns(context.Context, *ListRunsRequest) (*ListRunsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRuns not implemented")
 }
 func (UnimplementedAgentServiceServer) Abort(context.Context, *AbortRequest) (*AbortResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Abort not implemented")
@@ -998,6 +1078,60 @@ func _AgentService_FollowUp_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AgentServiceServer).FollowUp(ctx, req.(*FollowUpRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_ClearQueue_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClearQueueRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ClearQueue(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ClearQueue_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ClearQueue(ctx, req.(*ClearQueueRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_GetRun_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRunRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).GetRun(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_GetRun_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).GetRun(ctx, req.(*GetRunRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_ListRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRunsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListRuns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListRuns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListRuns(ctx, req.(*ListRunsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1432,6 +1566,18 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FollowUp",
 			Handler:    _AgentService_FollowUp_Handler,
+		},
+		{
+			MethodName: "ClearQueue",
+			Handler:    _AgentService_ClearQueue_Handler,
+		},
+		{
+			MethodName: "GetRun",
+			Handler:    _AgentService_GetRun_Handler,
+		},
+		{
+			MethodName: "ListRuns",
+			Handler:    _AgentService_ListRuns_Handler,
 		},
 		{
 			MethodName: "Abort",

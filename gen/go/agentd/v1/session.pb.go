@@ -242,6 +242,67 @@ func (QueueMode) EnumDescriptor() ([]byte, []int) {
 	return file_agentd_v1_session_proto_rawDescGZIP(), []int{3}
 }
 
+// ToolChoiceMode says whether and which tool the model must call.
+type ToolChoiceMode int32
+
+const (
+	// AUTO.
+	ToolChoiceMode_TOOL_CHOICE_MODE_UNSPECIFIED ToolChoiceMode = 0
+	// The model decides.
+	ToolChoiceMode_TOOL_CHOICE_MODE_AUTO ToolChoiceMode = 1
+	// The model may not call tools.
+	ToolChoiceMode_TOOL_CHOICE_MODE_NONE ToolChoiceMode = 2
+	// The model must call some tool.
+	ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED ToolChoiceMode = 3
+	// The model must call the tool named by ToolChoice.tool_name.
+	ToolChoiceMode_TOOL_CHOICE_MODE_TOOL ToolChoiceMode = 4
+)
+
+// Enum value maps for ToolChoiceMode.
+var (
+	ToolChoiceMode_name = map[int32]string{
+		0: "TOOL_CHOICE_MODE_UNSPECIFIED",
+		1: "TOOL_CHOICE_MODE_AUTO",
+		2: "TOOL_CHOICE_MODE_NONE",
+		3: "TOOL_CHOICE_MODE_REQUIRED",
+		4: "TOOL_CHOICE_MODE_TOOL",
+	}
+	ToolChoiceMode_value = map[string]int32{
+		"TOOL_CHOICE_MODE_UNSPECIFIED": 0,
+		"TOOL_CHOICE_MODE_AUTO":        1,
+		"TOOL_CHOICE_MODE_NONE":        2,
+		"TOOL_CHOICE_MODE_REQUIRED":    3,
+		"TOOL_CHOICE_MODE_TOOL":        4,
+	}
+)
+
+func (x ToolChoiceMode) Enum() *ToolChoiceMode {
+	p := new(ToolChoiceMode)
+	*p = x
+	return p
+}
+
+func (x ToolChoiceMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ToolChoiceMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentd_v1_session_proto_enumTypes[4].Descriptor()
+}
+
+func (ToolChoiceMode) Type() protoreflect.EnumType {
+	return &file_agentd_v1_session_proto_enumTypes[4]
+}
+
+func (x ToolChoiceMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ToolChoiceMode.Descriptor instead.
+func (ToolChoiceMode) EnumDescriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+}
+
 // HookTimeoutAction is what a run does when nobody answers a hook in
 // time. Either way an error event with stage "hook" says so.
 type HookTimeoutAction int32
@@ -282,11 +343,11 @@ func (x HookTimeoutAction) String() string {
 }
 
 func (HookTimeoutAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_session_proto_enumTypes[4].Descriptor()
+	return file_agentd_v1_session_proto_enumTypes[5].Descriptor()
 }
 
 func (HookTimeoutAction) Type() protoreflect.EnumType {
-	return &file_agentd_v1_session_proto_enumTypes[4]
+	return &file_agentd_v1_session_proto_enumTypes[5]
 }
 
 func (x HookTimeoutAction) Number() protoreflect.EnumNumber {
@@ -295,7 +356,7 @@ func (x HookTimeoutAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HookTimeoutAction.Descriptor instead.
 func (HookTimeoutAction) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
 }
 
 // SandboxNetwork is the network a session's commands get.
@@ -335,11 +396,11 @@ func (x SandboxNetwork) String() string {
 }
 
 func (SandboxNetwork) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_session_proto_enumTypes[5].Descriptor()
+	return file_agentd_v1_session_proto_enumTypes[6].Descriptor()
 }
 
 func (SandboxNetwork) Type() protoreflect.EnumType {
-	return &file_agentd_v1_session_proto_enumTypes[5]
+	return &file_agentd_v1_session_proto_enumTypes[6]
 }
 
 func (x SandboxNetwork) Number() protoreflect.EnumNumber {
@@ -348,7 +409,7 @@ func (x SandboxNetwork) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SandboxNetwork.Descriptor instead.
 func (SandboxNetwork) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
 }
 
 // MessageKind names a kind of AgentMessage; its number is the field number
@@ -421,11 +482,11 @@ func (x MessageKind) String() string {
 }
 
 func (MessageKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_session_proto_enumTypes[6].Descriptor()
+	return file_agentd_v1_session_proto_enumTypes[7].Descriptor()
 }
 
 func (MessageKind) Type() protoreflect.EnumType {
-	return &file_agentd_v1_session_proto_enumTypes[6]
+	return &file_agentd_v1_session_proto_enumTypes[7]
 }
 
 func (x MessageKind) Number() protoreflect.EnumNumber {
@@ -434,7 +495,7 @@ func (x MessageKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use MessageKind.Descriptor instead.
 func (MessageKind) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 // SessionState says whether a session has an active run.
@@ -474,11 +535,11 @@ func (x SessionState) String() string {
 }
 
 func (SessionState) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_session_proto_enumTypes[7].Descriptor()
+	return file_agentd_v1_session_proto_enumTypes[8].Descriptor()
 }
 
 func (SessionState) Type() protoreflect.EnumType {
-	return &file_agentd_v1_session_proto_enumTypes[7]
+	return &file_agentd_v1_session_proto_enumTypes[8]
 }
 
 func (x SessionState) Number() protoreflect.EnumNumber {
@@ -487,7 +548,7 @@ func (x SessionState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionState.Descriptor instead.
 func (SessionState) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 // Modality is a kind of input a model accepts.
@@ -527,11 +588,11 @@ func (x Modality) String() string {
 }
 
 func (Modality) Descriptor() protoreflect.EnumDescriptor {
-	return file_agentd_v1_session_proto_enumTypes[8].Descriptor()
+	return file_agentd_v1_session_proto_enumTypes[9].Descriptor()
 }
 
 func (Modality) Type() protoreflect.EnumType {
-	return &file_agentd_v1_session_proto_enumTypes[8]
+	return &file_agentd_v1_session_proto_enumTypes[9]
 }
 
 func (x Modality) Number() protoreflect.EnumNumber {
@@ -540,7 +601,7 @@ func (x Modality) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Modality.Descriptor instead.
 func (Modality) EnumDescriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 // Tool declares a tool the model may call.
@@ -830,7 +891,29 @@ type SessionConfig struct {
 	// of a run emits hook_requested and waits for SubmitHookResult. Hooks of
 	// one event run in the order declared; a hook's decision other than
 	// ALLOW is final for that point (later hooks are not asked). At most 32.
-	Hooks         []*Hook `protobuf:"bytes,21,rep,name=hooks,proto3" json:"hooks,omitempty"`
+	Hooks []*Hook `protobuf:"bytes,21,rep,name=hooks,proto3" json:"hooks,omitempty"`
+	// The sampling and tool-choice settings of the session's model calls;
+	// a run's PromptRequest.model_settings overrides them field by field.
+	// A setting the session's model cannot honour is refused with
+	// INVALID_ARGUMENT (SETTING_UNSUPPORTED) naming the field and the model.
+	ModelSettings *ModelSettings `protobuf:"bytes,22,opt,name=model_settings,json=modelSettings,proto3" json:"model_settings,omitempty"`
+	// The default output schema of the session's runs (see
+	// PromptRequest.output_schema); a run's own schema replaces it.
+	OutputSchema *structpb.Struct `protobuf:"bytes,23,opt,name=output_schema,json=outputSchema,proto3" json:"output_schema,omitempty"`
+	// How many times a run's answer that does not validate against its
+	// output schema is sent back to the model with the validation errors
+	// before the run ends OUTPUT_INVALID; unset means 2, at most 10.
+	MaxOutputRetries *uint32 `protobuf:"varint,24,opt,name=max_output_retries,json=maxOutputRetries,proto3,oneof" json:"max_output_retries,omitempty"`
+	// Narrower agents the session's model may delegate to. When present the
+	// model gets the built-in tool spawn_agent (arguments: profile, task);
+	// each call creates a child session (SessionOrigin names the parent
+	// session, run and tool call; ListSessions origin_session_id finds
+	// them) whose run streams on its own and whose key events are mirrored
+	// on the parent's stream (SubagentEvent). The child's final answer (its
+	// structured_output when its profile has an output schema) is the tool
+	// call's result. Its spending counts against the parent's budget;
+	// aborting the parent aborts its children. At most 16, names unique.
+	Subagents     []*SubagentProfile `protobuf:"bytes,25,rep,name=subagents,proto3" json:"subagents,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1012,6 +1095,282 @@ func (x *SessionConfig) GetHooks() []*Hook {
 	return nil
 }
 
+func (x *SessionConfig) GetModelSettings() *ModelSettings {
+	if x != nil {
+		return x.ModelSettings
+	}
+	return nil
+}
+
+func (x *SessionConfig) GetOutputSchema() *structpb.Struct {
+	if x != nil {
+		return x.OutputSchema
+	}
+	return nil
+}
+
+func (x *SessionConfig) GetMaxOutputRetries() uint32 {
+	if x != nil && x.MaxOutputRetries != nil {
+		return *x.MaxOutputRetries
+	}
+	return 0
+}
+
+func (x *SessionConfig) GetSubagents() []*SubagentProfile {
+	if x != nil {
+		return x.Subagents
+	}
+	return nil
+}
+
+// SubagentProfile is one kind of child agent a session may spawn.
+type SubagentProfile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name spawn_agent's profile argument takes: 1 to 64 characters of
+	// [a-zA-Z0-9_-], unique in the session. Required.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// What the subagent is for, for the model choosing one. Required, at
+	// most 4096 bytes.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// The child's configuration as an overlay of the parent's: each field
+	// set here replaces the parent's (model, system_prompt, tools,
+	// thinking_level, output_schema, hooks, budget, ...); unset fields are
+	// inherited. The parent's subagents are inherited too, so a child may
+	// spawn in turn within max_depth. Validated as CreateSession validates
+	// a configuration, within the parent's tenant and workspace roots.
+	Config *SessionConfig `protobuf:"bytes,3,opt,name=config,proto3" json:"config,omitempty"`
+	// How many levels of subagents below the parent this profile may reach:
+	// a child at depth max_depth gets no spawn_agent tool. 0 means 1 (the
+	// child cannot spawn), at most 4.
+	MaxDepth uint32 `protobuf:"varint,4,opt,name=max_depth,json=maxDepth,proto3" json:"max_depth,omitempty"`
+	// The most children of this profile one parent run may have active at
+	// once; a spawn beyond it waits for one to end. 0 means 4, at most 16.
+	MaxConcurrent uint32 `protobuf:"varint,5,opt,name=max_concurrent,json=maxConcurrent,proto3" json:"max_concurrent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubagentProfile) Reset() {
+	*x = SubagentProfile{}
+	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubagentProfile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubagentProfile) ProtoMessage() {}
+
+func (x *SubagentProfile) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubagentProfile.ProtoReflect.Descriptor instead.
+func (*SubagentProfile) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SubagentProfile) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SubagentProfile) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *SubagentProfile) GetConfig() *SessionConfig {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *SubagentProfile) GetMaxDepth() uint32 {
+	if x != nil {
+		return x.MaxDepth
+	}
+	return 0
+}
+
+func (x *SubagentProfile) GetMaxConcurrent() uint32 {
+	if x != nil {
+		return x.MaxConcurrent
+	}
+	return 0
+}
+
+// ToolChoice constrains the model's tool calls.
+type ToolChoice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The constraint.
+	Mode ToolChoiceMode `protobuf:"varint,1,opt,name=mode,proto3,enum=agentd.v1.ToolChoiceMode" json:"mode,omitempty"`
+	// With mode TOOL: the tool's name, one of the run's tools. Refused
+	// otherwise.
+	ToolName      string `protobuf:"bytes,2,opt,name=tool_name,json=toolName,proto3" json:"tool_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolChoice) Reset() {
+	*x = ToolChoice{}
+	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolChoice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolChoice) ProtoMessage() {}
+
+func (x *ToolChoice) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
+func (*ToolChoice) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ToolChoice) GetMode() ToolChoiceMode {
+	if x != nil {
+		return x.Mode
+	}
+	return ToolChoiceMode_TOOL_CHOICE_MODE_UNSPECIFIED
+}
+
+func (x *ToolChoice) GetToolName() string {
+	if x != nil {
+		return x.ToolName
+	}
+	return ""
+}
+
+// ModelSettings are sampling and tool-choice settings of model calls.
+// Unset fields keep the model's defaults. Each provider adapter maps what
+// its API supports; a setting it cannot send is refused before the run
+// starts.
+type ModelSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sampling temperature, 0 to 2.
+	Temperature *float64 `protobuf:"fixed64,1,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
+	// Nucleus sampling, above 0 and at most 1.
+	TopP *float64 `protobuf:"fixed64,2,opt,name=top_p,json=topP,proto3,oneof" json:"top_p,omitempty"`
+	// The most output tokens per model call; 0 means the model's limit. At
+	// most the model's max_output_tokens.
+	MaxOutputTokens int64 `protobuf:"varint,3,opt,name=max_output_tokens,json=maxOutputTokens,proto3" json:"max_output_tokens,omitempty"`
+	// Whether and which tool the model must call.
+	ToolChoice *ToolChoice `protobuf:"bytes,4,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
+	// Sequences that end the answer when the model writes them; at most 8,
+	// each 1 to 256 bytes.
+	StopSequences []string `protobuf:"bytes,5,rep,name=stop_sequences,json=stopSequences,proto3" json:"stop_sequences,omitempty"`
+	// Provider request fields agentd does not model, merged into the
+	// request body as given (such as {"seed": 7} for OpenAI or
+	// {"top_k": 40} for Anthropic). A key agentd sets itself (model,
+	// messages, tools, stream, the settings above) is refused with
+	// INVALID_ARGUMENT; at most 16 KiB encoded.
+	ProviderOptions *structpb.Struct `protobuf:"bytes,6,opt,name=provider_options,json=providerOptions,proto3" json:"provider_options,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ModelSettings) Reset() {
+	*x = ModelSettings{}
+	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelSettings) ProtoMessage() {}
+
+func (x *ModelSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelSettings.ProtoReflect.Descriptor instead.
+func (*ModelSettings) Descriptor() ([]byte, []int) {
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ModelSettings) GetTemperature() float64 {
+	if x != nil && x.Temperature != nil {
+		return *x.Temperature
+	}
+	return 0
+}
+
+func (x *ModelSettings) GetTopP() float64 {
+	if x != nil && x.TopP != nil {
+		return *x.TopP
+	}
+	return 0
+}
+
+func (x *ModelSettings) GetMaxOutputTokens() int64 {
+	if x != nil {
+		return x.MaxOutputTokens
+	}
+	return 0
+}
+
+func (x *ModelSettings) GetToolChoice() *ToolChoice {
+	if x != nil {
+		return x.ToolChoice
+	}
+	return nil
+}
+
+func (x *ModelSettings) GetStopSequences() []string {
+	if x != nil {
+		return x.StopSequences
+	}
+	return nil
+}
+
+func (x *ModelSettings) GetProviderOptions() *structpb.Struct {
+	if x != nil {
+		return x.ProviderOptions
+	}
+	return nil
+}
+
 // Hook asks the client to decide at one point of a run (see HookEvent).
 type Hook struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1040,7 +1399,7 @@ type Hook struct {
 
 func (x *Hook) Reset() {
 	*x = Hook{}
-	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	mi := &file_agentd_v1_session_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1411,7 @@ func (x *Hook) String() string {
 func (*Hook) ProtoMessage() {}
 
 func (x *Hook) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[4]
+	mi := &file_agentd_v1_session_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1424,7 @@ func (x *Hook) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hook.ProtoReflect.Descriptor instead.
 func (*Hook) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{4}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Hook) GetEvent() HookEvent {
@@ -1130,7 +1489,7 @@ type SandboxSettings struct {
 
 func (x *SandboxSettings) Reset() {
 	*x = SandboxSettings{}
-	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	mi := &file_agentd_v1_session_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1501,7 @@ func (x *SandboxSettings) String() string {
 func (*SandboxSettings) ProtoMessage() {}
 
 func (x *SandboxSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[5]
+	mi := &file_agentd_v1_session_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1514,7 @@ func (x *SandboxSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxSettings.ProtoReflect.Descriptor instead.
 func (*SandboxSettings) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{5}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SandboxSettings) GetNetwork() SandboxNetwork {
@@ -1192,7 +1551,7 @@ type ToolSandbox struct {
 
 func (x *ToolSandbox) Reset() {
 	*x = ToolSandbox{}
-	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	mi := &file_agentd_v1_session_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1204,7 +1563,7 @@ func (x *ToolSandbox) String() string {
 func (*ToolSandbox) ProtoMessage() {}
 
 func (x *ToolSandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[6]
+	mi := &file_agentd_v1_session_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1217,7 +1576,7 @@ func (x *ToolSandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolSandbox.ProtoReflect.Descriptor instead.
 func (*ToolSandbox) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{6}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolSandbox) GetConfined() bool {
@@ -1267,7 +1626,7 @@ type Budget struct {
 
 func (x *Budget) Reset() {
 	*x = Budget{}
-	mi := &file_agentd_v1_session_proto_msgTypes[7]
+	mi := &file_agentd_v1_session_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1638,7 @@ func (x *Budget) String() string {
 func (*Budget) ProtoMessage() {}
 
 func (x *Budget) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[7]
+	mi := &file_agentd_v1_session_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1651,7 @@ func (x *Budget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Budget.ProtoReflect.Descriptor instead.
 func (*Budget) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{7}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Budget) GetMaxCostUsd() float64 {
@@ -1336,7 +1695,7 @@ type Spend struct {
 
 func (x *Spend) Reset() {
 	*x = Spend{}
-	mi := &file_agentd_v1_session_proto_msgTypes[8]
+	mi := &file_agentd_v1_session_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1707,7 @@ func (x *Spend) String() string {
 func (*Spend) ProtoMessage() {}
 
 func (x *Spend) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[8]
+	mi := &file_agentd_v1_session_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1720,7 @@ func (x *Spend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Spend.ProtoReflect.Descriptor instead.
 func (*Spend) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{8}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Spend) GetTokens() int64 {
@@ -1400,7 +1759,7 @@ type McpServer struct {
 
 func (x *McpServer) Reset() {
 	*x = McpServer{}
-	mi := &file_agentd_v1_session_proto_msgTypes[9]
+	mi := &file_agentd_v1_session_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1771,7 @@ func (x *McpServer) String() string {
 func (*McpServer) ProtoMessage() {}
 
 func (x *McpServer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[9]
+	mi := &file_agentd_v1_session_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1784,7 @@ func (x *McpServer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use McpServer.ProtoReflect.Descriptor instead.
 func (*McpServer) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{9}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *McpServer) GetName() string {
@@ -1470,7 +1829,7 @@ type ContextPolicy struct {
 
 func (x *ContextPolicy) Reset() {
 	*x = ContextPolicy{}
-	mi := &file_agentd_v1_session_proto_msgTypes[10]
+	mi := &file_agentd_v1_session_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1482,7 +1841,7 @@ func (x *ContextPolicy) String() string {
 func (*ContextPolicy) ProtoMessage() {}
 
 func (x *ContextPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[10]
+	mi := &file_agentd_v1_session_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1495,7 +1854,7 @@ func (x *ContextPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextPolicy.ProtoReflect.Descriptor instead.
 func (*ContextPolicy) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{10}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ContextPolicy) GetRules() []*ContextRule {
@@ -1523,7 +1882,7 @@ type ContextRule struct {
 
 func (x *ContextRule) Reset() {
 	*x = ContextRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[11]
+	mi := &file_agentd_v1_session_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1894,7 @@ func (x *ContextRule) String() string {
 func (*ContextRule) ProtoMessage() {}
 
 func (x *ContextRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[11]
+	mi := &file_agentd_v1_session_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1907,7 @@ func (x *ContextRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextRule.ProtoReflect.Descriptor instead.
 func (*ContextRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{11}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ContextRule) GetRule() isContextRule_Rule {
@@ -1646,7 +2005,7 @@ type TokenBudgetRule struct {
 
 func (x *TokenBudgetRule) Reset() {
 	*x = TokenBudgetRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[12]
+	mi := &file_agentd_v1_session_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +2017,7 @@ func (x *TokenBudgetRule) String() string {
 func (*TokenBudgetRule) ProtoMessage() {}
 
 func (x *TokenBudgetRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[12]
+	mi := &file_agentd_v1_session_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +2030,7 @@ func (x *TokenBudgetRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenBudgetRule.ProtoReflect.Descriptor instead.
 func (*TokenBudgetRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{12}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TokenBudgetRule) GetMaxTokens() int64 {
@@ -1704,7 +2063,7 @@ type ElideToolResultsRule struct {
 
 func (x *ElideToolResultsRule) Reset() {
 	*x = ElideToolResultsRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[13]
+	mi := &file_agentd_v1_session_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +2075,7 @@ func (x *ElideToolResultsRule) String() string {
 func (*ElideToolResultsRule) ProtoMessage() {}
 
 func (x *ElideToolResultsRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[13]
+	mi := &file_agentd_v1_session_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +2088,7 @@ func (x *ElideToolResultsRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElideToolResultsRule.ProtoReflect.Descriptor instead.
 func (*ElideToolResultsRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{13}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ElideToolResultsRule) GetKeepTurns() uint32 {
@@ -1752,7 +2111,7 @@ type DropKindsRule struct {
 
 func (x *DropKindsRule) Reset() {
 	*x = DropKindsRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[14]
+	mi := &file_agentd_v1_session_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1764,7 +2123,7 @@ func (x *DropKindsRule) String() string {
 func (*DropKindsRule) ProtoMessage() {}
 
 func (x *DropKindsRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[14]
+	mi := &file_agentd_v1_session_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +2136,7 @@ func (x *DropKindsRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropKindsRule.ProtoReflect.Descriptor instead.
 func (*DropKindsRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{14}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DropKindsRule) GetKinds() []MessageKind {
@@ -1799,7 +2158,7 @@ type CapImagesRule struct {
 
 func (x *CapImagesRule) Reset() {
 	*x = CapImagesRule{}
-	mi := &file_agentd_v1_session_proto_msgTypes[15]
+	mi := &file_agentd_v1_session_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +2170,7 @@ func (x *CapImagesRule) String() string {
 func (*CapImagesRule) ProtoMessage() {}
 
 func (x *CapImagesRule) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[15]
+	mi := &file_agentd_v1_session_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +2183,7 @@ func (x *CapImagesRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapImagesRule.ProtoReflect.Descriptor instead.
 func (*CapImagesRule) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{15}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CapImagesRule) GetMaxImages() uint32 {
@@ -1850,7 +2209,7 @@ type ContextBlock struct {
 
 func (x *ContextBlock) Reset() {
 	*x = ContextBlock{}
-	mi := &file_agentd_v1_session_proto_msgTypes[16]
+	mi := &file_agentd_v1_session_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1862,7 +2221,7 @@ func (x *ContextBlock) String() string {
 func (*ContextBlock) ProtoMessage() {}
 
 func (x *ContextBlock) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[16]
+	mi := &file_agentd_v1_session_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1875,7 +2234,7 @@ func (x *ContextBlock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextBlock.ProtoReflect.Descriptor instead.
 func (*ContextBlock) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{16}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ContextBlock) GetName() string {
@@ -1911,7 +2270,7 @@ type ContextHook struct {
 
 func (x *ContextHook) Reset() {
 	*x = ContextHook{}
-	mi := &file_agentd_v1_session_proto_msgTypes[17]
+	mi := &file_agentd_v1_session_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2282,7 @@ func (x *ContextHook) String() string {
 func (*ContextHook) ProtoMessage() {}
 
 func (x *ContextHook) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[17]
+	mi := &file_agentd_v1_session_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2295,7 @@ func (x *ContextHook) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextHook.ProtoReflect.Descriptor instead.
 func (*ContextHook) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{17}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ContextHook) GetTimeout() *durationpb.Duration {
@@ -1982,7 +2341,7 @@ type CompactionSettings struct {
 
 func (x *CompactionSettings) Reset() {
 	*x = CompactionSettings{}
-	mi := &file_agentd_v1_session_proto_msgTypes[18]
+	mi := &file_agentd_v1_session_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2353,7 @@ func (x *CompactionSettings) String() string {
 func (*CompactionSettings) ProtoMessage() {}
 
 func (x *CompactionSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[18]
+	mi := &file_agentd_v1_session_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2366,7 @@ func (x *CompactionSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompactionSettings.ProtoReflect.Descriptor instead.
 func (*CompactionSettings) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{18}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CompactionSettings) GetDisableAuto() bool {
@@ -2070,14 +2429,19 @@ type FauxScript struct {
 	// order: the n-th compaction of the transcript path gets summaries[n].
 	// When they are used up the faux model writes a digest of the user
 	// messages it was given.
-	Summaries     []string `protobuf:"bytes,5,rep,name=summaries,proto3" json:"summaries,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Summaries []string `protobuf:"bytes,5,rep,name=summaries,proto3" json:"summaries,omitempty"`
+	// Behave as a model without a native structured-output mode: a run with
+	// an output schema offers the reserved submit_output tool, and the
+	// responses deliver their answer by calling it. By default the faux
+	// model supports the native mode: a response's text is the JSON answer.
+	StructuredOutputTool bool `protobuf:"varint,6,opt,name=structured_output_tool,json=structuredOutputTool,proto3" json:"structured_output_tool,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *FauxScript) Reset() {
 	*x = FauxScript{}
-	mi := &file_agentd_v1_session_proto_msgTypes[19]
+	mi := &file_agentd_v1_session_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2453,7 @@ func (x *FauxScript) String() string {
 func (*FauxScript) ProtoMessage() {}
 
 func (x *FauxScript) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[19]
+	mi := &file_agentd_v1_session_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2466,7 @@ func (x *FauxScript) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FauxScript.ProtoReflect.Descriptor instead.
 func (*FauxScript) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{19}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FauxScript) GetResponses() []*AssistantMessage {
@@ -2138,6 +2502,13 @@ func (x *FauxScript) GetSummaries() []string {
 		return x.Summaries
 	}
 	return nil
+}
+
+func (x *FauxScript) GetStructuredOutputTool() bool {
+	if x != nil {
+		return x.StructuredOutputTool
+	}
+	return false
 }
 
 // Session is one conversation with its configuration.
@@ -2176,7 +2547,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_agentd_v1_session_proto_msgTypes[20]
+	mi := &file_agentd_v1_session_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2559,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[20]
+	mi := &file_agentd_v1_session_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2572,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{20}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Session) GetId() string {
@@ -2288,20 +2659,28 @@ func (x *Session) GetToolSandbox() *ToolSandbox {
 	return nil
 }
 
-// SessionOrigin names the session and entry a session was forked from.
+// SessionOrigin names where a session comes from: the session and entry it
+// was forked from (ForkSession), or the session, run and tool call that
+// spawned it as a subagent.
 type SessionOrigin struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The session forked.
+	// The session forked, or the parent session.
 	SessionId string `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	// The entry whose path the fork copied.
-	EntryId       string `protobuf:"bytes,2,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The entry whose path the fork copied; empty for a subagent.
+	EntryId string `protobuf:"bytes,2,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
+	// For a subagent: the parent's run that spawned it.
+	RunId string `protobuf:"bytes,3,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// For a subagent: the parent's spawn_agent tool call.
+	ToolCallId string `protobuf:"bytes,4,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// For a subagent: the profile it was spawned with.
+	SubagentProfile string `protobuf:"bytes,5,opt,name=subagent_profile,json=subagentProfile,proto3" json:"subagent_profile,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SessionOrigin) Reset() {
 	*x = SessionOrigin{}
-	mi := &file_agentd_v1_session_proto_msgTypes[21]
+	mi := &file_agentd_v1_session_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2313,7 +2692,7 @@ func (x *SessionOrigin) String() string {
 func (*SessionOrigin) ProtoMessage() {}
 
 func (x *SessionOrigin) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[21]
+	mi := &file_agentd_v1_session_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2326,7 +2705,7 @@ func (x *SessionOrigin) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionOrigin.ProtoReflect.Descriptor instead.
 func (*SessionOrigin) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{21}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SessionOrigin) GetSessionId() string {
@@ -2339,6 +2718,27 @@ func (x *SessionOrigin) GetSessionId() string {
 func (x *SessionOrigin) GetEntryId() string {
 	if x != nil {
 		return x.EntryId
+	}
+	return ""
+}
+
+func (x *SessionOrigin) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *SessionOrigin) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *SessionOrigin) GetSubagentProfile() string {
+	if x != nil {
+		return x.SubagentProfile
 	}
 	return ""
 }
@@ -2360,7 +2760,7 @@ type ModelPrice struct {
 
 func (x *ModelPrice) Reset() {
 	*x = ModelPrice{}
-	mi := &file_agentd_v1_session_proto_msgTypes[22]
+	mi := &file_agentd_v1_session_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2772,7 @@ func (x *ModelPrice) String() string {
 func (*ModelPrice) ProtoMessage() {}
 
 func (x *ModelPrice) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[22]
+	mi := &file_agentd_v1_session_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2385,7 +2785,7 @@ func (x *ModelPrice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPrice.ProtoReflect.Descriptor instead.
 func (*ModelPrice) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{22}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ModelPrice) GetInput() float64 {
@@ -2447,7 +2847,7 @@ type Model struct {
 
 func (x *Model) Reset() {
 	*x = Model{}
-	mi := &file_agentd_v1_session_proto_msgTypes[23]
+	mi := &file_agentd_v1_session_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2459,7 +2859,7 @@ func (x *Model) String() string {
 func (*Model) ProtoMessage() {}
 
 func (x *Model) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_session_proto_msgTypes[23]
+	mi := &file_agentd_v1_session_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2472,7 +2872,7 @@ func (x *Model) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Model.ProtoReflect.Descriptor instead.
 func (*Model) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_session_proto_rawDescGZIP(), []int{23}
+	return file_agentd_v1_session_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Model) GetRef() *ModelRef {
@@ -2567,7 +2967,7 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\x05tools\x18\x03 \x03(\v2\x0f.agentd.v1.ToolR\x05tools\"6\n" +
 	"\bModelRef\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\x89\t\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\x8c\v\n" +
 	"\rSessionConfig\x12)\n" +
 	"\x05model\x18\x01 \x01(\v2\x13.agentd.v1.ModelRefR\x05model\x12#\n" +
 	"\rsystem_prompt\x18\x02 \x01(\tR\fsystemPrompt\x12%\n" +
@@ -2593,7 +2993,32 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"mcpServers\x12)\n" +
 	"\x06budget\x18\x13 \x01(\v2\x11.agentd.v1.BudgetR\x06budget\x124\n" +
 	"\asandbox\x18\x14 \x01(\v2\x1a.agentd.v1.SandboxSettingsR\asandbox\x12%\n" +
-	"\x05hooks\x18\x15 \x03(\v2\x0f.agentd.v1.HookR\x05hooks\"\x88\x02\n" +
+	"\x05hooks\x18\x15 \x03(\v2\x0f.agentd.v1.HookR\x05hooks\x12?\n" +
+	"\x0emodel_settings\x18\x16 \x01(\v2\x18.agentd.v1.ModelSettingsR\rmodelSettings\x12<\n" +
+	"\routput_schema\x18\x17 \x01(\v2\x17.google.protobuf.StructR\foutputSchema\x121\n" +
+	"\x12max_output_retries\x18\x18 \x01(\rH\x00R\x10maxOutputRetries\x88\x01\x01\x128\n" +
+	"\tsubagents\x18\x19 \x03(\v2\x1a.agentd.v1.SubagentProfileR\tsubagentsB\x15\n" +
+	"\x13_max_output_retries\"\xbd\x01\n" +
+	"\x0fSubagentProfile\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x120\n" +
+	"\x06config\x18\x03 \x01(\v2\x18.agentd.v1.SessionConfigR\x06config\x12\x1b\n" +
+	"\tmax_depth\x18\x04 \x01(\rR\bmaxDepth\x12%\n" +
+	"\x0emax_concurrent\x18\x05 \x01(\rR\rmaxConcurrent\"X\n" +
+	"\n" +
+	"ToolChoice\x12-\n" +
+	"\x04mode\x18\x01 \x01(\x0e2\x19.agentd.v1.ToolChoiceModeR\x04mode\x12\x1b\n" +
+	"\ttool_name\x18\x02 \x01(\tR\btoolName\"\xb9\x02\n" +
+	"\rModelSettings\x12%\n" +
+	"\vtemperature\x18\x01 \x01(\x01H\x00R\vtemperature\x88\x01\x01\x12\x18\n" +
+	"\x05top_p\x18\x02 \x01(\x01H\x01R\x04topP\x88\x01\x01\x12*\n" +
+	"\x11max_output_tokens\x18\x03 \x01(\x03R\x0fmaxOutputTokens\x126\n" +
+	"\vtool_choice\x18\x04 \x01(\v2\x15.agentd.v1.ToolChoiceR\n" +
+	"toolChoice\x12%\n" +
+	"\x0estop_sequences\x18\x05 \x03(\tR\rstopSequences\x12B\n" +
+	"\x10provider_options\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x0fproviderOptionsB\x0e\n" +
+	"\f_temperatureB\b\n" +
+	"\x06_top_p\"\x88\x02\n" +
 	"\x04Hook\x12*\n" +
 	"\x05event\x18\x01 \x01(\x0e2\x14.agentd.v1.HookEventR\x05event\x12!\n" +
 	"\ftool_pattern\x18\x02 \x01(\tR\vtoolPattern\x123\n" +
@@ -2662,14 +3087,15 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\x0ereserve_tokens\x18\x02 \x01(\x03R\rreserveTokens\x12,\n" +
 	"\x12keep_recent_tokens\x18\x03 \x01(\x03R\x10keepRecentTokens\x12)\n" +
 	"\x05model\x18\x04 \x01(\v2\x13.agentd.v1.ModelRefR\x05model\x12:\n" +
-	"\x19disable_overflow_recovery\x18\x05 \x01(\bR\x17disableOverflowRecovery\"\xcc\x01\n" +
+	"\x19disable_overflow_recovery\x18\x05 \x01(\bR\x17disableOverflowRecovery\"\x82\x02\n" +
 	"\n" +
 	"FauxScript\x129\n" +
 	"\tresponses\x18\x01 \x03(\v2\x1b.agentd.v1.AssistantMessageR\tresponses\x12\x12\n" +
 	"\x04echo\x18\x02 \x01(\bR\x04echo\x12*\n" +
 	"\x11tokens_per_second\x18\x03 \x01(\rR\x0ftokensPerSecond\x12%\n" +
 	"\x0econtext_window\x18\x04 \x01(\x03R\rcontextWindow\x12\x1c\n" +
-	"\tsummaries\x18\x05 \x03(\tR\tsummaries\"\xda\x04\n" +
+	"\tsummaries\x18\x05 \x03(\tR\tsummaries\x124\n" +
+	"\x16structured_output_tool\x18\x06 \x01(\bR\x14structuredOutputTool\"\xda\x04\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05title\x18\x02 \x01(\tR\x05title\x126\n" +
@@ -2688,11 +3114,15 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\ftool_sandbox\x18\f \x01(\v2\x16.agentd.v1.ToolSandboxR\vtoolSandbox\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"I\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xad\x01\n" +
 	"\rSessionOrigin\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x19\n" +
-	"\bentry_id\x18\x02 \x01(\tR\aentryId\"z\n" +
+	"\bentry_id\x18\x02 \x01(\tR\aentryId\x12\x15\n" +
+	"\x06run_id\x18\x03 \x01(\tR\x05runId\x12 \n" +
+	"\ftool_call_id\x18\x04 \x01(\tR\n" +
+	"toolCallId\x12)\n" +
+	"\x10subagent_profile\x18\x05 \x01(\tR\x0fsubagentProfile\"z\n" +
 	"\n" +
 	"ModelPrice\x12\x14\n" +
 	"\x05input\x18\x01 \x01(\x01R\x05input\x12\x16\n" +
@@ -2731,7 +3161,13 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\tQueueMode\x12\x1a\n" +
 	"\x16QUEUE_MODE_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18QUEUE_MODE_ONE_AT_A_TIME\x10\x01\x12\x12\n" +
-	"\x0eQUEUE_MODE_ALL\x10\x02*w\n" +
+	"\x0eQUEUE_MODE_ALL\x10\x02*\xa2\x01\n" +
+	"\x0eToolChoiceMode\x12 \n" +
+	"\x1cTOOL_CHOICE_MODE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15TOOL_CHOICE_MODE_AUTO\x10\x01\x12\x19\n" +
+	"\x15TOOL_CHOICE_MODE_NONE\x10\x02\x12\x1d\n" +
+	"\x19TOOL_CHOICE_MODE_REQUIRED\x10\x03\x12\x19\n" +
+	"\x15TOOL_CHOICE_MODE_TOOL\x10\x04*w\n" +
 	"\x11HookTimeoutAction\x12#\n" +
 	"\x1fHOOK_TIMEOUT_ACTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bHOOK_TIMEOUT_ACTION_PROCEED\x10\x01\x12\x1c\n" +
@@ -2774,110 +3210,121 @@ func file_agentd_v1_session_proto_rawDescGZIP() []byte {
 	return file_agentd_v1_session_proto_rawDescData
 }
 
-var file_agentd_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_agentd_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_agentd_v1_session_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_agentd_v1_session_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_agentd_v1_session_proto_goTypes = []any{
 	(ToolExecutor)(0),             // 0: agentd.v1.ToolExecutor
 	(ApprovalPolicy)(0),           // 1: agentd.v1.ApprovalPolicy
 	(ToolExecutionMode)(0),        // 2: agentd.v1.ToolExecutionMode
 	(QueueMode)(0),                // 3: agentd.v1.QueueMode
-	(HookTimeoutAction)(0),        // 4: agentd.v1.HookTimeoutAction
-	(SandboxNetwork)(0),           // 5: agentd.v1.SandboxNetwork
-	(MessageKind)(0),              // 6: agentd.v1.MessageKind
-	(SessionState)(0),             // 7: agentd.v1.SessionState
-	(Modality)(0),                 // 8: agentd.v1.Modality
-	(*Tool)(nil),                  // 9: agentd.v1.Tool
-	(*Context)(nil),               // 10: agentd.v1.Context
-	(*ModelRef)(nil),              // 11: agentd.v1.ModelRef
-	(*SessionConfig)(nil),         // 12: agentd.v1.SessionConfig
-	(*Hook)(nil),                  // 13: agentd.v1.Hook
-	(*SandboxSettings)(nil),       // 14: agentd.v1.SandboxSettings
-	(*ToolSandbox)(nil),           // 15: agentd.v1.ToolSandbox
-	(*Budget)(nil),                // 16: agentd.v1.Budget
-	(*Spend)(nil),                 // 17: agentd.v1.Spend
-	(*McpServer)(nil),             // 18: agentd.v1.McpServer
-	(*ContextPolicy)(nil),         // 19: agentd.v1.ContextPolicy
-	(*ContextRule)(nil),           // 20: agentd.v1.ContextRule
-	(*TokenBudgetRule)(nil),       // 21: agentd.v1.TokenBudgetRule
-	(*ElideToolResultsRule)(nil),  // 22: agentd.v1.ElideToolResultsRule
-	(*DropKindsRule)(nil),         // 23: agentd.v1.DropKindsRule
-	(*CapImagesRule)(nil),         // 24: agentd.v1.CapImagesRule
-	(*ContextBlock)(nil),          // 25: agentd.v1.ContextBlock
-	(*ContextHook)(nil),           // 26: agentd.v1.ContextHook
-	(*CompactionSettings)(nil),    // 27: agentd.v1.CompactionSettings
-	(*FauxScript)(nil),            // 28: agentd.v1.FauxScript
-	(*Session)(nil),               // 29: agentd.v1.Session
-	(*SessionOrigin)(nil),         // 30: agentd.v1.SessionOrigin
-	(*ModelPrice)(nil),            // 31: agentd.v1.ModelPrice
-	(*Model)(nil),                 // 32: agentd.v1.Model
-	nil,                           // 33: agentd.v1.McpServer.ToolApprovalEntry
-	nil,                           // 34: agentd.v1.Session.LabelsEntry
-	(*structpb.Struct)(nil),       // 35: google.protobuf.Struct
-	(*Message)(nil),               // 36: agentd.v1.Message
-	(ThinkingLevel)(0),            // 37: agentd.v1.ThinkingLevel
-	(*durationpb.Duration)(nil),   // 38: google.protobuf.Duration
-	(HookEvent)(0),                // 39: agentd.v1.HookEvent
-	(*AssistantMessage)(nil),      // 40: agentd.v1.AssistantMessage
-	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
+	(ToolChoiceMode)(0),           // 4: agentd.v1.ToolChoiceMode
+	(HookTimeoutAction)(0),        // 5: agentd.v1.HookTimeoutAction
+	(SandboxNetwork)(0),           // 6: agentd.v1.SandboxNetwork
+	(MessageKind)(0),              // 7: agentd.v1.MessageKind
+	(SessionState)(0),             // 8: agentd.v1.SessionState
+	(Modality)(0),                 // 9: agentd.v1.Modality
+	(*Tool)(nil),                  // 10: agentd.v1.Tool
+	(*Context)(nil),               // 11: agentd.v1.Context
+	(*ModelRef)(nil),              // 12: agentd.v1.ModelRef
+	(*SessionConfig)(nil),         // 13: agentd.v1.SessionConfig
+	(*SubagentProfile)(nil),       // 14: agentd.v1.SubagentProfile
+	(*ToolChoice)(nil),            // 15: agentd.v1.ToolChoice
+	(*ModelSettings)(nil),         // 16: agentd.v1.ModelSettings
+	(*Hook)(nil),                  // 17: agentd.v1.Hook
+	(*SandboxSettings)(nil),       // 18: agentd.v1.SandboxSettings
+	(*ToolSandbox)(nil),           // 19: agentd.v1.ToolSandbox
+	(*Budget)(nil),                // 20: agentd.v1.Budget
+	(*Spend)(nil),                 // 21: agentd.v1.Spend
+	(*McpServer)(nil),             // 22: agentd.v1.McpServer
+	(*ContextPolicy)(nil),         // 23: agentd.v1.ContextPolicy
+	(*ContextRule)(nil),           // 24: agentd.v1.ContextRule
+	(*TokenBudgetRule)(nil),       // 25: agentd.v1.TokenBudgetRule
+	(*ElideToolResultsRule)(nil),  // 26: agentd.v1.ElideToolResultsRule
+	(*DropKindsRule)(nil),         // 27: agentd.v1.DropKindsRule
+	(*CapImagesRule)(nil),         // 28: agentd.v1.CapImagesRule
+	(*ContextBlock)(nil),          // 29: agentd.v1.ContextBlock
+	(*ContextHook)(nil),           // 30: agentd.v1.ContextHook
+	(*CompactionSettings)(nil),    // 31: agentd.v1.CompactionSettings
+	(*FauxScript)(nil),            // 32: agentd.v1.FauxScript
+	(*Session)(nil),               // 33: agentd.v1.Session
+	(*SessionOrigin)(nil),         // 34: agentd.v1.SessionOrigin
+	(*ModelPrice)(nil),            // 35: agentd.v1.ModelPrice
+	(*Model)(nil),                 // 36: agentd.v1.Model
+	nil,                           // 37: agentd.v1.McpServer.ToolApprovalEntry
+	nil,                           // 38: agentd.v1.Session.LabelsEntry
+	(*structpb.Struct)(nil),       // 39: google.protobuf.Struct
+	(*Message)(nil),               // 40: agentd.v1.Message
+	(ThinkingLevel)(0),            // 41: agentd.v1.ThinkingLevel
+	(*durationpb.Duration)(nil),   // 42: google.protobuf.Duration
+	(HookEvent)(0),                // 43: agentd.v1.HookEvent
+	(*AssistantMessage)(nil),      // 44: agentd.v1.AssistantMessage
+	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
 }
 var file_agentd_v1_session_proto_depIdxs = []int32{
-	35, // 0: agentd.v1.Tool.parameters:type_name -> google.protobuf.Struct
+	39, // 0: agentd.v1.Tool.parameters:type_name -> google.protobuf.Struct
 	0,  // 1: agentd.v1.Tool.executor:type_name -> agentd.v1.ToolExecutor
 	1,  // 2: agentd.v1.Tool.approval:type_name -> agentd.v1.ApprovalPolicy
-	36, // 3: agentd.v1.Context.messages:type_name -> agentd.v1.Message
-	9,  // 4: agentd.v1.Context.tools:type_name -> agentd.v1.Tool
-	11, // 5: agentd.v1.SessionConfig.model:type_name -> agentd.v1.ModelRef
-	9,  // 6: agentd.v1.SessionConfig.tools:type_name -> agentd.v1.Tool
+	40, // 3: agentd.v1.Context.messages:type_name -> agentd.v1.Message
+	10, // 4: agentd.v1.Context.tools:type_name -> agentd.v1.Tool
+	12, // 5: agentd.v1.SessionConfig.model:type_name -> agentd.v1.ModelRef
+	10, // 6: agentd.v1.SessionConfig.tools:type_name -> agentd.v1.Tool
 	2,  // 7: agentd.v1.SessionConfig.tool_execution:type_name -> agentd.v1.ToolExecutionMode
 	3,  // 8: agentd.v1.SessionConfig.steering_mode:type_name -> agentd.v1.QueueMode
 	3,  // 9: agentd.v1.SessionConfig.follow_up_mode:type_name -> agentd.v1.QueueMode
-	37, // 10: agentd.v1.SessionConfig.thinking_level:type_name -> agentd.v1.ThinkingLevel
-	38, // 11: agentd.v1.SessionConfig.client_tool_timeout:type_name -> google.protobuf.Duration
-	38, // 12: agentd.v1.SessionConfig.approval_timeout:type_name -> google.protobuf.Duration
-	28, // 13: agentd.v1.SessionConfig.faux:type_name -> agentd.v1.FauxScript
-	19, // 14: agentd.v1.SessionConfig.context_policy:type_name -> agentd.v1.ContextPolicy
-	26, // 15: agentd.v1.SessionConfig.context_hook:type_name -> agentd.v1.ContextHook
-	27, // 16: agentd.v1.SessionConfig.compaction:type_name -> agentd.v1.CompactionSettings
-	25, // 17: agentd.v1.SessionConfig.context_blocks:type_name -> agentd.v1.ContextBlock
-	18, // 18: agentd.v1.SessionConfig.mcp_servers:type_name -> agentd.v1.McpServer
-	16, // 19: agentd.v1.SessionConfig.budget:type_name -> agentd.v1.Budget
-	14, // 20: agentd.v1.SessionConfig.sandbox:type_name -> agentd.v1.SandboxSettings
-	13, // 21: agentd.v1.SessionConfig.hooks:type_name -> agentd.v1.Hook
-	39, // 22: agentd.v1.Hook.event:type_name -> agentd.v1.HookEvent
-	38, // 23: agentd.v1.Hook.timeout:type_name -> google.protobuf.Duration
-	4,  // 24: agentd.v1.Hook.on_timeout:type_name -> agentd.v1.HookTimeoutAction
-	5,  // 25: agentd.v1.SandboxSettings.network:type_name -> agentd.v1.SandboxNetwork
-	5,  // 26: agentd.v1.ToolSandbox.network:type_name -> agentd.v1.SandboxNetwork
-	38, // 27: agentd.v1.Budget.max_run_time:type_name -> google.protobuf.Duration
-	1,  // 28: agentd.v1.McpServer.approval:type_name -> agentd.v1.ApprovalPolicy
-	33, // 29: agentd.v1.McpServer.tool_approval:type_name -> agentd.v1.McpServer.ToolApprovalEntry
-	20, // 30: agentd.v1.ContextPolicy.rules:type_name -> agentd.v1.ContextRule
-	21, // 31: agentd.v1.ContextRule.token_budget:type_name -> agentd.v1.TokenBudgetRule
-	22, // 32: agentd.v1.ContextRule.elide_tool_results:type_name -> agentd.v1.ElideToolResultsRule
-	23, // 33: agentd.v1.ContextRule.drop_kinds:type_name -> agentd.v1.DropKindsRule
-	24, // 34: agentd.v1.ContextRule.cap_images:type_name -> agentd.v1.CapImagesRule
-	6,  // 35: agentd.v1.DropKindsRule.kinds:type_name -> agentd.v1.MessageKind
-	38, // 36: agentd.v1.ContextHook.timeout:type_name -> google.protobuf.Duration
-	11, // 37: agentd.v1.CompactionSettings.model:type_name -> agentd.v1.ModelRef
-	40, // 38: agentd.v1.FauxScript.responses:type_name -> agentd.v1.AssistantMessage
-	34, // 39: agentd.v1.Session.labels:type_name -> agentd.v1.Session.LabelsEntry
-	12, // 40: agentd.v1.Session.config:type_name -> agentd.v1.SessionConfig
-	41, // 41: agentd.v1.Session.create_time:type_name -> google.protobuf.Timestamp
-	41, // 42: agentd.v1.Session.update_time:type_name -> google.protobuf.Timestamp
-	7,  // 43: agentd.v1.Session.state:type_name -> agentd.v1.SessionState
-	30, // 44: agentd.v1.Session.origin:type_name -> agentd.v1.SessionOrigin
-	17, // 45: agentd.v1.Session.spent:type_name -> agentd.v1.Spend
-	15, // 46: agentd.v1.Session.tool_sandbox:type_name -> agentd.v1.ToolSandbox
-	11, // 47: agentd.v1.Model.ref:type_name -> agentd.v1.ModelRef
-	8,  // 48: agentd.v1.Model.input_modalities:type_name -> agentd.v1.Modality
-	31, // 49: agentd.v1.Model.price:type_name -> agentd.v1.ModelPrice
-	35, // 50: agentd.v1.Model.metadata:type_name -> google.protobuf.Struct
-	1,  // 51: agentd.v1.McpServer.ToolApprovalEntry.value:type_name -> agentd.v1.ApprovalPolicy
-	52, // [52:52] is the sub-list for method output_type
-	52, // [52:52] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	41, // 10: agentd.v1.SessionConfig.thinking_level:type_name -> agentd.v1.ThinkingLevel
+	42, // 11: agentd.v1.SessionConfig.client_tool_timeout:type_name -> google.protobuf.Duration
+	42, // 12: agentd.v1.SessionConfig.approval_timeout:type_name -> google.protobuf.Duration
+	32, // 13: agentd.v1.SessionConfig.faux:type_name -> agentd.v1.FauxScript
+	23, // 14: agentd.v1.SessionConfig.context_policy:type_name -> agentd.v1.ContextPolicy
+	30, // 15: agentd.v1.SessionConfig.context_hook:type_name -> agentd.v1.ContextHook
+	31, // 16: agentd.v1.SessionConfig.compaction:type_name -> agentd.v1.CompactionSettings
+	29, // 17: agentd.v1.SessionConfig.context_blocks:type_name -> agentd.v1.ContextBlock
+	22, // 18: agentd.v1.SessionConfig.mcp_servers:type_name -> agentd.v1.McpServer
+	20, // 19: agentd.v1.SessionConfig.budget:type_name -> agentd.v1.Budget
+	18, // 20: agentd.v1.SessionConfig.sandbox:type_name -> agentd.v1.SandboxSettings
+	17, // 21: agentd.v1.SessionConfig.hooks:type_name -> agentd.v1.Hook
+	16, // 22: agentd.v1.SessionConfig.model_settings:type_name -> agentd.v1.ModelSettings
+	39, // 23: agentd.v1.SessionConfig.output_schema:type_name -> google.protobuf.Struct
+	14, // 24: agentd.v1.SessionConfig.subagents:type_name -> agentd.v1.SubagentProfile
+	13, // 25: agentd.v1.SubagentProfile.config:type_name -> agentd.v1.SessionConfig
+	4,  // 26: agentd.v1.ToolChoice.mode:type_name -> agentd.v1.ToolChoiceMode
+	15, // 27: agentd.v1.ModelSettings.tool_choice:type_name -> agentd.v1.ToolChoice
+	39, // 28: agentd.v1.ModelSettings.provider_options:type_name -> google.protobuf.Struct
+	43, // 29: agentd.v1.Hook.event:type_name -> agentd.v1.HookEvent
+	42, // 30: agentd.v1.Hook.timeout:type_name -> google.protobuf.Duration
+	5,  // 31: agentd.v1.Hook.on_timeout:type_name -> agentd.v1.HookTimeoutAction
+	6,  // 32: agentd.v1.SandboxSettings.network:type_name -> agentd.v1.SandboxNetwork
+	6,  // 33: agentd.v1.ToolSandbox.network:type_name -> agentd.v1.SandboxNetwork
+	42, // 34: agentd.v1.Budget.max_run_time:type_name -> google.protobuf.Duration
+	1,  // 35: agentd.v1.McpServer.approval:type_name -> agentd.v1.ApprovalPolicy
+	37, // 36: agentd.v1.McpServer.tool_approval:type_name -> agentd.v1.McpServer.ToolApprovalEntry
+	24, // 37: agentd.v1.ContextPolicy.rules:type_name -> agentd.v1.ContextRule
+	25, // 38: agentd.v1.ContextRule.token_budget:type_name -> agentd.v1.TokenBudgetRule
+	26, // 39: agentd.v1.ContextRule.elide_tool_results:type_name -> agentd.v1.ElideToolResultsRule
+	27, // 40: agentd.v1.ContextRule.drop_kinds:type_name -> agentd.v1.DropKindsRule
+	28, // 41: agentd.v1.ContextRule.cap_images:type_name -> agentd.v1.CapImagesRule
+	7,  // 42: agentd.v1.DropKindsRule.kinds:type_name -> agentd.v1.MessageKind
+	42, // 43: agentd.v1.ContextHook.timeout:type_name -> google.protobuf.Duration
+	12, // 44: agentd.v1.CompactionSettings.model:type_name -> agentd.v1.ModelRef
+	44, // 45: agentd.v1.FauxScript.responses:type_name -> agentd.v1.AssistantMessage
+	38, // 46: agentd.v1.Session.labels:type_name -> agentd.v1.Session.LabelsEntry
+	13, // 47: agentd.v1.Session.config:type_name -> agentd.v1.SessionConfig
+	45, // 48: agentd.v1.Session.create_time:type_name -> google.protobuf.Timestamp
+	45, // 49: agentd.v1.Session.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 50: agentd.v1.Session.state:type_name -> agentd.v1.SessionState
+	34, // 51: agentd.v1.Session.origin:type_name -> agentd.v1.SessionOrigin
+	21, // 52: agentd.v1.Session.spent:type_name -> agentd.v1.Spend
+	19, // 53: agentd.v1.Session.tool_sandbox:type_name -> agentd.v1.ToolSandbox
+	12, // 54: agentd.v1.Model.ref:type_name -> agentd.v1.ModelRef
+	9,  // 55: agentd.v1.Model.input_modalities:type_name -> agentd.v1.Modality
+	35, // 56: agentd.v1.Model.price:type_name -> agentd.v1.ModelPrice
+	39, // 57: agentd.v1.Model.metadata:type_name -> google.protobuf.Struct
+	1,  // 58: agentd.v1.McpServer.ToolApprovalEntry.value:type_name -> agentd.v1.ApprovalPolicy
+	59, // [59:59] is the sub-list for method output_type
+	59, // [59:59] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_agentd_v1_session_proto_init() }
@@ -2887,7 +3334,9 @@ func file_agentd_v1_session_proto_init() {
 	}
 	file_agentd_v1_agent_messages_proto_init()
 	file_agentd_v1_messages_proto_init()
-	file_agentd_v1_session_proto_msgTypes[11].OneofWrappers = []any{
+	file_agentd_v1_session_proto_msgTypes[3].OneofWrappers = []any{}
+	file_agentd_v1_session_proto_msgTypes[6].OneofWrappers = []any{}
+	file_agentd_v1_session_proto_msgTypes[14].OneofWrappers = []any{
 		(*ContextRule_TokenBudget)(nil),
 		(*ContextRule_ElideToolResults)(nil),
 		(*ContextRule_DropKinds)(nil),
@@ -2898,8 +3347,8 @@ func file_agentd_v1_session_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_session_proto_rawDesc), len(file_agentd_v1_session_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   26,
+			NumEnums:      10,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

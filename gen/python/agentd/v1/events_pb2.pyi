@@ -16,17 +16,29 @@ RUN_OUTCOME_BUDGET_EXCEEDED: RunOutcome
 RUN_OUTCOME_COMPLETED: RunOutcome
 RUN_OUTCOME_ERROR: RunOutcome
 RUN_OUTCOME_INTERRUPTED: RunOutcome
+RUN_OUTCOME_OUTPUT_INVALID: RunOutcome
 RUN_OUTCOME_UNSPECIFIED: RunOutcome
 
 class AgentEnd(_message.Message):
-    __slots__ = ["error_message", "outcome", "usage"]
+    __slots__ = ["error_message", "metadata", "outcome", "structured_output", "usage"]
+    class MetadataEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    STRUCTURED_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     error_message: str
+    metadata: _containers.ScalarMap[str, str]
     outcome: RunOutcome
+    structured_output: _struct_pb2.Struct
     usage: _content_pb2.Usage
-    def __init__(self, outcome: _Optional[_Union[RunOutcome, str]] = ..., error_message: _Optional[str] = ..., usage: _Optional[_Union[_content_pb2.Usage, _Mapping]] = ...) -> None: ...
+    def __init__(self, outcome: _Optional[_Union[RunOutcome, str]] = ..., error_message: _Optional[str] = ..., usage: _Optional[_Union[_content_pb2.Usage, _Mapping]] = ..., structured_output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class AgentError(_message.Message):
     __slots__ = ["fatal", "message", "stage"]
@@ -39,7 +51,7 @@ class AgentError(_message.Message):
     def __init__(self, message: _Optional[str] = ..., stage: _Optional[str] = ..., fatal: bool = ...) -> None: ...
 
 class AgentEvent(_message.Message):
-    __slots__ = ["agent_end", "agent_start", "approval_requested", "compaction_end", "compaction_start", "context_requested", "error", "hook_requested", "message_end", "message_start", "message_update", "queue_update", "run_id", "seq", "session_id", "time", "tool_call_requested", "tool_execution_end", "tool_execution_start", "tool_execution_update", "tool_in_doubt", "trace_id", "turn_end", "turn_start"]
+    __slots__ = ["agent_end", "agent_start", "approval_requested", "compaction_end", "compaction_start", "context_requested", "error", "hook_requested", "message_end", "message_start", "message_update", "queue_update", "run_id", "seq", "session_id", "subagent", "time", "tool_call_requested", "tool_execution_end", "tool_execution_start", "tool_execution_update", "tool_in_doubt", "trace_id", "turn_end", "turn_start"]
     AGENT_END_FIELD_NUMBER: _ClassVar[int]
     AGENT_START_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +67,7 @@ class AgentEvent(_message.Message):
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBAGENT_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     TOOL_CALL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     TOOL_EXECUTION_END_FIELD_NUMBER: _ClassVar[int]
@@ -79,6 +92,7 @@ class AgentEvent(_message.Message):
     run_id: str
     seq: int
     session_id: str
+    subagent: SubagentEvent
     time: _timestamp_pb2.Timestamp
     tool_call_requested: ToolCallRequested
     tool_execution_end: ToolExecutionEnd
@@ -88,11 +102,22 @@ class AgentEvent(_message.Message):
     trace_id: bytes
     turn_end: TurnEnd
     turn_start: TurnStart
-    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., trace_id: _Optional[bytes] = ..., agent_start: _Optional[_Union[AgentStart, _Mapping]] = ..., turn_start: _Optional[_Union[TurnStart, _Mapping]] = ..., message_start: _Optional[_Union[MessageStart, _Mapping]] = ..., message_update: _Optional[_Union[MessageUpdate, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., tool_execution_start: _Optional[_Union[ToolExecutionStart, _Mapping]] = ..., tool_execution_update: _Optional[_Union[ToolExecutionUpdate, _Mapping]] = ..., tool_execution_end: _Optional[_Union[ToolExecutionEnd, _Mapping]] = ..., turn_end: _Optional[_Union[TurnEnd, _Mapping]] = ..., agent_end: _Optional[_Union[AgentEnd, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., tool_call_requested: _Optional[_Union[ToolCallRequested, _Mapping]] = ..., queue_update: _Optional[_Union[QueueUpdate, _Mapping]] = ..., error: _Optional[_Union[AgentError, _Mapping]] = ..., compaction_start: _Optional[_Union[CompactionStart, _Mapping]] = ..., compaction_end: _Optional[_Union[CompactionEnd, _Mapping]] = ..., context_requested: _Optional[_Union[ContextRequested, _Mapping]] = ..., hook_requested: _Optional[_Union[HookRequested, _Mapping]] = ..., tool_in_doubt: _Optional[_Union[_agent_messages_pb2.ToolInDoubt, _Mapping]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., seq: _Optional[int] = ..., time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., trace_id: _Optional[bytes] = ..., agent_start: _Optional[_Union[AgentStart, _Mapping]] = ..., turn_start: _Optional[_Union[TurnStart, _Mapping]] = ..., message_start: _Optional[_Union[MessageStart, _Mapping]] = ..., message_update: _Optional[_Union[MessageUpdate, _Mapping]] = ..., message_end: _Optional[_Union[MessageEnd, _Mapping]] = ..., tool_execution_start: _Optional[_Union[ToolExecutionStart, _Mapping]] = ..., tool_execution_update: _Optional[_Union[ToolExecutionUpdate, _Mapping]] = ..., tool_execution_end: _Optional[_Union[ToolExecutionEnd, _Mapping]] = ..., turn_end: _Optional[_Union[TurnEnd, _Mapping]] = ..., agent_end: _Optional[_Union[AgentEnd, _Mapping]] = ..., approval_requested: _Optional[_Union[ApprovalRequested, _Mapping]] = ..., tool_call_requested: _Optional[_Union[ToolCallRequested, _Mapping]] = ..., queue_update: _Optional[_Union[QueueUpdate, _Mapping]] = ..., error: _Optional[_Union[AgentError, _Mapping]] = ..., compaction_start: _Optional[_Union[CompactionStart, _Mapping]] = ..., compaction_end: _Optional[_Union[CompactionEnd, _Mapping]] = ..., context_requested: _Optional[_Union[ContextRequested, _Mapping]] = ..., hook_requested: _Optional[_Union[HookRequested, _Mapping]] = ..., tool_in_doubt: _Optional[_Union[_agent_messages_pb2.ToolInDoubt, _Mapping]] = ..., subagent: _Optional[_Union[SubagentEvent, _Mapping]] = ...) -> None: ...
 
 class AgentStart(_message.Message):
-    __slots__ = []
-    def __init__(self) -> None: ...
+    __slots__ = ["metadata", "origin"]
+    class MetadataEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    metadata: _containers.ScalarMap[str, str]
+    origin: _session_pb2.SessionOrigin
+    def __init__(self, metadata: _Optional[_Mapping[str, str]] = ..., origin: _Optional[_Union[_session_pb2.SessionOrigin, _Mapping]] = ...) -> None: ...
 
 class ApprovalRequested(_message.Message):
     __slots__ = ["arguments", "deadline", "decisions", "idempotency_key", "scopes", "suggested_rule", "tool_call_id", "tool_name"]
@@ -241,6 +266,20 @@ class QueueUpdate(_message.Message):
     follow_up: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.AgentMessage]
     steering: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.AgentMessage]
     def __init__(self, steering: _Optional[_Iterable[_Union[_agent_messages_pb2.AgentMessage, _Mapping]]] = ..., follow_up: _Optional[_Iterable[_Union[_agent_messages_pb2.AgentMessage, _Mapping]]] = ...) -> None: ...
+
+class SubagentEvent(_message.Message):
+    __slots__ = ["event", "profile", "run_id", "session_id", "tool_call_id"]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    event: AgentEvent
+    profile: str
+    run_id: str
+    session_id: str
+    tool_call_id: str
+    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., profile: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., event: _Optional[_Union[AgentEvent, _Mapping]] = ...) -> None: ...
 
 class TextDelta(_message.Message):
     __slots__ = ["content_index", "delta"]

@@ -16,7 +16,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61gentd/v1/messages.proto\x12\tagentd.v1\x1a\x17\x61gentd/v1/content.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"z\n\x0bUserMessage\x12\x31\n\x07\x63ontent\x18\x01 \x03(\x0b\x32\x17.agentd.v1.ContentBlockR\x07\x63ontent\x12\x38\n\ttimestamp\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ttimestamp\"\xe9\x02\n\x10\x41ssistantMessage\x12\x31\n\x07\x63ontent\x18\x01 \x03(\x0b\x32\x17.agentd.v1.ContentBlockR\x07\x63ontent\x12\x10\n\x03\x61pi\x18\x02 \x01(\tR\x03\x61pi\x12\x1a\n\x08provider\x18\x03 \x01(\tR\x08provider\x12\x14\n\x05model\x18\x04 \x01(\tR\x05model\x12&\n\x05usage\x18\x05 \x01(\x0b\x32\x10.agentd.v1.UsageR\x05usage\x12\x36\n\x0bstop_reason\x18\x06 \x01(\x0e\x32\x15.agentd.v1.StopReasonR\nstopReason\x12#\n\rerror_message\x18\x07 \x01(\tR\x0c\x65rrorMessage\x12\x1f\n\x0bresponse_id\x18\x08 \x01(\tR\nresponseId\x12\x38\n\ttimestamp\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ttimestamp\"\x8c\x02\n\x11ToolResultMessage\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x31\n\x07\x63ontent\x18\x03 \x03(\x0b\x32\x17.agentd.v1.ContentBlockR\x07\x63ontent\x12\x30\n\x07\x64\x65tails\x18\x04 \x01(\x0b\x32\x16.google.protobuf.ValueR\x07\x64\x65tails\x12\x19\n\x08is_error\x18\x05 \x01(\x08R\x07isError\x12\x38\n\ttimestamp\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ttimestamp\"\xbd\x01\n\x07Message\x12,\n\x04user\x18\x01 \x01(\x0b\x32\x16.agentd.v1.UserMessageH\x00R\x04user\x12;\n\tassistant\x18\x02 \x01(\x0b\x32\x1b.agentd.v1.AssistantMessageH\x00R\tassistant\x12?\n\x0btool_result\x18\x03 \x01(\x0b\x32\x1c.agentd.v1.ToolResultMessageH\x00R\ntoolResultB\x06\n\x04roleB4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61gentd/v1/messages.proto\x12\tagentd.v1\x1a\x17\x61gentd/v1/content.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"z\n\x0bUserMessage\x12\x31\n\x07\x63ontent\x18\x01 \x03(\x0b\x32\x17.agentd.v1.ContentBlockR\x07\x63ontent\x12\x38\n\ttimestamp\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ttimestamp\"\xaf\x03\n\x10\x41ssistantMessage\x12\x31\n\x07\x63ontent\x18\x01 \x03(\x0b\x32\x17.agentd.v1.ContentBlockR\x07\x63ontent\x12\x10\n\x03\x61pi\x18\x02 \x01(\tR\x03\x61pi\x12\x1a\n\x08provider\x18\x03 \x01(\tR\x08provider\x12\x14\n\x05model\x18\x04 \x01(\tR\x05model\x12&\n\x05usage\x18\x05 \x01(\x0b\x32\x10.agentd.v1.UsageR\x05usage\x12\x36\n\x0bstop_reason\x18\x06 \x01(\x0e\x32\x15.agentd.v1.StopReasonR\nstopReason\x12#\n\rerror_message\x18\x07 \x01(\tR\x0c\x65rrorMessage\x12\x1f\n\x0bresponse_id\x18\x08 \x01(\tR\nresponseId\x12\x38\n\ttimestamp\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ttimestamp\x12\x44\n\x11structured_output\x18\n \x01(\x0b\x32\x17.google.protobuf.StructR\x10structuredOutput\"\x8c\x02\n\x11ToolResultMessage\x12 \n\x0ctool_call_id\x18\x01 \x01(\tR\ntoolCallId\x12\x1b\n\ttool_name\x18\x02 \x01(\tR\x08toolName\x12\x31\n\x07\x63ontent\x18\x03 \x03(\x0b\x32\x17.agentd.v1.ContentBlockR\x07\x63ontent\x12\x30\n\x07\x64\x65tails\x18\x04 \x01(\x0b\x32\x16.google.protobuf.ValueR\x07\x64\x65tails\x12\x19\n\x08is_error\x18\x05 \x01(\x08R\x07isError\x12\x38\n\ttimestamp\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ttimestamp\"\xbd\x01\n\x07Message\x12,\n\x04user\x18\x01 \x01(\x0b\x32\x16.agentd.v1.UserMessageH\x00R\x04user\x12;\n\tassistant\x18\x02 \x01(\x0b\x32\x1b.agentd.v1.AssistantMessageH\x00R\tassistant\x12?\n\x0btool_result\x18\x03 \x01(\x0b\x32\x1c.agentd.v1.ToolResultMessageH\x00R\ntoolResultB\x06\n\x04roleB4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'agentd.v1.messages_pb2', globals())
@@ -27,9 +27,9 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _USERMESSAGE._serialized_start=127
   _USERMESSAGE._serialized_end=249
   _ASSISTANTMESSAGE._serialized_start=252
-  _ASSISTANTMESSAGE._serialized_end=613
-  _TOOLRESULTMESSAGE._serialized_start=616
-  _TOOLRESULTMESSAGE._serialized_end=884
-  _MESSAGE._serialized_start=887
-  _MESSAGE._serialized_end=1076
+  _ASSISTANTMESSAGE._serialized_end=683
+  _TOOLRESULTMESSAGE._serialized_start=686
+  _TOOLRESULTMESSAGE._serialized_end=954
+  _MESSAGE._serialized_start=957
+  _MESSAGE._serialized_end=1146
 # @@protoc_insertion_point(module_scope)

@@ -9,7 +9,7 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AssistantMessage(_message.Message):
-    __slots__ = ["api", "content", "error_message", "model", "provider", "response_id", "stop_reason", "timestamp", "usage"]
+    __slots__ = ["api", "content", "error_message", "model", "provider", "response_id", "stop_reason", "structured_output", "timestamp", "usage"]
     API_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -17,6 +17,7 @@ class AssistantMessage(_message.Message):
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     RESPONSE_ID_FIELD_NUMBER: _ClassVar[int]
     STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    STRUCTURED_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     api: str
@@ -26,9 +27,10 @@ class AssistantMessage(_message.Message):
     provider: str
     response_id: str
     stop_reason: _content_pb2.StopReason
+    structured_output: _struct_pb2.Struct
     timestamp: _timestamp_pb2.Timestamp
     usage: _content_pb2.Usage
-    def __init__(self, content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., api: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., usage: _Optional[_Union[_content_pb2.Usage, _Mapping]] = ..., stop_reason: _Optional[_Union[_content_pb2.StopReason, str]] = ..., error_message: _Optional[str] = ..., response_id: _Optional[str] = ..., timestamp: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    def __init__(self, content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., api: _Optional[str] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., usage: _Optional[_Union[_content_pb2.Usage, _Mapping]] = ..., stop_reason: _Optional[_Union[_content_pb2.StopReason, str]] = ..., error_message: _Optional[str] = ..., response_id: _Optional[str] = ..., timestamp: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., structured_output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class Message(_message.Message):
     __slots__ = ["assistant", "tool_result", "user"]

@@ -40,9 +40,10 @@ class ReplicaContextAnswer(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., selections: _Optional[_Iterable[_Union[_service_pb2.ContextSelection, _Mapping]]] = ..., refused: _Optional[str] = ...) -> None: ...
 
 class ReplicaControl(_message.Message):
-    __slots__ = ["abort", "approval", "context", "follow_up", "hook", "run_id", "session_id", "steer", "tool_result"]
+    __slots__ = ["abort", "approval", "clear_queue", "context", "follow_up", "hook", "run_id", "session_id", "steer", "tool_result"]
     ABORT_FIELD_NUMBER: _ClassVar[int]
     APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    CLEAR_QUEUE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_FIELD_NUMBER: _ClassVar[int]
     FOLLOW_UP_FIELD_NUMBER: _ClassVar[int]
     HOOK_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +53,7 @@ class ReplicaControl(_message.Message):
     TOOL_RESULT_FIELD_NUMBER: _ClassVar[int]
     abort: str
     approval: ReplicaApproval
+    clear_queue: _service_pb2.ClearQueueRequest
     context: ReplicaContextAnswer
     follow_up: _agent_messages_pb2.AgentMessage
     hook: _service_pb2.SubmitHookResultRequest
@@ -59,10 +61,10 @@ class ReplicaControl(_message.Message):
     session_id: str
     steer: _agent_messages_pb2.AgentMessage
     tool_result: ReplicaToolResult
-    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., steer: _Optional[_Union[_agent_messages_pb2.AgentMessage, _Mapping]] = ..., follow_up: _Optional[_Union[_agent_messages_pb2.AgentMessage, _Mapping]] = ..., abort: _Optional[str] = ..., tool_result: _Optional[_Union[ReplicaToolResult, _Mapping]] = ..., approval: _Optional[_Union[ReplicaApproval, _Mapping]] = ..., context: _Optional[_Union[ReplicaContextAnswer, _Mapping]] = ..., hook: _Optional[_Union[_service_pb2.SubmitHookResultRequest, _Mapping]] = ...) -> None: ...
+    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., steer: _Optional[_Union[_agent_messages_pb2.AgentMessage, _Mapping]] = ..., follow_up: _Optional[_Union[_agent_messages_pb2.AgentMessage, _Mapping]] = ..., abort: _Optional[str] = ..., tool_result: _Optional[_Union[ReplicaToolResult, _Mapping]] = ..., approval: _Optional[_Union[ReplicaApproval, _Mapping]] = ..., context: _Optional[_Union[ReplicaContextAnswer, _Mapping]] = ..., hook: _Optional[_Union[_service_pb2.SubmitHookResultRequest, _Mapping]] = ..., clear_queue: _Optional[_Union[_service_pb2.ClearQueueRequest, _Mapping]] = ...) -> None: ...
 
 class ReplicaControlAnswer(_message.Message):
-    __slots__ = ["error_field", "error_message", "error_metadata", "error_reason", "queued", "rule", "run_id"]
+    __slots__ = ["cleared", "error_field", "error_message", "error_metadata", "error_reason", "queued", "rule", "run_id"]
     class ErrorMetadataEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -70,6 +72,7 @@ class ReplicaControlAnswer(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CLEARED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     ERROR_METADATA_FIELD_NUMBER: _ClassVar[int]
@@ -77,6 +80,7 @@ class ReplicaControlAnswer(_message.Message):
     QUEUED_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    cleared: _service_pb2.ClearQueueResponse
     error_field: str
     error_message: str
     error_metadata: _containers.ScalarMap[str, str]
@@ -84,7 +88,7 @@ class ReplicaControlAnswer(_message.Message):
     queued: int
     rule: _agent_messages_pb2.ApprovalRule
     run_id: str
-    def __init__(self, error_message: _Optional[str] = ..., error_field: _Optional[str] = ..., queued: _Optional[int] = ..., run_id: _Optional[str] = ..., error_reason: _Optional[_Union[_service_pb2.ErrorReason, str]] = ..., error_metadata: _Optional[_Mapping[str, str]] = ..., rule: _Optional[_Union[_agent_messages_pb2.ApprovalRule, _Mapping]] = ...) -> None: ...
+    def __init__(self, error_message: _Optional[str] = ..., error_field: _Optional[str] = ..., queued: _Optional[int] = ..., run_id: _Optional[str] = ..., error_reason: _Optional[_Union[_service_pb2.ErrorReason, str]] = ..., error_metadata: _Optional[_Mapping[str, str]] = ..., rule: _Optional[_Union[_agent_messages_pb2.ApprovalRule, _Mapping]] = ..., cleared: _Optional[_Union[_service_pb2.ClearQueueResponse, _Mapping]] = ...) -> None: ...
 
 class ReplicaToolResult(_message.Message):
     __slots__ = ["content", "details", "is_error", "tool_call_id"]

@@ -11,6 +11,11 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
+BUSY_POLICY_ENQUEUE: BusyPolicy
+BUSY_POLICY_INTERRUPT: BusyPolicy
+BUSY_POLICY_REJECT: BusyPolicy
+BUSY_POLICY_STEER: BusyPolicy
+BUSY_POLICY_UNSPECIFIED: BusyPolicy
 DESCRIPTOR: _descriptor.FileDescriptor
 ERROR_REASON_ANSWER_TOO_LATE: ErrorReason
 ERROR_REASON_BUDGET_EXCEEDED: ErrorReason
@@ -38,7 +43,9 @@ ERROR_REASON_RUN_NOT_FOUND: ErrorReason
 ERROR_REASON_SANDBOX_UNAVAILABLE: ErrorReason
 ERROR_REASON_SEQ_OUT_OF_RANGE: ErrorReason
 ERROR_REASON_SESSION_BUSY: ErrorReason
+ERROR_REASON_SESSION_EXISTS: ErrorReason
 ERROR_REASON_SESSION_NOT_FOUND: ErrorReason
+ERROR_REASON_SETTING_UNSUPPORTED: ErrorReason
 ERROR_REASON_SHUTTING_DOWN: ErrorReason
 ERROR_REASON_SUMMARY_FAILED: ErrorReason
 ERROR_REASON_TENANT_CEILING: ErrorReason
@@ -101,6 +108,20 @@ class AttachRequest(_message.Message):
     session_id: str
     def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ..., after_seq: _Optional[int] = ...) -> None: ...
 
+class ClearQueueRequest(_message.Message):
+    __slots__ = ["session_id"]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class ClearQueueResponse(_message.Message):
+    __slots__ = ["follow_up", "steering"]
+    FOLLOW_UP_FIELD_NUMBER: _ClassVar[int]
+    STEERING_FIELD_NUMBER: _ClassVar[int]
+    follow_up: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.AgentMessage]
+    steering: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.AgentMessage]
+    def __init__(self, steering: _Optional[_Iterable[_Union[_agent_messages_pb2.AgentMessage, _Mapping]]] = ..., follow_up: _Optional[_Iterable[_Union[_agent_messages_pb2.AgentMessage, _Mapping]]] = ...) -> None: ...
+
 class CompactRequest(_message.Message):
     __slots__ = ["dry_run", "instructions", "keep_recent_tokens", "session_id", "summary"]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
@@ -124,19 +145,42 @@ class ContextSelection(_message.Message):
     def __init__(self, entry_id: _Optional[str] = ..., message: _Optional[_Union[_agent_messages_pb2.AgentMessage, _Mapping]] = ...) -> None: ...
 
 class ContinueRequest(_message.Message):
-    __slots__ = ["detach", "parent_entry_id", "request_id", "session_id"]
+    __slots__ = ["detach", "max_output_retries", "metadata", "model", "model_settings", "output_schema", "parent_entry_id", "request_id", "session_id", "system_prompt_append", "thinking_level", "tools"]
+    class MetadataEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     DETACH_FIELD_NUMBER: _ClassVar[int]
+    MAX_OUTPUT_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     PARENT_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_APPEND_FIELD_NUMBER: _ClassVar[int]
+    THINKING_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
     detach: bool
+    max_output_retries: int
+    metadata: _containers.ScalarMap[str, str]
+    model: _session_pb2.ModelRef
+    model_settings: _session_pb2.ModelSettings
+    output_schema: _struct_pb2.Struct
     parent_entry_id: str
     request_id: str
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., detach: bool = ..., parent_entry_id: _Optional[str] = ...) -> None: ...
+    system_prompt_append: str
+    thinking_level: _agent_messages_pb2.ThinkingLevel
+    tools: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_id: _Optional[str] = ..., request_id: _Optional[str] = ..., detach: bool = ..., parent_entry_id: _Optional[str] = ..., model: _Optional[_Union[_session_pb2.ModelRef, _Mapping]] = ..., thinking_level: _Optional[_Union[_agent_messages_pb2.ThinkingLevel, str]] = ..., system_prompt_append: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., model_settings: _Optional[_Union[_session_pb2.ModelSettings, _Mapping]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., max_output_retries: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class CreateSessionRequest(_message.Message):
-    __slots__ = ["config", "labels", "title"]
+    __slots__ = ["config", "labels", "session_id", "title"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -146,11 +190,13 @@ class CreateSessionRequest(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     config: _session_pb2.SessionConfig
     labels: _containers.ScalarMap[str, str]
+    session_id: str
     title: str
-    def __init__(self, config: _Optional[_Union[_session_pb2.SessionConfig, _Mapping]] = ..., title: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    def __init__(self, config: _Optional[_Union[_session_pb2.SessionConfig, _Mapping]] = ..., title: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class CreateSessionResponse(_message.Message):
     __slots__ = ["session"]
@@ -254,6 +300,20 @@ class GetContextResponse(_message.Message):
     total_tokens: int
     would_compact: bool
     def __init__(self, context: _Optional[_Union[_session_pb2.Context, _Mapping]] = ..., message_tokens: _Optional[_Iterable[int]] = ..., total_tokens: _Optional[int] = ..., context_window: _Optional[int] = ..., compaction_threshold: _Optional[int] = ..., would_compact: bool = ...) -> None: ...
+
+class GetRunRequest(_message.Message):
+    __slots__ = ["run_id", "session_id"]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+
+class GetRunResponse(_message.Message):
+    __slots__ = ["run"]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: Run
+    def __init__(self, run: _Optional[_Union[Run, _Mapping]] = ...) -> None: ...
 
 class GetSessionRequest(_message.Message):
     __slots__ = ["session_id"]
@@ -372,6 +432,39 @@ class ListModelsResponse(_message.Message):
     models: _containers.RepeatedCompositeFieldContainer[_session_pb2.Model]
     def __init__(self, models: _Optional[_Iterable[_Union[_session_pb2.Model, _Mapping]]] = ...) -> None: ...
 
+class ListRunsRequest(_message.Message):
+    __slots__ = ["metadata_filter", "outcomes", "page_size", "page_token", "session_id", "start_time_after", "start_time_before"]
+    class MetadataFilterEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    METADATA_FILTER_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_AFTER_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_BEFORE_FIELD_NUMBER: _ClassVar[int]
+    metadata_filter: _containers.ScalarMap[str, str]
+    outcomes: _containers.RepeatedScalarFieldContainer[_events_pb2.RunOutcome]
+    page_size: int
+    page_token: str
+    session_id: str
+    start_time_after: _timestamp_pb2.Timestamp
+    start_time_before: _timestamp_pb2.Timestamp
+    def __init__(self, session_id: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., outcomes: _Optional[_Iterable[_Union[_events_pb2.RunOutcome, str]]] = ..., start_time_after: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., start_time_before: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., metadata_filter: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ListRunsResponse(_message.Message):
+    __slots__ = ["next_page_token", "runs"]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    next_page_token: str
+    runs: _containers.RepeatedCompositeFieldContainer[Run]
+    def __init__(self, runs: _Optional[_Iterable[_Union[Run, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
 class ListSessionsRequest(_message.Message):
     __slots__ = ["label_filter", "origin_session_id", "page_size", "page_token"]
     class LabelFilterEntry(_message.Message):
@@ -434,20 +527,45 @@ class NavigateResponse(_message.Message):
     def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ..., branch_summary: _Optional[_Union[_agent_messages_pb2.Entry, _Mapping]] = ...) -> None: ...
 
 class PromptRequest(_message.Message):
-    __slots__ = ["content", "detach", "from_root", "parent_entry_id", "request_id", "session_id"]
+    __slots__ = ["content", "detach", "from_root", "if_busy", "max_output_retries", "metadata", "model", "model_settings", "output_schema", "parent_entry_id", "request_id", "session_id", "system_prompt_append", "thinking_level", "tools"]
+    class MetadataEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     DETACH_FIELD_NUMBER: _ClassVar[int]
     FROM_ROOT_FIELD_NUMBER: _ClassVar[int]
+    IF_BUSY_FIELD_NUMBER: _ClassVar[int]
+    MAX_OUTPUT_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     PARENT_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_APPEND_FIELD_NUMBER: _ClassVar[int]
+    THINKING_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
     content: _containers.RepeatedCompositeFieldContainer[_content_pb2.ContentBlock]
     detach: bool
     from_root: bool
+    if_busy: BusyPolicy
+    max_output_retries: int
+    metadata: _containers.ScalarMap[str, str]
+    model: _session_pb2.ModelRef
+    model_settings: _session_pb2.ModelSettings
+    output_schema: _struct_pb2.Struct
     parent_entry_id: str
     request_id: str
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ..., content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., request_id: _Optional[str] = ..., detach: bool = ..., parent_entry_id: _Optional[str] = ..., from_root: bool = ...) -> None: ...
+    system_prompt_append: str
+    thinking_level: _agent_messages_pb2.ThinkingLevel
+    tools: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_id: _Optional[str] = ..., content: _Optional[_Iterable[_Union[_content_pb2.ContentBlock, _Mapping]]] = ..., request_id: _Optional[str] = ..., detach: bool = ..., parent_entry_id: _Optional[str] = ..., from_root: bool = ..., model: _Optional[_Union[_session_pb2.ModelRef, _Mapping]] = ..., thinking_level: _Optional[_Union[_agent_messages_pb2.ThinkingLevel, str]] = ..., system_prompt_append: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., model_settings: _Optional[_Union[_session_pb2.ModelSettings, _Mapping]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., max_output_retries: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., if_busy: _Optional[_Union[BusyPolicy, str]] = ...) -> None: ...
 
 class RedactEntriesRequest(_message.Message):
     __slots__ = ["entry_ids", "reason", "redacted_by", "session_id"]
@@ -520,6 +638,71 @@ class ResolveInDoubtResponse(_message.Message):
     entry: _agent_messages_pb2.Entry
     remaining: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.ToolInDoubt]
     def __init__(self, entry: _Optional[_Union[_agent_messages_pb2.Entry, _Mapping]] = ..., remaining: _Optional[_Iterable[_Union[_agent_messages_pb2.ToolInDoubt, _Mapping]]] = ...) -> None: ...
+
+class Run(_message.Message):
+    __slots__ = ["end_time", "error_message", "events_pruned", "id", "last_seq", "outcome", "request", "session_id", "start_time", "structured_output", "usage"]
+    END_TIME_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_PRUNED_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    STRUCTURED_OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    end_time: _timestamp_pb2.Timestamp
+    error_message: str
+    events_pruned: bool
+    id: str
+    last_seq: int
+    outcome: _events_pb2.RunOutcome
+    request: RunRequest
+    session_id: str
+    start_time: _timestamp_pb2.Timestamp
+    structured_output: _struct_pb2.Struct
+    usage: _content_pb2.Usage
+    def __init__(self, id: _Optional[str] = ..., session_id: _Optional[str] = ..., start_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., outcome: _Optional[_Union[_events_pb2.RunOutcome, str]] = ..., error_message: _Optional[str] = ..., request: _Optional[_Union[RunRequest, _Mapping]] = ..., usage: _Optional[_Union[_content_pb2.Usage, _Mapping]] = ..., structured_output: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., last_seq: _Optional[int] = ..., events_pruned: bool = ...) -> None: ...
+
+class RunRequest(_message.Message):
+    __slots__ = ["from_root", "if_busy", "max_output_retries", "metadata", "method", "model", "model_settings", "output_schema", "parent_entry_id", "prompt_entry_id", "request_id", "system_prompt_append", "thinking_level", "tools"]
+    class MetadataEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    FROM_ROOT_FIELD_NUMBER: _ClassVar[int]
+    IF_BUSY_FIELD_NUMBER: _ClassVar[int]
+    MAX_OUTPUT_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    METADATA_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    PARENT_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_PROMPT_APPEND_FIELD_NUMBER: _ClassVar[int]
+    THINKING_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    from_root: bool
+    if_busy: BusyPolicy
+    max_output_retries: int
+    metadata: _containers.ScalarMap[str, str]
+    method: str
+    model: _session_pb2.ModelRef
+    model_settings: _session_pb2.ModelSettings
+    output_schema: _struct_pb2.Struct
+    parent_entry_id: str
+    prompt_entry_id: str
+    request_id: str
+    system_prompt_append: str
+    thinking_level: _agent_messages_pb2.ThinkingLevel
+    tools: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, method: _Optional[str] = ..., prompt_entry_id: _Optional[str] = ..., request_id: _Optional[str] = ..., parent_entry_id: _Optional[str] = ..., from_root: bool = ..., model: _Optional[_Union[_session_pb2.ModelRef, _Mapping]] = ..., thinking_level: _Optional[_Union[_agent_messages_pb2.ThinkingLevel, str]] = ..., system_prompt_append: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., model_settings: _Optional[_Union[_session_pb2.ModelSettings, _Mapping]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., max_output_retries: _Optional[int] = ..., metadata: _Optional[_Mapping[str, str]] = ..., if_busy: _Optional[_Union[BusyPolicy, str]] = ...) -> None: ...
 
 class SessionHeader(_message.Message):
     __slots__ = ["config", "entry_count", "labels", "leaf_entry_id", "schema_version", "title"]
@@ -710,6 +893,9 @@ class UpdateSessionResponse(_message.Message):
     entries: _containers.RepeatedCompositeFieldContainer[_agent_messages_pb2.Entry]
     session: _session_pb2.Session
     def __init__(self, session: _Optional[_Union[_session_pb2.Session, _Mapping]] = ..., entries: _Optional[_Iterable[_Union[_agent_messages_pb2.Entry, _Mapping]]] = ...) -> None: ...
+
+class BusyPolicy(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
 
 class HookVerdict(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

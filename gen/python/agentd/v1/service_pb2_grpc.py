@@ -67,6 +67,21 @@ class AgentServiceStub(object):
                 request_serializer=agentd_dot_v1_dot_service__pb2.FollowUpRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_service__pb2.FollowUpResponse.FromString,
                 )
+        self.ClearQueue = channel.unary_unary(
+                '/agentd.v1.AgentService/ClearQueue',
+                request_serializer=agentd_dot_v1_dot_service__pb2.ClearQueueRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.ClearQueueResponse.FromString,
+                )
+        self.GetRun = channel.unary_unary(
+                '/agentd.v1.AgentService/GetRun',
+                request_serializer=agentd_dot_v1_dot_service__pb2.GetRunRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.GetRunResponse.FromString,
+                )
+        self.ListRuns = channel.unary_unary(
+                '/agentd.v1.AgentService/ListRuns',
+                request_serializer=agentd_dot_v1_dot_service__pb2.ListRunsRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_service__pb2.ListRunsResponse.FromString,
+                )
         self.Abort = channel.unary_unary(
                 '/agentd.v1.AgentService/Abort',
                 request_serializer=agentd_dot_v1_dot_service__pb2.AbortRequest.SerializeToString,
@@ -206,6 +221,10 @@ class AgentServiceServicer(object):
 
     def CreateSession(self, request, context):
         """CreateSession creates an empty session with the given configuration.
+        With a session_id of the caller's choosing it is idempotent: the same
+        id with the same configuration returns the session created first; with
+        another configuration it is refused with ALREADY_EXISTS
+        (SESSION_EXISTS).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -236,8 +255,11 @@ class AgentServiceServicer(object):
 
     def Prompt(self, request, context):
         """Prompt appends a user message and runs the agent, streaming its events
-        until agent_end. Refused with FAILED_PRECONDITION while another run is
-        active on the session: use Steer or FollowUp to queue messages instead.
+        until agent_end. While another run is active on the session, if_busy
+        decides: REJECT (the default) refuses with FAILED_PRECONDITION
+        (SESSION_BUSY); ENQUEUE and STEER queue the message into the active
+        run and stream that run; INTERRUPT aborts it, waits for its end and
+        starts a new run. Every event names the run the prompt ended up in.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -263,6 +285,33 @@ class AgentServiceServicer(object):
     def FollowUp(self, request, context):
         """FollowUp queues a message for the active run, delivered when the agent
         would otherwise stop. FAILED_PRECONDITION when the session is idle.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ClearQueue(self, request, context):
+        """ClearQueue removes the steering and follow-up messages waiting for the
+        session's active run and returns them, so none is delivered; empty
+        when the session is idle or nothing waits.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRun(self, request, context):
+        """GetRun returns one run of a session: when and how it ran and ended,
+        the request that started it, what it spent, its error and its
+        structured output. NOT_FOUND (RUN_NOT_FOUND) for a run of another
+        session.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListRuns(self, request, context):
+        """ListRuns returns a session's runs, newest first, a page at a time,
+        filtered by outcome, start time and metadata.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -547,6 +596,21 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     request_deserializer=agentd_dot_v1_dot_service__pb2.FollowUpRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_service__pb2.FollowUpResponse.SerializeToString,
             ),
+            'ClearQueue': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClearQueue,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.ClearQueueRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.ClearQueueResponse.SerializeToString,
+            ),
+            'GetRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRun,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.GetRunRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.GetRunResponse.SerializeToString,
+            ),
+            'ListRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRuns,
+                    request_deserializer=agentd_dot_v1_dot_service__pb2.ListRunsRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_service__pb2.ListRunsResponse.SerializeToString,
+            ),
             'Abort': grpc.unary_unary_rpc_method_handler(
                     servicer.Abort,
                     request_deserializer=agentd_dot_v1_dot_service__pb2.AbortRequest.FromString,
@@ -822,6 +886,57 @@ class AgentService(object):
         return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/FollowUp',
             agentd_dot_v1_dot_service__pb2.FollowUpRequest.SerializeToString,
             agentd_dot_v1_dot_service__pb2.FollowUpResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ClearQueue(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ClearQueue',
+            agentd_dot_v1_dot_service__pb2.ClearQueueRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.ClearQueueResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/GetRun',
+            agentd_dot_v1_dot_service__pb2.GetRunRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.GetRunResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ListRuns',
+            agentd_dot_v1_dot_service__pb2.ListRunsRequest.SerializeToString,
+            agentd_dot_v1_dot_service__pb2.ListRunsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

@@ -40,6 +40,11 @@ SANDBOX_NETWORK_UNSPECIFIED: SandboxNetwork
 SESSION_STATE_IDLE: SessionState
 SESSION_STATE_RUNNING: SessionState
 SESSION_STATE_UNSPECIFIED: SessionState
+TOOL_CHOICE_MODE_AUTO: ToolChoiceMode
+TOOL_CHOICE_MODE_NONE: ToolChoiceMode
+TOOL_CHOICE_MODE_REQUIRED: ToolChoiceMode
+TOOL_CHOICE_MODE_TOOL: ToolChoiceMode
+TOOL_CHOICE_MODE_UNSPECIFIED: ToolChoiceMode
 TOOL_EXECUTION_MODE_PARALLEL: ToolExecutionMode
 TOOL_EXECUTION_MODE_SEQUENTIAL: ToolExecutionMode
 TOOL_EXECUTION_MODE_UNSPECIFIED: ToolExecutionMode
@@ -136,18 +141,20 @@ class ElideToolResultsRule(_message.Message):
     def __init__(self, keep_turns: _Optional[int] = ...) -> None: ...
 
 class FauxScript(_message.Message):
-    __slots__ = ["context_window", "echo", "responses", "summaries", "tokens_per_second"]
+    __slots__ = ["context_window", "echo", "responses", "structured_output_tool", "summaries", "tokens_per_second"]
     CONTEXT_WINDOW_FIELD_NUMBER: _ClassVar[int]
     ECHO_FIELD_NUMBER: _ClassVar[int]
     RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    STRUCTURED_OUTPUT_TOOL_FIELD_NUMBER: _ClassVar[int]
     SUMMARIES_FIELD_NUMBER: _ClassVar[int]
     TOKENS_PER_SECOND_FIELD_NUMBER: _ClassVar[int]
     context_window: int
     echo: bool
     responses: _containers.RepeatedCompositeFieldContainer[_messages_pb2.AssistantMessage]
+    structured_output_tool: bool
     summaries: _containers.RepeatedScalarFieldContainer[str]
     tokens_per_second: int
-    def __init__(self, responses: _Optional[_Iterable[_Union[_messages_pb2.AssistantMessage, _Mapping]]] = ..., echo: bool = ..., tokens_per_second: _Optional[int] = ..., context_window: _Optional[int] = ..., summaries: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, responses: _Optional[_Iterable[_Union[_messages_pb2.AssistantMessage, _Mapping]]] = ..., echo: bool = ..., tokens_per_second: _Optional[int] = ..., context_window: _Optional[int] = ..., summaries: _Optional[_Iterable[str]] = ..., structured_output_tool: bool = ...) -> None: ...
 
 class Hook(_message.Message):
     __slots__ = ["event", "max_continuations", "name", "on_timeout", "timeout", "tool_pattern"]
@@ -228,6 +235,22 @@ class ModelRef(_message.Message):
     provider: str
     def __init__(self, provider: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
 
+class ModelSettings(_message.Message):
+    __slots__ = ["max_output_tokens", "provider_options", "stop_sequences", "temperature", "tool_choice", "top_p"]
+    MAX_OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    STOP_SEQUENCES_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CHOICE_FIELD_NUMBER: _ClassVar[int]
+    TOP_P_FIELD_NUMBER: _ClassVar[int]
+    max_output_tokens: int
+    provider_options: _struct_pb2.Struct
+    stop_sequences: _containers.RepeatedScalarFieldContainer[str]
+    temperature: float
+    tool_choice: ToolChoice
+    top_p: float
+    def __init__(self, temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., max_output_tokens: _Optional[int] = ..., tool_choice: _Optional[_Union[ToolChoice, _Mapping]] = ..., stop_sequences: _Optional[_Iterable[str]] = ..., provider_options: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
 class SandboxSettings(_message.Message):
     __slots__ = ["network", "writable_paths"]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
@@ -272,7 +295,7 @@ class Session(_message.Message):
     def __init__(self, id: _Optional[str] = ..., title: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., config: _Optional[_Union[SessionConfig, _Mapping]] = ..., create_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[_timestamp_pb2.Timestamp, _Mapping]] = ..., leaf_entry_id: _Optional[str] = ..., state: _Optional[_Union[SessionState, str]] = ..., active_run_id: _Optional[str] = ..., origin: _Optional[_Union[SessionOrigin, _Mapping]] = ..., spent: _Optional[_Union[Spend, _Mapping]] = ..., tool_sandbox: _Optional[_Union[ToolSandbox, _Mapping]] = ...) -> None: ...
 
 class SessionConfig(_message.Message):
-    __slots__ = ["approval_timeout", "budget", "client_tool_timeout", "compaction", "context_blocks", "context_hook", "context_policy", "faux", "follow_up_mode", "hooks", "include_approvals_in_model_context", "max_turns", "mcp_servers", "model", "sandbox", "steering_mode", "system_prompt", "thinking_level", "tool_execution", "tools", "workspace_root"]
+    __slots__ = ["approval_timeout", "budget", "client_tool_timeout", "compaction", "context_blocks", "context_hook", "context_policy", "faux", "follow_up_mode", "hooks", "include_approvals_in_model_context", "max_output_retries", "max_turns", "mcp_servers", "model", "model_settings", "output_schema", "sandbox", "steering_mode", "subagents", "system_prompt", "thinking_level", "tool_execution", "tools", "workspace_root"]
     APPROVAL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     BUDGET_FIELD_NUMBER: _ClassVar[int]
     CLIENT_TOOL_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
@@ -284,11 +307,15 @@ class SessionConfig(_message.Message):
     FOLLOW_UP_MODE_FIELD_NUMBER: _ClassVar[int]
     HOOKS_FIELD_NUMBER: _ClassVar[int]
     INCLUDE_APPROVALS_IN_MODEL_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    MAX_OUTPUT_RETRIES_FIELD_NUMBER: _ClassVar[int]
     MAX_TURNS_FIELD_NUMBER: _ClassVar[int]
     MCP_SERVERS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_FIELD_NUMBER: _ClassVar[int]
     STEERING_MODE_FIELD_NUMBER: _ClassVar[int]
+    SUBAGENTS_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
     THINKING_LEVEL_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
@@ -305,25 +332,35 @@ class SessionConfig(_message.Message):
     follow_up_mode: QueueMode
     hooks: _containers.RepeatedCompositeFieldContainer[Hook]
     include_approvals_in_model_context: bool
+    max_output_retries: int
     max_turns: int
     mcp_servers: _containers.RepeatedCompositeFieldContainer[McpServer]
     model: ModelRef
+    model_settings: ModelSettings
+    output_schema: _struct_pb2.Struct
     sandbox: SandboxSettings
     steering_mode: QueueMode
+    subagents: _containers.RepeatedCompositeFieldContainer[SubagentProfile]
     system_prompt: str
     thinking_level: _agent_messages_pb2.ThinkingLevel
     tool_execution: ToolExecutionMode
     tools: _containers.RepeatedCompositeFieldContainer[Tool]
     workspace_root: str
-    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., system_prompt: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_execution: _Optional[_Union[ToolExecutionMode, str]] = ..., steering_mode: _Optional[_Union[QueueMode, str]] = ..., follow_up_mode: _Optional[_Union[QueueMode, str]] = ..., thinking_level: _Optional[_Union[_agent_messages_pb2.ThinkingLevel, str]] = ..., workspace_root: _Optional[str] = ..., max_turns: _Optional[int] = ..., client_tool_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., include_approvals_in_model_context: bool = ..., faux: _Optional[_Union[FauxScript, _Mapping]] = ..., context_policy: _Optional[_Union[ContextPolicy, _Mapping]] = ..., context_hook: _Optional[_Union[ContextHook, _Mapping]] = ..., compaction: _Optional[_Union[CompactionSettings, _Mapping]] = ..., context_blocks: _Optional[_Iterable[_Union[ContextBlock, _Mapping]]] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., sandbox: _Optional[_Union[SandboxSettings, _Mapping]] = ..., hooks: _Optional[_Iterable[_Union[Hook, _Mapping]]] = ...) -> None: ...
+    def __init__(self, model: _Optional[_Union[ModelRef, _Mapping]] = ..., system_prompt: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[Tool, _Mapping]]] = ..., tool_execution: _Optional[_Union[ToolExecutionMode, str]] = ..., steering_mode: _Optional[_Union[QueueMode, str]] = ..., follow_up_mode: _Optional[_Union[QueueMode, str]] = ..., thinking_level: _Optional[_Union[_agent_messages_pb2.ThinkingLevel, str]] = ..., workspace_root: _Optional[str] = ..., max_turns: _Optional[int] = ..., client_tool_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., approval_timeout: _Optional[_Union[_duration_pb2.Duration, _Mapping]] = ..., include_approvals_in_model_context: bool = ..., faux: _Optional[_Union[FauxScript, _Mapping]] = ..., context_policy: _Optional[_Union[ContextPolicy, _Mapping]] = ..., context_hook: _Optional[_Union[ContextHook, _Mapping]] = ..., compaction: _Optional[_Union[CompactionSettings, _Mapping]] = ..., context_blocks: _Optional[_Iterable[_Union[ContextBlock, _Mapping]]] = ..., mcp_servers: _Optional[_Iterable[_Union[McpServer, _Mapping]]] = ..., budget: _Optional[_Union[Budget, _Mapping]] = ..., sandbox: _Optional[_Union[SandboxSettings, _Mapping]] = ..., hooks: _Optional[_Iterable[_Union[Hook, _Mapping]]] = ..., model_settings: _Optional[_Union[ModelSettings, _Mapping]] = ..., output_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., max_output_retries: _Optional[int] = ..., subagents: _Optional[_Iterable[_Union[SubagentProfile, _Mapping]]] = ...) -> None: ...
 
 class SessionOrigin(_message.Message):
-    __slots__ = ["entry_id", "session_id"]
+    __slots__ = ["entry_id", "run_id", "session_id", "subagent_profile", "tool_call_id"]
     ENTRY_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBAGENT_PROFILE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_CALL_ID_FIELD_NUMBER: _ClassVar[int]
     entry_id: str
+    run_id: str
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ..., entry_id: _Optional[str] = ...) -> None: ...
+    subagent_profile: str
+    tool_call_id: str
+    def __init__(self, session_id: _Optional[str] = ..., entry_id: _Optional[str] = ..., run_id: _Optional[str] = ..., tool_call_id: _Optional[str] = ..., subagent_profile: _Optional[str] = ...) -> None: ...
 
 class Spend(_message.Message):
     __slots__ = ["cost_usd", "tokens"]
@@ -332,6 +369,20 @@ class Spend(_message.Message):
     cost_usd: float
     tokens: int
     def __init__(self, tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ...) -> None: ...
+
+class SubagentProfile(_message.Message):
+    __slots__ = ["config", "description", "max_concurrent", "max_depth", "name"]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENT_FIELD_NUMBER: _ClassVar[int]
+    MAX_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    config: SessionConfig
+    description: str
+    max_concurrent: int
+    max_depth: int
+    name: str
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., config: _Optional[_Union[SessionConfig, _Mapping]] = ..., max_depth: _Optional[int] = ..., max_concurrent: _Optional[int] = ...) -> None: ...
 
 class TokenBudgetRule(_message.Message):
     __slots__ = ["max_tokens", "pinned_messages"]
@@ -357,6 +408,14 @@ class Tool(_message.Message):
     sequential: bool
     def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., parameters: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., executor: _Optional[_Union[ToolExecutor, str]] = ..., approval: _Optional[_Union[ApprovalPolicy, str]] = ..., sequential: bool = ...) -> None: ...
 
+class ToolChoice(_message.Message):
+    __slots__ = ["mode", "tool_name"]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAME_FIELD_NUMBER: _ClassVar[int]
+    mode: ToolChoiceMode
+    tool_name: str
+    def __init__(self, mode: _Optional[_Union[ToolChoiceMode, str]] = ..., tool_name: _Optional[str] = ...) -> None: ...
+
 class ToolSandbox(_message.Message):
     __slots__ = ["confined", "mechanism", "network", "writable_paths"]
     CONFINED_FIELD_NUMBER: _ClassVar[int]
@@ -379,6 +438,9 @@ class ToolExecutionMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class QueueMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
+
+class ToolChoiceMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []
 
 class HookTimeoutAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):

@@ -10,7 +10,7 @@ import type { ContentBlock, ToolCall, Usage } from "./content_pb.js";
 import { file_agentd_v1_content } from "./content_pb.js";
 import type { AssistantMessage, ToolResultMessage } from "./messages_pb.js";
 import { file_agentd_v1_messages } from "./messages_pb.js";
-import type { MessageKind } from "./session_pb.js";
+import type { MessageKind, SessionOrigin } from "./session_pb.js";
 import { file_agentd_v1_session } from "./session_pb.js";
 import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
@@ -20,7 +20,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/events.proto.
  */
 export const file_agentd_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChZhZ2VudGQvdjEvZXZlbnRzLnByb3RvEglhZ2VudGQudjEi2QgKCkFnZW50RXZlbnQSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSCwoDc2VxGAMgASgEEigKBHRpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHRyYWNlX2lkGAUgASgMEiwKC2FnZW50X3N0YXJ0GAogASgLMhUuYWdlbnRkLnYxLkFnZW50U3RhcnRIABIqCgp0dXJuX3N0YXJ0GAsgASgLMhQuYWdlbnRkLnYxLlR1cm5TdGFydEgAEjAKDW1lc3NhZ2Vfc3RhcnQYDCABKAsyFy5hZ2VudGQudjEuTWVzc2FnZVN0YXJ0SAASMgoObWVzc2FnZV91cGRhdGUYDSABKAsyGC5hZ2VudGQudjEuTWVzc2FnZVVwZGF0ZUgAEiwKC21lc3NhZ2VfZW5kGA4gASgLMhUuYWdlbnRkLnYxLk1lc3NhZ2VFbmRIABI9ChR0b29sX2V4ZWN1dGlvbl9zdGFydBgPIAEoCzIdLmFnZW50ZC52MS5Ub29sRXhlY3V0aW9uU3RhcnRIABI/ChV0b29sX2V4ZWN1dGlvbl91cGRhdGUYECABKAsyHi5hZ2VudGQudjEuVG9vbEV4ZWN1dGlvblVwZGF0ZUgAEjkKEnRvb2xfZXhlY3V0aW9uX2VuZBgRIAEoCzIbLmFnZW50ZC52MS5Ub29sRXhlY3V0aW9uRW5kSAASJgoIdHVybl9lbmQYEiABKAsyEi5hZ2VudGQudjEuVHVybkVuZEgAEigKCWFnZW50X2VuZBgTIAEoCzITLmFnZW50ZC52MS5BZ2VudEVuZEgAEjoKEmFwcHJvdmFsX3JlcXVlc3RlZBgUIAEoCzIcLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3RlZEgAEjsKE3Rvb2xfY2FsbF9yZXF1ZXN0ZWQYFSABKAsyHC5hZ2VudGQudjEuVG9vbENhbGxSZXF1ZXN0ZWRIABIuCgxxdWV1ZV91cGRhdGUYFiABKAsyFi5hZ2VudGQudjEuUXVldWVVcGRhdGVIABImCgVlcnJvchgXIAEoCzIVLmFnZW50ZC52MS5BZ2VudEVycm9ySAASNgoQY29tcGFjdGlvbl9zdGFydBgYIAEoCzIaLmFnZW50ZC52MS5Db21wYWN0aW9uU3RhcnRIABIyCg5jb21wYWN0aW9uX2VuZBgZIAEoCzIYLmFnZW50ZC52MS5Db21wYWN0aW9uRW5kSAASOAoRY29udGV4dF9yZXF1ZXN0ZWQYGiABKAsyGy5hZ2VudGQudjEuQ29udGV4dFJlcXVlc3RlZEgAEjIKDmhvb2tfcmVxdWVzdGVkGBsgASgLMhguYWdlbnRkLnYxLkhvb2tSZXF1ZXN0ZWRIABIvCg10b29sX2luX2RvdWJ0GBwgASgLMhYuYWdlbnRkLnYxLlRvb2xJbkRvdWJ0SABCBwoFZXZlbnQiqQMKDUhvb2tSZXF1ZXN0ZWQSEgoKcmVxdWVzdF9pZBgBIAEoCRIjCgVldmVudBgCIAEoDjIULmFnZW50ZC52MS5Ib29rRXZlbnQSDAoEaG9vaxgDIAEoCRISCgpob29rX2luZGV4GAQgASgNEiwKCGRlYWRsaW5lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCgl0b29sX2NhbGwYBiABKAsyEy5hZ2VudGQudjEuVG9vbENhbGwSMQoLdG9vbF9yZXN1bHQYByABKAsyHC5hZ2VudGQudjEuVG9vbFJlc3VsdE1lc3NhZ2USKAoHbWVzc2FnZRgIIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2USDgoGc291cmNlGAkgASgJEhUKDWNvbnRpbnVhdGlvbnMYCiABKA0SNgoRY29tcGFjdGlvbl9yZWFzb24YCyABKA4yGy5hZ2VudGQudjEuQ29tcGFjdGlvblJlYXNvbhIVCg10b2tlbnNfYmVmb3JlGAwgASgDEhQKDGluc3RydWN0aW9ucxgNIAEoCSJVCg9Db21wYWN0aW9uU3RhcnQSKwoGcmVhc29uGAEgASgOMhsuYWdlbnRkLnYxLkNvbXBhY3Rpb25SZWFzb24SFQoNdG9rZW5zX2JlZm9yZRgCIAEoAyKMAgoNQ29tcGFjdGlvbkVuZBIrCgZyZWFzb24YASABKA4yGy5hZ2VudGQudjEuQ29tcGFjdGlvblJlYXNvbhIVCg10b2tlbnNfYmVmb3JlGAIgASgDEhQKDHRva2Vuc19hZnRlchgDIAEoAxIQCghlbnRyeV9pZBgEIAEoCRIbChNmaXJzdF9rZXB0X2VudHJ5X2lkGAUgASgJEhsKE3N1bW1hcml6ZWRfbWVzc2FnZXMYBiABKA0SLQoHc3VtbWFyeRgHIAEoCzIcLmFnZW50ZC52MS5Db21wYWN0aW9uU3VtbWFyeRIVCg1lcnJvcl9tZXNzYWdlGAggASgJEg8KB2RyeV9ydW4YCSABKAgikQEKEENvbnRleHRSZXF1ZXN0ZWQSEgoKcmVxdWVzdF9pZBgBIAEoCRIlCgVpdGVtcxgCIAMoCzIWLmFnZW50ZC52MS5Db250ZXh0SXRlbRIUCgx0b3RhbF90b2tlbnMYAyABKAMSLAoIZGVhZGxpbmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIn8KC0NvbnRleHRJdGVtEhAKCGVudHJ5X2lkGAEgASgJEiQKBGtpbmQYAiABKA4yFi5hZ2VudGQudjEuTWVzc2FnZUtpbmQSDgoGdG9rZW5zGAMgASgDEigKB21lc3NhZ2UYBCABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlIgwKCkFnZW50U3RhcnQiGQoJVHVyblN0YXJ0EgwKBHR1cm4YASABKA0iOAoMTWVzc2FnZVN0YXJ0EigKB21lc3NhZ2UYASABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlIssDCg1NZXNzYWdlVXBkYXRlEioKCnRleHRfc3RhcnQYASABKAsyFC5hZ2VudGQudjEuVGV4dFN0YXJ0SAASKgoKdGV4dF9kZWx0YRgCIAEoCzIULmFnZW50ZC52MS5UZXh0RGVsdGFIABImCgh0ZXh0X2VuZBgDIAEoCzISLmFnZW50ZC52MS5UZXh0RW5kSAASMgoOdGhpbmtpbmdfc3RhcnQYBCABKAsyGC5hZ2VudGQudjEuVGhpbmtpbmdTdGFydEgAEjIKDnRoaW5raW5nX2RlbHRhGAUgASgLMhguYWdlbnRkLnYxLlRoaW5raW5nRGVsdGFIABIuCgx0aGlua2luZ19lbmQYBiABKAsyFi5hZ2VudGQudjEuVGhpbmtpbmdFbmRIABIzCg90b29sX2NhbGxfc3RhcnQYByABKAsyGC5hZ2VudGQudjEuVG9vbENhbGxTdGFydEgAEjMKD3Rvb2xfY2FsbF9kZWx0YRgIIAEoCzIYLmFnZW50ZC52MS5Ub29sQ2FsbERlbHRhSAASLwoNdG9vbF9jYWxsX2VuZBgJIAEoCzIWLmFnZW50ZC52MS5Ub29sQ2FsbEVuZEgAQgcKBWRlbHRhIiIKCVRleHRTdGFydBIVCg1jb250ZW50X2luZGV4GAEgASgNIjEKCVRleHREZWx0YRIVCg1jb250ZW50X2luZGV4GAEgASgNEg0KBWRlbHRhGAIgASgJIjgKB1RleHRFbmQSFQoNY29udGVudF9pbmRleBgBIAEoDRIWCg50ZXh0X3NpZ25hdHVyZRgCIAEoCSI4Cg1UaGlua2luZ1N0YXJ0EhUKDWNvbnRlbnRfaW5kZXgYASABKA0SEAoIcmVkYWN0ZWQYAiABKAgiNQoNVGhpbmtpbmdEZWx0YRIVCg1jb250ZW50X2luZGV4GAEgASgNEg0KBWRlbHRhGAIgASgJIkAKC1RoaW5raW5nRW5kEhUKDWNvbnRlbnRfaW5kZXgYASABKA0SGgoSdGhpbmtpbmdfc2lnbmF0dXJlGAIgASgJIkAKDVRvb2xDYWxsU3RhcnQSFQoNY29udGVudF9pbmRleBgBIAEoDRIKCgJpZBgCIAEoCRIMCgRuYW1lGAMgASgJIjUKDVRvb2xDYWxsRGVsdGESFQoNY29udGVudF9pbmRleBgBIAEoDRINCgVkZWx0YRgCIAEoCSJMCgtUb29sQ2FsbEVuZBIVCg1jb250ZW50X2luZGV4GAEgASgNEiYKCXRvb2xfY2FsbBgCIAEoCzITLmFnZW50ZC52MS5Ub29sQ2FsbCJICgpNZXNzYWdlRW5kEigKB21lc3NhZ2UYASABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlEhAKCGVudHJ5X2lkGAIgASgJImkKElRvb2xFeGVjdXRpb25TdGFydBIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEioKCWFyZ3VtZW50cxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QikQEKE1Rvb2xFeGVjdXRpb25VcGRhdGUSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRIoCgdjb250ZW50GAMgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAQgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIkAKEFRvb2xFeGVjdXRpb25FbmQSLAoGcmVzdWx0GAEgASgLMhwuYWdlbnRkLnYxLlRvb2xSZXN1bHRNZXNzYWdlInkKB1R1cm5FbmQSDAoEdHVybhgBIAEoDRIsCgdtZXNzYWdlGAIgASgLMhsuYWdlbnRkLnYxLkFzc2lzdGFudE1lc3NhZ2USMgoMdG9vbF9yZXN1bHRzGAMgAygLMhwuYWdlbnRkLnYxLlRvb2xSZXN1bHRNZXNzYWdlImoKCEFnZW50RW5kEiYKB291dGNvbWUYASABKA4yFS5hZ2VudGQudjEuUnVuT3V0Y29tZRIVCg1lcnJvcl9tZXNzYWdlGAIgASgJEh8KBXVzYWdlGAMgASgLMhAuYWdlbnRkLnYxLlVzYWdlIroCChFBcHByb3ZhbFJlcXVlc3RlZBIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEioKCWFyZ3VtZW50cxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLAoIZGVhZGxpbmUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCWRlY2lzaW9ucxgFIAMoDjIbLmFnZW50ZC52MS5BcHByb3ZhbERlY2lzaW9uEigKBnNjb3BlcxgGIAMoDjIYLmFnZW50ZC52MS5BcHByb3ZhbFNjb3BlEi8KDnN1Z2dlc3RlZF9ydWxlGAcgASgLMhcuYWdlbnRkLnYxLkFwcHJvdmFsUnVsZRIXCg9pZGVtcG90ZW5jeV9rZXkYCCABKAkirwEKEVRvb2xDYWxsUmVxdWVzdGVkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIsCghkZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPaWRlbXBvdGVuY3lfa2V5GAUgASgJImQKC1F1ZXVlVXBkYXRlEikKCHN0ZWVyaW5nGAEgAygLMhcuYWdlbnRkLnYxLkFnZW50TWVzc2FnZRIqCglmb2xsb3dfdXAYAiADKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlIjsKCkFnZW50RXJyb3ISDwoHbWVzc2FnZRgBIAEoCRINCgVzdGFnZRgCIAEoCRINCgVmYXRhbBgDIAEoCCqyAQoKUnVuT3V0Y29tZRIbChdSVU5fT1VUQ09NRV9VTlNQRUNJRklFRBAAEhkKFVJVTl9PVVRDT01FX0NPTVBMRVRFRBABEhcKE1JVTl9PVVRDT01FX0FCT1JURUQQAhIVChFSVU5fT1VUQ09NRV9FUlJPUhADEhsKF1JVTl9PVVRDT01FX0lOVEVSUlVQVEVEEAQSHwobUlVOX09VVENPTUVfQlVER0VUX0VYQ0VFREVEEAVCNFoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjFiBnByb3RvMw", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_messages, file_agentd_v1_session, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChZhZ2VudGQvdjEvZXZlbnRzLnByb3RvEglhZ2VudGQudjEihwkKCkFnZW50RXZlbnQSEgoKc2Vzc2lvbl9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSCwoDc2VxGAMgASgEEigKBHRpbWUYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhAKCHRyYWNlX2lkGAUgASgMEiwKC2FnZW50X3N0YXJ0GAogASgLMhUuYWdlbnRkLnYxLkFnZW50U3RhcnRIABIqCgp0dXJuX3N0YXJ0GAsgASgLMhQuYWdlbnRkLnYxLlR1cm5TdGFydEgAEjAKDW1lc3NhZ2Vfc3RhcnQYDCABKAsyFy5hZ2VudGQudjEuTWVzc2FnZVN0YXJ0SAASMgoObWVzc2FnZV91cGRhdGUYDSABKAsyGC5hZ2VudGQudjEuTWVzc2FnZVVwZGF0ZUgAEiwKC21lc3NhZ2VfZW5kGA4gASgLMhUuYWdlbnRkLnYxLk1lc3NhZ2VFbmRIABI9ChR0b29sX2V4ZWN1dGlvbl9zdGFydBgPIAEoCzIdLmFnZW50ZC52MS5Ub29sRXhlY3V0aW9uU3RhcnRIABI/ChV0b29sX2V4ZWN1dGlvbl91cGRhdGUYECABKAsyHi5hZ2VudGQudjEuVG9vbEV4ZWN1dGlvblVwZGF0ZUgAEjkKEnRvb2xfZXhlY3V0aW9uX2VuZBgRIAEoCzIbLmFnZW50ZC52MS5Ub29sRXhlY3V0aW9uRW5kSAASJgoIdHVybl9lbmQYEiABKAsyEi5hZ2VudGQudjEuVHVybkVuZEgAEigKCWFnZW50X2VuZBgTIAEoCzITLmFnZW50ZC52MS5BZ2VudEVuZEgAEjoKEmFwcHJvdmFsX3JlcXVlc3RlZBgUIAEoCzIcLmFnZW50ZC52MS5BcHByb3ZhbFJlcXVlc3RlZEgAEjsKE3Rvb2xfY2FsbF9yZXF1ZXN0ZWQYFSABKAsyHC5hZ2VudGQudjEuVG9vbENhbGxSZXF1ZXN0ZWRIABIuCgxxdWV1ZV91cGRhdGUYFiABKAsyFi5hZ2VudGQudjEuUXVldWVVcGRhdGVIABImCgVlcnJvchgXIAEoCzIVLmFnZW50ZC52MS5BZ2VudEVycm9ySAASNgoQY29tcGFjdGlvbl9zdGFydBgYIAEoCzIaLmFnZW50ZC52MS5Db21wYWN0aW9uU3RhcnRIABIyCg5jb21wYWN0aW9uX2VuZBgZIAEoCzIYLmFnZW50ZC52MS5Db21wYWN0aW9uRW5kSAASOAoRY29udGV4dF9yZXF1ZXN0ZWQYGiABKAsyGy5hZ2VudGQudjEuQ29udGV4dFJlcXVlc3RlZEgAEjIKDmhvb2tfcmVxdWVzdGVkGBsgASgLMhguYWdlbnRkLnYxLkhvb2tSZXF1ZXN0ZWRIABIvCg10b29sX2luX2RvdWJ0GBwgASgLMhYuYWdlbnRkLnYxLlRvb2xJbkRvdWJ0SAASLAoIc3ViYWdlbnQYHSABKAsyGC5hZ2VudGQudjEuU3ViYWdlbnRFdmVudEgAQgcKBWV2ZW50IqkDCg1Ib29rUmVxdWVzdGVkEhIKCnJlcXVlc3RfaWQYASABKAkSIwoFZXZlbnQYAiABKA4yFC5hZ2VudGQudjEuSG9va0V2ZW50EgwKBGhvb2sYAyABKAkSEgoKaG9va19pbmRleBgEIAEoDRIsCghkZWFkbGluZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoJdG9vbF9jYWxsGAYgASgLMhMuYWdlbnRkLnYxLlRvb2xDYWxsEjEKC3Rvb2xfcmVzdWx0GAcgASgLMhwuYWdlbnRkLnYxLlRvb2xSZXN1bHRNZXNzYWdlEigKB21lc3NhZ2UYCCABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlEg4KBnNvdXJjZRgJIAEoCRIVCg1jb250aW51YXRpb25zGAogASgNEjYKEWNvbXBhY3Rpb25fcmVhc29uGAsgASgOMhsuYWdlbnRkLnYxLkNvbXBhY3Rpb25SZWFzb24SFQoNdG9rZW5zX2JlZm9yZRgMIAEoAxIUCgxpbnN0cnVjdGlvbnMYDSABKAkiVQoPQ29tcGFjdGlvblN0YXJ0EisKBnJlYXNvbhgBIAEoDjIbLmFnZW50ZC52MS5Db21wYWN0aW9uUmVhc29uEhUKDXRva2Vuc19iZWZvcmUYAiABKAMijAIKDUNvbXBhY3Rpb25FbmQSKwoGcmVhc29uGAEgASgOMhsuYWdlbnRkLnYxLkNvbXBhY3Rpb25SZWFzb24SFQoNdG9rZW5zX2JlZm9yZRgCIAEoAxIUCgx0b2tlbnNfYWZ0ZXIYAyABKAMSEAoIZW50cnlfaWQYBCABKAkSGwoTZmlyc3Rfa2VwdF9lbnRyeV9pZBgFIAEoCRIbChNzdW1tYXJpemVkX21lc3NhZ2VzGAYgASgNEi0KB3N1bW1hcnkYByABKAsyHC5hZ2VudGQudjEuQ29tcGFjdGlvblN1bW1hcnkSFQoNZXJyb3JfbWVzc2FnZRgIIAEoCRIPCgdkcnlfcnVuGAkgASgIIpEBChBDb250ZXh0UmVxdWVzdGVkEhIKCnJlcXVlc3RfaWQYASABKAkSJQoFaXRlbXMYAiADKAsyFi5hZ2VudGQudjEuQ29udGV4dEl0ZW0SFAoMdG90YWxfdG9rZW5zGAMgASgDEiwKCGRlYWRsaW5lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJ/CgtDb250ZXh0SXRlbRIQCghlbnRyeV9pZBgBIAEoCRIkCgRraW5kGAIgASgOMhYuYWdlbnRkLnYxLk1lc3NhZ2VLaW5kEg4KBnRva2VucxgDIAEoAxIoCgdtZXNzYWdlGAQgASgLMhcuYWdlbnRkLnYxLkFnZW50TWVzc2FnZSKeAQoKQWdlbnRTdGFydBI1CghtZXRhZGF0YRgBIAMoCzIjLmFnZW50ZC52MS5BZ2VudFN0YXJ0Lk1ldGFkYXRhRW50cnkSKAoGb3JpZ2luGAIgASgLMhguYWdlbnRkLnYxLlNlc3Npb25PcmlnaW4aLwoNTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIoABCg1TdWJhZ2VudEV2ZW50EhIKCnNlc3Npb25faWQYASABKAkSDgoGcnVuX2lkGAIgASgJEg8KB3Byb2ZpbGUYAyABKAkSFAoMdG9vbF9jYWxsX2lkGAQgASgJEiQKBWV2ZW50GAUgASgLMhUuYWdlbnRkLnYxLkFnZW50RXZlbnQiGQoJVHVyblN0YXJ0EgwKBHR1cm4YASABKA0iOAoMTWVzc2FnZVN0YXJ0EigKB21lc3NhZ2UYASABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlIssDCg1NZXNzYWdlVXBkYXRlEioKCnRleHRfc3RhcnQYASABKAsyFC5hZ2VudGQudjEuVGV4dFN0YXJ0SAASKgoKdGV4dF9kZWx0YRgCIAEoCzIULmFnZW50ZC52MS5UZXh0RGVsdGFIABImCgh0ZXh0X2VuZBgDIAEoCzISLmFnZW50ZC52MS5UZXh0RW5kSAASMgoOdGhpbmtpbmdfc3RhcnQYBCABKAsyGC5hZ2VudGQudjEuVGhpbmtpbmdTdGFydEgAEjIKDnRoaW5raW5nX2RlbHRhGAUgASgLMhguYWdlbnRkLnYxLlRoaW5raW5nRGVsdGFIABIuCgx0aGlua2luZ19lbmQYBiABKAsyFi5hZ2VudGQudjEuVGhpbmtpbmdFbmRIABIzCg90b29sX2NhbGxfc3RhcnQYByABKAsyGC5hZ2VudGQudjEuVG9vbENhbGxTdGFydEgAEjMKD3Rvb2xfY2FsbF9kZWx0YRgIIAEoCzIYLmFnZW50ZC52MS5Ub29sQ2FsbERlbHRhSAASLwoNdG9vbF9jYWxsX2VuZBgJIAEoCzIWLmFnZW50ZC52MS5Ub29sQ2FsbEVuZEgAQgcKBWRlbHRhIiIKCVRleHRTdGFydBIVCg1jb250ZW50X2luZGV4GAEgASgNIjEKCVRleHREZWx0YRIVCg1jb250ZW50X2luZGV4GAEgASgNEg0KBWRlbHRhGAIgASgJIjgKB1RleHRFbmQSFQoNY29udGVudF9pbmRleBgBIAEoDRIWCg50ZXh0X3NpZ25hdHVyZRgCIAEoCSI4Cg1UaGlua2luZ1N0YXJ0EhUKDWNvbnRlbnRfaW5kZXgYASABKA0SEAoIcmVkYWN0ZWQYAiABKAgiNQoNVGhpbmtpbmdEZWx0YRIVCg1jb250ZW50X2luZGV4GAEgASgNEg0KBWRlbHRhGAIgASgJIkAKC1RoaW5raW5nRW5kEhUKDWNvbnRlbnRfaW5kZXgYASABKA0SGgoSdGhpbmtpbmdfc2lnbmF0dXJlGAIgASgJIkAKDVRvb2xDYWxsU3RhcnQSFQoNY29udGVudF9pbmRleBgBIAEoDRIKCgJpZBgCIAEoCRIMCgRuYW1lGAMgASgJIjUKDVRvb2xDYWxsRGVsdGESFQoNY29udGVudF9pbmRleBgBIAEoDRINCgVkZWx0YRgCIAEoCSJMCgtUb29sQ2FsbEVuZBIVCg1jb250ZW50X2luZGV4GAEgASgNEiYKCXRvb2xfY2FsbBgCIAEoCzITLmFnZW50ZC52MS5Ub29sQ2FsbCJICgpNZXNzYWdlRW5kEigKB21lc3NhZ2UYASABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlEhAKCGVudHJ5X2lkGAIgASgJImkKElRvb2xFeGVjdXRpb25TdGFydBIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEioKCWFyZ3VtZW50cxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QikQEKE1Rvb2xFeGVjdXRpb25VcGRhdGUSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRIoCgdjb250ZW50GAMgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAQgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIkAKEFRvb2xFeGVjdXRpb25FbmQSLAoGcmVzdWx0GAEgASgLMhwuYWdlbnRkLnYxLlRvb2xSZXN1bHRNZXNzYWdlInkKB1R1cm5FbmQSDAoEdHVybhgBIAEoDRIsCgdtZXNzYWdlGAIgASgLMhsuYWdlbnRkLnYxLkFzc2lzdGFudE1lc3NhZ2USMgoMdG9vbF9yZXN1bHRzGAMgAygLMhwuYWdlbnRkLnYxLlRvb2xSZXN1bHRNZXNzYWdlIoQCCghBZ2VudEVuZBImCgdvdXRjb21lGAEgASgOMhUuYWdlbnRkLnYxLlJ1bk91dGNvbWUSFQoNZXJyb3JfbWVzc2FnZRgCIAEoCRIfCgV1c2FnZRgDIAEoCzIQLmFnZW50ZC52MS5Vc2FnZRIyChFzdHJ1Y3R1cmVkX291dHB1dBgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSMwoIbWV0YWRhdGEYBSADKAsyIS5hZ2VudGQudjEuQWdlbnRFbmQuTWV0YWRhdGFFbnRyeRovCg1NZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiugIKEUFwcHJvdmFsUmVxdWVzdGVkEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKgoJYXJndW1lbnRzGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIsCghkZWFkbGluZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoJZGVjaXNpb25zGAUgAygOMhsuYWdlbnRkLnYxLkFwcHJvdmFsRGVjaXNpb24SKAoGc2NvcGVzGAYgAygOMhguYWdlbnRkLnYxLkFwcHJvdmFsU2NvcGUSLwoOc3VnZ2VzdGVkX3J1bGUYByABKAsyFy5hZ2VudGQudjEuQXBwcm92YWxSdWxlEhcKD2lkZW1wb3RlbmN5X2tleRgIIAEoCSKvAQoRVG9vbENhbGxSZXF1ZXN0ZWQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRIqCglhcmd1bWVudHMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiwKCGRlYWRsaW5lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIXCg9pZGVtcG90ZW5jeV9rZXkYBSABKAkiZAoLUXVldWVVcGRhdGUSKQoIc3RlZXJpbmcYASADKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlEioKCWZvbGxvd191cBgCIAMoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2UiOwoKQWdlbnRFcnJvchIPCgdtZXNzYWdlGAEgASgJEg0KBXN0YWdlGAIgASgJEg0KBWZhdGFsGAMgASgIKtIBCgpSdW5PdXRjb21lEhsKF1JVTl9PVVRDT01FX1VOU1BFQ0lGSUVEEAASGQoVUlVOX09VVENPTUVfQ09NUExFVEVEEAESFwoTUlVOX09VVENPTUVfQUJPUlRFRBACEhUKEVJVTl9PVVRDT01FX0VSUk9SEAMSGwoXUlVOX09VVENPTUVfSU5URVJSVVBURUQQBBIfChtSVU5fT1VUQ09NRV9CVURHRVRfRVhDRUVERUQQBRIeChpSVU5fT1VUQ09NRV9PVVRQVVRfSU5WQUxJRBAGQjRaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxYgZwcm90bzM", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_messages, file_agentd_v1_session, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * AgentEvent is one event of a run, as streamed by Prompt, Continue and
@@ -246,6 +246,15 @@ export type AgentEvent = Message<"agentd.v1.AgentEvent"> & {
      */
     value: ToolInDoubt;
     case: "toolInDoubt";
+  } | {
+    /**
+     * An event of a subagent's run (see SessionConfig.subagents), mirrored
+     * on its parent's stream so one client can serve both.
+     *
+     * @generated from field: agentd.v1.SubagentEvent subagent = 29;
+     */
+    value: SubagentEvent;
+    case: "subagent";
   } | { case: undefined; value?: undefined };
 };
 
@@ -570,6 +579,21 @@ export const ContextItemSchema: GenMessage<ContextItem> = /*@__PURE__*/
  * @generated from message agentd.v1.AgentStart
  */
 export type AgentStart = Message<"agentd.v1.AgentStart"> & {
+  /**
+   * The metadata of the request that started the run
+   * (PromptRequest.metadata), echoed for the caller's correlation ids.
+   *
+   * @generated from field: map<string, string> metadata = 1;
+   */
+  metadata: { [key: string]: string };
+
+  /**
+   * The session, run and tool call that spawned this run's session, when
+   * it is a subagent's (see SessionConfig.subagents); unset otherwise.
+   *
+   * @generated from field: agentd.v1.SessionOrigin origin = 2;
+   */
+  origin?: SessionOrigin | undefined;
 };
 
 /**
@@ -578,6 +602,62 @@ export type AgentStart = Message<"agentd.v1.AgentStart"> & {
  */
 export const AgentStartSchema: GenMessage<AgentStart> = /*@__PURE__*/
   messageDesc(file_agentd_v1_events, 6);
+
+/**
+ * SubagentEvent is a key event of a subagent's run, mirrored on the
+ * stream of the run that spawned it: the child's agent_start and
+ * agent_end, and the requests its client must answer (approval_requested,
+ * tool_call_requested, hook_requested, context_requested). Answer those
+ * with the child's session_id (ResolveApproval, SubmitToolResult, ...).
+ * The child's whole stream is its own: Attach to session_id and run_id.
+ *
+ * @generated from message agentd.v1.SubagentEvent
+ */
+export type SubagentEvent = Message<"agentd.v1.SubagentEvent"> & {
+  /**
+   * The child session's id.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The child's run.
+   *
+   * @generated from field: string run_id = 2;
+   */
+  runId: string;
+
+  /**
+   * The subagent profile the child was spawned with
+   * (SubagentProfile.name).
+   *
+   * @generated from field: string profile = 3;
+   */
+  profile: string;
+
+  /**
+   * The id of the parent's spawn_agent tool call that started the child.
+   *
+   * @generated from field: string tool_call_id = 4;
+   */
+  toolCallId: string;
+
+  /**
+   * The child's event as the child's own stream carries it (its session
+   * id, run id and seq).
+   *
+   * @generated from field: agentd.v1.AgentEvent event = 5;
+   */
+  event?: AgentEvent | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.SubagentEvent.
+ * Use `create(SubagentEventSchema)` to create a new message.
+ */
+export const SubagentEventSchema: GenMessage<SubagentEvent> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_events, 7);
 
 /**
  * TurnStart opens a turn.
@@ -598,7 +678,7 @@ export type TurnStart = Message<"agentd.v1.TurnStart"> & {
  * Use `create(TurnStartSchema)` to create a new message.
  */
 export const TurnStartSchema: GenMessage<TurnStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 7);
+  messageDesc(file_agentd_v1_events, 8);
 
 /**
  * MessageStart announces a message. For the assistant it carries the empty
@@ -621,7 +701,7 @@ export type MessageStart = Message<"agentd.v1.MessageStart"> & {
  * Use `create(MessageStartSchema)` to create a new message.
  */
 export const MessageStartSchema: GenMessage<MessageStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 8);
+  messageDesc(file_agentd_v1_events, 9);
 
 /**
  * MessageUpdate carries one piece of the assistant message being streamed:
@@ -717,7 +797,7 @@ export type MessageUpdate = Message<"agentd.v1.MessageUpdate"> & {
  * Use `create(MessageUpdateSchema)` to create a new message.
  */
 export const MessageUpdateSchema: GenMessage<MessageUpdate> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 9);
+  messageDesc(file_agentd_v1_events, 10);
 
 /**
  * TextStart opens a text block.
@@ -738,7 +818,7 @@ export type TextStart = Message<"agentd.v1.TextStart"> & {
  * Use `create(TextStartSchema)` to create a new message.
  */
 export const TextStartSchema: GenMessage<TextStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 10);
+  messageDesc(file_agentd_v1_events, 11);
 
 /**
  * TextDelta appends text to an open text block.
@@ -766,7 +846,7 @@ export type TextDelta = Message<"agentd.v1.TextDelta"> & {
  * Use `create(TextDeltaSchema)` to create a new message.
  */
 export const TextDeltaSchema: GenMessage<TextDelta> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 11);
+  messageDesc(file_agentd_v1_events, 12);
 
 /**
  * TextEnd closes a text block.
@@ -794,7 +874,7 @@ export type TextEnd = Message<"agentd.v1.TextEnd"> & {
  * Use `create(TextEndSchema)` to create a new message.
  */
 export const TextEndSchema: GenMessage<TextEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 12);
+  messageDesc(file_agentd_v1_events, 13);
 
 /**
  * ThinkingStart opens a thinking block.
@@ -822,7 +902,7 @@ export type ThinkingStart = Message<"agentd.v1.ThinkingStart"> & {
  * Use `create(ThinkingStartSchema)` to create a new message.
  */
 export const ThinkingStartSchema: GenMessage<ThinkingStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 13);
+  messageDesc(file_agentd_v1_events, 14);
 
 /**
  * ThinkingDelta appends reasoning to an open thinking block.
@@ -850,7 +930,7 @@ export type ThinkingDelta = Message<"agentd.v1.ThinkingDelta"> & {
  * Use `create(ThinkingDeltaSchema)` to create a new message.
  */
 export const ThinkingDeltaSchema: GenMessage<ThinkingDelta> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 14);
+  messageDesc(file_agentd_v1_events, 15);
 
 /**
  * ThinkingEnd closes a thinking block.
@@ -878,7 +958,7 @@ export type ThinkingEnd = Message<"agentd.v1.ThinkingEnd"> & {
  * Use `create(ThinkingEndSchema)` to create a new message.
  */
 export const ThinkingEndSchema: GenMessage<ThinkingEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 15);
+  messageDesc(file_agentd_v1_events, 16);
 
 /**
  * ToolCallStart opens a tool call block.
@@ -914,7 +994,7 @@ export type ToolCallStart = Message<"agentd.v1.ToolCallStart"> & {
  * Use `create(ToolCallStartSchema)` to create a new message.
  */
 export const ToolCallStartSchema: GenMessage<ToolCallStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 16);
+  messageDesc(file_agentd_v1_events, 17);
 
 /**
  * ToolCallDelta carries a fragment of a tool call's arguments as raw JSON
@@ -944,7 +1024,7 @@ export type ToolCallDelta = Message<"agentd.v1.ToolCallDelta"> & {
  * Use `create(ToolCallDeltaSchema)` to create a new message.
  */
 export const ToolCallDeltaSchema: GenMessage<ToolCallDelta> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 17);
+  messageDesc(file_agentd_v1_events, 18);
 
 /**
  * ToolCallEnd closes a tool call block with the complete call.
@@ -972,7 +1052,7 @@ export type ToolCallEnd = Message<"agentd.v1.ToolCallEnd"> & {
  * Use `create(ToolCallEndSchema)` to create a new message.
  */
 export const ToolCallEndSchema: GenMessage<ToolCallEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 18);
+  messageDesc(file_agentd_v1_events, 19);
 
 /**
  * MessageEnd carries a complete message. By the time a client receives it,
@@ -1001,7 +1081,7 @@ export type MessageEnd = Message<"agentd.v1.MessageEnd"> & {
  * Use `create(MessageEndSchema)` to create a new message.
  */
 export const MessageEndSchema: GenMessage<MessageEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 19);
+  messageDesc(file_agentd_v1_events, 20);
 
 /**
  * ToolExecutionStart announces that a tool call is being prepared and run.
@@ -1036,7 +1116,7 @@ export type ToolExecutionStart = Message<"agentd.v1.ToolExecutionStart"> & {
  * Use `create(ToolExecutionStartSchema)` to create a new message.
  */
 export const ToolExecutionStartSchema: GenMessage<ToolExecutionStart> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 20);
+  messageDesc(file_agentd_v1_events, 21);
 
 /**
  * ToolExecutionUpdate carries progress from a running tool, such as a chunk
@@ -1080,7 +1160,7 @@ export type ToolExecutionUpdate = Message<"agentd.v1.ToolExecutionUpdate"> & {
  * Use `create(ToolExecutionUpdateSchema)` to create a new message.
  */
 export const ToolExecutionUpdateSchema: GenMessage<ToolExecutionUpdate> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 21);
+  messageDesc(file_agentd_v1_events, 22);
 
 /**
  * ToolExecutionEnd says a tool call finished. In parallel mode these arrive
@@ -1102,7 +1182,7 @@ export type ToolExecutionEnd = Message<"agentd.v1.ToolExecutionEnd"> & {
  * Use `create(ToolExecutionEndSchema)` to create a new message.
  */
 export const ToolExecutionEndSchema: GenMessage<ToolExecutionEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 22);
+  messageDesc(file_agentd_v1_events, 23);
 
 /**
  * TurnEnd closes a turn.
@@ -1138,7 +1218,7 @@ export type TurnEnd = Message<"agentd.v1.TurnEnd"> & {
  * Use `create(TurnEndSchema)` to create a new message.
  */
 export const TurnEndSchema: GenMessage<TurnEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 23);
+  messageDesc(file_agentd_v1_events, 24);
 
 /**
  * AgentEnd closes a run. Nothing follows it.
@@ -1166,6 +1246,22 @@ export type AgentEnd = Message<"agentd.v1.AgentEnd"> & {
    * @generated from field: agentd.v1.Usage usage = 3;
    */
   usage?: Usage | undefined;
+
+  /**
+   * The run's typed answer (see AssistantMessage.structured_output); set
+   * only when the run had an output schema and completed with an answer
+   * that validated.
+   *
+   * @generated from field: google.protobuf.Struct structured_output = 4;
+   */
+  structuredOutput?: JsonObject | undefined;
+
+  /**
+   * The metadata of the request that started the run, as on agent_start.
+   *
+   * @generated from field: map<string, string> metadata = 5;
+   */
+  metadata: { [key: string]: string };
 };
 
 /**
@@ -1173,7 +1269,7 @@ export type AgentEnd = Message<"agentd.v1.AgentEnd"> & {
  * Use `create(AgentEndSchema)` to create a new message.
  */
 export const AgentEndSchema: GenMessage<AgentEnd> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 24);
+  messageDesc(file_agentd_v1_events, 25);
 
 /**
  * ApprovalRequested says a tool call waits for a decision. Answer with
@@ -1249,7 +1345,7 @@ export type ApprovalRequested = Message<"agentd.v1.ApprovalRequested"> & {
  * Use `create(ApprovalRequestedSchema)` to create a new message.
  */
 export const ApprovalRequestedSchema: GenMessage<ApprovalRequested> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 25);
+  messageDesc(file_agentd_v1_events, 26);
 
 /**
  * ToolCallRequested says the model called a client-executed tool. Run it and
@@ -1302,7 +1398,7 @@ export type ToolCallRequested = Message<"agentd.v1.ToolCallRequested"> & {
  * Use `create(ToolCallRequestedSchema)` to create a new message.
  */
 export const ToolCallRequestedSchema: GenMessage<ToolCallRequested> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 26);
+  messageDesc(file_agentd_v1_events, 27);
 
 /**
  * QueueUpdate shows the messages waiting to be delivered to the run.
@@ -1330,7 +1426,7 @@ export type QueueUpdate = Message<"agentd.v1.QueueUpdate"> & {
  * Use `create(QueueUpdateSchema)` to create a new message.
  */
 export const QueueUpdateSchema: GenMessage<QueueUpdate> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 27);
+  messageDesc(file_agentd_v1_events, 28);
 
 /**
  * AgentError reports a problem inside a run that is not a model answer, such
@@ -1367,7 +1463,7 @@ export type AgentError = Message<"agentd.v1.AgentError"> & {
  * Use `create(AgentErrorSchema)` to create a new message.
  */
 export const AgentErrorSchema: GenMessage<AgentError> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_events, 28);
+  messageDesc(file_agentd_v1_events, 29);
 
 /**
  * RunOutcome says how a run ended.
@@ -1420,6 +1516,16 @@ export enum RunOutcome {
    * @generated from enum value: RUN_OUTCOME_BUDGET_EXCEEDED = 5;
    */
   BUDGET_EXCEEDED = 5,
+
+  /**
+   * The run has an output schema and the model's answer did not validate
+   * against it, also after max_output_retries corrections: a fatal error
+   * event (stage "output_schema") and agent_end's error_message carry the
+   * validation errors of the last answer.
+   *
+   * @generated from enum value: RUN_OUTCOME_OUTPUT_INVALID = 6;
+   */
+  OUTPUT_INVALID = 6,
 }
 
 /**

@@ -8,13 +8,13 @@ import type { ContentBlock, StopReason, Usage } from "./content_pb.js";
 import { file_agentd_v1_content } from "./content_pb.js";
 import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { Message as Message$1 } from "@bufbuild/protobuf";
+import type { JsonObject, Message as Message$1 } from "@bufbuild/protobuf";
 
 /**
  * Describes the file agentd/v1/messages.proto.
  */
 export const file_agentd_v1_messages: GenFile = /*@__PURE__*/
-  fileDesc("ChhhZ2VudGQvdjEvbWVzc2FnZXMucHJvdG8SCWFnZW50ZC52MSJmCgtVc2VyTWVzc2FnZRIoCgdjb250ZW50GAEgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxItCgl0aW1lc3RhbXAYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIpICChBBc3Npc3RhbnRNZXNzYWdlEigKB2NvbnRlbnQYASADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEgsKA2FwaRgCIAEoCRIQCghwcm92aWRlchgDIAEoCRINCgVtb2RlbBgEIAEoCRIfCgV1c2FnZRgFIAEoCzIQLmFnZW50ZC52MS5Vc2FnZRIqCgtzdG9wX3JlYXNvbhgGIAEoDjIVLmFnZW50ZC52MS5TdG9wUmVhc29uEhUKDWVycm9yX21lc3NhZ2UYByABKAkSEwoLcmVzcG9uc2VfaWQYCCABKAkSLQoJdGltZXN0YW1wGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLQAQoRVG9vbFJlc3VsdE1lc3NhZ2USFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRIoCgdjb250ZW50GAMgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAQgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhAKCGlzX2Vycm9yGAUgASgIEi0KCXRpbWVzdGFtcBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAioAEKB01lc3NhZ2USJgoEdXNlchgBIAEoCzIWLmFnZW50ZC52MS5Vc2VyTWVzc2FnZUgAEjAKCWFzc2lzdGFudBgCIAEoCzIbLmFnZW50ZC52MS5Bc3Npc3RhbnRNZXNzYWdlSAASMwoLdG9vbF9yZXN1bHQYAyABKAsyHC5hZ2VudGQudjEuVG9vbFJlc3VsdE1lc3NhZ2VIAEIGCgRyb2xlQjRaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxYgZwcm90bzM", [file_agentd_v1_content, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChhhZ2VudGQvdjEvbWVzc2FnZXMucHJvdG8SCWFnZW50ZC52MSJmCgtVc2VyTWVzc2FnZRIoCgdjb250ZW50GAEgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxItCgl0aW1lc3RhbXAYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIsYCChBBc3Npc3RhbnRNZXNzYWdlEigKB2NvbnRlbnQYASADKAsyFy5hZ2VudGQudjEuQ29udGVudEJsb2NrEgsKA2FwaRgCIAEoCRIQCghwcm92aWRlchgDIAEoCRINCgVtb2RlbBgEIAEoCRIfCgV1c2FnZRgFIAEoCzIQLmFnZW50ZC52MS5Vc2FnZRIqCgtzdG9wX3JlYXNvbhgGIAEoDjIVLmFnZW50ZC52MS5TdG9wUmVhc29uEhUKDWVycm9yX21lc3NhZ2UYByABKAkSEwoLcmVzcG9uc2VfaWQYCCABKAkSLQoJdGltZXN0YW1wGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIyChFzdHJ1Y3R1cmVkX291dHB1dBgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3Qi0AEKEVRvb2xSZXN1bHRNZXNzYWdlEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIRCgl0b29sX25hbWUYAiABKAkSKAoHY29udGVudBgDIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2sSJwoHZGV0YWlscxgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIQCghpc19lcnJvchgFIAEoCBItCgl0aW1lc3RhbXAYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqABCgdNZXNzYWdlEiYKBHVzZXIYASABKAsyFi5hZ2VudGQudjEuVXNlck1lc3NhZ2VIABIwCglhc3Npc3RhbnQYAiABKAsyGy5hZ2VudGQudjEuQXNzaXN0YW50TWVzc2FnZUgAEjMKC3Rvb2xfcmVzdWx0GAMgASgLMhwuYWdlbnRkLnYxLlRvb2xSZXN1bHRNZXNzYWdlSABCBgoEcm9sZUI0WjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MWIGcHJvdG8z", [file_agentd_v1_content, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * UserMessage is input from the user: text and images.
@@ -121,6 +121,17 @@ export type AssistantMessage = Message$1<"agentd.v1.AssistantMessage"> & {
    * @generated from field: google.protobuf.Timestamp timestamp = 9;
    */
   timestamp?: Timestamp | undefined;
+
+  /**
+   * The run's typed answer, on the final message of a run with an output
+   * schema (PromptRequest.output_schema or SessionConfig.output_schema),
+   * once it validated against the schema: the JSON object the model wrote
+   * as its text (native structured output) or passed to the reserved
+   * submit_output tool. Unset on every other message.
+   *
+   * @generated from field: google.protobuf.Struct structured_output = 10;
+   */
+  structuredOutput?: JsonObject | undefined;
 };
 
 /**

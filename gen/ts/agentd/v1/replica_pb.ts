@@ -8,7 +8,7 @@ import type { AgentMessage, ApprovalRule, ApprovalScope } from "./agent_messages
 import { file_agentd_v1_agent_messages } from "./agent_messages_pb.js";
 import type { ContentBlock } from "./content_pb.js";
 import { file_agentd_v1_content } from "./content_pb.js";
-import type { ContextSelection, ErrorReason, SubmitHookResultRequest } from "./service_pb.js";
+import type { ClearQueueRequest, ClearQueueResponse, ContextSelection, ErrorReason, SubmitHookResultRequest } from "./service_pb.js";
 import { file_agentd_v1_service } from "./service_pb.js";
 import type { Value } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
@@ -18,7 +18,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/replica.proto.
  */
 export const file_agentd_v1_replica: GenFile = /*@__PURE__*/
-  fileDesc("ChdhZ2VudGQvdjEvcmVwbGljYS5wcm90bxIJYWdlbnRkLnYxIvQCCg5SZXBsaWNhQ29udHJvbBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIoCgVzdGVlchgDIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2VIABIsCglmb2xsb3dfdXAYBCABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlSAASDwoFYWJvcnQYBSABKAlIABIzCgt0b29sX3Jlc3VsdBgGIAEoCzIcLmFnZW50ZC52MS5SZXBsaWNhVG9vbFJlc3VsdEgAEi4KCGFwcHJvdmFsGAcgASgLMhouYWdlbnRkLnYxLlJlcGxpY2FBcHByb3ZhbEgAEjIKB2NvbnRleHQYCCABKAsyHy5hZ2VudGQudjEuUmVwbGljYUNvbnRleHRBbnN3ZXJIABIyCgRob29rGAkgASgLMiIuYWdlbnRkLnYxLlN1Ym1pdEhvb2tSZXN1bHRSZXF1ZXN0SABCCAoGYWN0aW9uIo4BChFSZXBsaWNhVG9vbFJlc3VsdBIUCgx0b29sX2NhbGxfaWQYASABKAkSKAoHY29udGVudBgCIAMoCzIXLmFnZW50ZC52MS5Db250ZW50QmxvY2sSJwoHZGV0YWlscxgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIQCghpc19lcnJvchgEIAEoCCLvAQoPUmVwbGljYUFwcHJvdmFsEhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIPCgdhbGxvd2VkGAIgASgIEg4KBnJlYXNvbhgDIAEoCRISCgpkZWNpZGVkX2J5GAQgASgJEicKBXNjb3BlGAUgASgOMhguYWdlbnRkLnYxLkFwcHJvdmFsU2NvcGUSKgoJYXJndW1lbnRzGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIlCgRydWxlGAcgASgLMhcuYWdlbnRkLnYxLkFwcHJvdmFsUnVsZRIVCg10b29sX2NhbGxfaWRzGAggAygJImwKFFJlcGxpY2FDb250ZXh0QW5zd2VyEhIKCnJlcXVlc3RfaWQYASABKAkSLwoKc2VsZWN0aW9ucxgCIAMoCzIbLmFnZW50ZC52MS5Db250ZXh0U2VsZWN0aW9uEg8KB3JlZnVzZWQYAyABKAkiywIKFFJlcGxpY2FDb250cm9sQW5zd2VyEhUKDWVycm9yX21lc3NhZ2UYAiABKAkSEwoLZXJyb3JfZmllbGQYAyABKAkSDgoGcXVldWVkGAQgASgNEg4KBnJ1bl9pZBgFIAEoCRIsCgxlcnJvcl9yZWFzb24YBiABKA4yFi5hZ2VudGQudjEuRXJyb3JSZWFzb24SSgoOZXJyb3JfbWV0YWRhdGEYByADKAsyMi5hZ2VudGQudjEuUmVwbGljYUNvbnRyb2xBbnN3ZXIuRXJyb3JNZXRhZGF0YUVudHJ5EiUKBHJ1bGUYCCABKAsyFy5hZ2VudGQudjEuQXBwcm92YWxSdWxlGjQKEkVycm9yTWV0YWRhdGFFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBSgQIARACUgplcnJvcl9raW5kQjRaMmdpdGh1Yi5jb20vYWdlbnRkL2FnZW50ZC9nZW4vZ28vYWdlbnRkL3YxO2FnZW50ZHYxYgZwcm90bzM", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_service, file_google_protobuf_struct]);
+  fileDesc("ChdhZ2VudGQvdjEvcmVwbGljYS5wcm90bxIJYWdlbnRkLnYxIqkDCg5SZXBsaWNhQ29udHJvbBISCgpzZXNzaW9uX2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIoCgVzdGVlchgDIAEoCzIXLmFnZW50ZC52MS5BZ2VudE1lc3NhZ2VIABIsCglmb2xsb3dfdXAYBCABKAsyFy5hZ2VudGQudjEuQWdlbnRNZXNzYWdlSAASDwoFYWJvcnQYBSABKAlIABIzCgt0b29sX3Jlc3VsdBgGIAEoCzIcLmFnZW50ZC52MS5SZXBsaWNhVG9vbFJlc3VsdEgAEi4KCGFwcHJvdmFsGAcgASgLMhouYWdlbnRkLnYxLlJlcGxpY2FBcHByb3ZhbEgAEjIKB2NvbnRleHQYCCABKAsyHy5hZ2VudGQudjEuUmVwbGljYUNvbnRleHRBbnN3ZXJIABIyCgRob29rGAkgASgLMiIuYWdlbnRkLnYxLlN1Ym1pdEhvb2tSZXN1bHRSZXF1ZXN0SAASMwoLY2xlYXJfcXVldWUYCiABKAsyHC5hZ2VudGQudjEuQ2xlYXJRdWV1ZVJlcXVlc3RIAEIICgZhY3Rpb24ijgEKEVJlcGxpY2FUb29sUmVzdWx0EhQKDHRvb2xfY2FsbF9pZBgBIAEoCRIoCgdjb250ZW50GAIgAygLMhcuYWdlbnRkLnYxLkNvbnRlbnRCbG9jaxInCgdkZXRhaWxzGAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEhAKCGlzX2Vycm9yGAQgASgIIu8BCg9SZXBsaWNhQXBwcm92YWwSFAoMdG9vbF9jYWxsX2lkGAEgASgJEg8KB2FsbG93ZWQYAiABKAgSDgoGcmVhc29uGAMgASgJEhIKCmRlY2lkZWRfYnkYBCABKAkSJwoFc2NvcGUYBSABKA4yGC5hZ2VudGQudjEuQXBwcm92YWxTY29wZRIqCglhcmd1bWVudHMYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EiUKBHJ1bGUYByABKAsyFy5hZ2VudGQudjEuQXBwcm92YWxSdWxlEhUKDXRvb2xfY2FsbF9pZHMYCCADKAkibAoUUmVwbGljYUNvbnRleHRBbnN3ZXISEgoKcmVxdWVzdF9pZBgBIAEoCRIvCgpzZWxlY3Rpb25zGAIgAygLMhsuYWdlbnRkLnYxLkNvbnRleHRTZWxlY3Rpb24SDwoHcmVmdXNlZBgDIAEoCSL7AgoUUmVwbGljYUNvbnRyb2xBbnN3ZXISFQoNZXJyb3JfbWVzc2FnZRgCIAEoCRITCgtlcnJvcl9maWVsZBgDIAEoCRIOCgZxdWV1ZWQYBCABKA0SDgoGcnVuX2lkGAUgASgJEiwKDGVycm9yX3JlYXNvbhgGIAEoDjIWLmFnZW50ZC52MS5FcnJvclJlYXNvbhJKCg5lcnJvcl9tZXRhZGF0YRgHIAMoCzIyLmFnZW50ZC52MS5SZXBsaWNhQ29udHJvbEFuc3dlci5FcnJvck1ldGFkYXRhRW50cnkSJQoEcnVsZRgIIAEoCzIXLmFnZW50ZC52MS5BcHByb3ZhbFJ1bGUSLgoHY2xlYXJlZBgJIAEoCzIdLmFnZW50ZC52MS5DbGVhclF1ZXVlUmVzcG9uc2UaNAoSRXJyb3JNZXRhZGF0YUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFKBAgBEAJSCmVycm9yX2tpbmRCNFoyZ2l0aHViLmNvbS9hZ2VudGQvYWdlbnRkL2dlbi9nby9hZ2VudGQvdjE7YWdlbnRkdjFiBnByb3RvMw", [file_agentd_v1_agent_messages, file_agentd_v1_content, file_agentd_v1_service, file_google_protobuf_struct]);
 
 /**
  * ReplicaControl is a request for an active run that one agentd replica
@@ -111,6 +111,14 @@ export type ReplicaControl = Message<"agentd.v1.ReplicaControl"> & {
      */
     value: SubmitHookResultRequest;
     case: "hook";
+  } | {
+    /**
+     * ClearQueue: remove the queued messages and answer them.
+     *
+     * @generated from field: agentd.v1.ClearQueueRequest clear_queue = 10;
+     */
+    value: ClearQueueRequest;
+    case: "clearQueue";
   } | { case: undefined; value?: undefined };
 };
 
@@ -326,6 +334,13 @@ export type ReplicaControlAnswer = Message<"agentd.v1.ReplicaControlAnswer"> & {
    * @generated from field: agentd.v1.ApprovalRule rule = 8;
    */
   rule?: ApprovalRule | undefined;
+
+  /**
+   * For ClearQueue: the messages removed.
+   *
+   * @generated from field: agentd.v1.ClearQueueResponse cleared = 9;
+   */
+  cleared?: ClearQueueResponse | undefined;
 };
 
 /**

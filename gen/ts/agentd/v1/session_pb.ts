@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file agentd/v1/session.proto.
  */
 export const file_agentd_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("ChdhZ2VudGQvdjEvc2Vzc2lvbi5wcm90bxIJYWdlbnRkLnYxIsIBCgRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSKwoKcGFyYW1ldGVycxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKQoIZXhlY3V0b3IYBCABKA4yFy5hZ2VudGQudjEuVG9vbEV4ZWN1dG9yEisKCGFwcHJvdmFsGAUgASgOMhkuYWdlbnRkLnYxLkFwcHJvdmFsUG9saWN5EhIKCnNlcXVlbnRpYWwYBiABKAgiZgoHQ29udGV4dBIVCg1zeXN0ZW1fcHJvbXB0GAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHgoFdG9vbHMYAyADKAsyDy5hZ2VudGQudjEuVG9vbCIoCghNb2RlbFJlZhIQCghwcm92aWRlchgBIAEoCRIKCgJpZBgCIAEoCSL1BgoNU2Vzc2lvbkNvbmZpZxIiCgVtb2RlbBgBIAEoCzITLmFnZW50ZC52MS5Nb2RlbFJlZhIVCg1zeXN0ZW1fcHJvbXB0GAIgASgJEh4KBXRvb2xzGAMgAygLMg8uYWdlbnRkLnYxLlRvb2wSNAoOdG9vbF9leGVjdXRpb24YBCABKA4yHC5hZ2VudGQudjEuVG9vbEV4ZWN1dGlvbk1vZGUSKwoNc3RlZXJpbmdfbW9kZRgFIAEoDjIULmFnZW50ZC52MS5RdWV1ZU1vZGUSLAoOZm9sbG93X3VwX21vZGUYBiABKA4yFC5hZ2VudGQudjEuUXVldWVNb2RlEjAKDnRoaW5raW5nX2xldmVsGAcgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwSFgoOd29ya3NwYWNlX3Jvb3QYCCABKAkSEQoJbWF4X3R1cm5zGAkgASgNEjYKE2NsaWVudF90b29sX3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMwoQYXBwcm92YWxfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCiJpbmNsdWRlX2FwcHJvdmFsc19pbl9tb2RlbF9jb250ZXh0GAwgASgIEiMKBGZhdXgYDSABKAsyFS5hZ2VudGQudjEuRmF1eFNjcmlwdBIwCg5jb250ZXh0X3BvbGljeRgOIAEoCzIYLmFnZW50ZC52MS5Db250ZXh0UG9saWN5EiwKDGNvbnRleHRfaG9vaxgPIAEoCzIWLmFnZW50ZC52MS5Db250ZXh0SG9vaxIxCgpjb21wYWN0aW9uGBAgASgLMh0uYWdlbnRkLnYxLkNvbXBhY3Rpb25TZXR0aW5ncxIvCg5jb250ZXh0X2Jsb2NrcxgRIAMoCzIXLmFnZW50ZC52MS5Db250ZXh0QmxvY2sSKQoLbWNwX3NlcnZlcnMYEiADKAsyFC5hZ2VudGQudjEuTWNwU2VydmVyEiEKBmJ1ZGdldBgTIAEoCzIRLmFnZW50ZC52MS5CdWRnZXQSKwoHc2FuZGJveBgUIAEoCzIaLmFnZW50ZC52MS5TYW5kYm94U2V0dGluZ3MSHgoFaG9va3MYFSADKAsyDy5hZ2VudGQudjEuSG9vayLIAQoESG9vaxIjCgVldmVudBgBIAEoDjIULmFnZW50ZC52MS5Ib29rRXZlbnQSFAoMdG9vbF9wYXR0ZXJuGAIgASgJEioKB3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMAoKb25fdGltZW91dBgEIAEoDjIcLmFnZW50ZC52MS5Ib29rVGltZW91dEFjdGlvbhIMCgRuYW1lGAUgASgJEhkKEW1heF9jb250aW51YXRpb25zGAYgASgNIlUKD1NhbmRib3hTZXR0aW5ncxIqCgduZXR3b3JrGAEgASgOMhkuYWdlbnRkLnYxLlNhbmRib3hOZXR3b3JrEhYKDndyaXRhYmxlX3BhdGhzGAIgAygJInYKC1Rvb2xTYW5kYm94EhAKCGNvbmZpbmVkGAEgASgIEhEKCW1lY2hhbmlzbRgCIAEoCRIqCgduZXR3b3JrGAMgASgOMhkuYWdlbnRkLnYxLlNhbmRib3hOZXR3b3JrEhYKDndyaXRhYmxlX3BhdGhzGAQgAygJIn4KBkJ1ZGdldBIUCgxtYXhfY29zdF91c2QYASABKAESEgoKbWF4X3Rva2VucxgCIAEoAxIZChFtYXhfdHVybnNfcGVyX3J1bhgDIAEoDRIvCgxtYXhfcnVuX3RpbWUYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iKQoFU3BlbmQSDgoGdG9rZW5zGAEgASgDEhAKCGNvc3RfdXNkGAIgASgBIuQBCglNY3BTZXJ2ZXISDAoEbmFtZRgBIAEoCRINCgV0b29scxgCIAMoCRIrCghhcHByb3ZhbBgDIAEoDjIZLmFnZW50ZC52MS5BcHByb3ZhbFBvbGljeRI9Cg10b29sX2FwcHJvdmFsGAQgAygLMiYuYWdlbnRkLnYxLk1jcFNlcnZlci5Ub29sQXBwcm92YWxFbnRyeRpOChFUb29sQXBwcm92YWxFbnRyeRILCgNrZXkYASABKAkSKAoFdmFsdWUYAiABKA4yGS5hZ2VudGQudjEuQXBwcm92YWxQb2xpY3k6AjgBIjYKDUNvbnRleHRQb2xpY3kSJQoFcnVsZXMYASADKAsyFi5hZ2VudGQudjEuQ29udGV4dFJ1bGUi6AEKC0NvbnRleHRSdWxlEjIKDHRva2VuX2J1ZGdldBgBIAEoCzIaLmFnZW50ZC52MS5Ub2tlbkJ1ZGdldFJ1bGVIABI9ChJlbGlkZV90b29sX3Jlc3VsdHMYAiABKAsyHy5hZ2VudGQudjEuRWxpZGVUb29sUmVzdWx0c1J1bGVIABIuCgpkcm9wX2tpbmRzGAMgASgLMhguYWdlbnRkLnYxLkRyb3BLaW5kc1J1bGVIABIuCgpjYXBfaW1hZ2VzGAQgASgLMhguYWdlbnRkLnYxLkNhcEltYWdlc1J1bGVIAEIGCgRydWxlIj4KD1Rva2VuQnVkZ2V0UnVsZRISCgptYXhfdG9rZW5zGAEgASgDEhcKD3Bpbm5lZF9tZXNzYWdlcxgCIAEoDSIqChRFbGlkZVRvb2xSZXN1bHRzUnVsZRISCgprZWVwX3R1cm5zGAEgASgNIjYKDURyb3BLaW5kc1J1bGUSJQoFa2luZHMYASADKA4yFi5hZ2VudGQudjEuTWVzc2FnZUtpbmQiIwoNQ2FwSW1hZ2VzUnVsZRISCgptYXhfaW1hZ2VzGAEgASgNIioKDENvbnRleHRCbG9jaxIMCgRuYW1lGAEgASgJEgwKBHRleHQYAiABKAkiUwoLQ29udGV4dEhvb2sSKgoHdGltZW91dBgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIYChBpbmNsdWRlX21lc3NhZ2VzGAIgASgIIqUBChJDb21wYWN0aW9uU2V0dGluZ3MSFAoMZGlzYWJsZV9hdXRvGAEgASgIEhYKDnJlc2VydmVfdG9rZW5zGAIgASgDEhoKEmtlZXBfcmVjZW50X3Rva2VucxgDIAEoAxIiCgVtb2RlbBgEIAEoCzITLmFnZW50ZC52MS5Nb2RlbFJlZhIhChlkaXNhYmxlX292ZXJmbG93X3JlY292ZXJ5GAUgASgIIpABCgpGYXV4U2NyaXB0Ei4KCXJlc3BvbnNlcxgBIAMoCzIbLmFnZW50ZC52MS5Bc3Npc3RhbnRNZXNzYWdlEgwKBGVjaG8YAiABKAgSGQoRdG9rZW5zX3Blcl9zZWNvbmQYAyABKA0SFgoOY29udGV4dF93aW5kb3cYBCABKAMSEQoJc3VtbWFyaWVzGAUgAygJIt4DCgdTZXNzaW9uEgoKAmlkGAEgASgJEg0KBXRpdGxlGAIgASgJEi4KBmxhYmVscxgDIAMoCzIeLmFnZW50ZC52MS5TZXNzaW9uLkxhYmVsc0VudHJ5EigKBmNvbmZpZxgEIAEoCzIYLmFnZW50ZC52MS5TZXNzaW9uQ29uZmlnEi8KC2NyZWF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNbGVhZl9lbnRyeV9pZBgHIAEoCRImCgVzdGF0ZRgIIAEoDjIXLmFnZW50ZC52MS5TZXNzaW9uU3RhdGUSFQoNYWN0aXZlX3J1bl9pZBgJIAEoCRIoCgZvcmlnaW4YCiABKAsyGC5hZ2VudGQudjEuU2Vzc2lvbk9yaWdpbhIfCgVzcGVudBgLIAEoCzIQLmFnZW50ZC52MS5TcGVuZBIsCgx0b29sX3NhbmRib3gYDCABKAsyFi5hZ2VudGQudjEuVG9vbFNhbmRib3gaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI1Cg1TZXNzaW9uT3JpZ2luEhIKCnNlc3Npb25faWQYASABKAkSEAoIZW50cnlfaWQYAiABKAkiVAoKTW9kZWxQcmljZRINCgVpbnB1dBgBIAEoARIOCgZvdXRwdXQYAiABKAESEgoKY2FjaGVfcmVhZBgDIAEoARITCgtjYWNoZV93cml0ZRgEIAEoASKeAgoFTW9kZWwSIAoDcmVmGAEgASgLMhMuYWdlbnRkLnYxLk1vZGVsUmVmEgwKBG5hbWUYAiABKAkSCwoDYXBpGAMgASgJEhYKDmNvbnRleHRfd2luZG93GAQgASgDEhkKEW1heF9vdXRwdXRfdG9rZW5zGAUgASgDEi0KEGlucHV0X21vZGFsaXRpZXMYBiADKA4yEy5hZ2VudGQudjEuTW9kYWxpdHkSEQoJcmVhc29uaW5nGAcgASgIEiQKBXByaWNlGAggASgLMhUuYWdlbnRkLnYxLk1vZGVsUHJpY2USEgoKY29uZmlndXJlZBgJIAEoCBIpCghtZXRhZGF0YRgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QqYQoMVG9vbEV4ZWN1dG9yEh0KGVRPT0xfRVhFQ1VUT1JfVU5TUEVDSUZJRUQQABIYChRUT09MX0VYRUNVVE9SX1NFUlZFUhABEhgKFFRPT0xfRVhFQ1VUT1JfQ0xJRU5UEAIqfwoOQXBwcm92YWxQb2xpY3kSHwobQVBQUk9WQUxfUE9MSUNZX1VOU1BFQ0lGSUVEEAASGQoVQVBQUk9WQUxfUE9MSUNZX0FMTE9XEAESFwoTQVBQUk9WQUxfUE9MSUNZX0FTSxACEhgKFEFQUFJPVkFMX1BPTElDWV9ERU5ZEAMqfgoRVG9vbEV4ZWN1dGlvbk1vZGUSIwofVE9PTF9FWEVDVVRJT05fTU9ERV9VTlNQRUNJRklFRBAAEiAKHFRPT0xfRVhFQ1VUSU9OX01PREVfUEFSQUxMRUwQARIiCh5UT09MX0VYRUNVVElPTl9NT0RFX1NFUVVFTlRJQUwQAipZCglRdWV1ZU1vZGUSGgoWUVVFVUVfTU9ERV9VTlNQRUNJRklFRBAAEhwKGFFVRVVFX01PREVfT05FX0FUX0FfVElNRRABEhIKDlFVRVVFX01PREVfQUxMEAIqdwoRSG9va1RpbWVvdXRBY3Rpb24SIwofSE9PS19USU1FT1VUX0FDVElPTl9VTlNQRUNJRklFRBAAEh8KG0hPT0tfVElNRU9VVF9BQ1RJT05fUFJPQ0VFRBABEhwKGEhPT0tfVElNRU9VVF9BQ1RJT05fREVOWRACKmgKDlNhbmRib3hOZXR3b3JrEh8KG1NBTkRCT1hfTkVUV09SS19VTlNQRUNJRklFRBAAEhgKFFNBTkRCT1hfTkVUV09SS19OT05FEAESGwoXU0FOREJPWF9ORVRXT1JLX0FMTE9XRUQQAirYAgoLTWVzc2FnZUtpbmQSHAoYTUVTU0FHRV9LSU5EX1VOU1BFQ0lGSUVEEAASFQoRTUVTU0FHRV9LSU5EX1VTRVIQARIaChZNRVNTQUdFX0tJTkRfQVNTSVNUQU5UEAISHAoYTUVTU0FHRV9LSU5EX1RPT0xfUkVTVUxUEAMSIAocTUVTU0FHRV9LSU5EX0FQUFJPVkFMX05PVElDRRAEEh8KG01FU1NBR0VfS0lORF9CQVNIX0VYRUNVVElPThAFEhcKE01FU1NBR0VfS0lORF9DVVNUT00QBhIfChtNRVNTQUdFX0tJTkRfQlJBTkNIX1NVTU1BUlkQBxIjCh9NRVNTQUdFX0tJTkRfQ09NUEFDVElPTl9TVU1NQVJZEAgSGgoWTUVTU0FHRV9LSU5EX0VYVEVOU0lPThAJEhwKGE1FU1NBR0VfS0lORF9IT09LX05PVElDRRAKKmAKDFNlc3Npb25TdGF0ZRIdChlTRVNTSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSU0VTU0lPTl9TVEFURV9JRExFEAESGQoVU0VTU0lPTl9TVEFURV9SVU5OSU5HEAIqSwoITW9kYWxpdHkSGAoUTU9EQUxJVFlfVU5TUEVDSUZJRUQQABIRCg1NT0RBTElUWV9URVhUEAESEgoOTU9EQUxJVFlfSU1BR0UQAkI0WjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MWIGcHJvdG8z", [file_agentd_v1_agent_messages, file_agentd_v1_messages, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChdhZ2VudGQvdjEvc2Vzc2lvbi5wcm90bxIJYWdlbnRkLnYxIsIBCgRUb29sEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSKwoKcGFyYW1ldGVycxgDIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSKQoIZXhlY3V0b3IYBCABKA4yFy5hZ2VudGQudjEuVG9vbEV4ZWN1dG9yEisKCGFwcHJvdmFsGAUgASgOMhkuYWdlbnRkLnYxLkFwcHJvdmFsUG9saWN5EhIKCnNlcXVlbnRpYWwYBiABKAgiZgoHQ29udGV4dBIVCg1zeXN0ZW1fcHJvbXB0GAEgASgJEiQKCG1lc3NhZ2VzGAIgAygLMhIuYWdlbnRkLnYxLk1lc3NhZ2USHgoFdG9vbHMYAyADKAsyDy5hZ2VudGQudjEuVG9vbCIoCghNb2RlbFJlZhIQCghwcm92aWRlchgBIAEoCRIKCgJpZBgCIAEoCSK+CAoNU2Vzc2lvbkNvbmZpZxIiCgVtb2RlbBgBIAEoCzITLmFnZW50ZC52MS5Nb2RlbFJlZhIVCg1zeXN0ZW1fcHJvbXB0GAIgASgJEh4KBXRvb2xzGAMgAygLMg8uYWdlbnRkLnYxLlRvb2wSNAoOdG9vbF9leGVjdXRpb24YBCABKA4yHC5hZ2VudGQudjEuVG9vbEV4ZWN1dGlvbk1vZGUSKwoNc3RlZXJpbmdfbW9kZRgFIAEoDjIULmFnZW50ZC52MS5RdWV1ZU1vZGUSLAoOZm9sbG93X3VwX21vZGUYBiABKA4yFC5hZ2VudGQudjEuUXVldWVNb2RlEjAKDnRoaW5raW5nX2xldmVsGAcgASgOMhguYWdlbnRkLnYxLlRoaW5raW5nTGV2ZWwSFgoOd29ya3NwYWNlX3Jvb3QYCCABKAkSEQoJbWF4X3R1cm5zGAkgASgNEjYKE2NsaWVudF90b29sX3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMwoQYXBwcm92YWxfdGltZW91dBgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIqCiJpbmNsdWRlX2FwcHJvdmFsc19pbl9tb2RlbF9jb250ZXh0GAwgASgIEiMKBGZhdXgYDSABKAsyFS5hZ2VudGQudjEuRmF1eFNjcmlwdBIwCg5jb250ZXh0X3BvbGljeRgOIAEoCzIYLmFnZW50ZC52MS5Db250ZXh0UG9saWN5EiwKDGNvbnRleHRfaG9vaxgPIAEoCzIWLmFnZW50ZC52MS5Db250ZXh0SG9vaxIxCgpjb21wYWN0aW9uGBAgASgLMh0uYWdlbnRkLnYxLkNvbXBhY3Rpb25TZXR0aW5ncxIvCg5jb250ZXh0X2Jsb2NrcxgRIAMoCzIXLmFnZW50ZC52MS5Db250ZXh0QmxvY2sSKQoLbWNwX3NlcnZlcnMYEiADKAsyFC5hZ2VudGQudjEuTWNwU2VydmVyEiEKBmJ1ZGdldBgTIAEoCzIRLmFnZW50ZC52MS5CdWRnZXQSKwoHc2FuZGJveBgUIAEoCzIaLmFnZW50ZC52MS5TYW5kYm94U2V0dGluZ3MSHgoFaG9va3MYFSADKAsyDy5hZ2VudGQudjEuSG9vaxIwCg5tb2RlbF9zZXR0aW5ncxgWIAEoCzIYLmFnZW50ZC52MS5Nb2RlbFNldHRpbmdzEi4KDW91dHB1dF9zY2hlbWEYFyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Eh8KEm1heF9vdXRwdXRfcmV0cmllcxgYIAEoDUgAiAEBEi0KCXN1YmFnZW50cxgZIAMoCzIaLmFnZW50ZC52MS5TdWJhZ2VudFByb2ZpbGVCFQoTX21heF9vdXRwdXRfcmV0cmllcyKJAQoPU3ViYWdlbnRQcm9maWxlEgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSKAoGY29uZmlnGAMgASgLMhguYWdlbnRkLnYxLlNlc3Npb25Db25maWcSEQoJbWF4X2RlcHRoGAQgASgNEhYKDm1heF9jb25jdXJyZW50GAUgASgNIkgKClRvb2xDaG9pY2USJwoEbW9kZRgBIAEoDjIZLmFnZW50ZC52MS5Ub29sQ2hvaWNlTW9kZRIRCgl0b29sX25hbWUYAiABKAki6QEKDU1vZGVsU2V0dGluZ3MSGAoLdGVtcGVyYXR1cmUYASABKAFIAIgBARISCgV0b3BfcBgCIAEoAUgBiAEBEhkKEW1heF9vdXRwdXRfdG9rZW5zGAMgASgDEioKC3Rvb2xfY2hvaWNlGAQgASgLMhUuYWdlbnRkLnYxLlRvb2xDaG9pY2USFgoOc3RvcF9zZXF1ZW5jZXMYBSADKAkSMQoQcHJvdmlkZXJfb3B0aW9ucxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCDgoMX3RlbXBlcmF0dXJlQggKBl90b3BfcCLIAQoESG9vaxIjCgVldmVudBgBIAEoDjIULmFnZW50ZC52MS5Ib29rRXZlbnQSFAoMdG9vbF9wYXR0ZXJuGAIgASgJEioKB3RpbWVvdXQYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMAoKb25fdGltZW91dBgEIAEoDjIcLmFnZW50ZC52MS5Ib29rVGltZW91dEFjdGlvbhIMCgRuYW1lGAUgASgJEhkKEW1heF9jb250aW51YXRpb25zGAYgASgNIlUKD1NhbmRib3hTZXR0aW5ncxIqCgduZXR3b3JrGAEgASgOMhkuYWdlbnRkLnYxLlNhbmRib3hOZXR3b3JrEhYKDndyaXRhYmxlX3BhdGhzGAIgAygJInYKC1Rvb2xTYW5kYm94EhAKCGNvbmZpbmVkGAEgASgIEhEKCW1lY2hhbmlzbRgCIAEoCRIqCgduZXR3b3JrGAMgASgOMhkuYWdlbnRkLnYxLlNhbmRib3hOZXR3b3JrEhYKDndyaXRhYmxlX3BhdGhzGAQgAygJIn4KBkJ1ZGdldBIUCgxtYXhfY29zdF91c2QYASABKAESEgoKbWF4X3Rva2VucxgCIAEoAxIZChFtYXhfdHVybnNfcGVyX3J1bhgDIAEoDRIvCgxtYXhfcnVuX3RpbWUYBCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iKQoFU3BlbmQSDgoGdG9rZW5zGAEgASgDEhAKCGNvc3RfdXNkGAIgASgBIuQBCglNY3BTZXJ2ZXISDAoEbmFtZRgBIAEoCRINCgV0b29scxgCIAMoCRIrCghhcHByb3ZhbBgDIAEoDjIZLmFnZW50ZC52MS5BcHByb3ZhbFBvbGljeRI9Cg10b29sX2FwcHJvdmFsGAQgAygLMiYuYWdlbnRkLnYxLk1jcFNlcnZlci5Ub29sQXBwcm92YWxFbnRyeRpOChFUb29sQXBwcm92YWxFbnRyeRILCgNrZXkYASABKAkSKAoFdmFsdWUYAiABKA4yGS5hZ2VudGQudjEuQXBwcm92YWxQb2xpY3k6AjgBIjYKDUNvbnRleHRQb2xpY3kSJQoFcnVsZXMYASADKAsyFi5hZ2VudGQudjEuQ29udGV4dFJ1bGUi6AEKC0NvbnRleHRSdWxlEjIKDHRva2VuX2J1ZGdldBgBIAEoCzIaLmFnZW50ZC52MS5Ub2tlbkJ1ZGdldFJ1bGVIABI9ChJlbGlkZV90b29sX3Jlc3VsdHMYAiABKAsyHy5hZ2VudGQudjEuRWxpZGVUb29sUmVzdWx0c1J1bGVIABIuCgpkcm9wX2tpbmRzGAMgASgLMhguYWdlbnRkLnYxLkRyb3BLaW5kc1J1bGVIABIuCgpjYXBfaW1hZ2VzGAQgASgLMhguYWdlbnRkLnYxLkNhcEltYWdlc1J1bGVIAEIGCgRydWxlIj4KD1Rva2VuQnVkZ2V0UnVsZRISCgptYXhfdG9rZW5zGAEgASgDEhcKD3Bpbm5lZF9tZXNzYWdlcxgCIAEoDSIqChRFbGlkZVRvb2xSZXN1bHRzUnVsZRISCgprZWVwX3R1cm5zGAEgASgNIjYKDURyb3BLaW5kc1J1bGUSJQoFa2luZHMYASADKA4yFi5hZ2VudGQudjEuTWVzc2FnZUtpbmQiIwoNQ2FwSW1hZ2VzUnVsZRISCgptYXhfaW1hZ2VzGAEgASgNIioKDENvbnRleHRCbG9jaxIMCgRuYW1lGAEgASgJEgwKBHRleHQYAiABKAkiUwoLQ29udGV4dEhvb2sSKgoHdGltZW91dBgBIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIYChBpbmNsdWRlX21lc3NhZ2VzGAIgASgIIqUBChJDb21wYWN0aW9uU2V0dGluZ3MSFAoMZGlzYWJsZV9hdXRvGAEgASgIEhYKDnJlc2VydmVfdG9rZW5zGAIgASgDEhoKEmtlZXBfcmVjZW50X3Rva2VucxgDIAEoAxIiCgVtb2RlbBgEIAEoCzITLmFnZW50ZC52MS5Nb2RlbFJlZhIhChlkaXNhYmxlX292ZXJmbG93X3JlY292ZXJ5GAUgASgIIrABCgpGYXV4U2NyaXB0Ei4KCXJlc3BvbnNlcxgBIAMoCzIbLmFnZW50ZC52MS5Bc3Npc3RhbnRNZXNzYWdlEgwKBGVjaG8YAiABKAgSGQoRdG9rZW5zX3Blcl9zZWNvbmQYAyABKA0SFgoOY29udGV4dF93aW5kb3cYBCABKAMSEQoJc3VtbWFyaWVzGAUgAygJEh4KFnN0cnVjdHVyZWRfb3V0cHV0X3Rvb2wYBiABKAgi3gMKB1Nlc3Npb24SCgoCaWQYASABKAkSDQoFdGl0bGUYAiABKAkSLgoGbGFiZWxzGAMgAygLMh4uYWdlbnRkLnYxLlNlc3Npb24uTGFiZWxzRW50cnkSKAoGY29uZmlnGAQgASgLMhguYWdlbnRkLnYxLlNlc3Npb25Db25maWcSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIVCg1sZWFmX2VudHJ5X2lkGAcgASgJEiYKBXN0YXRlGAggASgOMhcuYWdlbnRkLnYxLlNlc3Npb25TdGF0ZRIVCg1hY3RpdmVfcnVuX2lkGAkgASgJEigKBm9yaWdpbhgKIAEoCzIYLmFnZW50ZC52MS5TZXNzaW9uT3JpZ2luEh8KBXNwZW50GAsgASgLMhAuYWdlbnRkLnYxLlNwZW5kEiwKDHRvb2xfc2FuZGJveBgMIAEoCzIWLmFnZW50ZC52MS5Ub29sU2FuZGJveBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBInUKDVNlc3Npb25PcmlnaW4SEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCghlbnRyeV9pZBgCIAEoCRIOCgZydW5faWQYAyABKAkSFAoMdG9vbF9jYWxsX2lkGAQgASgJEhgKEHN1YmFnZW50X3Byb2ZpbGUYBSABKAkiVAoKTW9kZWxQcmljZRINCgVpbnB1dBgBIAEoARIOCgZvdXRwdXQYAiABKAESEgoKY2FjaGVfcmVhZBgDIAEoARITCgtjYWNoZV93cml0ZRgEIAEoASKeAgoFTW9kZWwSIAoDcmVmGAEgASgLMhMuYWdlbnRkLnYxLk1vZGVsUmVmEgwKBG5hbWUYAiABKAkSCwoDYXBpGAMgASgJEhYKDmNvbnRleHRfd2luZG93GAQgASgDEhkKEW1heF9vdXRwdXRfdG9rZW5zGAUgASgDEi0KEGlucHV0X21vZGFsaXRpZXMYBiADKA4yEy5hZ2VudGQudjEuTW9kYWxpdHkSEQoJcmVhc29uaW5nGAcgASgIEiQKBXByaWNlGAggASgLMhUuYWdlbnRkLnYxLk1vZGVsUHJpY2USEgoKY29uZmlndXJlZBgJIAEoCBIpCghtZXRhZGF0YRgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QqYQoMVG9vbEV4ZWN1dG9yEh0KGVRPT0xfRVhFQ1VUT1JfVU5TUEVDSUZJRUQQABIYChRUT09MX0VYRUNVVE9SX1NFUlZFUhABEhgKFFRPT0xfRVhFQ1VUT1JfQ0xJRU5UEAIqfwoOQXBwcm92YWxQb2xpY3kSHwobQVBQUk9WQUxfUE9MSUNZX1VOU1BFQ0lGSUVEEAASGQoVQVBQUk9WQUxfUE9MSUNZX0FMTE9XEAESFwoTQVBQUk9WQUxfUE9MSUNZX0FTSxACEhgKFEFQUFJPVkFMX1BPTElDWV9ERU5ZEAMqfgoRVG9vbEV4ZWN1dGlvbk1vZGUSIwofVE9PTF9FWEVDVVRJT05fTU9ERV9VTlNQRUNJRklFRBAAEiAKHFRPT0xfRVhFQ1VUSU9OX01PREVfUEFSQUxMRUwQARIiCh5UT09MX0VYRUNVVElPTl9NT0RFX1NFUVVFTlRJQUwQAipZCglRdWV1ZU1vZGUSGgoWUVVFVUVfTU9ERV9VTlNQRUNJRklFRBAAEhwKGFFVRVVFX01PREVfT05FX0FUX0FfVElNRRABEhIKDlFVRVVFX01PREVfQUxMEAIqogEKDlRvb2xDaG9pY2VNb2RlEiAKHFRPT0xfQ0hPSUNFX01PREVfVU5TUEVDSUZJRUQQABIZChVUT09MX0NIT0lDRV9NT0RFX0FVVE8QARIZChVUT09MX0NIT0lDRV9NT0RFX05PTkUQAhIdChlUT09MX0NIT0lDRV9NT0RFX1JFUVVJUkVEEAMSGQoVVE9PTF9DSE9JQ0VfTU9ERV9UT09MEAQqdwoRSG9va1RpbWVvdXRBY3Rpb24SIwofSE9PS19USU1FT1VUX0FDVElPTl9VTlNQRUNJRklFRBAAEh8KG0hPT0tfVElNRU9VVF9BQ1RJT05fUFJPQ0VFRBABEhwKGEhPT0tfVElNRU9VVF9BQ1RJT05fREVOWRACKmgKDlNhbmRib3hOZXR3b3JrEh8KG1NBTkRCT1hfTkVUV09SS19VTlNQRUNJRklFRBAAEhgKFFNBTkRCT1hfTkVUV09SS19OT05FEAESGwoXU0FOREJPWF9ORVRXT1JLX0FMTE9XRUQQAirYAgoLTWVzc2FnZUtpbmQSHAoYTUVTU0FHRV9LSU5EX1VOU1BFQ0lGSUVEEAASFQoRTUVTU0FHRV9LSU5EX1VTRVIQARIaChZNRVNTQUdFX0tJTkRfQVNTSVNUQU5UEAISHAoYTUVTU0FHRV9LSU5EX1RPT0xfUkVTVUxUEAMSIAocTUVTU0FHRV9LSU5EX0FQUFJPVkFMX05PVElDRRAEEh8KG01FU1NBR0VfS0lORF9CQVNIX0VYRUNVVElPThAFEhcKE01FU1NBR0VfS0lORF9DVVNUT00QBhIfChtNRVNTQUdFX0tJTkRfQlJBTkNIX1NVTU1BUlkQBxIjCh9NRVNTQUdFX0tJTkRfQ09NUEFDVElPTl9TVU1NQVJZEAgSGgoWTUVTU0FHRV9LSU5EX0VYVEVOU0lPThAJEhwKGE1FU1NBR0VfS0lORF9IT09LX05PVElDRRAKKmAKDFNlc3Npb25TdGF0ZRIdChlTRVNTSU9OX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSU0VTU0lPTl9TVEFURV9JRExFEAESGQoVU0VTU0lPTl9TVEFURV9SVU5OSU5HEAIqSwoITW9kYWxpdHkSGAoUTU9EQUxJVFlfVU5TUEVDSUZJRUQQABIRCg1NT0RBTElUWV9URVhUEAESEgoOTU9EQUxJVFlfSU1BR0UQAkI0WjJnaXRodWIuY29tL2FnZW50ZC9hZ2VudGQvZ2VuL2dvL2FnZW50ZC92MTthZ2VudGR2MWIGcHJvdG8z", [file_agentd_v1_agent_messages, file_agentd_v1_messages, file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * Tool declares a tool the model may call.
@@ -322,6 +322,48 @@ export type SessionConfig = Message<"agentd.v1.SessionConfig"> & {
    * @generated from field: repeated agentd.v1.Hook hooks = 21;
    */
   hooks: Hook[];
+
+  /**
+   * The sampling and tool-choice settings of the session's model calls;
+   * a run's PromptRequest.model_settings overrides them field by field.
+   * A setting the session's model cannot honour is refused with
+   * INVALID_ARGUMENT (SETTING_UNSUPPORTED) naming the field and the model.
+   *
+   * @generated from field: agentd.v1.ModelSettings model_settings = 22;
+   */
+  modelSettings?: ModelSettings | undefined;
+
+  /**
+   * The default output schema of the session's runs (see
+   * PromptRequest.output_schema); a run's own schema replaces it.
+   *
+   * @generated from field: google.protobuf.Struct output_schema = 23;
+   */
+  outputSchema?: JsonObject | undefined;
+
+  /**
+   * How many times a run's answer that does not validate against its
+   * output schema is sent back to the model with the validation errors
+   * before the run ends OUTPUT_INVALID; unset means 2, at most 10.
+   *
+   * @generated from field: optional uint32 max_output_retries = 24;
+   */
+  maxOutputRetries?: number | undefined;
+
+  /**
+   * Narrower agents the session's model may delegate to. When present the
+   * model gets the built-in tool spawn_agent (arguments: profile, task);
+   * each call creates a child session (SessionOrigin names the parent
+   * session, run and tool call; ListSessions origin_session_id finds
+   * them) whose run streams on its own and whose key events are mirrored
+   * on the parent's stream (SubagentEvent). The child's final answer (its
+   * structured_output when its profile has an output schema) is the tool
+   * call's result. Its spending counts against the parent's budget;
+   * aborting the parent aborts its children. At most 16, names unique.
+   *
+   * @generated from field: repeated agentd.v1.SubagentProfile subagents = 25;
+   */
+  subagents: SubagentProfile[];
 };
 
 /**
@@ -330,6 +372,159 @@ export type SessionConfig = Message<"agentd.v1.SessionConfig"> & {
  */
 export const SessionConfigSchema: GenMessage<SessionConfig> = /*@__PURE__*/
   messageDesc(file_agentd_v1_session, 3);
+
+/**
+ * SubagentProfile is one kind of child agent a session may spawn.
+ *
+ * @generated from message agentd.v1.SubagentProfile
+ */
+export type SubagentProfile = Message<"agentd.v1.SubagentProfile"> & {
+  /**
+   * The name spawn_agent's profile argument takes: 1 to 64 characters of
+   * [a-zA-Z0-9_-], unique in the session. Required.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * What the subagent is for, for the model choosing one. Required, at
+   * most 4096 bytes.
+   *
+   * @generated from field: string description = 2;
+   */
+  description: string;
+
+  /**
+   * The child's configuration as an overlay of the parent's: each field
+   * set here replaces the parent's (model, system_prompt, tools,
+   * thinking_level, output_schema, hooks, budget, ...); unset fields are
+   * inherited. The parent's subagents are inherited too, so a child may
+   * spawn in turn within max_depth. Validated as CreateSession validates
+   * a configuration, within the parent's tenant and workspace roots.
+   *
+   * @generated from field: agentd.v1.SessionConfig config = 3;
+   */
+  config?: SessionConfig | undefined;
+
+  /**
+   * How many levels of subagents below the parent this profile may reach:
+   * a child at depth max_depth gets no spawn_agent tool. 0 means 1 (the
+   * child cannot spawn), at most 4.
+   *
+   * @generated from field: uint32 max_depth = 4;
+   */
+  maxDepth: number;
+
+  /**
+   * The most children of this profile one parent run may have active at
+   * once; a spawn beyond it waits for one to end. 0 means 4, at most 16.
+   *
+   * @generated from field: uint32 max_concurrent = 5;
+   */
+  maxConcurrent: number;
+};
+
+/**
+ * Describes the message agentd.v1.SubagentProfile.
+ * Use `create(SubagentProfileSchema)` to create a new message.
+ */
+export const SubagentProfileSchema: GenMessage<SubagentProfile> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 4);
+
+/**
+ * ToolChoice constrains the model's tool calls.
+ *
+ * @generated from message agentd.v1.ToolChoice
+ */
+export type ToolChoice = Message<"agentd.v1.ToolChoice"> & {
+  /**
+   * The constraint.
+   *
+   * @generated from field: agentd.v1.ToolChoiceMode mode = 1;
+   */
+  mode: ToolChoiceMode;
+
+  /**
+   * With mode TOOL: the tool's name, one of the run's tools. Refused
+   * otherwise.
+   *
+   * @generated from field: string tool_name = 2;
+   */
+  toolName: string;
+};
+
+/**
+ * Describes the message agentd.v1.ToolChoice.
+ * Use `create(ToolChoiceSchema)` to create a new message.
+ */
+export const ToolChoiceSchema: GenMessage<ToolChoice> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 5);
+
+/**
+ * ModelSettings are sampling and tool-choice settings of model calls.
+ * Unset fields keep the model's defaults. Each provider adapter maps what
+ * its API supports; a setting it cannot send is refused before the run
+ * starts.
+ *
+ * @generated from message agentd.v1.ModelSettings
+ */
+export type ModelSettings = Message<"agentd.v1.ModelSettings"> & {
+  /**
+   * Sampling temperature, 0 to 2.
+   *
+   * @generated from field: optional double temperature = 1;
+   */
+  temperature?: number | undefined;
+
+  /**
+   * Nucleus sampling, above 0 and at most 1.
+   *
+   * @generated from field: optional double top_p = 2;
+   */
+  topP?: number | undefined;
+
+  /**
+   * The most output tokens per model call; 0 means the model's limit. At
+   * most the model's max_output_tokens.
+   *
+   * @generated from field: int64 max_output_tokens = 3;
+   */
+  maxOutputTokens: bigint;
+
+  /**
+   * Whether and which tool the model must call.
+   *
+   * @generated from field: agentd.v1.ToolChoice tool_choice = 4;
+   */
+  toolChoice?: ToolChoice | undefined;
+
+  /**
+   * Sequences that end the answer when the model writes them; at most 8,
+   * each 1 to 256 bytes.
+   *
+   * @generated from field: repeated string stop_sequences = 5;
+   */
+  stopSequences: string[];
+
+  /**
+   * Provider request fields agentd does not model, merged into the
+   * request body as given (such as {"seed": 7} for OpenAI or
+   * {"top_k": 40} for Anthropic). A key agentd sets itself (model,
+   * messages, tools, stream, the settings above) is refused with
+   * INVALID_ARGUMENT; at most 16 KiB encoded.
+   *
+   * @generated from field: google.protobuf.Struct provider_options = 6;
+   */
+  providerOptions?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message agentd.v1.ModelSettings.
+ * Use `create(ModelSettingsSchema)` to create a new message.
+ */
+export const ModelSettingsSchema: GenMessage<ModelSettings> = /*@__PURE__*/
+  messageDesc(file_agentd_v1_session, 6);
 
 /**
  * Hook asks the client to decide at one point of a run (see HookEvent).
@@ -392,7 +587,7 @@ export type Hook = Message<"agentd.v1.Hook"> & {
  * Use `create(HookSchema)` to create a new message.
  */
 export const HookSchema: GenMessage<Hook> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 4);
+  messageDesc(file_agentd_v1_session, 7);
 
 /**
  * SandboxSettings shape the confinement of a session's bash commands
@@ -427,7 +622,7 @@ export type SandboxSettings = Message<"agentd.v1.SandboxSettings"> & {
  * Use `create(SandboxSettingsSchema)` to create a new message.
  */
 export const SandboxSettingsSchema: GenMessage<SandboxSettings> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 5);
+  messageDesc(file_agentd_v1_session, 8);
 
 /**
  * ToolSandbox is the confinement in force for a session's bash commands.
@@ -472,7 +667,7 @@ export type ToolSandbox = Message<"agentd.v1.ToolSandbox"> & {
  * Use `create(ToolSandboxSchema)` to create a new message.
  */
 export const ToolSandboxSchema: GenMessage<ToolSandbox> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 6);
+  messageDesc(file_agentd_v1_session, 9);
 
 /**
  * Budget caps what a session's runs may spend. A zero field sets no limit.
@@ -516,7 +711,7 @@ export type Budget = Message<"agentd.v1.Budget"> & {
  * Use `create(BudgetSchema)` to create a new message.
  */
 export const BudgetSchema: GenMessage<Budget> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 7);
+  messageDesc(file_agentd_v1_session, 10);
 
 /**
  * Spend is what model calls cost: the tokens they used and their price.
@@ -544,7 +739,7 @@ export type Spend = Message<"agentd.v1.Spend"> & {
  * Use `create(SpendSchema)` to create a new message.
  */
 export const SpendSchema: GenMessage<Spend> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 8);
+  messageDesc(file_agentd_v1_session, 11);
 
 /**
  * McpServer enables one of agentd's MCP servers for a session.
@@ -598,7 +793,7 @@ export type McpServer = Message<"agentd.v1.McpServer"> & {
  * Use `create(McpServerSchema)` to create a new message.
  */
 export const McpServerSchema: GenMessage<McpServer> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 9);
+  messageDesc(file_agentd_v1_session, 12);
 
 /**
  * ContextPolicy is an ordered list of declarative rules that shape what the
@@ -622,7 +817,7 @@ export type ContextPolicy = Message<"agentd.v1.ContextPolicy"> & {
  * Use `create(ContextPolicySchema)` to create a new message.
  */
 export const ContextPolicySchema: GenMessage<ContextPolicy> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 10);
+  messageDesc(file_agentd_v1_session, 13);
 
 /**
  * ContextRule is one rule of a ContextPolicy.
@@ -675,7 +870,7 @@ export type ContextRule = Message<"agentd.v1.ContextRule"> & {
  * Use `create(ContextRuleSchema)` to create a new message.
  */
 export const ContextRuleSchema: GenMessage<ContextRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 11);
+  messageDesc(file_agentd_v1_session, 14);
 
 /**
  * TokenBudgetRule drops the oldest turns until the estimated size (about
@@ -710,7 +905,7 @@ export type TokenBudgetRule = Message<"agentd.v1.TokenBudgetRule"> & {
  * Use `create(TokenBudgetRuleSchema)` to create a new message.
  */
 export const TokenBudgetRuleSchema: GenMessage<TokenBudgetRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 12);
+  messageDesc(file_agentd_v1_session, 15);
 
 /**
  * ElideToolResultsRule replaces the content of old tool results with one
@@ -736,7 +931,7 @@ export type ElideToolResultsRule = Message<"agentd.v1.ElideToolResultsRule"> & {
  * Use `create(ElideToolResultsRuleSchema)` to create a new message.
  */
 export const ElideToolResultsRuleSchema: GenMessage<ElideToolResultsRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 13);
+  messageDesc(file_agentd_v1_session, 16);
 
 /**
  * DropKindsRule drops every message of the given kinds. User, assistant and
@@ -759,7 +954,7 @@ export type DropKindsRule = Message<"agentd.v1.DropKindsRule"> & {
  * Use `create(DropKindsRuleSchema)` to create a new message.
  */
 export const DropKindsRuleSchema: GenMessage<DropKindsRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 14);
+  messageDesc(file_agentd_v1_session, 17);
 
 /**
  * CapImagesRule keeps the newest max_images images of the context and turns
@@ -781,7 +976,7 @@ export type CapImagesRule = Message<"agentd.v1.CapImagesRule"> & {
  * Use `create(CapImagesRuleSchema)` to create a new message.
  */
 export const CapImagesRuleSchema: GenMessage<CapImagesRule> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 15);
+  messageDesc(file_agentd_v1_session, 18);
 
 /**
  * ContextBlock is a named piece of text the client keeps up to date; every
@@ -812,7 +1007,7 @@ export type ContextBlock = Message<"agentd.v1.ContextBlock"> & {
  * Use `create(ContextBlockSchema)` to create a new message.
  */
 export const ContextBlockSchema: GenMessage<ContextBlock> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 16);
+  messageDesc(file_agentd_v1_session, 19);
 
 /**
  * ContextHook lets a client reshape each model call's context: before each
@@ -846,7 +1041,7 @@ export type ContextHook = Message<"agentd.v1.ContextHook"> & {
  * Use `create(ContextHookSchema)` to create a new message.
  */
 export const ContextHookSchema: GenMessage<ContextHook> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 17);
+  messageDesc(file_agentd_v1_session, 20);
 
 /**
  * CompactionSettings say when and how a session's history is compacted:
@@ -905,7 +1100,7 @@ export type CompactionSettings = Message<"agentd.v1.CompactionSettings"> & {
  * Use `create(CompactionSettingsSchema)` to create a new message.
  */
 export const CompactionSettingsSchema: GenMessage<CompactionSettings> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 18);
+  messageDesc(file_agentd_v1_session, 21);
 
 /**
  * FauxScript scripts the faux model, so clients in any language can write
@@ -960,6 +1155,16 @@ export type FauxScript = Message<"agentd.v1.FauxScript"> & {
    * @generated from field: repeated string summaries = 5;
    */
   summaries: string[];
+
+  /**
+   * Behave as a model without a native structured-output mode: a run with
+   * an output schema offers the reserved submit_output tool, and the
+   * responses deliver their answer by calling it. By default the faux
+   * model supports the native mode: a response's text is the JSON answer.
+   *
+   * @generated from field: bool structured_output_tool = 6;
+   */
+  structuredOutputTool: boolean;
 };
 
 /**
@@ -967,7 +1172,7 @@ export type FauxScript = Message<"agentd.v1.FauxScript"> & {
  * Use `create(FauxScriptSchema)` to create a new message.
  */
 export const FauxScriptSchema: GenMessage<FauxScript> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 19);
+  messageDesc(file_agentd_v1_session, 22);
 
 /**
  * Session is one conversation with its configuration.
@@ -1068,27 +1273,50 @@ export type Session = Message<"agentd.v1.Session"> & {
  * Use `create(SessionSchema)` to create a new message.
  */
 export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 20);
+  messageDesc(file_agentd_v1_session, 23);
 
 /**
- * SessionOrigin names the session and entry a session was forked from.
+ * SessionOrigin names where a session comes from: the session and entry it
+ * was forked from (ForkSession), or the session, run and tool call that
+ * spawned it as a subagent.
  *
  * @generated from message agentd.v1.SessionOrigin
  */
 export type SessionOrigin = Message<"agentd.v1.SessionOrigin"> & {
   /**
-   * The session forked.
+   * The session forked, or the parent session.
    *
    * @generated from field: string session_id = 1;
    */
   sessionId: string;
 
   /**
-   * The entry whose path the fork copied.
+   * The entry whose path the fork copied; empty for a subagent.
    *
    * @generated from field: string entry_id = 2;
    */
   entryId: string;
+
+  /**
+   * For a subagent: the parent's run that spawned it.
+   *
+   * @generated from field: string run_id = 3;
+   */
+  runId: string;
+
+  /**
+   * For a subagent: the parent's spawn_agent tool call.
+   *
+   * @generated from field: string tool_call_id = 4;
+   */
+  toolCallId: string;
+
+  /**
+   * For a subagent: the profile it was spawned with.
+   *
+   * @generated from field: string subagent_profile = 5;
+   */
+  subagentProfile: string;
 };
 
 /**
@@ -1096,7 +1324,7 @@ export type SessionOrigin = Message<"agentd.v1.SessionOrigin"> & {
  * Use `create(SessionOriginSchema)` to create a new message.
  */
 export const SessionOriginSchema: GenMessage<SessionOrigin> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 21);
+  messageDesc(file_agentd_v1_session, 24);
 
 /**
  * ModelPrice is a model's price in US dollars per million tokens.
@@ -1138,7 +1366,7 @@ export type ModelPrice = Message<"agentd.v1.ModelPrice"> & {
  * Use `create(ModelPriceSchema)` to create a new message.
  */
 export const ModelPriceSchema: GenMessage<ModelPrice> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 22);
+  messageDesc(file_agentd_v1_session, 25);
 
 /**
  * Model describes a model agentd can call.
@@ -1224,7 +1452,7 @@ export type Model = Message<"agentd.v1.Model"> & {
  * Use `create(ModelSchema)` to create a new message.
  */
 export const ModelSchema: GenMessage<Model> = /*@__PURE__*/
-  messageDesc(file_agentd_v1_session, 23);
+  messageDesc(file_agentd_v1_session, 26);
 
 /**
  * ToolExecutor says who runs a tool.
@@ -1372,6 +1600,54 @@ export const QueueModeSchema: GenEnum<QueueMode> = /*@__PURE__*/
   enumDesc(file_agentd_v1_session, 3);
 
 /**
+ * ToolChoiceMode says whether and which tool the model must call.
+ *
+ * @generated from enum agentd.v1.ToolChoiceMode
+ */
+export enum ToolChoiceMode {
+  /**
+   * AUTO.
+   *
+   * @generated from enum value: TOOL_CHOICE_MODE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The model decides.
+   *
+   * @generated from enum value: TOOL_CHOICE_MODE_AUTO = 1;
+   */
+  AUTO = 1,
+
+  /**
+   * The model may not call tools.
+   *
+   * @generated from enum value: TOOL_CHOICE_MODE_NONE = 2;
+   */
+  NONE = 2,
+
+  /**
+   * The model must call some tool.
+   *
+   * @generated from enum value: TOOL_CHOICE_MODE_REQUIRED = 3;
+   */
+  REQUIRED = 3,
+
+  /**
+   * The model must call the tool named by ToolChoice.tool_name.
+   *
+   * @generated from enum value: TOOL_CHOICE_MODE_TOOL = 4;
+   */
+  TOOL = 4,
+}
+
+/**
+ * Describes the enum agentd.v1.ToolChoiceMode.
+ */
+export const ToolChoiceModeSchema: GenEnum<ToolChoiceMode> = /*@__PURE__*/
+  enumDesc(file_agentd_v1_session, 4);
+
+/**
  * HookTimeoutAction is what a run does when nobody answers a hook in
  * time. Either way an error event with stage "hook" says so.
  *
@@ -1406,7 +1682,7 @@ export enum HookTimeoutAction {
  * Describes the enum agentd.v1.HookTimeoutAction.
  */
 export const HookTimeoutActionSchema: GenEnum<HookTimeoutAction> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_session, 4);
+  enumDesc(file_agentd_v1_session, 5);
 
 /**
  * SandboxNetwork is the network a session's commands get.
@@ -1440,7 +1716,7 @@ export enum SandboxNetwork {
  * Describes the enum agentd.v1.SandboxNetwork.
  */
 export const SandboxNetworkSchema: GenEnum<SandboxNetwork> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_session, 5);
+  enumDesc(file_agentd_v1_session, 6);
 
 /**
  * MessageKind names a kind of AgentMessage; its number is the field number
@@ -1531,7 +1807,7 @@ export enum MessageKind {
  * Describes the enum agentd.v1.MessageKind.
  */
 export const MessageKindSchema: GenEnum<MessageKind> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_session, 6);
+  enumDesc(file_agentd_v1_session, 7);
 
 /**
  * SessionState says whether a session has an active run.
@@ -1565,7 +1841,7 @@ export enum SessionState {
  * Describes the enum agentd.v1.SessionState.
  */
 export const SessionStateSchema: GenEnum<SessionState> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_session, 7);
+  enumDesc(file_agentd_v1_session, 8);
 
 /**
  * Modality is a kind of input a model accepts.
@@ -1599,5 +1875,5 @@ export enum Modality {
  * Describes the enum agentd.v1.Modality.
  */
 export const ModalitySchema: GenEnum<Modality> = /*@__PURE__*/
-  enumDesc(file_agentd_v1_session, 8);
+  enumDesc(file_agentd_v1_session, 9);
 
