@@ -129,6 +129,12 @@ type StartRequest struct {
 	// TenantLimits are the limits of the session's tenant, decided here
 	// beside this agent's own.
 	TenantLimits TenantLimits
+	// Run is the request's per-run settings (model, thinking level,
+	// system prompt addition, tool subset, model settings, output schema)
+	// and metadata, stored with the run as its RunRequest; nil means none.
+	// Method, RequestID, ParentEntryID and FromRoot are filled in from the
+	// fields above.
+	Run *agentdv1.RunRequest
 }
 
 // TenantLimits are what a tenant's runs may use; zero values limit

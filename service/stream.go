@@ -24,8 +24,12 @@ func (s *Service) Prompt(req *agentdv1.PromptRequest, stream grpc.ServerStreamin
 	prompt := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{
 		Content: req.GetContent(), Timestamp: timestamp(s.now()),
 	}}}
+	run := &agentdv1.RunRequest{Method: "prompt",
+		Model: req.GetModel(), ThinkingLevel: req.GetThinkingLevel(), SystemPromptAppend: req.GetSystemPromptAppend(), Tools: req.GetTools(),
+		ModelSettings: req.GetModelSettings(), OutputSchema: req.GetOutputSchema(), MaxOutputRetries: req.MaxOutputRetries,
+		Metadata: req.GetMetadata(), IfBusy: req.GetIfBusy()}
 	return s.run(ctx, agent.StartRequest{SessionID: req.GetSessionId(), RequestID: req.GetRequestId(), Prompt: prompt,
-		ParentEntryID: req.GetParentEntryId(), FromRoot: req.GetFromRoot()}, req.GetDetach(), stream)
+		ParentEntryID: req.GetParentEntryId(), FromRoot: req.GetFromRoot(), Run: run}, req.GetDetach(), stream)
 }
 
 // Continue implements agentdv1.AgentServiceServer.
@@ -37,7 +41,11 @@ func (s *Service) Continue(req *agentdv1.ContinueRequest, stream grpc.ServerStre
 	if err := checkRequestID(req.GetRequestId()); err != nil {
 		return err
 	}
-	return s.run(ctx, agent.StartRequest{SessionID: req.GetSessionId(), RequestID: req.GetRequestId(), ParentEntryID: req.GetParentEntryId()},
+	run := &agentdv1.RunRequest{Method: "continue",
+		Model: req.GetModel(), ThinkingLevel: req.GetThinkingLevel(), SystemPromptAppend: req.GetSystemPromptAppend(), Tools: req.GetTools(),
+		ModelSettings: req.GetModelSettings(), OutputSchema: req.GetOutputSchema(), MaxOutputRetries: req.MaxOutputRetries,
+		Metadata: req.GetMetadata()}
+	return s.run(ctx, agent.StartRequest{SessionID: req.GetSessionId(), RequestID: req.GetRequestId(), ParentEntryID: req.GetParentEntryId(), Run: run},
 		req.GetDetach(), stream)
 }
 
