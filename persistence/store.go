@@ -144,9 +144,13 @@ type Session struct {
 	Tenant string
 }
 
-// Origin names the session and entry a session was forked from.
+// Origin names the session and entry a session was forked from, or the
+// session, run and tool call that spawned it as a subagent.
 type Origin struct {
 	SessionID, EntryID string
+	// RunID, ToolCallID and Profile are a subagent's: the parent's run and
+	// spawn_agent call, and the profile it was spawned with.
+	RunID, ToolCallID, Profile string
 }
 
 // CreateSessionParams are the caller-chosen fields of a new session.

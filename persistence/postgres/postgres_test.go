@@ -133,8 +133,8 @@ func TestSchema(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open %d: %v", i, err)
 		}
-		if v := stores[i].SchemaVersion(); v != 3 {
-			t.Fatalf("SchemaVersion = %d, want 3", v)
+		if v := stores[i].SchemaVersion(); v != 4 {
+			t.Fatalf("SchemaVersion = %d, want 4", v)
 		}
 		if err := stores[i].Ping(ctx); err != nil {
 			t.Fatalf("Ping: %v", err)
