@@ -143,8 +143,8 @@ func TestSchema(t *testing.T) {
 	}
 	raw := rawConn(t, dsn)
 	var applied int
-	if err := raw.QueryRow(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&applied); err != nil || applied != 3 {
-		t.Fatalf("schema_migrations holds %d rows (%v), want 3", applied, err)
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&applied); err != nil || applied != 4 {
+		t.Fatalf("schema_migrations holds %d rows (%v), want 4", applied, err)
 	}
 	if _, err := raw.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES (7, '0007_future.sql')`); err != nil {
 		t.Fatal(err)
