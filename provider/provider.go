@@ -37,6 +37,11 @@ type Model struct {
 	// sent to it by a text placeholder. The zero value accepts images, so
 	// models declared before this field existed keep their behaviour.
 	TextOnly bool
+	// StructuredOutputTool makes runs with an output schema use the
+	// reserved finalizer tool even where the API has a native mode (the
+	// faux model with FauxScript.structured_output_tool); see
+	// [NativeStructuredOutput].
+	StructuredOutputTool bool
 }
 
 // The errors a model resolver (such as provider/catalog's Registry) wraps,
