@@ -11,6 +11,7 @@ import (
 	"github.com/agentd/agentd/agent"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/testkit"
+	"github.com/agentd/agentd/persistence/postgres/pgtest"
 	"github.com/agentd/agentd/service"
 )
 
@@ -313,4 +314,57 @@ func promptEvents(t *testing.T, s grpc.ServerStreamingClient[agentdv1.AgentEvent
 		t.Fatal(err)
 	}
 	return evs
+}
+
+// TestBusyPolicyAcrossReplicas (PostgreSQL; skipped without a server, see
+// pgtest): replica a runs the session's run; through replica b a steering
+// message is queued and taken back with ClearQueue, an ENQUEUE prompt
+// joins a's run and b's stream follows that run to its end, and an
+// INTERRUPT prompt aborts a's next run and starts its own.
+func TestBusyPolicyAcrossReplicas(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	a := newHarnessOn(t, dsn, agent.Options{ReplicaID: "a"}, service.ServerOptions{})
+	b := newHarnessOn(t, dsn, agent.Options{ReplicaID: "b"}, service.ServerOptions{})
+	id := a.createSession(askConfig(t, textAnswer("first done"), textAnswer("later answer"), toolCallAnswer(t, "c3", "ask", map[string]any{})))
+	first, runID := startWaiting(t, a.client, a, id, "go")
+
+	if _, err := b.client.Steer(b.ctx(), &agentdv1.SteerRequest{SessionId: id, Content: texts("now")}); err != nil {
+		t.Fatal(err)
+	}
+	cleared, err := b.client.ClearQueue(b.ctx(), &agentdv1.ClearQueueRequest{SessionId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cleared.GetSteering()) != 1 || blocksText(cleared.GetSteering()[0].GetUser().GetContent()) != "now" || len(cleared.GetFollowUp()) != 0 {
+		t.Fatalf("ClearQueue through replica b returned %v", cleared)
+	}
+
+	queued := busyPrompt(t, b.client, b, id, "later", agentdv1.BusyPolicy_BUSY_POLICY_ENQUEUE, "")
+	seen := recvUntil(t, queued, func(ev *agentdv1.AgentEvent) bool { return queuedShows(ev, "later") })
+	submitAsk(t, b.client, b, id, "c1")
+	rest, err := drain(queued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := append(seen, rest...)
+	if e := ends(evs); len(e) != 1 || e[0].GetRunId() != runID || !delivered(evs, "later") {
+		t.Fatalf("replica b's stream of the prompt queued into a's run %s: %s", runID, kinds(evs))
+	}
+	if _, err := drain(first); err != nil {
+		t.Fatal(err)
+	}
+
+	second, secondID := startWaiting(t, a.client, a, id, "again")
+	interrupt := promptEvents(t, busyPrompt(t, b.client, b, id, "instead", agentdv1.BusyPolicy_BUSY_POLICY_INTERRUPT, ""))
+	e := ends(interrupt)
+	if len(e) != 1 || e[0].GetRunId() == secondID || e[0].GetAgentEnd().GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED || !delivered(interrupt, "instead") {
+		t.Fatalf("replica b's interrupting prompt: %s", kinds(interrupt))
+	}
+	secondEvs, _ := drain(second)
+	if se := ends(secondEvs); len(se) != 1 || se[0].GetAgentEnd().GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_ABORTED {
+		t.Fatalf("a's interrupted run: %s", kinds(secondEvs))
+	}
+	if got := userTexts(a.transcript(id)); !slices.Equal(got, []string{"go", "later", "again", "instead"}) {
+		t.Fatalf("user messages %q", got)
+	}
 }
