@@ -120,6 +120,11 @@ func (a *Agent) controlHere(ctx context.Context, ctl *agentdv1.ReplicaControl) (
 	if r == nil {
 		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE, "session %q has no active run%s", sid, idleHint(ctl)).with("session_id", sid)
 	}
+	if want := ctl.GetRunId(); want != "" && want != r.id {
+		// The run the sender found active ended meanwhile: the request was
+		// meant for it, not for its successor.
+		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE, "run %q of session %q is no longer active (the active run is %q)", want, sid, r.id).with("session_id", sid, "run_id", r.id)
+	}
 	ans := &agentdv1.ReplicaControlAnswer{}
 	var err error
 	switch act := ctl.GetAction().(type) {
@@ -148,6 +153,8 @@ func (a *Agent) controlHere(ctx context.Context, ctl *agentdv1.ReplicaControl) (
 		err = r.answerContext(cx.GetRequestId(), cx.GetSelections())
 	case *agentdv1.ReplicaControl_Hook:
 		err = r.hooks.answer(sid, act.Hook)
+	case *agentdv1.ReplicaControl_ClearQueue:
+		ans.Cleared, err = a.clearQueue(r)
 	default:
 		err = refuse(agentdv1.ErrorReason_ERROR_REASON_REPLICA_VERSION_MISMATCH, "a control of another replica has no action this build knows; upgrade the replicas to one version")
 	}

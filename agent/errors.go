@@ -26,7 +26,7 @@ var (
 	// ErrNotFound: the run, its events or the tool call does not exist.
 	ErrNotFound = errors.New("not found")
 	// ErrExists: the request id was used before in a way that cannot be
-	// replayed.
+	// replayed, or a chosen session id is taken.
 	ErrExists = errors.New("already exists")
 	// ErrLimit: a limit of this agentd, a tenant or a session is reached.
 	ErrLimit = errors.New("limit reached")
@@ -79,7 +79,7 @@ func kindOf(r agentdv1.ErrorReason) kind {
 		agentdv1.ErrorReason_ERROR_REASON_EVENTS_EXPIRED, agentdv1.ErrorReason_ERROR_REASON_NOT_IN_DOUBT,
 		agentdv1.ErrorReason_ERROR_REASON_RULE_NOT_FOUND:
 		return kind{ErrNotFound, code.Code_NOT_FOUND}
-	case agentdv1.ErrorReason_ERROR_REASON_REQUEST_ID_REUSED:
+	case agentdv1.ErrorReason_ERROR_REASON_REQUEST_ID_REUSED, agentdv1.ErrorReason_ERROR_REASON_SESSION_EXISTS:
 		return kind{ErrExists, code.Code_ALREADY_EXISTS}
 	case agentdv1.ErrorReason_ERROR_REASON_CONCURRENCY_LIMIT, agentdv1.ErrorReason_ERROR_REASON_TENANT_LIMIT,
 		agentdv1.ErrorReason_ERROR_REASON_BUDGET_EXCEEDED:

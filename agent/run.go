@@ -104,10 +104,10 @@ func (r *Run) abortAndWait(ctx context.Context, reason string) error {
 // without a request id every run gets a fresh id.
 func runID(sessionID, requestID string) string {
 	if requestID == "" {
-		return "run-" + persistence.NewID()
+		return RunIDPrefix + persistence.NewID()
 	}
 	sum := sha256.Sum256([]byte(sessionID + "\x00" + requestID))
-	return "run-" + hex.EncodeToString(sum[:10])
+	return RunIDPrefix + hex.EncodeToString(sum[:10])
 }
 
 // StartRequest says which run Start starts.

@@ -193,6 +193,7 @@ func TestEveryRPCIsImplemented(t *testing.T) {
 		"Continue":      func() error { return recv(c.Continue(ctx, &agentdv1.ContinueRequest{})) },
 		"Steer":         func() error { _, err := c.Steer(ctx, &agentdv1.SteerRequest{}); return err },
 		"FollowUp":      func() error { _, err := c.FollowUp(ctx, &agentdv1.FollowUpRequest{}); return err },
+		"ClearQueue":    func() error { _, err := c.ClearQueue(ctx, &agentdv1.ClearQueueRequest{}); return err },
 		"Abort":         func() error { _, err := c.Abort(ctx, &agentdv1.AbortRequest{}); return err },
 		"Attach":        func() error { return recv(c.Attach(ctx, &agentdv1.AttachRequest{})) },
 		"SubmitToolResult": func() error {

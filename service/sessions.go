@@ -16,6 +16,9 @@ import (
 
 // CreateSession implements agentdv1.AgentServiceServer.
 func (s *Service) CreateSession(ctx context.Context, req *agentdv1.CreateSessionRequest) (*agentdv1.CreateSessionResponse, error) {
+	if err := checkSessionID(req.GetSessionId()); err != nil {
+		return nil, err
+	}
 	if err := s.checkNewSession(CallerFrom(ctx).Tenant, req.GetConfig(), req.GetTitle(), req.GetLabels()); err != nil {
 		return nil, err
 	}
@@ -23,7 +26,8 @@ func (s *Service) CreateSession(ctx context.Context, req *agentdv1.CreateSession
 	if cfg == nil {
 		cfg = &agentdv1.SessionConfig{}
 	}
-	rec, err := s.store.CreateSession(ctx, persistence.CreateSessionParams{
+	rec, err := s.agent.CreateSession(ctx, persistence.CreateSessionParams{
+		ID:     req.GetSessionId(),
 		Title:  req.GetTitle(),
 		Labels: req.GetLabels(),
 		Config: proto.CloneOf(cfg),

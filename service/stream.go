@@ -60,6 +60,9 @@ func (s *Service) run(ctx context.Context, req agent.StartRequest, detach bool, 
 		return err
 	}
 	req.TenantLimits = s.tenantLimits(rec.Tenant)
+	if queuesWhenBusy(req.Run.GetIfBusy()) {
+		return s.promptBusy(ctx, req, detach, stream)
+	}
 	runID, err := s.agent.Start(ctx, req)
 	if err != nil {
 		return s.status(ctx, "start a run", err)
@@ -77,13 +80,7 @@ func checkRequestID(id string) error {
 // follow streams a run's events after seq after until agent_end, each as
 // the bytes the run's log encoded once.
 func (s *Service) follow(ctx context.Context, sessionID, runID string, after uint64, opts agent.FollowOptions, stream grpc.ServerStream) error {
-	err := s.agent.Follow(ctx, sessionID, runID, after, opts, func(e agent.Event) error {
-		if err := stream.SendMsg(encodedEvent(e.Data)); err != nil {
-			return err
-		}
-		s.metrics.EventSent(e.Time)
-		return nil
-	})
+	err := s.agent.Follow(ctx, sessionID, runID, after, opts, s.sender(stream))
 	return s.status(ctx, "stream events", err)
 }
 

@@ -99,6 +99,10 @@ func TestTenantsAreIsolated(t *testing.T) {
 			_, err := c.FollowUp(ctx, &agentdv1.FollowUpRequest{SessionId: sid, Content: texts("x")})
 			return err
 		},
+		"ClearQueue": func(ctx context.Context, sid string) error {
+			_, err := c.ClearQueue(ctx, &agentdv1.ClearQueueRequest{SessionId: sid})
+			return err
+		},
 		"Abort": func(ctx context.Context, sid string) error {
 			_, err := c.Abort(ctx, &agentdv1.AbortRequest{SessionId: sid})
 			return err

@@ -167,22 +167,30 @@ class AgentdClient:
         await self._channel.close()
 
     async def create_session(self, config: session_pb2.SessionConfig, title: str = "",
-                             labels: Optional[dict] = None) -> session_pb2.Session:
-        """Creates a session; config.faux scripts the faux model."""
+                             labels: Optional[dict] = None, session_id: str = "") -> session_pb2.Session:
+        """Creates a session; config.faux scripts the faux model.
+
+        With a session_id of the caller's choosing it is idempotent: the same
+        id and config return the existing session.
+        """
         res = await self.rpc.CreateSession(
-            service_pb2.CreateSessionRequest(config=config, title=title, labels=labels or {}),
+            service_pb2.CreateSessionRequest(config=config, title=title, labels=labels or {},
+                                             session_id=session_id),
             metadata=self._metadata)
         return res.session
 
     def prompt(self, session_id: str, content: Content, *, detach: bool = False,
-               request_id: str = "") -> AsyncIterator[events_pb2.AgentEvent]:
+               request_id: str = "", if_busy: int = 0) -> AsyncIterator[events_pb2.AgentEvent]:
         """Sends a prompt and yields the run's events until agent_end.
 
         Leaving the iteration early (break, cancellation) ends the stream; the
-        run goes on only when detach is set.
+        run goes on only when detach is set. if_busy (a service_pb2.BusyPolicy)
+        says what to do while another run is active: REJECT (the default)
+        refuses, ENQUEUE and STEER queue the prompt into that run and yield its
+        events, INTERRUPT aborts it and yields this prompt's own run.
         """
         req = service_pb2.PromptRequest(session_id=session_id, content=to_content(content),
-                                        detach=detach, request_id=request_id)
+                                        detach=detach, request_id=request_id, if_busy=if_busy)
         return self._stream(self.rpc.Prompt(req, metadata=self._metadata))
 
     def continue_run(self, session_id: str, *, detach: bool = False,
@@ -274,6 +282,11 @@ class AgentdClient:
         res = await self.rpc.FollowUp(service_pb2.FollowUpRequest(session_id=session_id, content=to_content(content)),
                                       metadata=self._metadata)
         return res.queued
+
+    async def clear_queue(self, session_id: str) -> service_pb2.ClearQueueResponse:
+        """Removes and returns the steering and follow-up messages waiting for the active run."""
+        return await self.rpc.ClearQueue(service_pb2.ClearQueueRequest(session_id=session_id),
+                                         metadata=self._metadata)
 
     async def abort(self, session_id: str, run_id: str = "") -> str:
         """Aborts the active run; its stream still ends with agent_end."""

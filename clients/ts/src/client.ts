@@ -32,9 +32,11 @@ import { ContentBlockSchema } from "../../../gen/ts/agentd/v1/content_pb.js";
 import type { AgentEvent, ApprovalRequested, CompactionEnd, ToolCallRequested } from "../../../gen/ts/agentd/v1/events_pb.js";
 import {
   AgentService,
+  BusyPolicy,
   ErrorReason,
   HookVerdict,
   InDoubtAction,
+  type ClearQueueResponse,
   type GetContextResponse,
   type NavigateResponse,
   type ResolveInDoubtResponse,
@@ -63,6 +65,16 @@ export interface StreamOptions {
   requestId?: string;
   /** Ends the stream (not the run, when detached) when aborted. */
   signal?: AbortSignal;
+}
+
+/** Options of Prompt. */
+export interface PromptOptions extends StreamOptions {
+  /**
+   * What to do while another run is active: REJECT (the default) refuses;
+   * ENQUEUE and STEER queue the prompt into that run and stream it;
+   * INTERRUPT aborts it and streams this prompt's own run.
+   */
+  ifBusy?: BusyPolicy;
 }
 
 /** A tool result from the client's own tool implementation. */
@@ -266,20 +278,35 @@ export class AgentdClient {
     this.#sessions.abort();
   }
 
-  /** Creates a session; the config may script the faux model (config.faux). */
+  /**
+   * Creates a session; the config may script the faux model (config.faux).
+   * With a sessionId of the caller's choosing it is idempotent: the same id
+   * and config return the existing session.
+   */
   async createSession(
     config: MessageInitShape<typeof SessionConfigSchema>,
-    options: { title?: string; labels?: Record<string, string> } = {},
+    options: { title?: string; labels?: Record<string, string>; sessionId?: string } = {},
   ): Promise<Session> {
-    const res = await this.rpc.createSession({ config, title: options.title ?? "", labels: options.labels ?? {} });
+    const res = await this.rpc.createSession({
+      config,
+      title: options.title ?? "",
+      labels: options.labels ?? {},
+      sessionId: options.sessionId ?? "",
+    });
     if (!res.session) throw new Error("agentd: CreateSession returned no session");
     return res.session;
   }
 
   /** Sends a prompt and yields the run's events until agent_end. */
-  prompt(sessionId: string, content: Content, options: StreamOptions = {}): AsyncIterable<AgentEvent> {
+  prompt(sessionId: string, content: Content, options: PromptOptions = {}): AsyncIterable<AgentEvent> {
     return this.rpc.prompt(
-      { sessionId, content: toContent(content), detach: options.detach ?? false, requestId: options.requestId ?? "" },
+      {
+        sessionId,
+        content: toContent(content),
+        detach: options.detach ?? false,
+        requestId: options.requestId ?? "",
+        ifBusy: options.ifBusy ?? BusyPolicy.UNSPECIFIED,
+      },
       callOptions(options.signal),
     );
   }
@@ -373,6 +400,11 @@ export class AgentdClient {
   /** Queues a message for the active run, delivered when the agent would stop. */
   async followUp(sessionId: string, content: Content): Promise<number> {
     return (await this.rpc.followUp({ sessionId, content: toContent(content) })).queued;
+  }
+
+  /** Removes and returns the steering and follow-up messages waiting for the active run. */
+  async clearQueue(sessionId: string): Promise<ClearQueueResponse> {
+    return await this.rpc.clearQueue({ sessionId });
   }
 
   /** Aborts the active run (or runId); its stream still ends with agent_end. */
