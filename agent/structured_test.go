@@ -212,6 +212,13 @@ func TestStructuredOutputSessionDefault(t *testing.T) {
 	if r := h.typed(id, nil); r.end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_OUTPUT_INVALID || len(r.users) != 0 {
 		t.Fatalf("with the session's schema and no retries: outcome %v after corrections %q", r.end.GetOutcome(), r.users)
 	}
+	if hasTool(h.context(id), agent.SubmitOutputTool) {
+		t.Error("GetContext offers submit_output to a model with a native mode")
+	}
+	finalizer := h.session(&agentdv1.SessionConfig{OutputSchema: triageSchema(t), Faux: &agentdv1.FauxScript{StructuredOutputTool: true}})
+	if !hasTool(h.context(finalizer), agent.SubmitOutputTool) {
+		t.Error("GetContext does not show the submit_output tool the next run offers")
+	}
 	r := h.typed(id, &agentdv1.RunRequest{OutputSchema: other})
 	if r.end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED || r.end.GetStructuredOutput().GetFields()["answer"].GetNumberValue() != 42 {
 		t.Fatalf("with the request's schema: %v %q %v", r.end.GetOutcome(), r.end.GetErrorMessage(), r.end.GetStructuredOutput())
