@@ -91,7 +91,7 @@ func checkOutputConfig(cfg *agentdv1.SessionConfig) error {
 	if err := CheckOutputSchema("config.output_schema", cfg.GetOutputSchema()); err != nil {
 		return err
 	}
-	if err := CheckMaxOutputRetries("config.max_output_retries", cfg.MaxOutputRetries); err != nil {
+	if err := CheckMaxOutputRetries("config.max_output_retries", maxOutputRetriesOf(cfg)); err != nil {
 		return err
 	}
 	for i, t := range cfg.GetTools() {
@@ -115,10 +115,19 @@ func outputSchemaFor(cfg *agentdv1.SessionConfig, run *agentdv1.RunRequest) (*st
 	switch {
 	case run != nil && run.MaxOutputRetries != nil:
 		retries = run.GetMaxOutputRetries()
-	case cfg.MaxOutputRetries != nil:
+	case maxOutputRetriesOf(cfg) != nil:
 		retries = cfg.GetMaxOutputRetries()
 	}
 	return schema, retries
+}
+
+// maxOutputRetriesOf is cfg's max_output_retries, nil when unset (or cfg
+// is nil: generated getters hide presence).
+func maxOutputRetriesOf(cfg *agentdv1.SessionConfig) *uint32 {
+	if cfg == nil {
+		return nil
+	}
+	return cfg.MaxOutputRetries
 }
 
 // runOutput holds a run's output schema and what became of its answers.
