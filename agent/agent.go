@@ -363,6 +363,9 @@ func (a *Agent) CheckConfig(tenant string, cfg *agentdv1.SessionConfig) error {
 	if err := checkBudget(cfg.GetBudget()); err != nil {
 		return err
 	}
+	if err := checkOutputConfig(cfg); err != nil {
+		return err
+	}
 	if ref := cfg.GetCompaction().GetModel(); ref != nil {
 		if err := a.checkModel(ref); err != nil {
 			if fe, ok := err.(*FieldError); ok {

@@ -69,6 +69,7 @@ func (a *Agent) modelFor(cfg *agentdv1.SessionConfig) (provider.Model, provider.
 		if w := cfg.GetFaux().GetContextWindow(); w > 0 {
 			model.ContextWindow = w
 		}
+		model.StructuredOutputTool = cfg.GetFaux().GetStructuredOutputTool()
 		return model, fauxWindowStream(cfg.GetFaux().GetContextWindow(), scriptedFaux(cfg.GetFaux())), nil, nil
 	}
 	if a.opts.Models == nil {

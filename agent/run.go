@@ -68,6 +68,8 @@ type Run struct {
 	span trace.Span
 	// hooks are the session's lifecycle hooks; nil when it has none.
 	hooks *hookSet
+	// output is the run's output schema and its answers; nil without one.
+	output *runOutput
 	// refused is set when a USER_PROMPT hook refused the run's prompt:
 	// the run ends without storing it, and its Prompt call fails with it.
 	refused atomic.Pointer[Error]
@@ -382,6 +384,12 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 	if err != nil {
 		return toolsUnusable(r.sessionID, err)
 	}
+	if r.output, err = newRunOutput(cfg, req.Run, model, len(kit.set.Definitions()) > 0, a.opts.Now); err != nil {
+		return err
+	}
+	if kit.set, err = r.output.withTool(kit.set); err != nil {
+		return toolsUnusable(r.sessionID, err)
+	}
 	maxTurns := cfg.GetMaxTurns()
 	if maxTurns == 0 {
 		maxTurns = a.opts.MaxTurns
@@ -408,6 +416,8 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 		Now: a.opts.Now,
 	}
 	r.hooks.configure(r, &loopCfg)
+	r.output.streamOptions(&loopCfg.StreamOptions)
+	r.output.configure(&loopCfg)
 	rc := &runContext{run: r, shaper: newShaper(cfg, model), stream: stream, view: contextview.NewBuilder(path), memo: contextpolicy.NewMemo()}
 	loopCfg.Context = rc.build
 	loopCfg.Retry = rc.retry(retry)
@@ -506,6 +516,7 @@ func (r *Run) sink(ctx context.Context, ev *agentdv1.AgentEvent) error {
 	a := r.a
 	switch e := ev.GetEvent().(type) {
 	case *agentdv1.AgentEvent_MessageEnd:
+		r.output.messageEnded(e.MessageEnd.GetMessage())
 		entry := &agentdv1.Entry{RunId: r.id, Payload: &agentdv1.Entry_Message{Message: e.MessageEnd.GetMessage()}}
 		if err := a.appendEntries(ctx, r.writer, r.sessionID, entry); err != nil {
 			if errors.Is(err, persistence.ErrFenced) {
@@ -528,6 +539,8 @@ func (r *Run) sink(ctx context.Context, ev *agentdv1.AgentEvent) error {
 		if r.fenced.Load() {
 			e.AgentEnd.ErrorMessage = a.leaseLostText(r.id)
 		} else if errEv := r.budget.end(e.AgentEnd, a.opts.Now()); errEv != nil {
+			r.publish(errEv)
+		} else if errEv := r.output.end(e.AgentEnd); errEv != nil {
 			r.publish(errEv)
 		}
 		a.endRun(ctx, r, e.AgentEnd)

@@ -35,6 +35,13 @@ func (a *Agent) Context(ctx context.Context, sessionID, leafEntryID string) (*Co
 		return nil, toolsUnusable(sessionID, err)
 	}
 	model, _, _, _ := a.modelFor(sess.Config) // a model no longer usable still names itself
+	// A run with the session's default output schema offers the
+	// finalizer tool, where its model answers through it.
+	if out, err := newRunOutput(sess.Config, nil, model, len(kit.set.Definitions()) > 0, a.opts.Now); err == nil {
+		if set, err := out.withTool(kit.set); err == nil {
+			kit.set = set
+		}
+	}
 	sh := newShaper(sess.Config, model)
 	logFailure := func(stage string, err error) {
 		a.opts.Logger.WarnContext(ctx, "context pipeline fell back", "session", sessionID, "stage", stage, "err", err)

@@ -37,6 +37,7 @@ func compileArgSchema(index int, params *structpb.Struct) (*argSchema, error) {
 		raw = params.AsMap()
 	}
 	c := jsonschema.NewCompiler()
+	c.UseLoader(noLoader{})
 	url := fmt.Sprintf("urn:agentd:tool:%d", index)
 	if err := c.AddResource(url, raw); err != nil {
 		return nil, err
@@ -52,6 +53,15 @@ func compileArgSchema(index int, params *structpb.Struct) (*argSchema, error) {
 		}
 	})
 	return as, nil
+}
+
+// noLoader refuses every $ref beyond the schema itself: a caller's schema
+// must not make agentd read its files (or block on a device) while
+// compiling.
+type noLoader struct{}
+
+func (noLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("$ref %q is outside the schema; only references within it (\"#...\") are allowed", url)
 }
 
 func escapePointer(s string) string {

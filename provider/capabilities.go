@@ -37,5 +37,7 @@ func CheckOptions(model Model, opts Options) error {
 // so [Options.OutputSchema] applies; otherwise a run with an output
 // schema offers the reserved finalizer tool instead.
 func NativeStructuredOutput(model Model, hasTools bool) bool {
-	return false
+	// The faux model answers natively (its text is the JSON answer)
+	// unless its script asks for the finalizer tool.
+	return model.API == "faux" && !model.StructuredOutputTool
 }

@@ -59,6 +59,7 @@ func agentMessageCases(t *testing.T) map[string]*agentdv1.AgentMessage {
 		Usage: &agentdv1.Usage{Input: 10, Output: 20, CacheRead: 3, CacheWrite: 4, TotalTokens: 37,
 			Cost: &agentdv1.Cost{Input: 0.1, Output: 0.2, CacheRead: 0.01, CacheWrite: 0.02, Total: 0.33}},
 		StopReason: agentdv1.StopReason_STOP_REASON_TOOL_USE, ResponseId: "resp_1", Timestamp: testTime,
+		StructuredOutput: mustStruct(t, map[string]any{"label": "bug", "tags": []any{"ui", 2.0}}),
 	}
 	return map[string]*agentdv1.AgentMessage{
 		"user": {Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{

@@ -21,6 +21,9 @@ func (s *Service) Prompt(req *agentdv1.PromptRequest, stream grpc.ServerStreamin
 	if err := checkRequestID(req.GetRequestId()); err != nil {
 		return err
 	}
+	if err := s.checkOutputRequest(req.GetOutputSchema(), req.MaxOutputRetries); err != nil {
+		return err
+	}
 	prompt := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{
 		Content: req.GetContent(), Timestamp: timestamp(s.now()),
 	}}}
@@ -39,6 +42,9 @@ func (s *Service) Continue(req *agentdv1.ContinueRequest, stream grpc.ServerStre
 		return err
 	}
 	if err := checkRequestID(req.GetRequestId()); err != nil {
+		return err
+	}
+	if err := s.checkOutputRequest(req.GetOutputSchema(), req.MaxOutputRetries); err != nil {
 		return err
 	}
 	run := &agentdv1.RunRequest{Method: "continue",

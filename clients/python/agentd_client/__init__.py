@@ -23,6 +23,7 @@ from agentd_client.client import (  # noqa: E402
     Refusal,
     is_resumable,
     refusal_of,
+    structured_output,
     to_content,
 )
 from agentd_client.hooks import (  # noqa: E402
@@ -89,6 +90,7 @@ __all__ = [
     "reduce_chat",
     "refusal_of",
     "set_draft",
+    "structured_output",
     "text_of",
     "to_content",
     "toggle_collapsed",

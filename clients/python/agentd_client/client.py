@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Dict, Iterable, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Dict, Iterable, Mapping, Optional, Sequence, Union
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory, struct_pb2
@@ -180,7 +180,8 @@ class AgentdClient:
         return res.session
 
     def prompt(self, session_id: str, content: Content, *, detach: bool = False,
-               request_id: str = "", if_busy: int = 0) -> AsyncIterator[events_pb2.AgentEvent]:
+               request_id: str = "", if_busy: int = 0, output_schema: Optional[Mapping[str, Any]] = None,
+               max_output_retries: Optional[int] = None) -> AsyncIterator[events_pb2.AgentEvent]:
         """Sends a prompt and yields the run's events until agent_end.
 
         Leaving the iteration early (break, cancellation) ends the stream; the
@@ -188,15 +189,22 @@ class AgentdClient:
         says what to do while another run is active: REJECT (the default)
         refuses, ENQUEUE and STEER queue the prompt into that run and yield its
         events, INTERRUPT aborts it and yields this prompt's own run.
+        output_schema (a JSON Schema whose root is "type": "object") asks for
+        a typed answer: it arrives as structured_output on agent_end and on
+        the final assistant message (see structured_output()); unset uses the
+        session's.
         """
         req = service_pb2.PromptRequest(session_id=session_id, content=to_content(content),
                                         detach=detach, request_id=request_id, if_busy=if_busy)
+        _set_output(req, output_schema, max_output_retries)
         return self._stream(self.rpc.Prompt(req, metadata=self._metadata))
 
-    def continue_run(self, session_id: str, *, detach: bool = False,
-                     request_id: str = "") -> AsyncIterator[events_pb2.AgentEvent]:
+    def continue_run(self, session_id: str, *, detach: bool = False, request_id: str = "",
+                     output_schema: Optional[Mapping[str, Any]] = None,
+                     max_output_retries: Optional[int] = None) -> AsyncIterator[events_pb2.AgentEvent]:
         """Runs the agent on the current transcript and yields the run's events."""
         req = service_pb2.ContinueRequest(session_id=session_id, detach=detach, request_id=request_id)
+        _set_output(req, output_schema, max_output_retries)
         return self._stream(self.rpc.Continue(req, metadata=self._metadata))
 
     def attach(self, session_id: str, run_id: str = "", after_seq: int = 0) -> AsyncIterator[events_pb2.AgentEvent]:
@@ -524,6 +532,24 @@ class AgentdClient:
                 yield event
         finally:
             call.cancel()
+
+
+def _set_output(req: Any, schema: Optional[Mapping[str, Any]], retries: Optional[int]) -> None:
+    """Sets the output schema fields of a Prompt or Continue request."""
+    if schema is not None:
+        req.output_schema.update(schema)
+    if retries is not None:
+        req.max_output_retries = retries
+
+
+def structured_output(events: Sequence[events_pb2.AgentEvent]) -> Optional[dict]:
+    """The typed answer of a run's events (agent_end's structured_output) as a
+    dict, or None when the run had no output schema or did not complete."""
+    for e in reversed(events):
+        if e.WhichOneof("event") == "agent_end":
+            end = e.agent_end
+            return json_format.MessageToDict(end.structured_output) if end.HasField("structured_output") else None
+    return None
 
 
 def _call_id(call: Any) -> str:

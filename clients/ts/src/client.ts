@@ -65,6 +65,19 @@ export interface StreamOptions {
   requestId?: string;
   /** Ends the stream (not the run, when detached) when aborted. */
   signal?: AbortSignal;
+  /**
+   * A JSON Schema (root `"type": "object"`) for the run's answer, which then
+   * arrives as `structuredOutput` on agent_end and on the final assistant
+   * message; unset uses the session's `outputSchema`.
+   */
+  outputSchema?: JsonObject;
+  /** Corrections of an answer that does not validate (default: the session's, else 2). */
+  maxOutputRetries?: number;
+}
+
+/** The output schema fields of a Prompt or Continue request. */
+function outputOptions(options: StreamOptions): { outputSchema?: JsonObject; maxOutputRetries?: number } {
+  return { outputSchema: options.outputSchema, maxOutputRetries: options.maxOutputRetries };
 }
 
 /** Options of Prompt. */
@@ -306,6 +319,7 @@ export class AgentdClient {
         detach: options.detach ?? false,
         requestId: options.requestId ?? "",
         ifBusy: options.ifBusy ?? BusyPolicy.UNSPECIFIED,
+        ...outputOptions(options),
       },
       callOptions(options.signal),
     );
@@ -314,7 +328,7 @@ export class AgentdClient {
   /** Runs the agent on the current transcript and yields the run's events. */
   continue(sessionId: string, options: StreamOptions = {}): AsyncIterable<AgentEvent> {
     return this.rpc.continue(
-      { sessionId, detach: options.detach ?? false, requestId: options.requestId ?? "" },
+      { sessionId, detach: options.detach ?? false, requestId: options.requestId ?? "", ...outputOptions(options) },
       callOptions(options.signal),
     );
   }
