@@ -159,7 +159,9 @@ func testListRuns(t *testing.T, h Harness) {
 		{"metadata key", persistence.ListRunsRequest{Metadata: map[string]string{"flag": ""}}, []string{"run-2"}},
 		{"metadata both", persistence.ListRunsRequest{Metadata: map[string]string{"flag": "x", "job": "1"}}, []string{}},
 		{"outcome and metadata", persistence.ListRunsRequest{Outcomes: []agentdv1.RunOutcome{agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED}, Metadata: map[string]string{"job": "0"}},
-			pick(func(i int, _ *persistence.Run) bool { return i%2 == 0 && outcomes[i] == agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED })},
+			pick(func(i int, _ *persistence.Run) bool {
+				return i%2 == 0 && outcomes[i] == agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED
+			})},
 	}
 	for _, tc := range cases {
 		for _, size := range []int{0, 1, 2} {
