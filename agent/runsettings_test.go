@@ -302,4 +302,3 @@ func TestRunRecordOfAContinue(t *testing.T) {
 		t.Fatalf("record = %v, want %v", r.Request, want)
 	}
 }
-
