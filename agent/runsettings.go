@@ -26,6 +26,9 @@ import (
 // it; the session itself is not changed. See docs/ARCHITECTURE.md
 // "Per-run settings and run records".
 
+// MaxSystemPromptAppendBytes bounds a run's system prompt addition.
+const MaxSystemPromptAppendBytes = 64 << 10
+
 // applyRunSettings applies a request's model, thinking level, system
 // prompt addition and model settings to cfg, the run's copy of its
 // session's configuration. The model is checked as a session's is (known,
@@ -33,6 +36,9 @@ import (
 func (a *Agent) applyRunSettings(tenant string, cfg *agentdv1.SessionConfig, run *agentdv1.RunRequest) error {
 	if run == nil {
 		return nil
+	}
+	if n := len(run.GetSystemPromptAppend()); n > MaxSystemPromptAppendBytes {
+		return invalid("system_prompt_append", "%d bytes exceed the limit of %d", n, MaxSystemPromptAppendBytes)
 	}
 	if ref := run.GetModel(); ref != nil {
 		if err := a.checkModelField("model", ref); err != nil {
