@@ -301,7 +301,7 @@ func TestRepairEndsTheInterruptedRunsLog(t *testing.T) {
 	ctx := context.Background()
 	// What a killed agentd leaves: a started run, its messages, the events
 	// of its last stored batch, no end.
-	if err := h.store.StartRun(ctx, id, "run-killed"); err != nil {
+	if err := h.store.StartRun(ctx, id, "run-killed", nil); err != nil {
 		t.Fatal(err)
 	}
 	call := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: agent.ScriptedAnswer(toolCall(t, "c1", "wait", nil))}}

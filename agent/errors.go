@@ -68,7 +68,8 @@ func kindOf(r agentdv1.ErrorReason) kind {
 		agentdv1.ErrorReason_ERROR_REASON_FAILED_PRECONDITION, agentdv1.ErrorReason_ERROR_REASON_PROMPT_REFUSED,
 		agentdv1.ErrorReason_ERROR_REASON_TOOL_CALLS_IN_DOUBT:
 		return kind{ErrPrecondition, code.Code_FAILED_PRECONDITION}
-	case agentdv1.ErrorReason_ERROR_REASON_WORKSPACE_FORBIDDEN, agentdv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT:
+	case agentdv1.ErrorReason_ERROR_REASON_WORKSPACE_FORBIDDEN, agentdv1.ErrorReason_ERROR_REASON_INVALID_ARGUMENT,
+		agentdv1.ErrorReason_ERROR_REASON_SETTING_UNSUPPORTED:
 		return kind{ErrInvalid, code.Code_INVALID_ARGUMENT}
 	case agentdv1.ErrorReason_ERROR_REASON_SESSION_BUSY:
 		return kind{ErrBusy, code.Code_FAILED_PRECONDITION}

@@ -33,7 +33,7 @@ func newTestLog(t *testing.T) (*eventLog, persistence.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.StartRun(ctx, sess.ID, "r"); err != nil {
+	if err := store.StartRun(ctx, sess.ID, "r", nil); err != nil {
 		t.Fatal(err)
 	}
 	return newEventLog(store, slog.New(slog.NewTextHandler(io.Discard, nil)), sess.ID, "r"), store

@@ -35,26 +35,32 @@ func isFaux(ref *agentdv1.ModelRef) bool {
 // that can never work, an *Error (ErrPrecondition) for a known model whose
 // provider is not configured now.
 func (a *Agent) checkModel(ref *agentdv1.ModelRef) error {
+	return a.checkModelField("config.model", ref)
+}
+
+// checkModelField is checkModel for the model reference at field (a
+// session's config.model, a run's model).
+func (a *Agent) checkModelField(field string, ref *agentdv1.ModelRef) error {
 	if isFaux(ref) {
 		if ref.GetProvider() == "" && ref.GetId() != "" {
-			return invalid("config.model.provider", "required when config.model.id is set")
+			return invalid(field+".provider", "required when %s.id is set", field)
 		}
 		if id := ref.GetId(); id != "" && id != faux.ModelID {
-			return invalid("config.model.id", "unknown faux model %q; the faux provider has %q", id, faux.ModelID)
+			return invalid(field+".id", "unknown faux model %q; the faux provider has %q", id, faux.ModelID)
 		}
 		return nil
 	}
 	if ref.GetId() == "" {
-		return invalid("config.model.id", "required")
+		return invalid(field+".id", "required")
 	}
 	if a.opts.Models == nil {
-		return invalid("config.model.provider", "unknown provider %q; this agentd offers only %q (ListModels shows the models)", ref.GetProvider(), faux.ProviderName)
+		return invalid(field+".provider", "unknown provider %q; this agentd offers only %q (ListModels shows the models)", ref.GetProvider(), faux.ProviderName)
 	}
 	if _, _, err := a.opts.Models.Resolve(ref); err != nil {
 		if errors.Is(err, provider.ErrNotConfigured) {
-			return refuse(agentdv1.ErrorReason_ERROR_REASON_MODEL_UNAVAILABLE, "config.model: %v (ListModels shows the models and whether each is configured)", err)
+			return refuse(agentdv1.ErrorReason_ERROR_REASON_MODEL_UNAVAILABLE, "%s: %v (ListModels shows the models and whether each is configured)", field, err)
 		}
-		return invalid("config.model", "%v (ListModels shows the models and whether each is configured)", err)
+		return invalid(field, "%v (ListModels shows the models and whether each is configured)", err)
 	}
 	return nil
 }

@@ -42,9 +42,9 @@ func busyRefusal(sessionID, runID string) *Error {
 // replica, whose writes are fenced from then on.
 func (a *Agent) startRun(ctx context.Context, r *Run) error {
 	if a.shared == nil {
-		return a.store.StartRun(ctx, r.sessionID, r.id)
+		return a.store.StartRun(ctx, r.sessionID, r.id, r.request)
 	}
-	fence, err := a.shared.ClaimRun(ctx, r.sessionID, r.id, a.opts.ReplicaID, a.opts.Lease)
+	fence, err := a.shared.ClaimRun(ctx, r.sessionID, r.id, a.opts.ReplicaID, a.opts.Lease, r.request)
 	var active *persistence.ActiveRunError
 	if errors.As(err, &active) && active.Run.ID != r.id {
 		return busyRefusal(r.sessionID, active.Run.ID)

@@ -89,7 +89,7 @@ func TestRestartAfterCrashClosesInterruptedRun(t *testing.T) {
 	// prompt and the assistant's tool calls, and no results.
 	st := memory.Reopen(h.store)
 	ctx := context.Background()
-	if err := st.StartRun(ctx, id, "run-crashed"); err != nil {
+	if err := st.StartRun(ctx, id, "run-crashed", nil); err != nil {
 		t.Fatal(err)
 	}
 	call := toolCall(t, "call_read", "read_file", map[string]any{"path": "src/config.ts"})

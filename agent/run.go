@@ -73,6 +73,11 @@ type Run struct {
 	// refused is set when a USER_PROMPT hook refused the run's prompt:
 	// the run ends without storing it, and its Prompt call fails with it.
 	refused atomic.Pointer[Error]
+	// request is the run's record of what started it (runsettings.go);
+	// set before the run is stored.
+	request *agentdv1.RunRequest
+	// promptPending says the run's prompt is not stored yet (notePrompt).
+	promptPending atomic.Bool
 }
 
 // ID returns the run's id.
@@ -199,6 +204,9 @@ func (a *Agent) Start(ctx context.Context, req StartRequest) (string, error) {
 		return "", err
 	}
 	cfg := proto.CloneOf(sess.Config)
+	if err := a.applyRunSettings(sess.Tenant, cfg, req.Run); err != nil {
+		return "", err
+	}
 	model, stream, retry, err := a.modelFor(cfg)
 	if err != nil {
 		return "", refuse(agentdv1.ErrorReason_ERROR_REASON_MODEL_UNAVAILABLE, "session %q: its model cannot be used now: %v", sessionID, err)
@@ -231,7 +239,9 @@ func (a *Agent) Start(ctx context.Context, req StartRequest) (string, error) {
 	}
 	// From here on the client's cancellation no longer matters: a retry
 	// with the same request id may already be waiting for this launch.
-	err = a.launch(context.WithoutCancel(ctx), r, sess, model, stream, retry, req)
+	runSess := *sess
+	runSess.Config = cfg // the run's configuration: the session's with the request's overrides
+	err = a.launch(context.WithoutCancel(ctx), r, &runSess, model, stream, retry, req)
 	if errors.Is(err, errStoredRun) {
 		// The request started this run earlier, and it is no longer in
 		// memory: its events are in the store.
@@ -366,6 +376,9 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 	if err := a.checkStartInDoubt(ctx, r, req, path); err != nil {
 		return err
 	}
+	if r.request, err = a.runRecord(ctx, req, cfg, path); err != nil {
+		return err
+	}
 	var offered mcpTools
 	var snapshots []*agentdv1.McpToolsSnapshot
 	if len(cfg.GetMcpServers()) > 0 && a.opts.MCP != nil {
@@ -384,11 +397,18 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 	if err != nil {
 		return toolsUnusable(r.sessionID, err)
 	}
-	if r.output, err = newRunOutput(cfg, req.Run, model, len(kit.set.Definitions()) > 0, a.opts.Now); err != nil {
+	if kit.set, err = runToolSubset(kit.set, req.Run.GetTools()); err != nil {
+		return err
+	}
+	if r.output, err = newRunOutput(cfg, r.request, model, len(kit.set.Definitions()) > 0, a.opts.Now); err != nil {
 		return err
 	}
 	if kit.set, err = r.output.withTool(kit.set); err != nil {
 		return toolsUnusable(r.sessionID, err)
+	}
+	streamOpts, err := runStreamOptions(model, cfg, r.sessionID, kit.set)
+	if err != nil {
+		return err
 	}
 	maxTurns := cfg.GetMaxTurns()
 	if maxTurns == 0 {
@@ -405,7 +425,7 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 	loopCfg := agentloop.Config{
 		Model:          model,
 		Stream:         stream,
-		StreamOptions:  provider.Options{ThinkingLevel: cfg.GetThinkingLevel(), SessionID: r.sessionID},
+		StreamOptions:  streamOpts,
 		Steering:       r.steering,
 		FollowUp:       r.followUp,
 		ToolExecution:  cfg.GetToolExecution(),
@@ -447,7 +467,7 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 		// from here never moves the leaf back. An empty id moves it before
 		// the first entry.
 		if err := r.writer.SetLeaf(ctx, r.sessionID, req.ParentEntryID); err != nil {
-			if eerr := r.writer.EndRun(ctx, r.id, agentdv1.RunOutcome_RUN_OUTCOME_ERROR, "could not move the leaf: "+err.Error()); eerr != nil {
+			if eerr := r.writer.EndRun(ctx, r.id, persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_ERROR, ErrorMessage: "could not move the leaf: " + err.Error()}); eerr != nil {
 				a.opts.Logger.ErrorContext(ctx, "could not record the end of a run that never started", "session", r.sessionID, "run", r.id, "err", eerr)
 			}
 			return err
@@ -457,12 +477,13 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 		// After the leaf moved, so the snapshots hang on the run's branch,
 		// before its prompt.
 		if err := a.appendEntries(ctx, r.writer, r.sessionID, mcpSnapshotEntries(r.id, snapshots)...); err != nil {
-			if eerr := r.writer.EndRun(ctx, r.id, agentdv1.RunOutcome_RUN_OUTCOME_ERROR, "could not store the MCP tool snapshots: "+err.Error()); eerr != nil {
+			if eerr := r.writer.EndRun(ctx, r.id, persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_ERROR, ErrorMessage: "could not store the MCP tool snapshots: " + err.Error()}); eerr != nil {
 				a.opts.Logger.ErrorContext(ctx, "could not record the end of a run that never started", "session", r.sessionID, "run", r.id, "err", eerr)
 			}
 			return err
 		}
 	}
+	r.promptPending.Store(prompt != nil)
 	go a.execute(r, state, loopCfg, prompt)
 	return nil
 }
@@ -526,6 +547,7 @@ func (r *Run) sink(ctx context.Context, ev *agentdv1.AgentEvent) error {
 			return fmt.Errorf("store the message: %w", err)
 		}
 		e.MessageEnd.EntryId = entry.GetId()
+		r.notePrompt(ctx, entry)
 		r.context.appendEntry(entry)
 		r.publish(ev)
 		r.budget.answered(r, entry)
@@ -555,6 +577,7 @@ func (r *Run) sink(ctx context.Context, ev *agentdv1.AgentEvent) error {
 
 // publish logs an event for followers (the log stores it in a batch).
 func (r *Run) publish(ev *agentdv1.AgentEvent) {
+	r.decorate(ev)
 	if r.log.append(ev) {
 		r.a.opts.Metrics.EventProduced()
 	}
@@ -581,7 +604,7 @@ func (r *Run) storeLastEvents(ctx context.Context) {
 // silently.
 func (a *Agent) endRun(ctx context.Context, r *Run, end *agentdv1.AgentEnd) {
 	endRunSpan(r.span, end)
-	if err := r.writer.EndRun(ctx, r.id, end.GetOutcome(), end.GetErrorMessage()); err != nil {
+	if err := r.writer.EndRun(ctx, r.id, runEnd(end)); err != nil {
 		a.opts.Logger.ErrorContext(ctx, "could not record the end of a run; it will be closed as interrupted at the next start",
 			"session", r.sessionID, "run", r.id, "err", err)
 	}

@@ -31,7 +31,8 @@ type Shared interface {
 	// run id used before fails with ErrConflict, like StartRun; a session
 	// that already has an active claimed run fails with an
 	// *ActiveRunError (matching ErrConflict) that names it.
-	ClaimRun(ctx context.Context, sessionID, runID, owner string, lease time.Duration) (Fence, error)
+	// req is the run's request, stored as StartRun stores it.
+	ClaimRun(ctx context.Context, sessionID, runID, owner string, lease time.Duration, req *agentdv1.RunRequest) (Fence, error)
 	// RenewLeases extends by lease the leases of those of runIDs that owner
 	// still holds (active, claimed by owner, lease not expired) and returns
 	// the others: the runs owner lost.
@@ -93,8 +94,10 @@ type RunWriter interface {
 	SetLeaf(ctx context.Context, sessionID, entryID string) error
 	// AppendEvents is Store.AppendEvents.
 	AppendEvents(ctx context.Context, runID string, events []Event) error
+	// SetRunPrompt is Store.SetRunPrompt.
+	SetRunPrompt(ctx context.Context, runID, entryID string) error
 	// EndRun is Store.EndRun.
-	EndRun(ctx context.Context, runID string, outcome agentdv1.RunOutcome, errorMessage string) error
+	EndRun(ctx context.Context, runID string, end RunEnd) error
 }
 
 // A Store writes the runs it alone writes.

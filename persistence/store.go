@@ -7,6 +7,7 @@ import (
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Store keeps sessions, their transcripts, their runs and the runs' event
@@ -83,14 +84,20 @@ type Store interface {
 	Labels(ctx context.Context, sessionID string) (map[string]string, error)
 
 	// StartRun records that a run of the session started, so a crash before
-	// EndRun is detectable later. A run id that was used before fails with
-	// ErrConflict.
-	StartRun(ctx context.Context, sessionID, runID string) error
-	// EndRun records how a run ended. Ending a run twice fails with
-	// ErrConflict.
-	EndRun(ctx context.Context, runID string, outcome agentdv1.RunOutcome, errorMessage string) error
+	// EndRun is detectable later, with the request that started it (nil:
+	// none). A run id that was used before fails with ErrConflict.
+	StartRun(ctx context.Context, sessionID, runID string, req *agentdv1.RunRequest) error
+	// SetRunPrompt records the entry id of the run's prompt, once it is
+	// stored: the run's Request.PromptEntryId.
+	SetRunPrompt(ctx context.Context, runID, entryID string) error
+	// EndRun records how a run ended, with its usage and structured
+	// output. Ending a run twice fails with ErrConflict.
+	EndRun(ctx context.Context, runID string, end RunEnd) error
 	// GetRun returns one run.
 	GetRun(ctx context.Context, runID string) (*Run, error)
+	// ListRuns returns a page of a session's runs, newest first; an
+	// unknown session fails with ErrNotFound.
+	ListRuns(ctx context.Context, req ListRunsRequest) (*RunPage, error)
 	// CloseInterruptedRuns marks every run that started but never ended as
 	// RUN_OUTCOME_INTERRUPTED and returns them, oldest first. The agent
 	// calls it once at start-up, while it is the database's only owner and
@@ -316,6 +323,14 @@ type Run struct {
 	// LeaseExpiry is when the owner's lease on the active run expires
 	// unless renewed; zero for a run without owner.
 	LeaseExpiry time.Time
+	// Request is what started the run; nil for a run stored before run
+	// records (or started without one).
+	Request *agentdv1.RunRequest
+	// Usage is what its model calls spent, set when it ended; nil when
+	// none was recorded.
+	Usage *agentdv1.Usage
+	// StructuredOutput is its typed answer, when it had one.
+	StructuredOutput *structpb.Struct
 }
 
 // Event is one stored event of a run's event log. The transcript stays the

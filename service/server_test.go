@@ -214,6 +214,8 @@ func TestEveryRPCIsImplemented(t *testing.T) {
 		"GetTranscript":  func() error { _, err := c.GetTranscript(ctx, &agentdv1.GetTranscriptRequest{}); return err },
 		"GetContext":     func() error { _, err := c.GetContext(ctx, &agentdv1.GetContextRequest{}); return err },
 		"ListModels":     func() error { _, err := c.ListModels(ctx, &agentdv1.ListModelsRequest{}); return err },
+		"GetRun":         func() error { _, err := c.GetRun(ctx, &agentdv1.GetRunRequest{}); return err },
+		"ListRuns":       func() error { _, err := c.ListRuns(ctx, &agentdv1.ListRunsRequest{}); return err },
 		"GetTenantUsage": func() error {
 			_, err := c.GetTenantUsage(ctx, &agentdv1.GetTenantUsageRequest{})
 			return err

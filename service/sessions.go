@@ -197,6 +197,9 @@ func (s *Service) checkConfig(tenant string, cfg *agentdv1.SessionConfig) error 
 	if len(cfg.GetSystemPrompt()) > s.limits.MaxSystemPromptBytes {
 		return invalid("config.system_prompt", "%d bytes exceed the limit of %d", len(cfg.GetSystemPrompt()), s.limits.MaxSystemPromptBytes)
 	}
+	if err := checkModelSettings("config.model_settings", cfg.GetModelSettings()); err != nil {
+		return err
+	}
 	if err := checkDuration("config.client_tool_timeout", cfg.GetClientToolTimeout()); err != nil {
 		return err
 	}

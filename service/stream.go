@@ -31,6 +31,9 @@ func (s *Service) Prompt(req *agentdv1.PromptRequest, stream grpc.ServerStreamin
 		Model: req.GetModel(), ThinkingLevel: req.GetThinkingLevel(), SystemPromptAppend: req.GetSystemPromptAppend(), Tools: req.GetTools(),
 		ModelSettings: req.GetModelSettings(), OutputSchema: req.GetOutputSchema(), MaxOutputRetries: req.MaxOutputRetries,
 		Metadata: req.GetMetadata(), IfBusy: req.GetIfBusy()}
+	if err := checkRunRequest(run); err != nil {
+		return err
+	}
 	return s.run(ctx, agent.StartRequest{SessionID: req.GetSessionId(), RequestID: req.GetRequestId(), Prompt: prompt,
 		ParentEntryID: req.GetParentEntryId(), FromRoot: req.GetFromRoot(), Run: run}, req.GetDetach(), stream)
 }
@@ -51,6 +54,9 @@ func (s *Service) Continue(req *agentdv1.ContinueRequest, stream grpc.ServerStre
 		Model: req.GetModel(), ThinkingLevel: req.GetThinkingLevel(), SystemPromptAppend: req.GetSystemPromptAppend(), Tools: req.GetTools(),
 		ModelSettings: req.GetModelSettings(), OutputSchema: req.GetOutputSchema(), MaxOutputRetries: req.MaxOutputRetries,
 		Metadata: req.GetMetadata()}
+	if err := checkRunRequest(run); err != nil {
+		return err
+	}
 	return s.run(ctx, agent.StartRequest{SessionID: req.GetSessionId(), RequestID: req.GetRequestId(), ParentEntryID: req.GetParentEntryId(), Run: run},
 		req.GetDetach(), stream)
 }

@@ -134,6 +134,14 @@ func TestTenantsAreIsolated(t *testing.T) {
 			_, err := c.AppendMessages(ctx, &agentdv1.AppendMessagesRequest{SessionId: sid, Messages: []*agentdv1.AgentMessage{{Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{Content: texts("x")}}}}})
 			return err
 		},
+		"GetRun": func(ctx context.Context, sid string) error {
+			_, err := c.GetRun(ctx, &agentdv1.GetRunRequest{SessionId: sid, RunId: runID})
+			return err
+		},
+		"ListRuns": func(ctx context.Context, sid string) error {
+			_, err := c.ListRuns(ctx, &agentdv1.ListRunsRequest{SessionId: sid})
+			return err
+		},
 		"GetTranscript": func(ctx context.Context, sid string) error {
 			_, err := c.GetTranscript(ctx, &agentdv1.GetTranscriptRequest{SessionId: sid})
 			return err

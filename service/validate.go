@@ -2,10 +2,12 @@ package service
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -229,6 +231,80 @@ func (l Limits) checkAgentMessage(field string, m *agentdv1.AgentMessage) error 
 func imageTypeList() string {
 	types := provider.ImageMIMETypes()
 	return strings.Join(types[:len(types)-1], ", ") + " or " + types[len(types)-1]
+}
+
+// Bounds of a run's model settings and metadata, as the proto documents
+// them (session.proto ModelSettings, service.proto PromptRequest.metadata).
+const (
+	maxStopSequences         = 8
+	maxStopSequenceBytes     = 256
+	maxProviderOptionsBytes  = 16 << 10
+	maxTemperature           = 2.0
+	maxRunMetadata           = 32
+	maxRunMetadataValueBytes = 512
+)
+
+// runMetadataKey is the form of a run metadata key.
+var runMetadataKey = regexp.MustCompile(`^[a-zA-Z0-9._:/-]{1,64}$`)
+
+// checkModelSettings validates the ranges of model settings at field (a
+// session's config.model_settings, a run's model_settings); what the model
+// can honour is the agent's check.
+func checkModelSettings(field string, ms *agentdv1.ModelSettings) error {
+	if ms == nil {
+		return nil
+	}
+	if ms.Temperature != nil && (ms.GetTemperature() < 0 || ms.GetTemperature() > maxTemperature || math.IsNaN(ms.GetTemperature())) {
+		return invalid(field+".temperature", "%v is out of range (0 to %v)", ms.GetTemperature(), maxTemperature)
+	}
+	if ms.TopP != nil && !(ms.GetTopP() > 0 && ms.GetTopP() <= 1) {
+		return invalid(field+".top_p", "%v is out of range (above 0, at most 1)", ms.GetTopP())
+	}
+	if ms.GetMaxOutputTokens() < 0 {
+		return invalid(field+".max_output_tokens", "%d is negative (0 means the model's limit)", ms.GetMaxOutputTokens())
+	}
+	switch tc := ms.GetToolChoice(); tc.GetMode() {
+	case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_TOOL:
+		if tc.GetToolName() == "" {
+			return invalid(field+".tool_choice.tool_name", "required with mode TOOL: the name of one of the run's tools")
+		}
+	case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_UNSPECIFIED, agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO,
+		agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE, agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED:
+		if tc.GetToolName() != "" {
+			return invalid(field+".tool_choice.tool_name", "only with mode TOOL")
+		}
+	default:
+		return invalid(field+".tool_choice.mode", "unknown mode %d", tc.GetMode())
+	}
+	if n := len(ms.GetStopSequences()); n > maxStopSequences {
+		return invalid(field+".stop_sequences", "%d sequences exceed the limit of %d", n, maxStopSequences)
+	}
+	for i, seq := range ms.GetStopSequences() {
+		if seq == "" || len(seq) > maxStopSequenceBytes {
+			return invalid(fmt.Sprintf("%s.stop_sequences[%d]", field, i), "needs 1 to %d bytes", maxStopSequenceBytes)
+		}
+	}
+	if po := ms.GetProviderOptions(); po != nil && proto.Size(po) > maxProviderOptionsBytes {
+		return invalid(field+".provider_options", "%d bytes encoded exceed the limit of %d", proto.Size(po), maxProviderOptionsBytes)
+	}
+	return nil
+}
+
+// checkRunMetadata validates a run's metadata, or a filter on it, at
+// field.
+func checkRunMetadata(field string, md map[string]string) error {
+	if len(md) > maxRunMetadata {
+		return invalid(field, "%d entries exceed the limit of %d", len(md), maxRunMetadata)
+	}
+	for k, v := range md {
+		if !runMetadataKey.MatchString(k) {
+			return invalid(fmt.Sprintf("%s[%q]", field, truncate(k, 40)), "keys need 1 to 64 bytes of [a-zA-Z0-9._:/-]")
+		}
+		if len(v) > maxRunMetadataValueBytes {
+			return invalid(fmt.Sprintf("%s[%q]", field, k), "%d bytes exceed the limit of %d for a value", len(v), maxRunMetadataValueBytes)
+		}
+	}
+	return nil
 }
 
 // checkDuration validates an optional positive duration of at most a day.

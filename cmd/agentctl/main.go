@@ -105,7 +105,7 @@ func (a *app) rootCommand() *cobra.Command {
 	root.PersistentFlags().BoolVar(&a.json, "json", false, "print one protojson object per line")
 	root.AddCommand(a.sessionsCommand(), a.promptCommand(), a.attachCommand(), a.transcriptCommand(), a.contextCommand(),
 		a.treeCommand(), a.modelsCommand(), a.toolSourcesCommand(), a.healthCommand(), a.labelCommand(), a.redactCommand(), a.navigateCommand(), a.forkCommand(), a.compactCommand(),
-		a.exportCommand(), a.importCommand(), a.chatCommand(), a.rulesCommand())
+		a.exportCommand(), a.importCommand(), a.chatCommand(), a.rulesCommand(), a.runsCommand())
 	root.AddCommand(a.runControlCommands()...)
 	return root
 }

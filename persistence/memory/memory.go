@@ -655,7 +655,7 @@ func (s *Store) Labels(_ context.Context, sessionID string) (map[string]string, 
 // --- runs ---
 
 // StartRun implements [persistence.Store].
-func (s *Store) StartRun(_ context.Context, sessionID, runID string) error {
+func (s *Store) StartRun(_ context.Context, sessionID, runID string, req *agentdv1.RunRequest) error {
 	if err := checkRunID(sessionID, runID); err != nil {
 		return err
 	}
@@ -666,15 +666,15 @@ func (s *Store) StartRun(_ context.Context, sessionID, runID string) error {
 		if _, dup := d.runs[runID]; dup {
 			return &persistence.Error{Kind: persistence.ErrConflict, RunID: runID, Detail: "a run with this id exists"}
 		}
-		d.runs[runID] = &run{rec: persistence.Run{ID: runID, SessionID: sessionID, StartTime: d.nowTime()}}
+		d.runs[runID] = &run{rec: persistence.Run{ID: runID, SessionID: sessionID, StartTime: d.nowTime(), Request: storedRequest(req)}}
 		return nil
 	})
 }
 
 // EndRun implements [persistence.Store].
-func (s *Store) EndRun(_ context.Context, runID string, outcome agentdv1.RunOutcome, errorMessage string) error {
-	if outcome == agentdv1.RunOutcome_RUN_OUTCOME_UNSPECIFIED {
-		return &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: "outcome is unspecified"}
+func (s *Store) EndRun(_ context.Context, runID string, end persistence.RunEnd) error {
+	if err := end.Check(runID); err != nil {
+		return err
 	}
 	return s.write(func(d *data) error {
 		r, ok := d.runs[runID]
@@ -682,17 +682,86 @@ func (s *Store) EndRun(_ context.Context, runID string, outcome agentdv1.RunOutc
 			return persistence.RunNotFound(runID)
 		}
 		// Ending a claimed run without its fence takes the claim away.
-		return d.endRun(r, outcome, errorMessage, r.rec.Owner != "")
+		return d.endRun(r, end, r.rec.Owner != "")
 	})
+}
+
+// SetRunPrompt implements [persistence.Store].
+func (s *Store) SetRunPrompt(_ context.Context, runID, entryID string) error {
+	return s.write(func(d *data) error {
+		r, ok := d.runs[runID]
+		if !ok {
+			return persistence.RunNotFound(runID)
+		}
+		d.setRunPrompt(r, entryID)
+		return nil
+	})
+}
+
+// setRunPrompt records the prompt entry of run r, found under the write
+// lock. The request is replaced, not changed: readers hold copies of it.
+func (d *data) setRunPrompt(r *run, entryID string) {
+	req := proto.CloneOf(r.rec.Request)
+	if req == nil {
+		req = &agentdv1.RunRequest{}
+	}
+	req.PromptEntryId = entryID
+	r.rec.Request = req
+}
+
+// storedRequest is the copy of a run's request the store keeps, as the
+// other engines store it: without a prompt entry id (SetRunPrompt sets
+// it).
+func storedRequest(req *agentdv1.RunRequest) *agentdv1.RunRequest {
+	if req == nil {
+		return nil
+	}
+	req = proto.CloneOf(req)
+	req.PromptEntryId = ""
+	return req
+}
+
+// ListRuns implements [persistence.Store].
+func (s *Store) ListRuns(_ context.Context, req persistence.ListRunsRequest) (*persistence.RunPage, error) {
+	size, cursor, err := req.Cursor()
+	if err != nil {
+		return nil, err
+	}
+	page := &persistence.RunPage{}
+	err = s.read(func(d *data) error {
+		if _, err := d.session(req.SessionID); err != nil {
+			return err
+		}
+		var all []*persistence.Run
+		for _, r := range d.runs {
+			if r.rec.SessionID == req.SessionID && req.Matches(&r.rec) && cursor.Before(r.rec.StartTime, r.rec.ID) {
+				rec := r.rec
+				all = append(all, &rec)
+			}
+		}
+		sortRuns(all)
+		slices.Reverse(all)
+		if len(all) > size {
+			all = all[:size]
+			page.NextPageToken = req.NextPageToken(all[size-1])
+		}
+		page.Runs = all
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return page, nil
 }
 
 // endRun ends run r, found under the write lock, and with bump moves its
 // generation, which fences its owner out.
-func (d *data) endRun(r *run, outcome agentdv1.RunOutcome, errorMessage string, bump bool) error {
+func (d *data) endRun(r *run, end persistence.RunEnd, bump bool) error {
 	if r.rec.Ended() {
 		return &persistence.Error{Kind: persistence.ErrConflict, RunID: r.rec.ID, Detail: "run already ended"}
 	}
-	r.rec.EndTime, r.rec.Outcome, r.rec.ErrorMessage = d.nowTime(), outcome, errorMessage
+	r.rec.EndTime, r.rec.Outcome, r.rec.ErrorMessage = d.nowTime(), end.Outcome, end.ErrorMessage
+	r.rec.Usage, r.rec.StructuredOutput = proto.CloneOf(end.Usage), proto.CloneOf(end.StructuredOutput)
 	if bump {
 		r.generation++
 	}

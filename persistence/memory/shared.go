@@ -114,7 +114,7 @@ func checkRunID(sessionID, runID string) error {
 }
 
 // ClaimRun implements [persistence.Shared].
-func (s *Shared) ClaimRun(_ context.Context, sessionID, runID, owner string, lease time.Duration) (persistence.Fence, error) {
+func (s *Shared) ClaimRun(_ context.Context, sessionID, runID, owner string, lease time.Duration, req *agentdv1.RunRequest) (persistence.Fence, error) {
 	if err := checkRunID(sessionID, runID); err != nil {
 		return persistence.Fence{}, err
 	}
@@ -134,7 +134,7 @@ func (s *Shared) ClaimRun(_ context.Context, sessionID, runID, owner string, lea
 			return &persistence.ActiveRunError{Run: &rec}
 		}
 		now := d.nowTime()
-		d.runs[runID] = &run{rec: persistence.Run{ID: runID, SessionID: sessionID, StartTime: now, Owner: owner, LeaseExpiry: now.Add(lease)}, generation: 1}
+		d.runs[runID] = &run{rec: persistence.Run{ID: runID, SessionID: sessionID, StartTime: now, Owner: owner, LeaseExpiry: now.Add(lease), Request: storedRequest(req)}, generation: 1}
 		f = persistence.Fence{RunID: runID, Owner: owner, Generation: 1}
 		return nil
 	})
@@ -326,19 +326,34 @@ func (w *fencedWriter) AppendEvents(_ context.Context, runID string, events []pe
 
 // EndRun is Store.EndRun under the fence. The generation stays, so the
 // holder still stores the run's last events after it.
-func (w *fencedWriter) EndRun(_ context.Context, runID string, outcome agentdv1.RunOutcome, errorMessage string) error {
+func (w *fencedWriter) EndRun(_ context.Context, runID string, end persistence.RunEnd) error {
 	if err := w.f.CheckRun(runID); err != nil {
 		return err
 	}
-	if outcome == agentdv1.RunOutcome_RUN_OUTCOME_UNSPECIFIED {
-		return &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: "outcome is unspecified"}
+	if err := end.Check(runID); err != nil {
+		return err
 	}
 	return w.s.write(func(d *data) error {
 		r, err := d.fence(w.f, true)
 		if err != nil {
 			return err
 		}
-		return d.endRun(r, outcome, errorMessage, false)
+		return d.endRun(r, end, false)
+	})
+}
+
+// SetRunPrompt is Store.SetRunPrompt under the fence.
+func (w *fencedWriter) SetRunPrompt(_ context.Context, runID, entryID string) error {
+	if err := w.f.CheckRun(runID); err != nil {
+		return err
+	}
+	return w.s.write(func(d *data) error {
+		r, err := d.fence(w.f, false)
+		if err != nil {
+			return err
+		}
+		d.setRunPrompt(r, entryID)
+		return nil
 	})
 }
 

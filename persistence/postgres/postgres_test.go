@@ -198,7 +198,7 @@ func TestPayloadFormat(t *testing.T) {
 	if err := s.Append(ctx, sess.ID, entries...); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.StartRun(ctx, sess.ID, "r1"); err != nil {
+	if err := s.StartRun(ctx, sess.ID, "r1", nil); err != nil {
 		t.Fatal(err)
 	}
 	var events []persistence.Event

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -15,17 +16,39 @@ import (
 )
 
 // runColumns are a whole run record, of runs r joined with sessions s.
-const runColumns = `r.id, s.id, r.start_time, r.end_time, r.outcome, r.error_message, r.last_seq, r.events_pruned, coalesce(r.owner, ''), r.lease_expiry`
+const runColumns = `r.id, s.id, r.start_time, r.end_time, r.outcome, r.error_message, r.last_seq, r.events_pruned, coalesce(r.owner, ''), r.lease_expiry,
+	r.request, r.usage, r.structured_output, coalesce(r.prompt_entry_id, '')`
+
+// insertRunMetadata follows an INSERT INTO runs in a WITH clause named
+// run: it stores the request metadata ($keys, $values arrays) as rows of
+// run_metadata in the same statement.
+const insertRunMetadata = `, md AS (INSERT INTO run_metadata (run_id, key, value) SELECT run.id, m.k, m.v FROM run, unnest(%s::text[], %s::text[]) AS m(k, v))`
+
+// runMetadataArrays are a request's metadata as the key and value arrays
+// of insertRunMetadata.
+func runMetadataArrays(req *agentdv1.RunRequest) (keys, values []string) {
+	keys, values = []string{}, []string{}
+	for _, k := range slices.Sorted(maps.Keys(req.GetMetadata())) {
+		keys, values = append(keys, k), append(values, req.GetMetadata()[k])
+	}
+	return keys, values
+}
 
 // StartRun implements [persistence.Store]. The run has no owner: no lease
 // or fence applies to it.
-func (s *Store) StartRun(ctx context.Context, sessionID, runID string) error {
+func (s *Store) StartRun(ctx context.Context, sessionID, runID string, req *agentdv1.RunRequest) error {
 	if err := checkRunID(sessionID, runID); err != nil {
 		return err
 	}
+	request, err := persistence.EncodeRunRequest(req)
+	if err != nil {
+		return opError(err, "encode the request of run %q", runID)
+	}
+	keys, values := runMetadataArrays(req)
 	var one int
-	err := s.pool.QueryRow(ctx, `INSERT INTO runs (id, session_pk, start_time) SELECT $1, pk, $3 FROM sessions WHERE id = $2 RETURNING 1`,
-		runID, sessionID, s.timeNow()).Scan(&one)
+	err = s.pool.QueryRow(ctx, `WITH run AS (INSERT INTO runs (id, session_pk, start_time, request) SELECT $1, pk, $3, $4 FROM sessions WHERE id = $2 RETURNING id)`+
+		fmt.Sprintf(insertRunMetadata, "$5", "$6")+` SELECT 1 FROM run`,
+		runID, sessionID, s.timeNow(), request, keys, values).Scan(&one)
 	switch _, unique := uniqueViolation(err); {
 	case unique:
 		err = &persistence.Error{Kind: persistence.ErrConflict, RunID: runID, Detail: "a run with this id exists"}
@@ -46,8 +69,100 @@ func checkRunID(sessionID, runID string) error {
 // EndRun implements [persistence.Store]. Ending a claimed run this way (not
 // by its fence) takes the claim away: the generation moves, so the
 // owner's later fenced writes, events included, fail with ErrFenced.
-func (s *Store) EndRun(ctx context.Context, runID string, outcome agentdv1.RunOutcome, errorMessage string) error {
-	return s.endRun(ctx, nil, runID, outcome, errorMessage)
+func (s *Store) EndRun(ctx context.Context, runID string, end persistence.RunEnd) error {
+	return s.endRun(ctx, nil, runID, end)
+}
+
+// SetRunPrompt implements [persistence.Store].
+func (s *Store) SetRunPrompt(ctx context.Context, runID, entryID string) error {
+	return s.setRunPrompt(ctx, nil, runID, entryID)
+}
+
+func (s *Store) setRunPrompt(ctx context.Context, f *persistence.Fence, runID, entryID string) error {
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		if f != nil {
+			r, err := lockRun(ctx, tx, runID, "FOR SHARE")
+			if errors.Is(err, persistence.ErrNotFound) {
+				return fencedMissing(*f)
+			} else if err != nil {
+				return err
+			}
+			if err := r.check(*f, false); err != nil {
+				return err
+			}
+		}
+		tag, err := tx.Exec(ctx, `UPDATE runs SET prompt_entry_id = $2 WHERE id = $1`, runID, entryID)
+		if err == nil && tag.RowsAffected() == 0 {
+			err = persistence.RunNotFound(runID)
+		}
+		return err
+	})
+	return opError(err, "record the prompt of run %q", runID)
+}
+
+// ListRuns implements [persistence.Store]: the index of the session's
+// runs by start time, newest first, and one run_metadata lookup per
+// metadata key of the filter.
+func (s *Store) ListRuns(ctx context.Context, req persistence.ListRunsRequest) (*persistence.RunPage, error) {
+	size, cursor, err := req.Cursor()
+	if err != nil {
+		return nil, err
+	}
+	args := []any{}
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	var q strings.Builder
+	q.WriteString(`SELECT ` + runColumns + ` FROM runs r JOIN sessions s ON s.pk = r.session_pk WHERE r.session_pk = ` + arg(int64(0)))
+	if len(req.Outcomes) > 0 {
+		outcomes := make([]int32, len(req.Outcomes))
+		for i, o := range req.Outcomes {
+			outcomes[i] = int32(o)
+		}
+		q.WriteString(` AND r.outcome = ANY(` + arg(outcomes) + `)`)
+	}
+	if !req.StartAfter.IsZero() {
+		q.WriteString(` AND r.start_time >= ` + arg(req.StartAfter))
+	}
+	if !req.StartBefore.IsZero() {
+		q.WriteString(` AND r.start_time < ` + arg(req.StartBefore))
+	}
+	for _, k := range slices.Sorted(maps.Keys(req.Metadata)) {
+		q.WriteString(` AND EXISTS (SELECT 1 FROM run_metadata m WHERE m.run_id = r.id AND m.key = ` + arg(k))
+		if v := req.Metadata[k]; v != "" {
+			q.WriteString(` AND m.value = ` + arg(v))
+		}
+		q.WriteString(`)`)
+	}
+	if !cursor.Start.IsZero() {
+		q.WriteString(` AND (r.start_time, r.id) < (` + arg(cursor.Start) + `, ` + arg(cursor.ID) + `)`)
+	}
+	q.WriteString(` ORDER BY r.start_time DESC, r.id DESC LIMIT ` + arg(size+1))
+	page := &persistence.RunPage{}
+	err = s.read(ctx, func(tx pgx.Tx) error {
+		sess, err := lookupSession(ctx, tx, req.SessionID)
+		if err != nil {
+			return err
+		}
+		args[0] = sess.pk
+		rows, err := tx.Query(ctx, q.String(), args...)
+		if err != nil {
+			return err
+		}
+		if page.Runs, err = scanRuns(rows); err != nil {
+			return err
+		}
+		if len(page.Runs) > size {
+			page.Runs = page.Runs[:size]
+			page.NextPageToken = req.NextPageToken(page.Runs[size-1])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, opError(err, "list the runs of session %q", req.SessionID)
+	}
+	return page, nil
 }
 
 // fencedWriter is the writer of a claimed run (Store.Fenced): every write
@@ -86,18 +201,30 @@ func (w *fencedWriter) AppendEvents(ctx context.Context, runID string, events []
 // EndRun is Store.EndRun under the fence. The generation stays, which is
 // what lets the owner store the run's last events after it (see
 // AppendEvents).
-func (w *fencedWriter) EndRun(ctx context.Context, runID string, outcome agentdv1.RunOutcome, errorMessage string) error {
+func (w *fencedWriter) EndRun(ctx context.Context, runID string, end persistence.RunEnd) error {
 	if err := w.f.CheckRun(runID); err != nil {
 		return err
 	}
-	return w.s.endRun(ctx, &w.f, runID, outcome, errorMessage)
+	return w.s.endRun(ctx, &w.f, runID, end)
 }
 
-func (s *Store) endRun(ctx context.Context, f *persistence.Fence, runID string, outcome agentdv1.RunOutcome, errorMessage string) error {
-	if outcome == agentdv1.RunOutcome_RUN_OUTCOME_UNSPECIFIED {
-		return &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: "outcome is unspecified"}
+// SetRunPrompt is Store.SetRunPrompt under the fence.
+func (w *fencedWriter) SetRunPrompt(ctx context.Context, runID, entryID string) error {
+	if err := w.f.CheckRun(runID); err != nil {
+		return err
 	}
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	return w.s.setRunPrompt(ctx, &w.f, runID, entryID)
+}
+
+func (s *Store) endRun(ctx context.Context, f *persistence.Fence, runID string, end persistence.RunEnd) error {
+	if err := end.Check(runID); err != nil {
+		return err
+	}
+	usage, output, err := persistence.EncodeRunEnd(end)
+	if err != nil {
+		return opError(err, "encode the end of run %q", runID)
+	}
+	err = s.write(ctx, func(tx pgx.Tx) error {
 		r, err := lockRun(ctx, tx, runID, "FOR UPDATE")
 		if f != nil && errors.Is(err, persistence.ErrNotFound) {
 			return fencedMissing(*f)
@@ -118,8 +245,8 @@ func (s *Store) endRun(ctx context.Context, f *persistence.Fence, runID string, 
 		if f == nil && r.owner != "" {
 			bump = 1
 		}
-		_, err = tx.Exec(ctx, `UPDATE runs SET end_time = $2, outcome = $3, error_message = $4, generation = generation + $5 WHERE id = $1`,
-			runID, s.timeNow(), int32(outcome), errorMessage, bump)
+		_, err = tx.Exec(ctx, `UPDATE runs SET end_time = $2, outcome = $3, error_message = $4, generation = generation + $5, usage = $6, structured_output = $7 WHERE id = $1`,
+			runID, s.timeNow(), int32(end.Outcome), end.ErrorMessage, bump, usage, output)
 		return err
 	})
 	return opError(err, "record the end of run %q", runID)
@@ -245,7 +372,13 @@ func scanRuns(rows pgx.Rows) ([]*persistence.Run, error) {
 		var r persistence.Run
 		var end, lease *time.Time
 		var outcome int32
-		if err := rows.Scan(&r.ID, &r.SessionID, &r.StartTime, &end, &outcome, &r.ErrorMessage, &r.LastSeq, &r.EventsPruned, &r.Owner, &lease); err != nil {
+		var request, usage, output []byte
+		var promptEntry string
+		if err := rows.Scan(&r.ID, &r.SessionID, &r.StartTime, &end, &outcome, &r.ErrorMessage, &r.LastSeq, &r.EventsPruned, &r.Owner, &lease,
+			&request, &usage, &output, &promptEntry); err != nil {
+			return nil, err
+		}
+		if err := persistence.DecodeRunParts(&r, request, usage, output, promptEntry); err != nil {
 			return nil, err
 		}
 		if end != nil {

@@ -23,18 +23,24 @@ const claimAttempts = 3
 
 // ClaimRun implements [persistence.Shared]. The lease starts on the
 // database's clock.
-func (s *Store) ClaimRun(ctx context.Context, sessionID, runID, owner string, lease time.Duration) (persistence.Fence, error) {
+func (s *Store) ClaimRun(ctx context.Context, sessionID, runID, owner string, lease time.Duration, req *agentdv1.RunRequest) (persistence.Fence, error) {
 	if err := checkRunID(sessionID, runID); err != nil {
 		return persistence.Fence{}, err
 	}
 	if owner == "" || lease <= 0 {
 		return persistence.Fence{}, &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, RunID: runID, Detail: fmt.Sprintf("a claim needs an owner and a positive lease (owner %q, lease %v)", owner, lease)}
 	}
+	request, err := persistence.EncodeRunRequest(req)
+	if err != nil {
+		return persistence.Fence{}, opError(err, "encode the request of run %q", runID)
+	}
+	keys, values := runMetadataArrays(req)
 	for range claimAttempts {
 		var gen int64
-		err := s.pool.QueryRow(ctx, `INSERT INTO runs (id, session_pk, start_time, owner, generation, lease_expiry)
-			SELECT $1, pk, $3, $4, 1, now() + $5 * interval '1 microsecond' FROM sessions WHERE id = $2 RETURNING generation`,
-			runID, sessionID, s.timeNow(), owner, lease.Microseconds()).Scan(&gen)
+		err := s.pool.QueryRow(ctx, `WITH run AS (INSERT INTO runs (id, session_pk, start_time, owner, generation, lease_expiry, request)
+			SELECT $1, pk, $3, $4, 1, now() + $5 * interval '1 microsecond', $6 FROM sessions WHERE id = $2 RETURNING id, generation)`+
+			fmt.Sprintf(insertRunMetadata, "$7", "$8")+` SELECT generation FROM run`,
+			runID, sessionID, s.timeNow(), owner, lease.Microseconds(), request, keys, values).Scan(&gen)
 		if err == nil {
 			return persistence.Fence{RunID: runID, Owner: owner, Generation: gen}, nil
 		}

@@ -78,7 +78,7 @@ func TestSharedConformance(t *testing.T) {
 
 func claim(t *testing.T, s *postgres.Store, sessionID, runID, owner string, d time.Duration) persistence.Fence {
 	t.Helper()
-	f, err := s.ClaimRun(context.Background(), sessionID, runID, owner, d)
+	f, err := s.ClaimRun(context.Background(), sessionID, runID, owner, d, nil)
 	if err != nil {
 		t.Fatalf("ClaimRun(%s, %s, %s): %v", sessionID, runID, owner, err)
 	}

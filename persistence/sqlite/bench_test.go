@@ -588,10 +588,10 @@ func BenchmarkOpen(b *testing.B) {
 		if err := s.Append(ctx, sess.ID, transcriptgen.Transcript(uint64(i), 2)...); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.StartRun(ctx, sess.ID, fmt.Sprint("run-", i)); err != nil {
+		if err := s.StartRun(ctx, sess.ID, fmt.Sprint("run-", i), nil); err != nil {
 			b.Fatal(err)
 		}
-		if err := s.EndRun(ctx, fmt.Sprint("run-", i), agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
+		if err := s.EndRun(ctx, fmt.Sprint("run-", i), persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -63,7 +63,7 @@ func TestCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.StartRun(ctx, sessionID, fmt.Sprintf("run-from-%d", first)); err != nil {
+	if err := s.StartRun(ctx, sessionID, fmt.Sprintf("run-from-%d", first), nil); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Println("started")

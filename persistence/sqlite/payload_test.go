@@ -309,7 +309,7 @@ func TestEventBatchEncoding(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.StartRun(ctx, sess.ID, "r"); err != nil {
+			if err := s.StartRun(ctx, sess.ID, "r", nil); err != nil {
 				t.Fatal(err)
 			}
 			var events []persistence.Event

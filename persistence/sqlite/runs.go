@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -13,25 +16,34 @@ import (
 
 // runColumns are a whole run record; the last stored seq is the last_seq
 // of the run's last batch (see migrations/0003_event_log_and_implied_leaf.sql).
-const runColumns = `r.id, s.id, r.start_time, r.end_time, r.outcome, r.error_message, ` + runLastSeq + `, r.events_pruned`
+const runColumns = `r.id, s.id, r.start_time, r.end_time, r.outcome, r.error_message, ` + runLastSeq + `, r.events_pruned, r.request, r.usage, r.structured_output, r.prompt_entry_id`
 
 // runLastSeq is the last stored event seq of run r.
 const runLastSeq = `coalesce((SELECT e.last_seq FROM run_events e WHERE e.run_id = r.id ORDER BY e.first_seq DESC LIMIT 1), r.last_seq)`
 
 // StartRun implements [persistence.Store].
-func (s *Store) StartRun(ctx context.Context, sessionID, runID string) error {
+func (s *Store) StartRun(ctx context.Context, sessionID, runID string, req *agentdv1.RunRequest) error {
 	if runID == "" || len(runID) > persistence.MaxIDLength {
 		return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, RunID: runID, Detail: fmt.Sprintf("run id must be 1 to %d bytes", persistence.MaxIDLength)}
 	}
-	err := s.write(ctx, func(t *writeTx) error {
+	request, err := persistence.EncodeRunRequest(req)
+	if err != nil {
+		return opError(err, "encode the request of run %q", runID)
+	}
+	err = s.write(ctx, func(t *writeTx) error {
 		sess, err := t.session(sessionID)
 		if err != nil {
 			return err
 		}
-		if _, err := t.exec(`INSERT INTO runs (id, session_pk, start_time) VALUES (?, ?, ?)`, runID, sess.pk, s.now().UnixNano()); isUnique(err) {
+		if _, err := t.exec(`INSERT INTO runs (id, session_pk, start_time, request) VALUES (?, ?, ?, ?)`, runID, sess.pk, s.now().UnixNano(), request); isUnique(err) {
 			return &persistence.Error{Kind: persistence.ErrConflict, RunID: runID, Detail: "a run with this id exists"}
 		} else if err != nil {
 			return err
+		}
+		for k, v := range req.GetMetadata() {
+			if _, err := t.exec(`INSERT INTO run_metadata (run_id, key, value) VALUES (?, ?, ?)`, runID, k, v); err != nil {
+				return err
+			}
 		}
 		t.stageLastSeq(runID, 0)
 		return nil
@@ -40,11 +52,15 @@ func (s *Store) StartRun(ctx context.Context, sessionID, runID string) error {
 }
 
 // EndRun implements [persistence.Store].
-func (s *Store) EndRun(ctx context.Context, runID string, outcome agentdv1.RunOutcome, errorMessage string) error {
-	if outcome == agentdv1.RunOutcome_RUN_OUTCOME_UNSPECIFIED {
-		return &persistence.Error{Kind: persistence.ErrInvalid, RunID: runID, Detail: "outcome is unspecified"}
+func (s *Store) EndRun(ctx context.Context, runID string, end persistence.RunEnd) error {
+	if err := end.Check(runID); err != nil {
+		return err
 	}
-	err := s.write(ctx, func(t *writeTx) error {
+	usage, output, err := persistence.EncodeRunEnd(end)
+	if err != nil {
+		return opError(err, "encode the end of run %q", runID)
+	}
+	err = s.write(ctx, func(t *writeTx) error {
 		var ended sql.NullInt64
 		if err := t.queryRow(`SELECT end_time FROM runs WHERE id = ?`, runID).Scan(&ended); errors.Is(err, sql.ErrNoRows) {
 			return persistence.RunNotFound(runID)
@@ -54,10 +70,88 @@ func (s *Store) EndRun(ctx context.Context, runID string, outcome agentdv1.RunOu
 		if ended.Valid {
 			return &persistence.Error{Kind: persistence.ErrConflict, RunID: runID, Detail: "run already ended"}
 		}
-		_, err := t.exec(`UPDATE runs SET end_time = ?, outcome = ?, error_message = ? WHERE id = ?`, s.now().UnixNano(), int32(outcome), errorMessage, runID)
+		_, err := t.exec(`UPDATE runs SET end_time = ?, outcome = ?, error_message = ?, usage = ?, structured_output = ? WHERE id = ?`,
+			s.now().UnixNano(), int32(end.Outcome), end.ErrorMessage, usage, output, runID)
 		return err
 	})
 	return opError(err, "record the end of run %q", runID)
+}
+
+// SetRunPrompt implements [persistence.Store].
+func (s *Store) SetRunPrompt(ctx context.Context, runID, entryID string) error {
+	err := s.write(ctx, func(t *writeTx) error {
+		res, err := t.exec(`UPDATE runs SET prompt_entry_id = ? WHERE id = ?`, entryID, runID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return persistence.RunNotFound(runID)
+		}
+		return nil
+	})
+	return opError(err, "record the prompt of run %q", runID)
+}
+
+// ListRuns implements [persistence.Store]. It reads the index of the
+// session's runs by start time newest first; the metadata filter is one
+// lookup of run_metadata per key.
+func (s *Store) ListRuns(ctx context.Context, req persistence.ListRunsRequest) (*persistence.RunPage, error) {
+	size, cursor, err := req.Cursor()
+	if err != nil {
+		return nil, err
+	}
+	q := `SELECT ` + runColumns + ` FROM runs r JOIN sessions s ON s.pk = r.session_pk WHERE s.id = ?`
+	args := []any{req.SessionID}
+	if len(req.Outcomes) > 0 {
+		q += ` AND r.outcome IN (?` + strings.Repeat(`, ?`, len(req.Outcomes)-1) + `)`
+		for _, o := range req.Outcomes {
+			args = append(args, int32(o))
+		}
+	}
+	if !req.StartAfter.IsZero() {
+		q, args = q+` AND r.start_time >= ?`, append(args, req.StartAfter.UnixNano())
+	}
+	if !req.StartBefore.IsZero() {
+		q, args = q+` AND r.start_time < ?`, append(args, req.StartBefore.UnixNano())
+	}
+	for _, k := range slices.Sorted(maps.Keys(req.Metadata)) {
+		if v := req.Metadata[k]; v != "" {
+			q, args = q+` AND EXISTS (SELECT 1 FROM run_metadata m WHERE m.run_id = r.id AND m.key = ? AND m.value = ?)`, append(args, k, v)
+		} else {
+			q, args = q+` AND EXISTS (SELECT 1 FROM run_metadata m WHERE m.run_id = r.id AND m.key = ?)`, append(args, k)
+		}
+	}
+	if !cursor.Start.IsZero() {
+		q, args = q+` AND (r.start_time < ? OR (r.start_time = ? AND r.id < ?))`, append(args, cursor.Start.UnixNano(), cursor.Start.UnixNano(), cursor.ID)
+	}
+	q, args = q+` ORDER BY r.start_time DESC, r.id DESC LIMIT ?`, append(args, size+1)
+	page := &persistence.RunPage{}
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		var exists int
+		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, req.SessionID).Scan(&exists); errors.Is(err, sql.ErrNoRows) {
+			return persistence.SessionNotFound(req.SessionID)
+		} else if err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		if page.Runs, err = scanRuns(rows); err != nil {
+			return err
+		}
+		if len(page.Runs) > size {
+			page.Runs = page.Runs[:size]
+			page.NextPageToken = req.NextPageToken(page.Runs[size-1])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, opError(err, "list the runs of session %q", req.SessionID)
+	}
+	return page, nil
 }
 
 // GetRun implements [persistence.Store].
@@ -120,7 +214,12 @@ func scanRuns(rows *sql.Rows) ([]*persistence.Run, error) {
 		var start int64
 		var end sql.NullInt64
 		var outcome int32
-		if err := rows.Scan(&r.ID, &r.SessionID, &start, &end, &outcome, &r.ErrorMessage, &r.LastSeq, &r.EventsPruned); err != nil {
+		var request, usage, output []byte
+		var promptEntry sql.NullString
+		if err := rows.Scan(&r.ID, &r.SessionID, &start, &end, &outcome, &r.ErrorMessage, &r.LastSeq, &r.EventsPruned, &request, &usage, &output, &promptEntry); err != nil {
+			return nil, err
+		}
+		if err := persistence.DecodeRunParts(&r, request, usage, output, promptEntry.String); err != nil {
 			return nil, err
 		}
 		r.StartTime = time.Unix(0, start)

@@ -56,6 +56,7 @@ func RunShared(t *testing.T, open func(t *testing.T) persistence.Shared, caps Sh
 		{"RenewLeases", testRenewLeases},
 		{"FencedWrites", testFencedWrites},
 		{"EventsAfterEnd", testEventsAfterEnd},
+		{"ClaimedRunRecords", testClaimedRunRecords},
 		{"CloseExpiredRunsConcurrently", testCloseExpiredRuns},
 		{"Controls", testControls},
 		{"Watch", testWatch},
@@ -131,7 +132,7 @@ func (e *sharedEnv) session(s persistence.Shared) string {
 
 func (e *sharedEnv) claim(s persistence.Shared, sessionID, runID, owner string, lease time.Duration) persistence.Fence {
 	e.t.Helper()
-	f, err := s.ClaimRun(context.Background(), sessionID, runID, owner, lease)
+	f, err := s.ClaimRun(context.Background(), sessionID, runID, owner, lease, nil)
 	if err != nil {
 		e.t.Fatalf("ClaimRun(%s, %s, %s): %v", sessionID, runID, owner, err)
 	}
@@ -223,7 +224,7 @@ func testClaimRun(t *testing.T, e *sharedEnv) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := s.ClaimRun(ctx, tc.session, tc.runID, tc.owner, tc.lease)
+			_, err := s.ClaimRun(ctx, tc.session, tc.runID, tc.owner, tc.lease, nil)
 			tc.check(t, err)
 		})
 	}
@@ -232,7 +233,7 @@ func testClaimRun(t *testing.T, e *sharedEnv) {
 	// and CloseInterruptedRuns closes them only: a claimed run may be
 	// running on another replica.
 	for _, id := range []string{"u1", "u2"} {
-		if err := s.StartRun(ctx, sid, id); err != nil {
+		if err := s.StartRun(ctx, sid, id, nil); err != nil {
 			t.Fatalf("StartRun(%s) beside a claimed run: %v", id, err)
 		}
 	}
@@ -254,7 +255,7 @@ func testClaimRun(t *testing.T, e *sharedEnv) {
 		t.Fatalf("ActiveRun of an unknown session: %v", err)
 	}
 	// Ended, the session takes a new claim.
-	if err := s.Fenced(f).EndRun(ctx, "r1", agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
+	if err := s.Fenced(f).EndRun(ctx, "r1", persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.ActiveRun(ctx, sid); !errors.Is(err, persistence.ErrNotFound) {
@@ -336,7 +337,7 @@ var runWrites = []struct {
 		return w.AppendEvents(ctx, f.RunID, []persistence.Event{{Seq: seq, Data: []byte("e")}})
 	}},
 	{"EndRun", func(ctx context.Context, _ persistence.Shared, w persistence.RunWriter, f persistence.Fence, _ string) error {
-		return w.EndRun(ctx, f.RunID, agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, "")
+		return w.EndRun(ctx, f.RunID, persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED})
 	}},
 }
 
@@ -404,7 +405,7 @@ func testFencedWrites(t *testing.T, e *sharedEnv) {
 		}, true},
 		{"ended without fence", func(t *testing.T, sid, rid string) persistence.Fence {
 			f := e.claim(s, sid, rid, "a", time.Minute)
-			if err := s.EndRun(ctx, rid, agentdv1.RunOutcome_RUN_OUTCOME_ABORTED, "operator"); err != nil {
+			if err := s.EndRun(ctx, rid, persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_ABORTED, ErrorMessage: "operator"}); err != nil {
 				t.Fatal(err)
 			}
 			return f
@@ -461,13 +462,13 @@ func testFencedWrites(t *testing.T, e *sharedEnv) {
 	t.Run("another run's id", func(t *testing.T) {
 		sid := e.session(s)
 		w := s.Fenced(e.claim(s, sid, "claimed", "a", time.Minute))
-		if err := s.StartRun(ctx, sid, "unclaimed"); err != nil {
+		if err := s.StartRun(ctx, sid, "unclaimed", nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.AppendEvents(ctx, "unclaimed", []persistence.Event{{Seq: 1, Data: []byte("x")}}); !errors.Is(err, persistence.ErrInvalid) {
 			t.Fatalf("AppendEvents of another run: %v, want ErrInvalid", err)
 		}
-		if err := w.EndRun(ctx, "unclaimed", agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); !errors.Is(err, persistence.ErrInvalid) {
+		if err := w.EndRun(ctx, "unclaimed", persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED}); !errors.Is(err, persistence.ErrInvalid) {
 			t.Fatalf("EndRun of another run: %v, want ErrInvalid", err)
 		}
 		if r := e.run("unclaimed"); r.Ended() || r.LastSeq != 0 {
@@ -490,7 +491,7 @@ func testEventsAfterEnd(t *testing.T, e *sharedEnv) {
 	if err := w.AppendEvents(ctx, "r1", ev(1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.EndRun(ctx, "r1", agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
+	if err := w.EndRun(ctx, "r1", persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED}); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.AppendEvents(ctx, "r1", ev(2)); err != nil {
@@ -499,7 +500,7 @@ func testEventsAfterEnd(t *testing.T, e *sharedEnv) {
 	if err := w.Append(ctx, sid, userEntry("late")); !errors.Is(err, persistence.ErrFenced) {
 		t.Fatalf("Append after the fenced EndRun: %v, want ErrFenced", err)
 	}
-	if err := w.EndRun(ctx, "r1", agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); !errors.Is(err, persistence.ErrConflict) {
+	if err := w.EndRun(ctx, "r1", persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED}); !errors.Is(err, persistence.ErrConflict) {
 		t.Fatalf("EndRun twice: %v, want ErrConflict", err)
 	}
 	if got := mustEvents(t, s, "r1", 0, 10); len(got) != 2 {
@@ -534,7 +535,7 @@ func testCloseExpiredRuns(t *testing.T, e *sharedEnv) {
 		e.pass(time.Millisecond) // distinct start times
 	}
 	live := e.claim(stores[0], e.session(stores[0]), "live", "owner0", time.Minute)
-	if err := stores[0].StartRun(ctx, e.session(stores[0]), "unclaimed"); err != nil {
+	if err := stores[0].StartRun(ctx, e.session(stores[0]), "unclaimed", nil); err != nil {
 		t.Fatal(err)
 	}
 	e.expire(want[len(want)-1])
@@ -663,7 +664,7 @@ func testControls(t *testing.T, e *sharedEnv) {
 			t.Fatalf("%s: %v, want ErrNotFound", name, err)
 		}
 	}
-	if err := owner.StartRun(ctx, e.session(owner), "unclaimed"); err != nil {
+	if err := owner.StartRun(ctx, e.session(owner), "unclaimed", nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := sender.SendControl(ctx, "unclaimed", []byte("x")); !errors.Is(err, persistence.ErrNotFound) {
@@ -675,7 +676,7 @@ func testControls(t *testing.T, e *sharedEnv) {
 		t.Fatal(err)
 	}
 	wantWake(t, events, "the events")
-	if err := w.EndRun(ctx, "r1", agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
+	if err := w.EndRun(ctx, "r1", persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := sender.SendControl(ctx, "r1", []byte("x")); !errors.Is(err, persistence.ErrNotFound) {

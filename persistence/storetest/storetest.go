@@ -61,6 +61,8 @@ func Run(t *testing.T, h Harness) {
 		{"ReopenIdenticalBytes", testReopen},
 		{"CorruptPayload", testCorrupt},
 		{"Runs", testRuns},
+		{"RunRecords", testRunRecords},
+		{"ListRuns", testListRuns},
 		{"EventLog", testEventLog},
 		{"EventLogConcurrentRuns", testEventLogConcurrentRuns},
 		{"EventRetention", testEventRetention},
@@ -189,7 +191,7 @@ func testSessions(t *testing.T, h Harness) {
 		"Path":      func() error { _, err := s.Path(ctx, "nope"); return err },
 		"Entries":   func() error { _, err := s.Entries(ctx, "nope", persistence.EntriesRequest{}); return err },
 		"GetEntry":  func() error { _, err := s.GetEntry(ctx, "nope", "e"); return err },
-		"StartRun":  func() error { return s.StartRun(ctx, "nope", "r") },
+		"StartRun":  func() error { return s.StartRun(ctx, "nope", "r", nil) },
 		"DeleteSes": func() error { return s.DeleteSession(ctx, "nope") },
 	} {
 		wantErr(t, name+"(unknown session)", call(), persistence.ErrNotFound, "nope", "")
@@ -281,7 +283,7 @@ func testDeleteSession(t *testing.T, h Harness) {
 	kept := mustCreate(t, s, persistence.CreateSessionParams{Labels: map[string]string{"k": "v"}})
 	mustAppend(t, s, doomed.ID, userEntry("a"), userEntry("b"))
 	mustAppend(t, s, kept.ID, userEntry("c"))
-	if err := s.StartRun(ctx, doomed.ID, "run-doomed"); err != nil {
+	if err := s.StartRun(ctx, doomed.ID, "run-doomed", nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.DeleteSession(ctx, doomed.ID); err != nil {
@@ -1076,7 +1078,7 @@ func testReopen(t *testing.T, h Harness) {
 	for _, e := range entries {
 		mustAppend(t, s, sess.ID, e)
 	}
-	if err := s.StartRun(ctx, sess.ID, "r1"); err != nil {
+	if err := s.StartRun(ctx, sess.ID, "r1", nil); err != nil {
 		t.Fatal(err)
 	}
 	before, err := s.GetSession(ctx, sess.ID)
@@ -1171,33 +1173,33 @@ func testRuns(t *testing.T, h Harness) {
 	a := mustCreate(t, s, persistence.CreateSessionParams{})
 	b := mustCreate(t, s, persistence.CreateSessionParams{})
 	for _, r := range []struct{ sid, id string }{{a.ID, "ra1"}, {a.ID, "ra2"}, {b.ID, "rb1"}, {b.ID, "rb2"}} {
-		if err := s.StartRun(ctx, r.sid, r.id); err != nil {
+		if err := s.StartRun(ctx, r.sid, r.id, nil); err != nil {
 			t.Fatalf("StartRun(%s): %v", r.id, err)
 		}
 	}
-	if err := s.StartRun(ctx, b.ID, "ra1"); !errors.Is(err, persistence.ErrConflict) {
+	if err := s.StartRun(ctx, b.ID, "ra1", nil); !errors.Is(err, persistence.ErrConflict) {
 		t.Fatalf("reused run id: %v, want ErrConflict", err)
 	}
-	if err := s.StartRun(ctx, a.ID, ""); !errors.Is(err, persistence.ErrInvalid) {
+	if err := s.StartRun(ctx, a.ID, "", nil); !errors.Is(err, persistence.ErrInvalid) {
 		t.Fatalf("empty run id: %v, want ErrInvalid", err)
 	}
 	r, err := s.GetRun(ctx, "ra1")
 	if err != nil || r.SessionID != a.ID || r.Ended() || r.Outcome != agentdv1.RunOutcome_RUN_OUTCOME_UNSPECIFIED || r.StartTime.IsZero() {
 		t.Fatalf("GetRun(active) = %+v, %v", r, err)
 	}
-	if err := s.EndRun(ctx, "ra1", agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
+	if err := s.EndRun(ctx, "ra1", persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.EndRun(ctx, "rb1", agentdv1.RunOutcome_RUN_OUTCOME_ERROR, "model exploded"); err != nil {
+	if err := s.EndRun(ctx, "rb1", persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_ERROR, ErrorMessage: "model exploded"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.EndRun(ctx, "ra1", agentdv1.RunOutcome_RUN_OUTCOME_ABORTED, ""); !errors.Is(err, persistence.ErrConflict) {
+	if err := s.EndRun(ctx, "ra1", persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_ABORTED}); !errors.Is(err, persistence.ErrConflict) {
 		t.Fatalf("ending twice: %v, want ErrConflict", err)
 	}
-	if err := s.EndRun(ctx, "nope", agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); !errors.Is(err, persistence.ErrNotFound) {
+	if err := s.EndRun(ctx, "nope", persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED}); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("EndRun(unknown): %v, want ErrNotFound", err)
 	}
-	if err := s.EndRun(ctx, "ra2", agentdv1.RunOutcome_RUN_OUTCOME_UNSPECIFIED, ""); !errors.Is(err, persistence.ErrInvalid) {
+	if err := s.EndRun(ctx, "ra2", persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_UNSPECIFIED}); !errors.Is(err, persistence.ErrInvalid) {
 		t.Fatalf("EndRun(unspecified): %v, want ErrInvalid", err)
 	}
 	if _, err := s.GetRun(ctx, "nope"); !errors.Is(err, persistence.ErrNotFound) {
@@ -1259,7 +1261,7 @@ func testEventLog(t *testing.T, h Harness) {
 	ctx := context.Background()
 	s := h.Open(t)
 	sess := mustCreate(t, s, persistence.CreateSessionParams{})
-	if err := s.StartRun(ctx, sess.ID, "r1"); err != nil {
+	if err := s.StartRun(ctx, sess.ID, "r1", nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := mustEvents(t, s, "r1", 0, 10); len(got) != 0 {
@@ -1325,7 +1327,7 @@ func testEventLog(t *testing.T, h Harness) {
 	}
 
 	// A run's last events (agent_end) come after its end is recorded.
-	if err := s.EndRun(ctx, "r1", agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
+	if err := s.EndRun(ctx, "r1", persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.AppendEvents(ctx, "r1", events("r1", 10, 10)); err != nil {
@@ -1357,7 +1359,7 @@ func testEventLogConcurrentRuns(t *testing.T, h Harness) {
 	const runs, batches, perBatch = 6, 20, 7
 	for i := range runs {
 		sess := mustCreate(t, s, persistence.CreateSessionParams{})
-		if err := s.StartRun(ctx, sess.ID, fmt.Sprintf("run%d", i)); err != nil {
+		if err := s.StartRun(ctx, sess.ID, fmt.Sprintf("run%d", i), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1404,14 +1406,14 @@ func testEventRetention(t *testing.T, h Harness) {
 	s := open(t, h)
 	sess := mustCreate(t, s, persistence.CreateSessionParams{})
 	for _, id := range []string{"old", "active", "recent"} {
-		if err := s.StartRun(ctx, sess.ID, id); err != nil {
+		if err := s.StartRun(ctx, sess.ID, id, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.AppendEvents(ctx, id, events(id, 1, 4)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.EndRun(ctx, "old", agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
+	if err := s.EndRun(ctx, "old", persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED}); err != nil {
 		t.Fatal(err)
 	}
 	old, err := s.GetRun(ctx, "old")
@@ -1419,7 +1421,7 @@ func testEventRetention(t *testing.T, h Harness) {
 		t.Fatal(err)
 	}
 	time.Sleep(5 * time.Millisecond) // "recent" ends strictly later
-	if err := s.EndRun(ctx, "recent", agentdv1.RunOutcome_RUN_OUTCOME_ERROR, "x"); err != nil {
+	if err := s.EndRun(ctx, "recent", persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_ERROR, ErrorMessage: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.PruneEvents(ctx, old.EndTime); err != nil || n != 0 {
@@ -1505,13 +1507,13 @@ func testRedact(t *testing.T, h Harness) {
 	sess := mustCreate(t, s, persistence.CreateSessionParams{})
 	mustAppend(t, s, sess.ID, userEntry("my card is 4111"), userEntry("fine"), userEntry("and the pin 1234"))
 	before := allEntries(t, s, sess.ID)
-	if err := s.StartRun(ctx, sess.ID, "rr1"); err != nil {
+	if err := s.StartRun(ctx, sess.ID, "rr1", nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.AppendEvents(ctx, "rr1", events("rr1", 1, 3)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.EndRun(ctx, "rr1", agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED, ""); err != nil {
+	if err := s.EndRun(ctx, "rr1", persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED}); err != nil {
 		t.Fatal(err)
 	}
 	tomb := func(e *agentdv1.Entry) *agentdv1.Entry {

@@ -10,6 +10,17 @@
 ALTER TABLE runs ADD COLUMN request bytea;
 ALTER TABLE runs ADD COLUMN usage bytea;
 ALTER TABLE runs ADD COLUMN structured_output bytea;
+-- runs.prompt_entry_id is the entry of the run's prompt, set once it is
+-- stored; run_metadata repeats each run's request metadata as rows for
+-- ListRuns' filter.
+ALTER TABLE runs ADD COLUMN prompt_entry_id text;
+CREATE TABLE run_metadata (
+    run_id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    key    text NOT NULL,
+    value  text NOT NULL,
+    PRIMARY KEY (run_id, key)
+);
+CREATE INDEX run_metadata_by_key ON run_metadata (key, value);
 CREATE INDEX runs_by_session_start ON runs (session_pk, start_time DESC, id DESC);
 DROP INDEX runs_by_session;
 
