@@ -317,10 +317,12 @@ func sortedKeys(m map[string]any) []string {
 }
 
 // BodyOption is one provider option as an adapter merges it into its
-// request body with its SDK's JSON-set request option: Path is a dotted
-// path of field names, Value the JSON value.
+// request body with its SDK's JSON-set request option.
 type BodyOption struct {
-	Path  string
+	// Path is where the value goes, such as "seed" or
+	// "output_config.effort".
+	Path string
+	// Value is the option's JSON value, as structpb's AsMap gives it.
 	Value any
 }
 
