@@ -15,6 +15,8 @@ const (
 	APIOpenAICompletions  = "openai-completions"
 	APIOpenAIResponses    = "openai-responses"
 	APIGoogleGenerativeAI = "google-generative-ai"
+	// APIFaux is the scripted test model's (package provider/faux).
+	APIFaux = "faux"
 )
 
 // NoResultText is the text of the synthetic result replay adds for a tool

@@ -136,6 +136,7 @@ func BuildParams(model provider.Model, c *agentdv1.Context, opts provider.Option
 		}
 		params.Tools = append(params.Tools, sdk.ToolUnionParam{OfTool: &tool})
 	}
+	applySettings(&params, opts)
 	// Cache the conversation so far: a breakpoint on the last user block.
 	if n := len(params.Messages); n > 0 && params.Messages[n-1].OfUser != nil {
 		blocks := params.Messages[n-1].OfUser.Content
@@ -152,6 +153,38 @@ func BuildParams(model provider.Model, c *agentdv1.Context, opts provider.Option
 		}
 	}
 	return params
+}
+
+// applySettings maps the model settings and the output schema onto the
+// request. Temperature and top_p have no field: the API version the SDK
+// speaks removed them, and [provider.CheckOptions] refuses them. A tool
+// choice goes out only with tools, which the API requires of it.
+func applySettings(params *sdk.MessageNewParams, opts provider.Options) {
+	s := opts.Settings
+	params.StopSequences = s.GetStopSequences()
+	if len(params.Tools) > 0 {
+		switch tc := s.GetToolChoice(); tc.GetMode() {
+		case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO:
+			params.ToolChoice = sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{}}
+		case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE:
+			params.ToolChoice = sdk.ToolChoiceUnionParam{OfNone: &sdk.ToolChoiceNoneParam{}}
+		case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED:
+			params.ToolChoice = sdk.ToolChoiceUnionParam{OfAny: &sdk.ToolChoiceAnyParam{}}
+		case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_TOOL:
+			params.ToolChoice = sdk.ToolChoiceParamOfTool(tc.GetToolName())
+		}
+	}
+	if opts.OutputSchema != nil {
+		// The SDK's schema transform keeps what constrained decoding
+		// accepts (objects closed, unsupported keywords moved into the
+		// description); the loop validates the answer against the
+		// caller's schema itself. A schema it cannot read goes as given.
+		schema := opts.OutputSchema.AsMap()
+		if t, ok := sdk.BetaJSONSchemaOutputFormat(schema).Schema.(map[string]any); ok && t != nil {
+			schema = t
+		}
+		params.OutputConfig.Format = sdk.JSONOutputFormatParam{Schema: schema}
+	}
 }
 
 func convertUserContent(blocks []*agentdv1.ContentBlock) []sdk.ContentBlockParamUnion {
@@ -244,6 +277,9 @@ func (p *Provider) run(ctx context.Context, e *provider.Emitter, model provider.
 	}
 	params := BuildParams(model, c, opts)
 	reqOpts := []option.RequestOption{option.WithJSONSet("stream", true)}
+	for _, o := range provider.BodyOptions(API, opts.Settings) {
+		reqOpts = append(reqOpts, option.WithJSONSet(o.Path, o.Value))
+	}
 	if params.Thinking.OfEnabled != nil {
 		reqOpts = append(reqOpts, option.WithHeader("anthropic-beta", "interleaved-thinking-2025-05-14"))
 	}

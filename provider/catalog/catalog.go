@@ -330,6 +330,11 @@ func NewRegistry(cfg Config, opts Options) (*Registry, error) {
 					pm.TextOnly = false
 				}
 			}
+			if api == provider.APIOpenAICompletions {
+				// newAdapter has already refused an unknown profile.
+				compat, _ := compatOf(name, pc)
+				pm.StructuredOutputTool = compat.NoJSONSchema
+			}
 			if m.Price != nil {
 				pm.Price = provider.Price{Input: m.Price.Input, Output: m.Price.Output, CacheRead: m.Price.CacheRead, CacheWrite: m.Price.CacheWrite}
 			}
@@ -352,16 +357,9 @@ func newAdapter(name, api, key string, pc ProviderConfig, opts Options) (provide
 	case provider.APIAnthropicMessages:
 		return anthropic.New(anthropic.Config{APIKey: key, BaseURL: pc.BaseURL, HTTPClient: opts.HTTPClient, Headers: pc.Headers}).Stream, nil
 	case provider.APIOpenAICompletions:
-		compat := openai.Compat{}
-		if pc.Profile != "" {
-			p, ok := openai.Profiles()[pc.Profile]
-			if !ok {
-				return nil, fmt.Errorf("provider %q: unknown profile %q", name, pc.Profile)
-			}
-			compat = p
-		}
-		if pc.Compat != nil {
-			compat = *pc.Compat
+		compat, err := compatOf(name, pc)
+		if err != nil {
+			return nil, err
 		}
 		return openai.New(openai.Config{Endpoint: provider.Endpoint{APIKey: key, BaseURL: pc.BaseURL, HTTPClient: opts.HTTPClient, Headers: pc.Headers}, Compat: compat}).Stream, nil
 	case provider.APIOpenAIResponses:
@@ -381,6 +379,23 @@ func newAdapter(name, api, key string, pc ProviderConfig, opts Options) (provide
 		return nil, fmt.Errorf("provider %q: unsupported api %q (want %s, %s, %s or %s)", name, api,
 			provider.APIAnthropicMessages, provider.APIOpenAICompletions, provider.APIOpenAIResponses, provider.APIGoogleGenerativeAI)
 	}
+}
+
+// compatOf returns the Chat Completions switches of a provider: its
+// profile's, replaced by its compat block when it has one.
+func compatOf(name string, pc ProviderConfig) (openai.Compat, error) {
+	compat := openai.Compat{}
+	if pc.Profile != "" {
+		p, ok := openai.Profiles()[pc.Profile]
+		if !ok {
+			return openai.Compat{}, fmt.Errorf("provider %q: unknown profile %q", name, pc.Profile)
+		}
+		compat = p
+	}
+	if pc.Compat != nil {
+		compat = *pc.Compat
+	}
+	return compat, nil
 }
 
 // Resolve returns the model and the adapter for ref, with the provider's

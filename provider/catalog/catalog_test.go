@@ -167,3 +167,43 @@ func TestProviderTimeoutsFromConfig(t *testing.T) {
 		}
 	}
 }
+
+// A Chat Completions server whose profile (or compat block) has no
+// json_schema response format gets models that answer output schemas
+// through the finalizer tool; OpenAI's own and the other APIs' do not.
+func TestStructuredOutputToolFollowsCompat(t *testing.T) {
+	path := writeConfig(t, `{"providers": {
+		"local": {"api": "openai-completions", "base_url": "http://localhost:1/v1", "compat": {"no_json_schema": true}, "models": [{"id": "m"}]},
+		"vllm": {"api": "openai-completions", "base_url": "http://localhost:2/v1", "profile": "vllm", "models": [{"id": "m"}]},
+		"deepseek": {"api": "openai-completions", "base_url": "http://localhost:3/v1", "profile": "deepseek", "models": [{"id": "m"}]}
+	}}`)
+	file, err := catalog.LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := catalog.NewRegistry(catalog.Merge(catalog.Builtin(), file), catalog.Options{Getenv: env(map[string]string{
+		"OPENAI_API_KEY": "k", "OPENROUTER_API_KEY": "k", "ANTHROPIC_API_KEY": "k"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		provider, id string
+		tool         bool
+	}{
+		{"openai", "gpt-4.1", false},
+		{"openai", "gpt-5", false}, // Responses API
+		{"anthropic", "claude-sonnet-4-5", false},
+		{"openrouter", "openai/gpt-oss-120b", true},
+		{"local", "m", true},
+		{"vllm", "m", false},
+		{"deepseek", "m", true},
+	} {
+		m, _, err := r.Resolve(&agentdv1.ModelRef{Provider: tc.provider, Id: tc.id})
+		if err != nil {
+			t.Fatalf("%s/%s: %v", tc.provider, tc.id, err)
+		}
+		if m.StructuredOutputTool != tc.tool {
+			t.Errorf("%s/%s: StructuredOutputTool = %v, want %v", tc.provider, tc.id, m.StructuredOutputTool, tc.tool)
+		}
+	}
+}

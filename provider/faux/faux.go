@@ -22,7 +22,7 @@ import (
 // The faux provider's fixed names, as in pi.
 const (
 	ProviderName = "faux"
-	API          = "faux"
+	API          = provider.APIFaux
 	ModelID      = "faux-1"
 	ModelName    = "Faux Model"
 )

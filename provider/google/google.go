@@ -185,7 +185,49 @@ func BuildRequest(model provider.Model, c *agentdv1.Context, opts provider.Optio
 		}
 		cfg.Tools = []*genai.Tool{{FunctionDeclarations: decls}}
 	}
+	applySettings(cfg, opts)
 	return convertMessages(c.GetMessages(), model), cfg
+}
+
+// applySettings maps the model settings and the output schema onto the
+// request; [provider.CheckOptions] has refused what the model cannot
+// take. A named tool choice is mode ANY limited to that function; a tool
+// choice goes out only with tools. The provider options go through the
+// SDK's extra body, which it merges into the request key by key.
+func applySettings(cfg *genai.GenerateContentConfig, opts provider.Options) {
+	s := opts.Settings
+	if s != nil && s.Temperature != nil {
+		t := float32(s.GetTemperature())
+		cfg.Temperature = &t
+	}
+	if s != nil && s.TopP != nil {
+		p := float32(s.GetTopP())
+		cfg.TopP = &p
+	}
+	cfg.StopSequences = s.GetStopSequences()
+	if len(cfg.Tools) > 0 {
+		var fc *genai.FunctionCallingConfig
+		switch tc := s.GetToolChoice(); tc.GetMode() {
+		case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO:
+			fc = &genai.FunctionCallingConfig{Mode: genai.FunctionCallingConfigModeAuto}
+		case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE:
+			fc = &genai.FunctionCallingConfig{Mode: genai.FunctionCallingConfigModeNone}
+		case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED:
+			fc = &genai.FunctionCallingConfig{Mode: genai.FunctionCallingConfigModeAny}
+		case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_TOOL:
+			fc = &genai.FunctionCallingConfig{Mode: genai.FunctionCallingConfigModeAny, AllowedFunctionNames: []string{tc.GetToolName()}}
+		}
+		if fc != nil {
+			cfg.ToolConfig = &genai.ToolConfig{FunctionCallingConfig: fc}
+		}
+	}
+	if opts.OutputSchema != nil {
+		cfg.ResponseMIMEType = "application/json"
+		cfg.ResponseJsonSchema = opts.OutputSchema.AsMap()
+	}
+	if po := s.GetProviderOptions(); len(po.GetFields()) > 0 {
+		cfg.HTTPOptions = &genai.HTTPOptions{ExtraBody: po.AsMap()}
+	}
 }
 
 // thinkingConfig asks for thought summaries; Gemini 3 takes a level,

@@ -27,6 +27,11 @@ type Compat struct {
 	// ThinkingAsText replays same-model reasoning as plain text instead of in
 	// the reasoning field, for servers that reject the field on input.
 	ThinkingAsText bool `json:"thinking_as_text,omitempty"`
+	// NoJSONSchema marks a server without response_format json_schema
+	// usable together with tools (or whose models do not all have it):
+	// runs with an output schema answer through the finalizer tool
+	// instead (the catalog sets provider.Model.StructuredOutputTool).
+	NoJSONSchema bool `json:"no_json_schema,omitempty"`
 }
 
 // Profiles are the known compatibility profiles by name, for the config
@@ -36,11 +41,11 @@ func Profiles() map[string]Compat {
 		"openai":     {},
 		"ollama":     {MaxTokensField: "max_tokens", NoDeveloperRole: true, ReasoningFields: []string{"reasoning", "reasoning_content"}, ReasoningEffort: "reasoning_effort"},
 		"vllm":       {MaxTokensField: "max_tokens", NoDeveloperRole: true, ReasoningFields: []string{"reasoning_content", "reasoning"}, ReasoningEffort: "none"},
-		"llama.cpp":  {MaxTokensField: "max_tokens", NoDeveloperRole: true, ReasoningFields: []string{"reasoning_content"}, ReasoningEffort: "none"},
-		"lmstudio":   {MaxTokensField: "max_tokens", NoDeveloperRole: true, ReasoningFields: []string{"reasoning_content", "reasoning"}, ReasoningEffort: "none"},
-		"openrouter": {MaxTokensField: "max_tokens", ReasoningFields: []string{"reasoning", "reasoning_content"}, ReasoningEffort: "openrouter"},
-		"groq":       {MaxTokensField: "max_completion_tokens", NoDeveloperRole: true, ReasoningFields: []string{"reasoning"}, ReasoningEffort: "reasoning_effort"},
-		"deepseek":   {MaxTokensField: "max_tokens", NoDeveloperRole: true, ReasoningFields: []string{"reasoning_content"}, ReasoningEffort: "none", ThinkingAsText: false},
+		"llama.cpp":  {MaxTokensField: "max_tokens", NoDeveloperRole: true, ReasoningFields: []string{"reasoning_content"}, ReasoningEffort: "none", NoJSONSchema: true},
+		"lmstudio":   {MaxTokensField: "max_tokens", NoDeveloperRole: true, ReasoningFields: []string{"reasoning_content", "reasoning"}, ReasoningEffort: "none", NoJSONSchema: true},
+		"openrouter": {MaxTokensField: "max_tokens", ReasoningFields: []string{"reasoning", "reasoning_content"}, ReasoningEffort: "openrouter", NoJSONSchema: true},
+		"groq":       {MaxTokensField: "max_completion_tokens", NoDeveloperRole: true, ReasoningFields: []string{"reasoning"}, ReasoningEffort: "reasoning_effort", NoJSONSchema: true},
+		"deepseek":   {MaxTokensField: "max_tokens", NoDeveloperRole: true, ReasoningFields: []string{"reasoning_content"}, ReasoningEffort: "none", ThinkingAsText: false, NoJSONSchema: true},
 	}
 }
 

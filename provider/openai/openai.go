@@ -120,7 +120,45 @@ func BuildParams(model provider.Model, c *agentdv1.Context, opts provider.Option
 		}
 		params.Tools = append(params.Tools, sdk.ChatCompletionFunctionTool(fn))
 	}
+	applySettings(&params, opts)
 	return params
+}
+
+// applySettings maps the model settings and the output schema onto the
+// request; [provider.CheckOptions] has refused what the model cannot
+// take. A tool choice goes out only with tools, which the API requires of
+// it. The schema is not strict: strict mode accepts only a subset of JSON
+// Schema, and the loop validates the answer against the caller's schema.
+func applySettings(params *sdk.ChatCompletionNewParams, opts provider.Options) {
+	s := opts.Settings
+	if s != nil && s.Temperature != nil {
+		params.Temperature = param.NewOpt(s.GetTemperature())
+	}
+	if s != nil && s.TopP != nil {
+		params.TopP = param.NewOpt(s.GetTopP())
+	}
+	if stop := s.GetStopSequences(); len(stop) > 0 {
+		params.Stop = sdk.ChatCompletionNewParamsStopUnion{OfStringArray: stop}
+	}
+	if len(params.Tools) > 0 {
+		switch tc := s.GetToolChoice(); tc.GetMode() {
+		case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO:
+			params.ToolChoice = sdk.ChatCompletionToolChoiceOptionUnionParam{OfAuto: param.NewOpt("auto")}
+		case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE:
+			params.ToolChoice = sdk.ChatCompletionToolChoiceOptionUnionParam{OfAuto: param.NewOpt("none")}
+		case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED:
+			params.ToolChoice = sdk.ChatCompletionToolChoiceOptionUnionParam{OfAuto: param.NewOpt("required")}
+		case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_TOOL:
+			params.ToolChoice = sdk.ToolChoiceOptionFunctionToolChoice(sdk.ChatCompletionNamedToolChoiceFunctionParam{Name: tc.GetToolName()})
+		}
+	}
+	if opts.OutputSchema != nil {
+		params.ResponseFormat = sdk.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+			JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{
+				Name: provider.OutputSchemaName, Schema: opts.OutputSchema.AsMap(), Strict: param.NewOpt(false),
+			},
+		}}
+	}
 }
 
 func dataURL(img *agentdv1.ImageContent) string {
@@ -235,7 +273,11 @@ func (p *Provider) run(ctx context.Context, e *provider.Emitter, model provider.
 	}
 	params := BuildParams(model, c, opts, p.cfg.Compat)
 	var resp *http.Response
-	if err := p.client.Post(ctx, "chat/completions", params, &resp, option.WithJSONSet("stream", true)); err != nil {
+	reqOpts := []option.RequestOption{option.WithJSONSet("stream", true)}
+	for _, o := range provider.BodyOptions(API, opts.Settings) {
+		reqOpts = append(reqOpts, option.WithJSONSet(o.Path, o.Value))
+	}
+	if err := p.client.Post(ctx, "chat/completions", params, &resp, reqOpts...); err != nil {
 		var apiErr *sdk.Error
 		if errors.As(err, &apiErr) {
 			var ra time.Duration

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
@@ -140,6 +141,7 @@ func BuildBody(model provider.Model, c *agentdv1.Context, opts provider.Options)
 		}
 		params.Tools = append(params.Tools, responses.ToolUnionParam{OfFunction: &fn})
 	}
+	applySettings(&params, opts)
 	body, err := params.MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("marshal responses params: %w", err)
@@ -155,6 +157,39 @@ func BuildBody(model provider.Model, c *agentdv1.Context, opts provider.Options)
 		return nil, fmt.Errorf("set stream: %w", err)
 	}
 	return body, nil
+}
+
+// applySettings maps the model settings and the output schema onto the
+// request; [provider.CheckOptions] has refused what the model cannot take
+// (the API has no stop sequences). A tool choice goes out only with
+// tools. The schema is not strict: strict mode accepts only a subset of
+// JSON Schema, and the loop validates the answer against the caller's
+// schema.
+func applySettings(params *responses.ResponseNewParams, opts provider.Options) {
+	s := opts.Settings
+	if s != nil && s.Temperature != nil {
+		params.Temperature = param.NewOpt(s.GetTemperature())
+	}
+	if s != nil && s.TopP != nil {
+		params.TopP = param.NewOpt(s.GetTopP())
+	}
+	if len(params.Tools) > 0 {
+		switch tc := s.GetToolChoice(); tc.GetMode() {
+		case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO:
+			params.ToolChoice = responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: param.NewOpt(responses.ToolChoiceOptionsAuto)}
+		case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE:
+			params.ToolChoice = responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: param.NewOpt(responses.ToolChoiceOptionsNone)}
+		case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED:
+			params.ToolChoice = responses.ResponseNewParamsToolChoiceUnion{OfToolChoiceMode: param.NewOpt(responses.ToolChoiceOptionsRequired)}
+		case agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_TOOL:
+			params.ToolChoice = responses.ResponseNewParamsToolChoiceUnion{OfFunctionTool: &responses.ToolChoiceFunctionParam{Name: tc.GetToolName()}}
+		}
+	}
+	if opts.OutputSchema != nil {
+		params.Text.Format = responses.ResponseFormatTextConfigUnionParam{OfJSONSchema: &responses.ResponseFormatTextJSONSchemaConfigParam{
+			Name: provider.OutputSchemaName, Schema: opts.OutputSchema.AsMap(), Strict: param.NewOpt(false),
+		}}
+	}
 }
 
 // BuildInput is the request's input array: the system prompt, then the
@@ -324,7 +359,11 @@ func (p *Provider) run(ctx context.Context, e *provider.Emitter, model provider.
 		return
 	}
 	var resp *http.Response
-	if err := p.client.Post(ctx, "responses", body, &resp); err != nil {
+	var reqOpts []option.RequestOption
+	for _, o := range provider.BodyOptions(API, opts.Settings) {
+		reqOpts = append(reqOpts, option.WithJSONSet(o.Path, o.Value))
+	}
+	if err := p.client.Post(ctx, "responses", body, &resp, reqOpts...); err != nil {
 		var apiErr *sdk.Error
 		if errors.As(err, &apiErr) {
 			var ra time.Duration

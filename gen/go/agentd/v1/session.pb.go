@@ -1291,9 +1291,10 @@ type ModelSettings struct {
 	StopSequences []string `protobuf:"bytes,5,rep,name=stop_sequences,json=stopSequences,proto3" json:"stop_sequences,omitempty"`
 	// Provider request fields agentd does not model, merged into the
 	// request body as given (such as {"seed": 7} for OpenAI or
-	// {"top_k": 40} for Anthropic). A key agentd sets itself (model,
-	// messages, tools, stream, the settings above) is refused with
-	// INVALID_ARGUMENT; at most 16 KiB encoded.
+	// {"metadata": {"user_id": "u1"}} for Anthropic). A key agentd sets
+	// itself (model, messages, tools, stream, the settings above) is
+	// refused with INVALID_ARGUMENT (SETTING_UNSUPPORTED); at most 16 KiB
+	// encoded.
 	ProviderOptions *structpb.Struct `protobuf:"bytes,6,opt,name=provider_options,json=providerOptions,proto3" json:"provider_options,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache

@@ -510,9 +510,10 @@ export type ModelSettings = Message<"agentd.v1.ModelSettings"> & {
   /**
    * Provider request fields agentd does not model, merged into the
    * request body as given (such as {"seed": 7} for OpenAI or
-   * {"top_k": 40} for Anthropic). A key agentd sets itself (model,
-   * messages, tools, stream, the settings above) is refused with
-   * INVALID_ARGUMENT; at most 16 KiB encoded.
+   * {"metadata": {"user_id": "u1"}} for Anthropic). A key agentd sets
+   * itself (model, messages, tools, stream, the settings above) is
+   * refused with INVALID_ARGUMENT (SETTING_UNSUPPORTED); at most 16 KiB
+   * encoded.
    *
    * @generated from field: google.protobuf.Struct provider_options = 6;
    */
