@@ -297,9 +297,21 @@ func (a *Agent) spawn(ctx context.Context, parent *Run, cfg *agentdv1.SessionCon
 	if err != nil {
 		return agentloop.Result{}, fmt.Errorf("subagent session %q could not start its run: %w", child.ID, err)
 	}
+	// The child is followed to its end even when the parent is aborted
+	// meanwhile: the abort reaches the child, whose agent_end is still
+	// mirrored (within childAbortGrace).
+	follow, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopFollow()
+	stopWatch := context.AfterFunc(ctx, func() {
+		if r := a.lookup(runID); r != nil {
+			r.abort("the run that spawned it was aborted")
+		}
+		time.AfterFunc(childAbortGrace, stopFollow)
+	})
+	defer stopWatch()
 	var end *agentdv1.AgentEnd
 	var answer string
-	ferr := a.Follow(ctx, child.ID, runID, 0, FollowOptions{}, func(e Event) error {
+	ferr := a.Follow(follow, child.ID, runID, 0, FollowOptions{}, func(e Event) error {
 		ev := &agentdv1.AgentEvent{}
 		if err := proto.Unmarshal(e.Data, ev); err != nil {
 			return err
@@ -310,7 +322,8 @@ func (a *Agent) spawn(ctx context.Context, parent *Run, cfg *agentdv1.SessionCon
 			if err := call.Run.Emit(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_Subagent{Subagent: &agentdv1.SubagentEvent{
 				SessionId: child.ID, RunId: runID, Profile: p.GetName(), ToolCallId: call.ID, Event: ev,
 			}}}); err != nil {
-				return err
+				// The parent's stream has ended; the child's own goes on.
+				a.opts.Logger.Debug("a subagent's event was not mirrored", "session", child.ID, "run", runID, "err", err)
 			}
 		}
 		if m := ev.GetMessageEnd().GetMessage().GetAssistant(); m != nil {
@@ -322,15 +335,6 @@ func (a *Agent) spawn(ctx context.Context, parent *Run, cfg *agentdv1.SessionCon
 		return nil
 	})
 	if ctx.Err() != nil {
-		// The parent was aborted (Abort, a dropped stream, DeleteSession,
-		// its budget): so is the child.
-		if r := a.lookup(runID); r != nil {
-			wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), childAbortGrace)
-			defer cancel()
-			if err := r.abortAndWait(wait, "the run that spawned it was aborted"); err != nil {
-				a.opts.Logger.Warn("an aborted subagent did not end in time", "session", child.ID, "run", runID, "err", err)
-			}
-		}
 		return agentloop.Result{}, fmt.Errorf("subagent session %q was aborted with the run that spawned it", child.ID)
 	}
 	if ferr != nil || end == nil {
