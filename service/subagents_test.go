@@ -224,7 +224,9 @@ func TestSubagentsRunInParallelAndMirror(t *testing.T) {
 // configuration, each refusal naming the field.
 func TestSubagentConfigIsValidated(t *testing.T) {
 	h := newHarness(t, agent.Options{}, service.ServerOptions{})
-	ok := func() *agentdv1.SubagentProfile { return &agentdv1.SubagentProfile{Name: "helper", Description: "Helps."} }
+	ok := func() *agentdv1.SubagentProfile {
+		return &agentdv1.SubagentProfile{Name: "helper", Description: "Helps."}
+	}
 	many := make([]*agentdv1.SubagentProfile, agent.MaxSubagentProfiles+1)
 	for i := range many {
 		many[i] = &agentdv1.SubagentProfile{Name: fmt.Sprintf("p%d", i), Description: "d"}
