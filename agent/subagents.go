@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -341,9 +341,7 @@ func (a *Agent) spawn(ctx context.Context, parent *Run, cfg *agentdv1.SessionCon
 		return agentloop.Result{}, fmt.Errorf("subagent session %q: its run %q could not be followed: %v", child.ID, runID, ferr)
 	}
 	if s := end.GetStructuredOutput(); s != nil && end.GetOutcome() == agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
-		if data, err := protojson.Marshal(s); err == nil {
-			answer = string(data)
-		}
+		answer = structText(s)
 	}
 	return subagentResult(child.ID, runID, p.GetName(), end.GetOutcome(), answer, end.GetErrorMessage()), nil
 }
@@ -392,6 +390,16 @@ func subagentResult(sessionID, runID, profile string, outcome agentdv1.RunOutcom
 	return agentloop.Result{Content: textBlocks(text), Details: details, IsError: true}
 }
 
+// structText is a structured answer as compact JSON with sorted keys,
+// the same bytes every time (protojson's output is deliberately not).
+func structText(s *structpb.Struct) string {
+	data, err := json.Marshal(s.AsMap())
+	if err != nil {
+		return s.String()
+	}
+	return string(data)
+}
+
 func textBlocks(s string) []*agentdv1.ContentBlock {
 	return []*agentdv1.ContentBlock{{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: s}}}}
 }
@@ -400,9 +408,7 @@ func textBlocks(s string) []*agentdv1.ContentBlock {
 // as JSON when it has one, its text otherwise.
 func answerText(m *agentdv1.AssistantMessage) string {
 	if s := m.GetStructuredOutput(); s != nil {
-		if data, err := protojson.Marshal(s); err == nil {
-			return string(data)
-		}
+		return structText(s)
 	}
 	var b strings.Builder
 	for _, c := range m.GetContent() {
