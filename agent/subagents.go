@@ -302,13 +302,23 @@ func (a *Agent) spawn(ctx context.Context, parent *Run, cfg *agentdv1.SessionCon
 	// mirrored (within childAbortGrace).
 	follow, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopFollow()
-	stopWatch := context.AfterFunc(ctx, func() {
+	returned := make(chan struct{})
+	defer close(returned)
+	go func() {
+		select {
+		case <-returned:
+			return
+		case <-ctx.Done():
+		}
 		if r := a.lookup(runID); r != nil {
 			r.abort("the run that spawned it was aborted")
 		}
-		time.AfterFunc(childAbortGrace, stopFollow)
-	})
-	defer stopWatch()
+		select {
+		case <-returned:
+		case <-time.After(childAbortGrace):
+			stopFollow()
+		}
+	}()
 	var end *agentdv1.AgentEnd
 	var answer string
 	ferr := a.Follow(follow, child.ID, runID, 0, FollowOptions{}, func(e Event) error {
