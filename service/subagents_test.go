@@ -16,6 +16,7 @@ import (
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence/postgres/pgtest"
 	"github.com/agentd/agentd/service"
 )
 
@@ -98,9 +99,15 @@ func hasTool(c *agentdv1.Context, name string) bool {
 // child's session id, each child's answer is its call's result, and the
 // children are sessions of their own, found by ListSessions' origin
 // filter, with the profile's configuration and no spawn_agent of their own.
+// The same on PostgreSQL, where the runs are claimed with leases.
 func TestSubagentsRunInParallelAndMirror(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) { testSubagentsInParallel(t, "") })
+	t.Run("postgres", func(t *testing.T) { testSubagentsInParallel(t, pgtest.DSN(t)) })
+}
+
+func testSubagentsInParallel(t *testing.T, dsn string) {
 	g := newGate()
-	h := newHarness(t, agent.Options{Tools: []agentloop.Tool{g.tool(), asking()}}, service.ServerOptions{})
+	h := newHarnessOn(t, dsn, agent.Options{ReplicaID: "a", Tools: []agentloop.Tool{g.tool(), asking()}}, service.ServerOptions{})
 	researcher := fauxOf(toolCallAnswer(t, "w1", "wait", nil), textAnswer("found: 42"))
 	researcher.SystemPrompt = "You research."
 	researcher.Tools = []*agentdv1.Tool{{Name: "wait"}}
