@@ -185,7 +185,7 @@ func spawnDefinition(profiles []*agentdv1.SubagentProfile) *agentdv1.Tool {
 	names := make([]any, len(profiles))
 	var desc strings.Builder
 	desc.WriteString("Delegate a task to a subagent: a separate agent that works on it on its own, with its own tools, and returns its final answer as this call's result. " +
-		"It does not see this conversation, so give it everything it needs in task. Several calls in one answer run at the same time. Profiles:")
+		"It does not see this conversation, so give it everything it needs in task. Calls in one answer may run at the same time. Profiles:")
 	for i, p := range profiles {
 		names[i] = p.GetName()
 		fmt.Fprintf(&desc, "\n- %s: %s", p.GetName(), p.GetDescription())
