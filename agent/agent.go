@@ -374,8 +374,13 @@ func (a *Agent) CheckConfig(tenant string, cfg *agentdv1.SessionConfig) error {
 			return err
 		}
 	}
-	_, err := a.toolKit(tenant, cfg, nil, nil)
-	return err
+	if err := checkSpawnReserved(cfg); err != nil {
+		return err
+	}
+	if _, err := a.toolKit(tenant, cfg, nil, nil); err != nil {
+		return err
+	}
+	return a.checkSubagents(tenant, cfg)
 }
 
 // checkModelCeilings refuses a model or compaction model beyond the

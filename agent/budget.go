@@ -33,9 +33,19 @@ func checkBudget(b *agentdv1.Budget) error {
 // budget enforces a session's Budget on one run. The cost and token
 // limits count the session's spending before the run (from the store)
 // and the run's answers as they are stored.
+//
+// A subagent's spending also counts against the budgets of the sessions
+// above it: parent is the budget of the session that spawned this one
+// (its live run's, or one read from the store), and a session's spending
+// is that of its whole tree of subagents (treeSpend).
 type budget struct {
 	limits *agentdv1.Budget
-	spent  persistence.Spend // the session's, up to the last stored answer
+	spent  persistence.Spend // the session's tree's, up to the last stored answer
+	// sessionID is the session whose budget this is; run is its run when
+	// the budget is a live run's (nil for one read from the store).
+	sessionID string
+	run       *Run
+	parent    *budget
 
 	mu       sync.Mutex
 	exceeded string // the limit reached, as the client is told
@@ -49,7 +59,7 @@ func (a *Agent) openBudget(ctx context.Context, sessionID string, limits *agentd
 	if limits.GetMaxCostUsd() == 0 && limits.GetMaxTokens() == 0 {
 		return b, nil
 	}
-	spent, err := a.store.SessionSpend(ctx, sessionID)
+	spent, err := a.treeSpend(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -109,6 +119,22 @@ func (b *budget) answered(r *Run, e *agentdv1.Entry) {
 	b.mu.Unlock()
 	if reason != "" {
 		b.exceed(r, reason)
+	}
+	for p := b.parent; p != nil; p = p.parent {
+		p.mu.Lock()
+		p.spent = p.spent.Add(s)
+		reason := p.overSpent()
+		p.mu.Unlock()
+		if reason == "" {
+			continue
+		}
+		// The subagent ends first, with the reason of its own; the
+		// parent's run, when it is live, ends as well, and its abort
+		// reaches its other children.
+		b.exceed(r, fmt.Sprintf("%s, counting its subagents (session %q spawned this one)", reason, p.sessionID))
+		if p.run != nil {
+			p.exceed(p.run, reason+", counting its subagents")
+		}
 	}
 }
 

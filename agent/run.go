@@ -78,6 +78,11 @@ type Run struct {
 	request *agentdv1.RunRequest
 	// promptPending says the run's prompt is not stored yet (notePrompt).
 	promptPending atomic.Bool
+	// origin is the subagent's origin its agent_start names; nil for a
+	// session no spawn_agent call created (agent/subagents.go).
+	origin *agentdv1.SessionOrigin
+	// subagents bound the run's children per profile.
+	subagents subagentSlots
 }
 
 // ID returns the run's id.
@@ -142,6 +147,9 @@ type StartRequest struct {
 	// Method, RequestID, ParentEntryID and FromRoot are filled in from the
 	// fields above.
 	Run *agentdv1.RunRequest
+	// parent is the live run whose spawn_agent call starts this run of a
+	// subagent's session; nil otherwise.
+	parent *Run
 }
 
 // TenantLimits are what a tenant's runs may use; zero values limit
@@ -417,6 +425,9 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 	if r.budget, err = a.openBudget(ctx, r.sessionID, cfg.GetBudget()); err != nil {
 		return err
 	}
+	if err := a.linkSubagent(ctx, r, sess, req); err != nil {
+		return err
+	}
 	r.approvals.tools, r.approvals.ceiling, r.approvals.root = kit.set, a.opts.Ceilings.ceiling(r.tenant), cfg.GetWorkspaceRoot()
 	gate := approvalGate{run: r, policies: kit.policies, now: a.opts.Now,
 		timeout:        durationOr(cfg.GetApprovalTimeout(), DefaultApprovalTimeout),
@@ -571,6 +582,7 @@ func (r *Run) sink(ctx context.Context, ev *agentdv1.AgentEvent) error {
 		a.forget(r)
 		return nil
 	}
+	r.markSubagent(ev)
 	r.publish(ev)
 	return nil
 }

@@ -153,6 +153,11 @@ func agentEventCases(t *testing.T) map[string]*agentdv1.AgentEvent {
 			ToolResult: &agentdv1.ToolResultMessage{ToolCallId: "call_1", ToolName: "bash", Content: []*agentdv1.ContentBlock{text("ok")}}}}}),
 		"tool_in_doubt": ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_ToolInDoubt{ToolInDoubt: &agentdv1.ToolInDoubt{
 			ToolCallId: "call_1", ToolName: "bash", RunId: "r1", IdempotencyKey: "s/r1/call_1", StartEntryId: "e9"}}}),
+		"subagent": ev(&agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_Subagent{Subagent: &agentdv1.SubagentEvent{
+			SessionId: "sub-1", RunId: "r2", Profile: "researcher", ToolCallId: "call_4",
+			Event: &agentdv1.AgentEvent{SessionId: "sub-1", RunId: "r2", Seq: 1, Time: testTime, Event: &agentdv1.AgentEvent_AgentStart{AgentStart: &agentdv1.AgentStart{
+				Origin: &agentdv1.SessionOrigin{SessionId: "s1", RunId: "r1", ToolCallId: "call_4", SubagentProfile: "researcher"}}}},
+		}}}),
 	}
 }
 

@@ -153,7 +153,8 @@ func (s *Service) wireSession(ctx context.Context, rec *persistence.Session) *ag
 		State:       agentdv1.SessionState_SESSION_STATE_IDLE,
 	}
 	if rec.Origin.SessionID != "" {
-		out.Origin = &agentdv1.SessionOrigin{SessionId: rec.Origin.SessionID, EntryId: rec.Origin.EntryID}
+		out.Origin = &agentdv1.SessionOrigin{SessionId: rec.Origin.SessionID, EntryId: rec.Origin.EntryID,
+			RunId: rec.Origin.RunID, ToolCallId: rec.Origin.ToolCallID, SubagentProfile: rec.Origin.Profile}
 	}
 	id, err := s.agent.ActiveRun(ctx, rec.ID)
 	if err != nil {
@@ -194,28 +195,42 @@ func (s *Service) checkNewSession(tenant string, cfg *agentdv1.SessionConfig, ti
 // server (model, tools, workspace, turn limit) and the tenant's ceiling,
 // so a run never fails on configuration.
 func (s *Service) checkConfig(tenant string, cfg *agentdv1.SessionConfig) error {
+	if err := s.checkConfigSizes("config", cfg); err != nil {
+		return err
+	}
+	return s.status(context.Background(), "check config", s.agent.CheckConfig(tenant, cfg))
+}
+
+// checkConfigSizes checks the sizes of a configuration (at field
+// prefix), and of the overlays of its subagent profiles.
+func (s *Service) checkConfigSizes(prefix string, cfg *agentdv1.SessionConfig) error {
 	if len(cfg.GetSystemPrompt()) > s.limits.MaxSystemPromptBytes {
-		return invalid("config.system_prompt", "%d bytes exceed the limit of %d", len(cfg.GetSystemPrompt()), s.limits.MaxSystemPromptBytes)
+		return invalid(prefix+".system_prompt", "%d bytes exceed the limit of %d", len(cfg.GetSystemPrompt()), s.limits.MaxSystemPromptBytes)
 	}
-	if err := checkModelSettings("config.model_settings", cfg.GetModelSettings()); err != nil {
+	if err := checkModelSettings(prefix+".model_settings", cfg.GetModelSettings()); err != nil {
 		return err
 	}
-	if err := checkDuration("config.client_tool_timeout", cfg.GetClientToolTimeout()); err != nil {
+	if err := checkDuration(prefix+".client_tool_timeout", cfg.GetClientToolTimeout()); err != nil {
 		return err
 	}
-	if err := checkDuration("config.approval_timeout", cfg.GetApprovalTimeout()); err != nil {
+	if err := checkDuration(prefix+".approval_timeout", cfg.GetApprovalTimeout()); err != nil {
 		return err
 	}
 	for i, b := range cfg.GetContextBlocks() {
 		if len(b.GetText()) > s.limits.MaxTextBytes {
-			return invalid(fmt.Sprintf("config.context_blocks[%d].text", i), "%d bytes exceed the limit of %d", len(b.GetText()), s.limits.MaxTextBytes)
+			return invalid(fmt.Sprintf("%s.context_blocks[%d].text", prefix, i), "%d bytes exceed the limit of %d", len(b.GetText()), s.limits.MaxTextBytes)
 		}
 	}
 	for i, r := range cfg.GetFaux().GetResponses() {
 		m := &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: agent.ScriptedAnswer(r)}}
-		if err := s.limits.checkAgentMessage(fmt.Sprintf("config.faux.responses[%d]", i), m); err != nil {
+		if err := s.limits.checkAgentMessage(fmt.Sprintf("%s.faux.responses[%d]", prefix, i), m); err != nil {
 			return err
 		}
 	}
-	return s.status(context.Background(), "check config", s.agent.CheckConfig(tenant, cfg))
+	for i, p := range cfg.GetSubagents() {
+		if err := s.checkConfigSizes(fmt.Sprintf("%s.subagents[%d].config", prefix, i), p.GetConfig()); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // sessionColumns are a whole session record, with its pk.
-const sessionColumns = `s.pk, s.id, s.create_time, s.update_time, coalesce(s.leaf_entry_id, ''), s.title, s.config, coalesce(s.origin_session_id, ''), coalesce(s.origin_entry_id, ''), s.tenant`
+const sessionColumns = `s.pk, s.id, s.create_time, s.update_time, coalesce(s.leaf_entry_id, ''), s.title, s.config, coalesce(s.origin_session_id, ''), coalesce(s.origin_entry_id, ''), s.tenant, coalesce(s.origin_run_id, ''), coalesce(s.origin_tool_call_id, ''), coalesce(s.origin_profile, '')`
 
 // CreateSession implements [persistence.Store].
 func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionParams) (*persistence.Session, error) {
@@ -28,13 +28,16 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 	}
 	now := s.timeNow()
 	err = s.write(ctx, func(tx pgx.Tx) error {
-		var originSession, originEntry *string
-		if p.Origin.SessionID != "" {
-			originSession, originEntry = &p.Origin.SessionID, &p.Origin.EntryID
+		var originSession, originEntry, originRun, originCall, originProfile *string
+		if o := p.Origin; o.SessionID != "" {
+			originSession, originEntry = &o.SessionID, &o.EntryID
+			if o.RunID != "" {
+				originRun, originCall, originProfile = &o.RunID, &o.ToolCallID, &o.Profile
+			}
 		}
 		var pk int64
-		err := tx.QueryRow(ctx, `INSERT INTO sessions (id, create_time, update_time, title, config, origin_session_id, origin_entry_id, tenant) VALUES ($1, $2, $2, $3, $4, $5, $6, $7) RETURNING pk`,
-			id, now, p.Title, cfgBytes, originSession, originEntry, p.Tenant).Scan(&pk)
+		err := tx.QueryRow(ctx, `INSERT INTO sessions (id, create_time, update_time, title, config, origin_session_id, origin_entry_id, origin_run_id, origin_tool_call_id, origin_profile, tenant) VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING pk`,
+			id, now, p.Title, cfgBytes, originSession, originEntry, originRun, originCall, originProfile, p.Tenant).Scan(&pk)
 		if _, ok := uniqueViolation(err); ok {
 			return &persistence.Error{Kind: persistence.ErrConflict, SessionID: id, Detail: "a session with this id exists"}
 		} else if err != nil {
@@ -211,7 +214,8 @@ func scanSessions(rows pgx.Rows) ([]*persistence.Session, []int64, error) {
 			cfg              []byte
 			created, updated time.Time
 		)
-		if err := rows.Scan(&pk, &sess.ID, &created, &updated, &sess.LeafEntryID, &sess.Title, &cfg, &sess.Origin.SessionID, &sess.Origin.EntryID, &sess.Tenant); err != nil {
+		if err := rows.Scan(&pk, &sess.ID, &created, &updated, &sess.LeafEntryID, &sess.Title, &cfg, &sess.Origin.SessionID, &sess.Origin.EntryID, &sess.Tenant,
+			&sess.Origin.RunID, &sess.Origin.ToolCallID, &sess.Origin.Profile); err != nil {
 			return nil, nil, err
 		}
 		sess.CreateTime, sess.UpdateTime = created, updated

@@ -24,12 +24,15 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 	}
 	now := s.now()
 	err = s.write(ctx, func(t *writeTx) error {
-		var originSession, originEntry any
-		if p.Origin.SessionID != "" {
-			originSession, originEntry = p.Origin.SessionID, p.Origin.EntryID
+		var originSession, originEntry, originRun, originCall, originProfile any
+		if o := p.Origin; o.SessionID != "" {
+			originSession, originEntry = o.SessionID, o.EntryID
+			if o.RunID != "" {
+				originRun, originCall, originProfile = o.RunID, o.ToolCallID, o.Profile
+			}
 		}
-		res, err := t.exec(`INSERT INTO sessions (id, create_time, update_time, title, config, origin_session_id, origin_entry_id, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			id, now.UnixNano(), now.UnixNano(), p.Title, cfgBytes, originSession, originEntry, p.Tenant)
+		res, err := t.exec(`INSERT INTO sessions (id, create_time, update_time, title, config, origin_session_id, origin_entry_id, origin_run_id, origin_tool_call_id, origin_profile, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			id, now.UnixNano(), now.UnixNano(), p.Title, cfgBytes, originSession, originEntry, originRun, originCall, originProfile, p.Tenant)
 		if isUnique(err) {
 			return &persistence.Error{Kind: persistence.ErrConflict, SessionID: id, Detail: "a session with this id exists"}
 		} else if err != nil {
@@ -186,12 +189,14 @@ func scanSessions(rows *sql.Rows) ([]*persistence.Session, []int64, error) {
 			sess                          persistence.Session
 			cfg                           []byte
 		)
-		var originSession, originEntry sql.NullString
-		if err := rows.Scan(&pk, &sess.LeafEntryID, &lastSeq, &sess.ID, &created, &updated, &sess.Title, &cfg, &originSession, &originEntry, &sess.Tenant); err != nil {
+		var originSession, originEntry, originRun, originCall, originProfile sql.NullString
+		if err := rows.Scan(&pk, &sess.LeafEntryID, &lastSeq, &sess.ID, &created, &updated, &sess.Title, &cfg, &originSession, &originEntry, &sess.Tenant,
+			&originRun, &originCall, &originProfile); err != nil {
 			return nil, nil, err
 		}
 		sess.CreateTime, sess.UpdateTime = time.Unix(0, created), time.Unix(0, updated)
-		sess.Origin = persistence.Origin{SessionID: originSession.String, EntryID: originEntry.String}
+		sess.Origin = persistence.Origin{SessionID: originSession.String, EntryID: originEntry.String,
+			RunID: originRun.String, ToolCallID: originCall.String, Profile: originProfile.String}
 		sess.Config = &agentdv1.SessionConfig{}
 		if err := proto.Unmarshal(cfg, sess.Config); err != nil {
 			return nil, nil, &persistence.Error{Kind: persistence.ErrCorrupt, SessionID: sess.ID, Detail: fmt.Sprintf("config: %v", err)}

@@ -83,7 +83,7 @@ const (
 	// session's path: pk, leaf, and the highest seq.
 	sessionState = `s.session_pk, coalesce(s.leaf_entry_id, ''), s.last_seq`
 	// sessionColumns are a whole session record.
-	sessionColumns = sessionState + `, s.session_id, s.create_time, s.update_time, s.title, s.config, s.origin_session_id, s.origin_entry_id, s.tenant`
+	sessionColumns = sessionState + `, s.session_id, s.create_time, s.update_time, s.title, s.config, s.origin_session_id, s.origin_entry_id, s.tenant, s.origin_run_id, s.origin_tool_call_id, s.origin_profile`
 	sqlSessionByID = `SELECT ` + sessionState + sessionFrom + ` WHERE s.session_id = ?`
 	// A path is loaded with one range scan of the session's key range (a
 	// sequential read in append order); the tree is walked in memory and

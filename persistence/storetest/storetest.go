@@ -892,6 +892,26 @@ func testOrigin(t *testing.T, h Harness) {
 	}
 	_, err = s.ListSessions(ctx, persistence.ListSessionsRequest{OriginSessionID: parent.ID, PageToken: page.NextPageToken})
 	wantErr(t, "a token of another listing", err, persistence.ErrInvalid, "", "")
+
+	// A subagent's origin names the parent's run, tool call and profile,
+	// through a restart; the origin listing finds forks and subagents.
+	sub := persistence.Origin{SessionID: parent.ID, RunID: "run-1", ToolCallID: "call-1", Profile: "researcher"}
+	child := mustCreate(t, s, persistence.CreateSessionParams{ID: "sub-1", Origin: sub, Tenant: "t1"})
+	if child.Origin != sub {
+		t.Fatalf("created subagent origin %+v, want %+v", child.Origin, sub)
+	}
+	s = h.Reopen(t, s)
+	t.Cleanup(func() { _ = s.Close() })
+	for _, id := range []string{child.ID, fork.ID} {
+		want := map[string]persistence.Origin{child.ID: sub, fork.ID: origin}[id]
+		if got, err := s.GetSession(ctx, id); err != nil || got.Origin != want {
+			t.Fatalf("origin of %s after reopening = %+v, %v; want %+v", id, got.Origin, err, want)
+		}
+	}
+	page, err = s.ListSessions(ctx, persistence.ListSessionsRequest{OriginSessionID: parent.ID, AllTenants: true})
+	if err != nil || len(page.Sessions) != 2 || page.Sessions[0].ID != child.ID || page.Sessions[0].Origin != sub || page.Sessions[1].ID != fork.ID {
+		t.Fatalf("ListSessions by origin with a subagent: %+v, %v", page, err)
+	}
 }
 
 // testTenantIsolation: a session keeps its tenant through reopening, and

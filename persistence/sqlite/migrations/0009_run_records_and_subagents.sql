@@ -31,3 +31,23 @@ DROP INDEX runs_by_session;
 ALTER TABLE sessions ADD COLUMN origin_run_id TEXT;
 ALTER TABLE sessions ADD COLUMN origin_tool_call_id TEXT;
 ALTER TABLE sessions ADD COLUMN origin_profile TEXT;
+-- The readers' view shows them too (a later version only adds columns).
+DROP VIEW session_heads;
+CREATE VIEW session_heads AS
+SELECT
+    s.pk                                               AS session_pk,
+    s.id                                               AS session_id,
+    s.tenant                                           AS tenant,
+    s.title                                            AS title,
+    s.config                                           AS config,
+    s.create_time                                      AS create_time,
+    max(s.update_time, coalesce(last.append_time, 0))  AS update_time,
+    CASE WHEN coalesce(last.seq, 0) <= s.leaf_seq THEN s.leaf_entry_id ELSE last.id END AS leaf_entry_id,
+    coalesce(last.seq, 0)                              AS last_seq,
+    s.origin_session_id                                AS origin_session_id,
+    s.origin_entry_id                                  AS origin_entry_id,
+    s.origin_run_id                                    AS origin_run_id,
+    s.origin_tool_call_id                              AS origin_tool_call_id,
+    s.origin_profile                                   AS origin_profile
+FROM sessions s
+LEFT JOIN entries last ON last.key = (SELECT max(key) FROM entries WHERE key > s.pk * 4294967296 AND key < (s.pk + 1) * 4294967296);
