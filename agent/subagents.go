@@ -173,9 +173,16 @@ type spawnTool struct {
 
 // addSpawnTool adds spawn_agent to a kit's tools when the session has
 // profiles.
-func (a *Agent) addSpawnTool(cfg *agentdv1.SessionConfig, r *Run, list []agentloop.Tool) []agentloop.Tool {
+//
+// Spawning runs without approval, as the child's own tools ask for theirs,
+// unless the operator's ceiling (requireApproval) names spawn_agent: then
+// every spawn asks, recorded in policies.
+func (a *Agent) addSpawnTool(cfg *agentdv1.SessionConfig, r *Run, ceiling Ceiling, policies map[string]agentdv1.ApprovalPolicy, list []agentloop.Tool) []agentloop.Tool {
 	if len(cfg.GetSubagents()) == 0 {
 		return list
+	}
+	if p := ceiling.approval(SpawnAgentTool, agentdv1.ApprovalPolicy_APPROVAL_POLICY_UNSPECIFIED); p == agentdv1.ApprovalPolicy_APPROVAL_POLICY_ASK {
+		policies[SpawnAgentTool] = p
 	}
 	return append(list, spawnTool{a: a, run: r, cfg: cfg, def: spawnDefinition(cfg.GetSubagents())})
 }

@@ -137,7 +137,7 @@ func (a *Agent) toolKit(tenant string, cfg *agentdv1.SessionConfig, r *Run, mcp 
 		return nil, err
 	}
 	list = a.addMCPTools(cfg, ceiling, mcp, list, kit.policies)
-	list = a.addSpawnTool(cfg, r, list)
+	list = a.addSpawnTool(cfg, r, ceiling, kit.policies, list)
 	if r != nil {
 		list = durableTools(r, list)
 	}

@@ -495,3 +495,41 @@ func TestSubagentsStayInTheirTenant(t *testing.T) {
 		t.Fatalf("%s, %v", kinds(rest), err)
 	}
 }
+
+// An operator's ceiling that names spawn_agent (requireApproval) makes
+// every spawn ask: the parent's stream carries approval_requested for the
+// call, and a denied spawn creates no child session.
+func TestSubagentSpawnAsksUnderTheCeiling(t *testing.T) {
+	h := newHarness(t, agent.Options{}, service.ServerOptions{})
+	h.opts.Ceilings = agent.Ceilings{Default: agent.Ceiling{RequireApproval: agent.Limit{Values: []string{"spawn_*"}, Setting: "--require-approval"}}}
+	h.restart()
+	cfg := fauxOf(spawnCall(t, [3]string{"c1", "helper", "help"}), textAnswer("done"))
+	cfg.Subagents = []*agentdv1.SubagentProfile{{Name: "helper", Description: "Helps.", Config: fauxOf(textAnswer("helped"))}}
+	created, err := h.client.CreateSession(h.ctx(), &agentdv1.CreateSessionRequest{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := created.GetSession().GetId()
+	stream, err := h.client.Prompt(h.ctx(), &agentdv1.PromptRequest{SessionId: parent, Content: texts("go")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := recvUntil(t, stream, func(ev *agentdv1.AgentEvent) bool { return ev.GetApprovalRequested() != nil })
+	if got := evs[len(evs)-1].GetApprovalRequested(); got.GetToolName() != agent.SpawnAgentTool || got.GetToolCallId() != "c1" {
+		t.Fatalf("approval requested for %v", got)
+	}
+	if _, err := h.client.ResolveApproval(h.ctx(), &agentdv1.ResolveApprovalRequest{SessionId: parent, ToolCallId: "c1",
+		Decision: agentdv1.ApprovalDecision_APPROVAL_DECISION_DENIED}); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := drain(stream)
+	if err != nil || rest[len(rest)-1].GetAgentEnd().GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
+		t.Fatalf("%s, %v", kinds(rest), err)
+	}
+	if tr := toolResults(h.transcript(parent))["c1"]; !tr.GetIsError() {
+		t.Fatalf("the denied spawn's result: %v", tr)
+	}
+	if list, err := h.client.ListSessions(h.ctx(), &agentdv1.ListSessionsRequest{OriginSessionId: parent}); err != nil || len(list.GetSessions()) != 0 {
+		t.Fatalf("a denied spawn created children: %v, %v", list, err)
+	}
+}
