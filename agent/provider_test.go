@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -243,5 +244,79 @@ func TestUpdateSessionSwitchesFauxToAnthropic(t *testing.T) {
 	}
 	if !strings.Contains(wire.bodies[0], "the port is in config.ts") || strings.Contains(wire.bodies[0], "faux-sig") {
 		t.Fatalf("the faux thinking must reach Anthropic as text, without its signature:\n%s", wire.bodies[0])
+	}
+}
+
+// A program's run on a real adapter (Anthropic's SDK over a recorded wire
+// stream): the per-run model settings and output schema reach the
+// request body, the model's JSON answer arrives as structured_output, and
+// a setting the API cannot send (temperature, which the pinned API
+// version removed) is refused with SETTING_UNSUPPORTED naming the field
+// and the model before any request is made or anything is stored.
+func TestRunSettingsAndSchemaReachARealAdapter(t *testing.T) {
+	answer := filepath.Join(t.TempDir(), "json.sse")
+	if err := os.WriteFile(answer, []byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"usage\":{\"input_tokens\":5}}}\n\n"+
+		"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"+
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"{\\\"priority\\\": \"}}\n\n"+
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"\\\"high\\\"}\"}}\n\n"+
+		"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n"+
+		"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":7}}\n\n"+
+		"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wire := &anthropicWire{streams: []string{answer}}
+	h := newHarness(t, agent.Options{Models: anthropicRegistry(t, wire)})
+	id := h.session(&agentdv1.SessionConfig{Model: &agentdv1.ModelRef{Provider: "anthropic", Id: "claude-sonnet-4-5"}})
+	schema, _ := structpb.NewStruct(map[string]any{"type": "object", "required": []any{"priority"},
+		"properties": map[string]any{"priority": map[string]any{"type": "string", "enum": []any{"low", "high"}}}})
+	options, _ := structpb.NewStruct(map[string]any{"metadata": map[string]any{"user_id": "u1"}})
+
+	temperature := 0.3
+	_, err := h.a.Start(context.Background(), agent.StartRequest{SessionID: id, Prompt: user("triage"),
+		Run: &agentdv1.RunRequest{ModelSettings: &agentdv1.ModelSettings{Temperature: &temperature}}})
+	var refused *agent.FieldError
+	if !errors.As(err, &refused) || refused.Field != "model_settings.temperature" || refused.Reason != agentdv1.ErrorReason_ERROR_REASON_SETTING_UNSUPPORTED ||
+		refused.Metadata["field"] != "model_settings.temperature" || refused.Metadata["model"] != "anthropic/claude-sonnet-4-5" {
+		t.Fatalf("temperature on Anthropic: %v, want SETTING_UNSUPPORTED naming the field and model", err)
+	}
+	if len(wire.bodies) != 0 || len(h.transcript(id)) != 0 {
+		t.Fatalf("a refused run made %d requests and stored %d entries", len(wire.bodies), len(h.transcript(id)))
+	}
+
+	evs, err := h.startRun(agent.StartRequest{SessionID: id, Prompt: user("triage"), Run: &agentdv1.RunRequest{OutputSchema: schema,
+		ModelSettings: &agentdv1.ModelSettings{StopSequences: []string{"END"}, MaxOutputTokens: 512, ProviderOptions: options}}}, false).drain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := evs[len(evs)-1].GetAgentEnd()
+	if end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED || end.GetStructuredOutput().GetFields()["priority"].GetStringValue() != "high" {
+		t.Fatalf("agent_end %v, want COMPLETED with priority high", end)
+	}
+	if len(wire.bodies) != 1 {
+		t.Fatalf("%d requests, want 1", len(wire.bodies))
+	}
+	var body struct {
+		MaxTokens     int64    `json:"max_tokens"`
+		StopSequences []string `json:"stop_sequences"`
+		Metadata      struct {
+			UserID string `json:"user_id"`
+		} `json:"metadata"`
+		OutputConfig struct {
+			Format struct {
+				Type   string          `json:"type"`
+				Schema json.RawMessage `json:"schema"`
+			} `json:"format"`
+		} `json:"output_config"`
+	}
+	if err := json.Unmarshal([]byte(wire.bodies[0]), &body); err != nil {
+		t.Fatal(err)
+	}
+	if body.MaxTokens != 512 || len(body.StopSequences) != 1 || body.StopSequences[0] != "END" || body.Metadata.UserID != "u1" ||
+		body.OutputConfig.Format.Type != "json_schema" || !strings.Contains(string(body.OutputConfig.Format.Schema), "priority") {
+		t.Fatalf("the request does not carry the run's settings and schema:\n%s", wire.bodies[0])
+	}
+	final := h.transcript(id)[1].GetMessage().GetAssistant()
+	if final.GetStructuredOutput().GetFields()["priority"].GetStringValue() != "high" {
+		t.Fatalf("the stored answer: %v", final)
 	}
 }

@@ -169,12 +169,8 @@ func runStreamOptions(model provider.Model, cfg *agentdv1.SessionConfig, session
 		if !errors.As(err, &se) {
 			return opts, err
 		}
-		field := se.Field
-		if field != "output_schema" {
-			field = "model_settings." + field
-		}
-		return opts, &FieldError{Field: field, Description: se.Error(), Reason: agentdv1.ErrorReason_ERROR_REASON_SETTING_UNSUPPORTED,
-			Metadata: map[string]string{"field": field, "model": se.Model}}
+		return opts, &FieldError{Field: se.Field, Description: se.Problem(), Reason: agentdv1.ErrorReason_ERROR_REASON_SETTING_UNSUPPORTED,
+			Metadata: map[string]string{"field": se.Field, "model": se.Model}}
 	}
 	return opts, nil
 }

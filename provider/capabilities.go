@@ -38,7 +38,13 @@ type SettingError struct {
 
 // Error implements error.
 func (e *SettingError) Error() string {
-	return fmt.Sprintf("%s: model %s cannot use it: %s", e.Field, e.Model, e.Reason)
+	return e.Field + ": " + e.Problem()
+}
+
+// Problem is the error without the field's name, for a caller that names
+// the field itself (a gRPC refusal's BadRequest).
+func (e *SettingError) Problem() string {
+	return fmt.Sprintf("model %s cannot use it: %s", e.Model, e.Reason)
 }
 
 // reservation is a provider_options path an adapter writes itself (or the
