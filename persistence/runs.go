@@ -149,6 +149,18 @@ func (r ListRunsRequest) NextPageToken(last *Run) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(ListingRuns + ":" + scopeHash(r.scope()) + ":" + pos))
 }
 
+// Page is the page of runs an engine read in listing order, at most
+// size+1 of them (the extra one says another page follows): the first
+// size, with the token of the next page when there is one.
+func (r ListRunsRequest) Page(runs []*Run, size int) *RunPage {
+	page := &RunPage{Runs: runs}
+	if len(runs) > size {
+		page.Runs = runs[:size]
+		page.NextPageToken = r.NextPageToken(runs[size-1])
+	}
+	return page
+}
+
 // Matches reports whether run passes the request's filters (not its
 // cursor), for engines that filter in memory.
 func (r ListRunsRequest) Matches(run *Run) bool {

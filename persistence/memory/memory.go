@@ -727,7 +727,7 @@ func (s *Store) ListRuns(_ context.Context, req persistence.ListRunsRequest) (*p
 	if err != nil {
 		return nil, err
 	}
-	page := &persistence.RunPage{}
+	var page *persistence.RunPage
 	err = s.read(func(d *data) error {
 		if _, err := d.session(req.SessionID); err != nil {
 			return err
@@ -741,11 +741,7 @@ func (s *Store) ListRuns(_ context.Context, req persistence.ListRunsRequest) (*p
 		}
 		sortRuns(all)
 		slices.Reverse(all)
-		if len(all) > size {
-			all = all[:size]
-			page.NextPageToken = req.NextPageToken(all[size-1])
-		}
-		page.Runs = all
+		page = req.Page(all, size)
 		return nil
 	})
 	if err != nil {

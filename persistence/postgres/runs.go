@@ -139,7 +139,7 @@ func (s *Store) ListRuns(ctx context.Context, req persistence.ListRunsRequest) (
 		q.WriteString(` AND (r.start_time, r.id) < (` + arg(cursor.Start) + `, ` + arg(cursor.ID) + `)`)
 	}
 	q.WriteString(` ORDER BY r.start_time DESC, r.id DESC LIMIT ` + arg(size+1))
-	page := &persistence.RunPage{}
+	var page *persistence.RunPage
 	err = s.read(ctx, func(tx pgx.Tx) error {
 		sess, err := lookupSession(ctx, tx, req.SessionID)
 		if err != nil {
@@ -150,13 +150,11 @@ func (s *Store) ListRuns(ctx context.Context, req persistence.ListRunsRequest) (
 		if err != nil {
 			return err
 		}
-		if page.Runs, err = scanRuns(rows); err != nil {
+		runs, err := scanRuns(rows)
+		if err != nil {
 			return err
 		}
-		if len(page.Runs) > size {
-			page.Runs = page.Runs[:size]
-			page.NextPageToken = req.NextPageToken(page.Runs[size-1])
-		}
+		page = req.Page(runs, size)
 		return nil
 	})
 	if err != nil {

@@ -127,7 +127,7 @@ func (s *Store) ListRuns(ctx context.Context, req persistence.ListRunsRequest) (
 		q, args = q+` AND (r.start_time < ? OR (r.start_time = ? AND r.id < ?))`, append(args, cursor.Start.UnixNano(), cursor.Start.UnixNano(), cursor.ID)
 	}
 	q, args = q+` ORDER BY r.start_time DESC, r.id DESC LIMIT ?`, append(args, size+1)
-	page := &persistence.RunPage{}
+	var page *persistence.RunPage
 	err = s.read(ctx, func(tx *sql.Tx) error {
 		var exists int
 		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, req.SessionID).Scan(&exists); errors.Is(err, sql.ErrNoRows) {
@@ -139,13 +139,11 @@ func (s *Store) ListRuns(ctx context.Context, req persistence.ListRunsRequest) (
 		if err != nil {
 			return err
 		}
-		if page.Runs, err = scanRuns(rows); err != nil {
+		runs, err := scanRuns(rows)
+		if err != nil {
 			return err
 		}
-		if len(page.Runs) > size {
-			page.Runs = page.Runs[:size]
-			page.NextPageToken = req.NextPageToken(page.Runs[size-1])
-		}
+		page = req.Page(runs, size)
 		return nil
 	})
 	if err != nil {
