@@ -10,24 +10,16 @@ import (
 )
 
 func TestModelSettingsReachTheRequest(t *testing.T) {
-	choice := func(mode agentdv1.ToolChoiceMode, name string) *agentdv1.ModelSettings {
-		return &agentdv1.ModelSettings{ToolChoice: &agentdv1.ToolChoice{Mode: mode, ToolName: name}}
-	}
-	for _, tc := range []struct {
-		name  string
-		tools bool
-		opts  provider.Options
-		want  map[string]string
-	}{
-		{"unset", true, provider.Options{}, map[string]string{
+	wiretest.CheckSettings(t, model, wiretest.Reply{Body: wiretest.File(t, "testdata/text.sse")}, []wiretest.SettingsCase{
+		{Name: "unset", Tools: true, Want: map[string]string{
 			"stop_sequences": wiretest.Absent, "tool_choice": wiretest.Absent, "output_config": wiretest.Absent,
 			"temperature": wiretest.Absent, "top_p": wiretest.Absent, "max_tokens": `32000`,
 		}},
-		{"everything", true, provider.Options{MaxTokens: 1000, OutputSchema: wiretest.Schema(), Settings: &agentdv1.ModelSettings{
+		{Name: "everything", Tools: true, Opts: provider.Options{MaxTokens: 1000, OutputSchema: wiretest.Schema(), Settings: &agentdv1.ModelSettings{
 			StopSequences:   []string{"END", "STOP"},
 			ToolChoice:      &agentdv1.ToolChoice{Mode: agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_TOOL, ToolName: "get_weather"},
 			ProviderOptions: wiretest.Struct(t, map[string]any{"metadata": map[string]any{"user_id": "u1"}, "output_config": map[string]any{"effort": "high"}}),
-		}}, map[string]string{
+		}}, Want: map[string]string{
 			"max_tokens":     `1000`,
 			"stop_sequences": `["END","STOP"]`,
 			"tool_choice":    `{"type":"tool","name":"get_weather"}`,
@@ -43,26 +35,11 @@ func TestModelSettingsReachTheRequest(t *testing.T) {
 			"output_config.format.schema.properties.n.minimum": wiretest.Absent,
 			"stream": `true`, "model": `"claude-sonnet-4-5"`,
 		}},
-		{"auto", true, provider.Options{Settings: choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO, "")}, map[string]string{"tool_choice": `{"type":"auto"}`}},
-		{"none", true, provider.Options{Settings: choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE, "")}, map[string]string{"tool_choice": `{"type":"none"}`}},
-		{"required", true, provider.Options{Settings: choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED, "")}, map[string]string{"tool_choice": `{"type":"any"}`}},
-		{"tool choice without tools", false, provider.Options{Settings: choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED, "")}, map[string]string{"tool_choice": wiretest.Absent, "tools": wiretest.Absent}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if err := provider.CheckOptions(model, tc.opts); err != nil {
-				t.Fatalf("CheckOptions refused what the test sends: %v", err)
-			}
-			s := wiretest.New(t, wiretest.Reply{Body: wiretest.File(t, "testdata/text.sse")})
-			c := ctxOf(wiretest.User("hi"))
-			if tc.tools {
-				c.Tools = wiretest.Weather()
-			}
-			if m := provider.Collect(newProvider(s).Stream(context.Background(), model, c, tc.opts)); m.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP {
-				t.Fatalf("call failed: %v", m)
-			}
-			wiretest.AssertJSON(t, s.Requests()[0].Body, tc.want)
-		})
-	}
+		{Name: "auto", Tools: true, Opts: provider.Options{Settings: wiretest.Choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO, "")}, Want: map[string]string{"tool_choice": `{"type":"auto"}`}},
+		{Name: "none", Tools: true, Opts: provider.Options{Settings: wiretest.Choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE, "")}, Want: map[string]string{"tool_choice": `{"type":"none"}`}},
+		{Name: "required", Tools: true, Opts: provider.Options{Settings: wiretest.Choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED, "")}, Want: map[string]string{"tool_choice": `{"type":"any"}`}},
+		{Name: "tool choice without tools", Opts: provider.Options{Settings: wiretest.Choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED, "")}, Want: map[string]string{"tool_choice": wiretest.Absent, "tools": wiretest.Absent}},
+	}, func(s *wiretest.Server) provider.StreamFunc { return newProvider(s).Stream })
 }
 
 // TestProviderOptionsCannotOverwriteTheRequest builds the fullest request

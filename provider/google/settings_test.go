@@ -10,29 +10,21 @@ import (
 )
 
 func TestModelSettingsReachTheRequest(t *testing.T) {
-	choice := func(mode agentdv1.ToolChoiceMode, name string) *agentdv1.ModelSettings {
-		return &agentdv1.ModelSettings{ToolChoice: &agentdv1.ToolChoice{Mode: mode, ToolName: name}}
-	}
 	temp, topP := 0.25, 0.5 // exact in float32
-	for _, tc := range []struct {
-		name  string
-		tools bool
-		opts  provider.Options
-		want  map[string]string
-	}{
-		{"unset", true, provider.Options{}, map[string]string{
+	wiretest.CheckSettings(t, flash, wiretest.Reply{Body: wiretest.File(t, "testdata/text.sse")}, []wiretest.SettingsCase{
+		{Name: "unset", Tools: true, Want: map[string]string{
 			"generationConfig.temperature": wiretest.Absent, "generationConfig.topP": wiretest.Absent,
 			"generationConfig.stopSequences": wiretest.Absent, "generationConfig.responseMimeType": wiretest.Absent,
 			"generationConfig.responseJsonSchema": wiretest.Absent, "toolConfig": wiretest.Absent, "safetySettings": wiretest.Absent,
 		}},
-		{"everything", true, provider.Options{MaxTokens: 1000, Settings: &agentdv1.ModelSettings{
+		{Name: "everything", Tools: true, Opts: provider.Options{MaxTokens: 1000, Settings: &agentdv1.ModelSettings{
 			Temperature: &temp, TopP: &topP, StopSequences: []string{"END", "STOP"},
 			ToolChoice: &agentdv1.ToolChoice{Mode: agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_TOOL, ToolName: "get_weather"},
 			ProviderOptions: wiretest.Struct(t, map[string]any{
 				"generationConfig": map[string]any{"topK": 40},
 				"safetySettings":   []any{map[string]any{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}},
 			}),
-		}}, map[string]string{
+		}}, Want: map[string]string{
 			"generationConfig.temperature": `0.25`, "generationConfig.topP": `0.5`, "generationConfig.maxOutputTokens": `1000`,
 			"generationConfig.stopSequences": `["END","STOP"]`,
 			// The caller's generationConfig key merged beside agentd's.
@@ -42,30 +34,15 @@ func TestModelSettingsReachTheRequest(t *testing.T) {
 			"httpOptions":           wiretest.Absent, "generationConfig.httpOptions": wiretest.Absent,
 		}},
 		// Gemini takes a schema only without tools (NativeStructuredOutput).
-		{"output schema", false, provider.Options{OutputSchema: wiretest.Schema()}, map[string]string{
+		{Name: "output schema", Opts: provider.Options{OutputSchema: wiretest.Schema()}, Want: map[string]string{
 			"generationConfig.responseMimeType":   `"application/json"`,
 			"generationConfig.responseJsonSchema": `{"type":"object","properties":{"n":{"type":"integer","minimum":1}},"required":["n"]}`,
 		}},
-		{"auto", true, provider.Options{Settings: choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO, "")}, map[string]string{"toolConfig": `{"functionCallingConfig":{"mode":"AUTO"}}`}},
-		{"none", true, provider.Options{Settings: choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE, "")}, map[string]string{"toolConfig": `{"functionCallingConfig":{"mode":"NONE"}}`}},
-		{"required", true, provider.Options{Settings: choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED, "")}, map[string]string{"toolConfig": `{"functionCallingConfig":{"mode":"ANY"}}`}},
-		{"tool choice without tools", false, provider.Options{Settings: choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED, "")}, map[string]string{"toolConfig": wiretest.Absent}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if err := provider.CheckOptions(flash, tc.opts); err != nil {
-				t.Fatalf("CheckOptions refused what the test sends: %v", err)
-			}
-			s := wiretest.New(t, wiretest.Reply{Body: wiretest.File(t, "testdata/text.sse")})
-			c := ctxOf(wiretest.User("hi"))
-			if tc.tools {
-				c.Tools = wiretest.Weather()
-			}
-			if m := provider.Collect(newProvider(t, s).Stream(context.Background(), flash, c, tc.opts)); m.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP {
-				t.Fatalf("call failed: %v", m)
-			}
-			wiretest.AssertJSON(t, s.Requests()[0].Body, tc.want)
-		})
-	}
+		{Name: "auto", Tools: true, Opts: provider.Options{Settings: wiretest.Choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO, "")}, Want: map[string]string{"toolConfig": `{"functionCallingConfig":{"mode":"AUTO"}}`}},
+		{Name: "none", Tools: true, Opts: provider.Options{Settings: wiretest.Choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE, "")}, Want: map[string]string{"toolConfig": `{"functionCallingConfig":{"mode":"NONE"}}`}},
+		{Name: "required", Tools: true, Opts: provider.Options{Settings: wiretest.Choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED, "")}, Want: map[string]string{"toolConfig": `{"functionCallingConfig":{"mode":"ANY"}}`}},
+		{Name: "tool choice without tools", Opts: provider.Options{Settings: wiretest.Choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED, "")}, Want: map[string]string{"toolConfig": wiretest.Absent}},
+	}, func(s *wiretest.Server) provider.StreamFunc { return newProvider(t, s).Stream })
 }
 
 // TestProviderOptionsCannotOverwriteTheRequest builds the fullest request

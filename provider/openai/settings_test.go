@@ -11,54 +11,36 @@ import (
 )
 
 func TestModelSettingsReachTheRequest(t *testing.T) {
-	choice := func(mode agentdv1.ToolChoiceMode, name string) *agentdv1.ModelSettings {
-		return &agentdv1.ModelSettings{ToolChoice: &agentdv1.ToolChoice{Mode: mode, ToolName: name}}
-	}
 	temp, topP := 0.2, 0.9
-	for _, tc := range []struct {
-		name   string
-		tools  bool
-		compat openai.Compat
-		opts   provider.Options
-		want   map[string]string
-	}{
-		{"unset", true, openai.Compat{}, provider.Options{}, map[string]string{
+	reply := wiretest.Reply{Body: wiretest.File(t, "testdata/text.sse")}
+	wiretest.CheckSettings(t, gpt, reply, []wiretest.SettingsCase{
+		{Name: "unset", Tools: true, Want: map[string]string{
 			"temperature": wiretest.Absent, "top_p": wiretest.Absent, "stop": wiretest.Absent, "tool_choice": wiretest.Absent,
 			"response_format": wiretest.Absent, "max_completion_tokens": wiretest.Absent, "seed": wiretest.Absent,
 		}},
-		{"everything", true, openai.Compat{}, provider.Options{MaxTokens: 1000, OutputSchema: wiretest.Schema(), Settings: &agentdv1.ModelSettings{
+		{Name: "everything", Tools: true, Opts: provider.Options{MaxTokens: 1000, OutputSchema: wiretest.Schema(), Settings: &agentdv1.ModelSettings{
 			Temperature: &temp, TopP: &topP, StopSequences: []string{"END", "STOP"},
 			ToolChoice:      &agentdv1.ToolChoice{Mode: agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_TOOL, ToolName: "get_weather"},
 			ProviderOptions: wiretest.Struct(t, map[string]any{"seed": 7, "logit_bias": map[string]any{"50256": -100}}),
-		}}, map[string]string{
+		}}, Want: map[string]string{
 			"temperature": `0.2`, "top_p": `0.9`, "stop": `["END","STOP"]`, "max_completion_tokens": `1000`,
 			"tool_choice": `{"type":"function","function":{"name":"get_weather"}}`,
 			// Not strict, and the schema exactly as the caller gave it.
 			"response_format": `{"type":"json_schema","json_schema":{"name":"output","strict":false,"schema":{"type":"object","properties":{"n":{"type":"integer","minimum":1}},"required":["n"]}}}`,
 			"seed":            `7`, "logit_bias": `{"50256":-100}`, "stream": `true`, "model": `"gpt-4.1"`,
 		}},
-		{"auto", true, openai.Compat{}, provider.Options{Settings: choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO, "")}, map[string]string{"tool_choice": `"auto"`}},
-		{"none", true, openai.Compat{}, provider.Options{Settings: choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE, "")}, map[string]string{"tool_choice": `"none"`}},
-		{"required", true, openai.Compat{}, provider.Options{Settings: choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED, "")}, map[string]string{"tool_choice": `"required"`}},
-		{"tool choice without tools", false, openai.Compat{}, provider.Options{Settings: choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED, "")}, map[string]string{"tool_choice": wiretest.Absent}},
-		{"max_tokens server", false, openai.Profiles()["vllm"], provider.Options{MaxTokens: 50, Settings: &agentdv1.ModelSettings{Temperature: &temp}},
-			map[string]string{"max_tokens": `50`, "max_completion_tokens": wiretest.Absent, "temperature": `0.2`}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if err := provider.CheckOptions(gpt, tc.opts); err != nil {
-				t.Fatalf("CheckOptions refused what the test sends: %v", err)
-			}
-			s := wiretest.New(t, wiretest.Reply{Body: wiretest.File(t, "testdata/text.sse")})
-			c := ctxOf(wiretest.User("hi"))
-			if tc.tools {
-				c.Tools = wiretest.Weather()
-			}
-			if m := provider.Collect(newProvider(s, tc.compat).Stream(context.Background(), gpt, c, tc.opts)); m.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP {
-				t.Fatalf("call failed: %v", m)
-			}
-			wiretest.AssertJSON(t, s.Requests()[0].Body, tc.want)
-		})
-	}
+		{Name: "auto", Tools: true, Opts: provider.Options{Settings: wiretest.Choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_AUTO, "")}, Want: map[string]string{"tool_choice": `"auto"`}},
+		{Name: "none", Tools: true, Opts: provider.Options{Settings: wiretest.Choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_NONE, "")}, Want: map[string]string{"tool_choice": `"none"`}},
+		{Name: "required", Tools: true, Opts: provider.Options{Settings: wiretest.Choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED, "")}, Want: map[string]string{"tool_choice": `"required"`}},
+		{Name: "tool choice without tools", Opts: provider.Options{Settings: wiretest.Choice(agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_REQUIRED, "")}, Want: map[string]string{"tool_choice": wiretest.Absent}},
+	}, func(s *wiretest.Server) provider.StreamFunc { return newProvider(s, openai.Compat{}).Stream })
+	// A server profile that takes max_tokens for max_completion_tokens. A
+	// profile is set on the adapter, not per call, so its rows run on an
+	// adapter of their own.
+	wiretest.CheckSettings(t, gpt, reply, []wiretest.SettingsCase{
+		{Name: "max_tokens server", Opts: provider.Options{MaxTokens: 50, Settings: &agentdv1.ModelSettings{Temperature: &temp}},
+			Want: map[string]string{"max_tokens": `50`, "max_completion_tokens": wiretest.Absent, "temperature": `0.2`}},
+	}, func(s *wiretest.Server) provider.StreamFunc { return newProvider(s, openai.Profiles()["vllm"]).Stream })
 }
 
 // TestProviderOptionsCannotOverwriteTheRequest builds the fullest requests

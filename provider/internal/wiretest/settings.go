@@ -1,6 +1,7 @@
 package wiretest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -18,6 +19,52 @@ import (
 func Weather() []*agentdv1.Tool {
 	params, _ := structpb.NewStruct(map[string]any{"type": "object", "properties": map[string]any{"location": map[string]any{"type": "string"}}, "required": []any{"location"}})
 	return []*agentdv1.Tool{{Name: "get_weather", Description: "Weather of a place.", Parameters: params}}
+}
+
+// Choice is model settings that hold only a tool choice, so the rows of a
+// settings table that test one mode each differ in nothing else.
+func Choice(mode agentdv1.ToolChoiceMode, toolName string) *agentdv1.ModelSettings {
+	return &agentdv1.ModelSettings{ToolChoice: &agentdv1.ToolChoice{Mode: mode, ToolName: toolName}}
+}
+
+// SettingsCase is one row of [CheckSettings]: a call made with Opts (and
+// the [Weather] tool when Tools, since a tool choice means nothing without
+// tools) and the request body paths it must produce, as [AssertJSON] wants
+// them.
+type SettingsCase struct {
+	Name  string
+	Tools bool
+	Opts  provider.Options
+	Want  map[string]string
+}
+
+// CheckSettings runs each case as a subtest against a fresh server
+// answering reply, calling model through the stream that adapter builds
+// for that server, and asserts on the body of the request the adapter
+// sent. It is the one loop behind every adapter's settings table, so the
+// adapters' tests differ only in what they expect on the wire.
+func CheckSettings(t *testing.T, model provider.Model, reply Reply, cases []SettingsCase, adapter func(s *Server) provider.StreamFunc) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			// Options CheckOptions refuses never reach an adapter, so a row
+			// with them would assert on a request agentd cannot send.
+			if err := provider.CheckOptions(model, tc.Opts); err != nil {
+				t.Fatalf("CheckOptions refused what the test sends: %v", err)
+			}
+			s := New(t, reply)
+			c := &agentdv1.Context{SystemPrompt: "Be brief.", Messages: []*agentdv1.Message{User("hi")}}
+			if tc.Tools {
+				c.Tools = Weather()
+			}
+			// Only a call that completed shows its request went out whole;
+			// a failed one may have sent nothing to assert on.
+			if m := provider.Collect(adapter(s)(context.Background(), model, c, tc.Opts)); m.GetStopReason() != agentdv1.StopReason_STOP_REASON_STOP {
+				t.Fatalf("call failed: %v", m)
+			}
+			AssertJSON(t, s.Requests()[0].Body, tc.Want)
+		})
+	}
 }
 
 // Schema is an output schema with a keyword structured-output modes often
