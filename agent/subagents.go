@@ -295,6 +295,12 @@ func (a *Agent) spawn(ctx context.Context, parent *Run, cfg *agentdv1.SessionCon
 	}
 	if !hasUserMessage(path) {
 		req.RequestID = subagentRequestID
+		if prev, err := a.store.GetRun(ctx, runID(child.ID, subagentRequestID)); err == nil && prev.Ended() {
+			// The first run ended before its prompt was stored (a crash
+			// between the two): the request id would only find that run
+			// again, so this run takes a fresh id.
+			req.RequestID = ""
+		}
 		req.Prompt = &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{
 			Content:   []*agentdv1.ContentBlock{{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: task}}}},
 			Timestamp: timestamppb.New(a.opts.Now()),
@@ -354,8 +360,11 @@ func (a *Agent) spawn(ctx context.Context, parent *Run, cfg *agentdv1.SessionCon
 	if ctx.Err() != nil {
 		return agentloop.Result{}, fmt.Errorf("subagent session %q was aborted with the run that spawned it", child.ID)
 	}
-	if ferr != nil || end == nil {
-		return agentloop.Result{}, fmt.Errorf("subagent session %q: its run %q could not be followed: %v", child.ID, runID, ferr)
+	if ferr != nil {
+		return agentloop.Result{}, fmt.Errorf("subagent session %q: its run %q could not be followed: %w", child.ID, runID, ferr)
+	}
+	if end == nil {
+		return agentloop.Result{}, fmt.Errorf("subagent session %q: its run %q ended without agent_end in its stored events", child.ID, runID)
 	}
 	if s := end.GetStructuredOutput(); s != nil && end.GetOutcome() == agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
 		answer = structText(s)

@@ -1,12 +1,15 @@
 package agent
 
 import (
+	"context"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/persistence/memory"
 )
 
 // A child's configuration is the parent's with the overlay's set fields
@@ -94,5 +97,67 @@ func TestFinalAnswer(t *testing.T) {
 	}
 	if a, b := SubagentSessionID("s", "r", "c"), SubagentSessionID("s", "r", "d"); a == b || a != SubagentSessionID("s", "r", "c") || a[:4] != "sub-" {
 		t.Fatalf("child ids %q, %q", a, b)
+	}
+}
+
+// A crash between a child's run record and its prompt leaves a child
+// session with an ended run and no messages; the call's retry starts the
+// child afresh instead of finding that run again, and gets its answer.
+func TestSpawnAfterACrashBeforeTheChildsPrompt(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	a, err := New(ctx, store, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(ctx) })
+	args, _ := structpb.NewStruct(map[string]any{"profile": "helper", "task": "help"})
+	spawn := &agentdv1.AssistantMessage{Content: []*agentdv1.ContentBlock{{Block: &agentdv1.ContentBlock_ToolCall{
+		ToolCall: &agentdv1.ToolCall{Id: "c1", Name: SpawnAgentTool, Arguments: args}}}}}
+	text := func(s string) *agentdv1.AssistantMessage {
+		return &agentdv1.AssistantMessage{Content: []*agentdv1.ContentBlock{{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: s}}}}}
+	}
+	profile := &agentdv1.SubagentProfile{Name: "helper", Description: "Helps.",
+		Config: &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{text("helped")}}}}
+	cfg := &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{spawn, text("done")}},
+		Subagents: []*agentdv1.SubagentProfile{profile}}
+	parent, err := store.CreateSession(ctx, persistence.CreateSessionParams{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parentRun := runID(parent.ID, "r1")
+	childID := SubagentSessionID(parent.ID, parentRun, "c1")
+	if _, err := store.CreateSession(ctx, persistence.CreateSessionParams{ID: childID, Config: SubagentConfig(cfg, profile),
+		Origin: persistence.Origin{SessionID: parent.ID, RunID: parentRun, ToolCallID: "c1", Profile: "helper"}}); err != nil {
+		t.Fatal(err)
+	}
+	crashed := runID(childID, subagentRequestID)
+	if err := store.StartRun(ctx, childID, crashed, &agentdv1.RunRequest{Method: SubagentMethod}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.EndRun(ctx, crashed, persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_INTERRUPTED}); err != nil {
+		t.Fatal(err)
+	}
+
+	id, err := a.Start(ctx, StartRequest{SessionID: parent.ID, RequestID: "r1", Prompt: &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_User{
+		User: &agentdv1.UserMessage{Content: text("go").Content}}}})
+	if err != nil || id != parentRun {
+		t.Fatalf("Start: %q, %v; want run %q", id, err, parentRun)
+	}
+	if err := a.Follow(ctx, parent.ID, id, 0, FollowOptions{}, func(Event) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	path, err := store.Path(ctx, parent.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var result *agentdv1.ToolResultMessage
+	for _, e := range path {
+		if tr := e.GetMessage().GetToolResult(); tr.GetToolCallId() == "c1" {
+			result = tr
+		}
+	}
+	if result.GetIsError() || len(result.GetContent()) == 0 || result.GetContent()[0].GetText().GetText() != "helped" {
+		t.Fatalf("the spawn's result after the crash: %v", result)
 	}
 }
