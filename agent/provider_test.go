@@ -53,12 +53,20 @@ func (w *anthropicWire) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 // provider pointed at wire, served over httptest for the test's life.
 func anthropicRegistry(t *testing.T, wire *anthropicWire) *catalog.Registry {
 	t.Helper()
+	return wiredRegistry(t, "anthropic", wire)
+}
+
+// wiredRegistry is the built-in model catalog with one provider pointed
+// at wire (recorded streams in order, any API's), served over httptest
+// for the test's life.
+func wiredRegistry(t *testing.T, name string, wire *anthropicWire) *catalog.Registry {
+	t.Helper()
 	srv := httptest.NewServer(wire)
 	t.Cleanup(srv.Close)
 	cfg := catalog.Builtin()
-	anth := cfg.Providers["anthropic"]
-	anth.BaseURL, anth.APIKey, anth.APIKeyEnv = srv.URL, "test-key", ""
-	cfg.Providers["anthropic"] = anth
+	p := cfg.Providers[name]
+	p.BaseURL, p.APIKey, p.APIKeyEnv = srv.URL, "test-key", ""
+	cfg.Providers[name] = p
 	reg, err := catalog.NewRegistry(cfg, catalog.Options{Getenv: func(string) string { return "" }})
 	if err != nil {
 		t.Fatal(err)
@@ -318,5 +326,70 @@ func TestRunSettingsAndSchemaReachARealAdapter(t *testing.T) {
 	final := h.transcript(id)[1].GetMessage().GetAssistant()
 	if final.GetStructuredOutput().GetFields()["priority"].GetStringValue() != "high" {
 		t.Fatalf("the stored answer: %v", final)
+	}
+}
+
+// Gemini takes no response schema together with function calling, so a
+// run with tools and an output schema offers it the finalizer tool: the
+// request declares submit_output with the schema as its parameters (and
+// no response schema), the model's call of it is the answer, and the run
+// ends after accepting it, without another model call.
+func TestFinalizerToolThroughARealAdapter(t *testing.T) {
+	answer := filepath.Join(t.TempDir(), "submit.sse")
+	if err := os.WriteFile(answer, []byte(`data: {"candidates":[{"content":{"parts":[{"functionCall":{"name":"submit_output","args":{"priority":"high"}}}],"role":"model"},"index":0,"finishReason":"STOP"}],`+
+		`"usageMetadata":{"promptTokenCount":40,"candidatesTokenCount":8,"totalTokenCount":48},"modelVersion":"gemini-2.5-pro","responseId":"resp-1"}`+"\n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wire := &anthropicWire{streams: []string{answer}}
+	params, _ := structpb.NewStruct(map[string]any{"type": "object", "properties": map[string]any{"location": map[string]any{"type": "string"}}})
+	weather := testkit.ReadOnlyTool{FuncTool: agentloop.FuncTool{
+		Def: &agentdv1.Tool{Name: "get_weather", Description: "Weather for a place.", Parameters: params},
+		Fn: func(context.Context, agentloop.Call) (agentloop.Result, error) {
+			return agentloop.Result{Content: texts("sunny")}, nil
+		},
+	}}
+	h := newHarness(t, agent.Options{Models: wiredRegistry(t, "google", wire), Tools: []agentloop.Tool{weather}})
+	schema, _ := structpb.NewStruct(map[string]any{"type": "object", "required": []any{"priority"},
+		"properties": map[string]any{"priority": map[string]any{"type": "string", "enum": []any{"low", "high"}}}})
+	id := h.session(&agentdv1.SessionConfig{Model: &agentdv1.ModelRef{Provider: "google", Id: "gemini-2.5-pro"},
+		Tools: []*agentdv1.Tool{{Name: "get_weather"}}, OutputSchema: schema})
+	evs := h.run(id, "triage")
+	end := evs[len(evs)-1].GetAgentEnd()
+	if end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED || end.GetStructuredOutput().GetFields()["priority"].GetStringValue() != "high" {
+		t.Fatalf("agent_end %v, want COMPLETED with priority high", end)
+	}
+	if len(wire.bodies) != 1 {
+		t.Fatalf("%d model calls, want 1: the accepted answer ends the run", len(wire.bodies))
+	}
+	var body struct {
+		Tools []struct {
+			FunctionDeclarations []struct {
+				Name                 string          `json:"name"`
+				ParametersJSONSchema json.RawMessage `json:"parametersJsonSchema"`
+			} `json:"functionDeclarations"`
+		} `json:"tools"`
+		GenerationConfig map[string]json.RawMessage `json:"generationConfig"`
+	}
+	if err := json.Unmarshal([]byte(wire.bodies[0]), &body); err != nil {
+		t.Fatal(err)
+	}
+	declared := map[string]string{}
+	for _, tool := range body.Tools {
+		for _, f := range tool.FunctionDeclarations {
+			declared[f.Name] = string(f.ParametersJSONSchema)
+		}
+	}
+	if _, ok := declared["get_weather"]; !ok || !strings.Contains(declared[agent.SubmitOutputTool], "priority") {
+		t.Fatalf("declared tools %v, want get_weather and submit_output with the schema:\n%s", declared, wire.bodies[0])
+	}
+	if _, native := body.GenerationConfig["responseJsonSchema"]; native {
+		t.Fatalf("a response schema beside function calling:\n%s", wire.bodies[0])
+	}
+	entries := h.transcript(id)
+	if got := testkit.MessageKinds(entries); got != "user assistant tool_result" {
+		t.Fatalf("transcript %q", got)
+	}
+	if entries[1].GetMessage().GetAssistant().GetStructuredOutput().GetFields()["priority"].GetStringValue() != "high" {
+		t.Fatalf("the stored answer: %v", entries[1])
 	}
 }
