@@ -61,6 +61,17 @@ func setBy(setting string) string {
 
 const setByAgentd = "agentd sets it itself"
 
+// Provider-side features a caller may not switch on through
+// provider_options: tools the provider runs (outside the session's tools,
+// approvals, hooks and sandbox), and conversation state or context
+// shaping kept by the provider (beside the transcript, which is the one
+// record of what the model saw).
+const (
+	providerSideTools   = "the provider would run tools outside the session's tools, approvals and sandbox"
+	providerSideContext = "the provider would keep or reshape the conversation beside the transcript"
+	oneAnswer           = "agentd reads one answer per call"
+)
+
 // apiRules are what one API's adapter can send: the single place where
 // each adapter's refusals are written down (docs/ARCHITECTURE.md, "Model
 // settings and native structured output").
@@ -93,6 +104,7 @@ func rules(model Model, opts Options) apiRules {
 			{"thinking", setBy("thinking_level")}, {"stop_sequences", setBy("model_settings.stop_sequences")},
 			{"output_config.format", setBy("output_schema")},
 			{"temperature", anthropicNoSampling}, {"top_p", anthropicNoSampling}, {"top_k", anthropicNoSampling},
+			{"mcp_servers", providerSideTools}, {"container", providerSideTools}, {"context_management", providerSideContext},
 		}}
 		if model.Reasoning && thinkingOn(opts.ThinkingLevel) {
 			r.forcedToolChoice = "with extended thinking (thinking_level) Claude takes tool_choice AUTO or NONE only"
@@ -106,6 +118,8 @@ func rules(model Model, opts Options) apiRules {
 			{"stop", setBy("model_settings.stop_sequences")}, {"tools", setByAgentd},
 			{"tool_choice", setBy("model_settings.tool_choice")}, {"response_format", setBy("output_schema")},
 			{"reasoning_effort", setBy("thinking_level")}, {"reasoning", setBy("thinking_level")},
+			{"functions", providerSideTools}, {"function_call", providerSideTools}, {"web_search_options", providerSideTools},
+			{"n", oneAnswer},
 		}}
 		if openAIReasoningID(model.ID) {
 			r.temperature = "OpenAI reasoning models take no temperature"
@@ -121,6 +135,8 @@ func rules(model Model, opts Options) apiRules {
 			{"temperature", setBy("model_settings.temperature")}, {"top_p", setBy("model_settings.top_p")},
 			{"tools", setByAgentd}, {"tool_choice", setBy("model_settings.tool_choice")},
 			{"reasoning", setBy("thinking_level")}, {"text.format", setBy("output_schema")},
+			{"previous_response_id", providerSideContext}, {"conversation", providerSideContext}, {"prompt", providerSideContext},
+			{"truncation", providerSideContext}, {"background", setByAgentd},
 		}}
 		if model.Reasoning || openAIReasoningID(model.ID) {
 			r.temperature = "OpenAI reasoning models take no temperature"
@@ -139,6 +155,7 @@ func rules(model Model, opts Options) apiRules {
 			{"generationConfig.responseMimeType", setBy("output_schema")},
 			{"generationConfig.responseJsonSchema", setBy("output_schema")},
 			{"generationConfig.responseSchema", setBy("output_schema")},
+			{"cachedContent", providerSideContext}, {"generationConfig.candidateCount", oneAnswer},
 		}}
 	}
 	// The faux model sends no request; it records every setting.

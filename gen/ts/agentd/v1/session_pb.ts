@@ -511,9 +511,12 @@ export type ModelSettings = Message<"agentd.v1.ModelSettings"> & {
    * Provider request fields agentd does not model, merged into the
    * request body as given (such as {"seed": 7} for OpenAI or
    * {"metadata": {"user_id": "u1"}} for Anthropic). A key agentd sets
-   * itself (model, messages, tools, stream, the settings above) is
-   * refused with INVALID_ARGUMENT (SETTING_UNSUPPORTED); at most 16 KiB
-   * encoded.
+   * itself (model, messages, tools, stream, the settings above), or one
+   * that would have the provider run tools outside the session's tools,
+   * approvals and sandbox (Anthropic's mcp_servers, OpenAI's
+   * web_search_options) or keep the conversation beside the transcript
+   * (OpenAI's previous_response_id, Gemini's cachedContent), is refused
+   * with INVALID_ARGUMENT (SETTING_UNSUPPORTED); at most 16 KiB encoded.
    *
    * @generated from field: google.protobuf.Struct provider_options = 6;
    */
