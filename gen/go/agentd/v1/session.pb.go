@@ -1615,9 +1615,11 @@ func (x *ToolSandbox) GetWritablePaths() []string {
 type Budget struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The most the session's model calls may cost in all, in US dollars
-	// (every run and branch, as Session.spent counts it).
+	// (every run and branch, as Session.spent counts it, and the calls of
+	// the subagent sessions its runs spawned, at any depth).
 	MaxCostUsd float64 `protobuf:"fixed64,1,opt,name=max_cost_usd,json=maxCostUsd,proto3" json:"max_cost_usd,omitempty"`
-	// The most tokens the session's model calls may use in all.
+	// The most tokens the session's model calls (its subagents' counted as
+	// for max_cost_usd) may use in all.
 	MaxTokens int64 `protobuf:"varint,2,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
 	// The most turns (model calls) one run may take.
 	MaxTurnsPerRun uint32 `protobuf:"varint,3,opt,name=max_turns_per_run,json=maxTurnsPerRun,proto3" json:"max_turns_per_run,omitempty"`

@@ -681,14 +681,16 @@ export const ToolSandboxSchema: GenMessage<ToolSandbox> = /*@__PURE__*/
 export type Budget = Message<"agentd.v1.Budget"> & {
   /**
    * The most the session's model calls may cost in all, in US dollars
-   * (every run and branch, as Session.spent counts it).
+   * (every run and branch, as Session.spent counts it, and the calls of
+   * the subagent sessions its runs spawned, at any depth).
    *
    * @generated from field: double max_cost_usd = 1;
    */
   maxCostUsd: number;
 
   /**
-   * The most tokens the session's model calls may use in all.
+   * The most tokens the session's model calls (its subagents' counted as
+   * for max_cost_usd) may use in all.
    *
    * @generated from field: int64 max_tokens = 2;
    */
