@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, AsyncIterator, Dict, Iterable, Mapping, Optional, Sequence, Union
 
 import grpc
@@ -181,7 +182,8 @@ class AgentdClient:
 
     def prompt(self, session_id: str, content: Content, *, detach: bool = False,
                request_id: str = "", if_busy: int = 0, output_schema: Optional[Mapping[str, Any]] = None,
-               max_output_retries: Optional[int] = None) -> AsyncIterator[events_pb2.AgentEvent]:
+               max_output_retries: Optional[int] = None,
+               metadata: Optional[Mapping[str, str]] = None) -> AsyncIterator[events_pb2.AgentEvent]:
         """Sends a prompt and yields the run's events until agent_end.
 
         Leaving the iteration early (break, cancellation) ends the stream; the
@@ -192,18 +194,26 @@ class AgentdClient:
         output_schema (a JSON Schema whose root is "type": "object") asks for
         a typed answer: it arrives as structured_output on agent_end and on
         the final assistant message (see structured_output()); unset uses the
-        session's.
+        session's. metadata (the caller's correlation ids, a str to str
+        mapping) is stored with the run (get_run; list_runs filters on it) and
+        echoed on agent_start and agent_end.
         """
         req = service_pb2.PromptRequest(session_id=session_id, content=to_content(content),
-                                        detach=detach, request_id=request_id, if_busy=if_busy)
+                                        detach=detach, request_id=request_id, if_busy=if_busy,
+                                        metadata=metadata or {})
         _set_output(req, output_schema, max_output_retries)
         return self._stream(self.rpc.Prompt(req, metadata=self._metadata))
 
     def continue_run(self, session_id: str, *, detach: bool = False, request_id: str = "",
                      output_schema: Optional[Mapping[str, Any]] = None,
-                     max_output_retries: Optional[int] = None) -> AsyncIterator[events_pb2.AgentEvent]:
-        """Runs the agent on the current transcript and yields the run's events."""
-        req = service_pb2.ContinueRequest(session_id=session_id, detach=detach, request_id=request_id)
+                     max_output_retries: Optional[int] = None,
+                     metadata: Optional[Mapping[str, str]] = None) -> AsyncIterator[events_pb2.AgentEvent]:
+        """Runs the agent on the current transcript and yields the run's events.
+
+        output_schema, max_output_retries and metadata are as in prompt().
+        """
+        req = service_pb2.ContinueRequest(session_id=session_id, detach=detach, request_id=request_id,
+                                          metadata=metadata or {})
         _set_output(req, output_schema, max_output_retries)
         return self._stream(self.rpc.Continue(req, metadata=self._metadata))
 
@@ -295,6 +305,38 @@ class AgentdClient:
         """Removes and returns the steering and follow-up messages waiting for the active run."""
         return await self.rpc.ClearQueue(service_pb2.ClearQueueRequest(session_id=session_id),
                                          metadata=self._metadata)
+
+    async def get_run(self, session_id: str, run_id: str) -> service_pb2.Run:
+        """One run of the session: when and how it ran and ended, the request that
+        started it (with its metadata), its usage, error and structured output.
+
+        NOT_FOUND (RUN_NOT_FOUND) for a run of another session.
+        """
+        res = await self.rpc.GetRun(service_pb2.GetRunRequest(session_id=session_id, run_id=run_id),
+                                    metadata=self._metadata)
+        return res.run
+
+    async def list_runs(self, session_id: str, *, outcomes: Sequence[int] = (),
+                        start_time_after: Optional[datetime] = None, start_time_before: Optional[datetime] = None,
+                        metadata_filter: Optional[Mapping[str, str]] = None, page_size: int = 0,
+                        page_token: str = "") -> service_pb2.ListRunsResponse:
+        """One page of the session's runs, newest first (runs, next_page_token).
+
+        outcomes (events_pb2.RunOutcome values; UNSPECIFIED is the active run)
+        keeps the runs that ended so; start_time_after (inclusive) and
+        start_time_before bound their start (a naive datetime is UTC);
+        metadata_filter keeps those whose request metadata has each key with
+        its value (an empty value matches any). Pass next_page_token, with the
+        same filters, for the next page until it is empty; page_size 0 means 100.
+        """
+        req = service_pb2.ListRunsRequest(session_id=session_id, outcomes=list(outcomes),
+                                          metadata_filter=metadata_filter or {}, page_size=page_size,
+                                          page_token=page_token)
+        if start_time_after is not None:
+            req.start_time_after.FromDatetime(start_time_after)
+        if start_time_before is not None:
+            req.start_time_before.FromDatetime(start_time_before)
+        return await self.rpc.ListRuns(req, metadata=self._metadata)
 
     async def abort(self, session_id: str, run_id: str = "") -> str:
         """Aborts the active run; its stream still ends with agent_end."""

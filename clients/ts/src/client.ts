@@ -7,7 +7,7 @@
 
 import { create, fromJson } from "@bufbuild/protobuf";
 import type { JsonObject, JsonValue, MessageInitShape } from "@bufbuild/protobuf";
-import { ValueSchema } from "@bufbuild/protobuf/wkt";
+import { timestampFromDate, ValueSchema } from "@bufbuild/protobuf/wkt";
 import { BinaryReader } from "@bufbuild/protobuf/wire";
 import {
   Code,
@@ -29,7 +29,7 @@ import {
 } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
 import type { ContentBlock } from "../../../gen/ts/agentd/v1/content_pb.js";
 import { ContentBlockSchema } from "../../../gen/ts/agentd/v1/content_pb.js";
-import type { AgentEvent, ApprovalRequested, CompactionEnd, ToolCallRequested } from "../../../gen/ts/agentd/v1/events_pb.js";
+import type { AgentEvent, ApprovalRequested, CompactionEnd, RunOutcome, ToolCallRequested } from "../../../gen/ts/agentd/v1/events_pb.js";
 import {
   AgentService,
   BusyPolicy,
@@ -38,8 +38,10 @@ import {
   InDoubtAction,
   type ClearQueueResponse,
   type GetContextResponse,
+  type ListRunsResponse,
   type NavigateResponse,
   type ResolveInDoubtResponse,
+  type Run,
   type TreeNode,
   type UpdateSessionResponse,
 } from "../../../gen/ts/agentd/v1/service_pb.js";
@@ -73,6 +75,13 @@ export interface StreamOptions {
   outputSchema?: JsonObject;
   /** Corrections of an answer that does not validate (default: the session's, else 2). */
   maxOutputRetries?: number;
+  /**
+   * The caller's correlation ids: stored with the run (getRun, and
+   * listRuns filters on them) and echoed on agent_start and agent_end. At
+   * most 32 entries; keys of 1 to 64 bytes of [a-zA-Z0-9._:/-], values of
+   * at most 512 bytes.
+   */
+  metadata?: Record<string, string>;
 }
 
 /** The output schema fields of a Prompt or Continue request. */
@@ -88,6 +97,22 @@ export interface PromptOptions extends StreamOptions {
    * INTERRUPT aborts it and streams this prompt's own run.
    */
   ifBusy?: BusyPolicy;
+}
+
+/** Filters and paging of listRuns. */
+export interface ListRunsOptions {
+  /** Only runs that ended with one of these outcomes (UNSPECIFIED: the active run); empty: every run. */
+  outcomes?: RunOutcome[];
+  /** Only runs that started at or after this time. */
+  startTimeAfter?: Date;
+  /** Only runs that started before this time. */
+  startTimeBefore?: Date;
+  /** Only runs whose request metadata has each of these keys with this value; an empty value matches any value. */
+  metadataFilter?: Record<string, string>;
+  /** The most runs to return, 1 to 1000; 0 (the default) means 100. */
+  pageSize?: number;
+  /** The nextPageToken of a previous response with the same filters; empty for the first page. */
+  pageToken?: string;
 }
 
 /** A tool result from the client's own tool implementation. */
@@ -319,6 +344,7 @@ export class AgentdClient {
         detach: options.detach ?? false,
         requestId: options.requestId ?? "",
         ifBusy: options.ifBusy ?? BusyPolicy.UNSPECIFIED,
+        metadata: options.metadata ?? {},
         ...outputOptions(options),
       },
       callOptions(options.signal),
@@ -328,7 +354,13 @@ export class AgentdClient {
   /** Runs the agent on the current transcript and yields the run's events. */
   continue(sessionId: string, options: StreamOptions = {}): AsyncIterable<AgentEvent> {
     return this.rpc.continue(
-      { sessionId, detach: options.detach ?? false, requestId: options.requestId ?? "", ...outputOptions(options) },
+      {
+        sessionId,
+        detach: options.detach ?? false,
+        requestId: options.requestId ?? "",
+        metadata: options.metadata ?? {},
+        ...outputOptions(options),
+      },
       callOptions(options.signal),
     );
   }
@@ -419,6 +451,34 @@ export class AgentdClient {
   /** Removes and returns the steering and follow-up messages waiting for the active run. */
   async clearQueue(sessionId: string): Promise<ClearQueueResponse> {
     return await this.rpc.clearQueue({ sessionId });
+  }
+
+  /**
+   * Returns one run of the session: when and how it ran and ended, the
+   * request that started it (with its metadata), its usage, error and
+   * structured output. NOT_FOUND (RUN_NOT_FOUND) for a run of another session.
+   */
+  async getRun(sessionId: string, runId: string): Promise<Run> {
+    const res = await this.rpc.getRun({ sessionId, runId });
+    if (!res.run) throw new Error("agentd: GetRun returned no run");
+    return res.run;
+  }
+
+  /**
+   * Returns one page of the session's runs, newest first, filtered by
+   * outcome, start time and metadata; pass its nextPageToken (with the same
+   * filters) for the next page, until it is empty.
+   */
+  async listRuns(sessionId: string, options: ListRunsOptions = {}): Promise<ListRunsResponse> {
+    return await this.rpc.listRuns({
+      sessionId,
+      outcomes: options.outcomes ?? [],
+      startTimeAfter: options.startTimeAfter === undefined ? undefined : timestampFromDate(options.startTimeAfter),
+      startTimeBefore: options.startTimeBefore === undefined ? undefined : timestampFromDate(options.startTimeBefore),
+      metadataFilter: options.metadataFilter ?? {},
+      pageSize: options.pageSize ?? 0,
+      pageToken: options.pageToken ?? "",
+    });
   }
 
   /** Aborts the active run (or runId); its stream still ends with agent_end. */
