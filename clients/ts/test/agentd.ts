@@ -3,12 +3,16 @@
 // AGENTD_BIN names a prebuilt binary (make ts-test builds one); without it
 // the binary is built from the repository with `go build`.
 
+import assert from "node:assert/strict";
 import { spawn, execFileSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { once } from "node:events";
+import { after, before } from "node:test";
 import { fileURLToPath } from "node:url";
+
+import { AgentdClient } from "../src/client.js";
 
 /** A running agentd. */
 export interface Agentd {
@@ -60,4 +64,28 @@ export async function startAgentd(extraArgs: string[] = []): Promise<Agentd> {
       return code;
     },
   };
+}
+
+/** A suite's agentd and a client of it, set once the suite's before hook ran. */
+export interface Served {
+  agentd: Agentd;
+  client: AgentdClient;
+}
+
+/**
+ * Serves the enclosing describe block: starts an agentd (with extraArgs) and a
+ * client before its tests, and afterwards closes the client and stops agentd,
+ * failing the suite unless agentd exits 0 (its log in the message).
+ */
+export function serveAgentd(extraArgs: string[] = []): Served {
+  const served = {} as Served;
+  before(async () => {
+    served.agentd = await startAgentd(extraArgs);
+    served.client = AgentdClient.connect({ address: served.agentd.address });
+  });
+  after(async () => {
+    served.client?.close();
+    assert.equal(await served.agentd?.stop(), 0, `agentd exit code; log:\n${served.agentd?.log()}`);
+  });
+  return served;
 }

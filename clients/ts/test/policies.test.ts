@@ -3,20 +3,19 @@
 // with scope "session" whose rule decides the next run's call unasked.
 // bash runs in agentd's sandbox inside a temporary workspace.
 
-import { after, before, describe, test } from "node:test";
+import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-import { AgentdClient } from "../src/client.js";
 import { onPreToolUse, verdict } from "../src/hooks.js";
 import { emptyChat, itemsFromTranscript, reduceChat, textOf, type ChatItem } from "../src/reducer.js";
 import { ApprovalDecision, ApprovalScope, HookAction, HookEvent, type Entry } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
 import type { AgentEvent, ApprovalRequested, HookRequested } from "../../../gen/ts/agentd/v1/events_pb.js";
 import type { ToolResultMessage } from "../../../gen/ts/agentd/v1/messages_pb.js";
 import { ApprovalPolicy, HookTimeoutAction } from "../../../gen/ts/agentd/v1/session_pb.js";
-import { startAgentd, type Agentd } from "./agentd.js";
+import { serveAgentd } from "./agentd.js";
 
 const text = (t: string) => ({ content: [{ block: { case: "text" as const, value: { text: t } } }] });
 const bash = (id: string, command: string) => ({
@@ -49,8 +48,7 @@ async function drain(stream: AsyncIterable<AgentEvent>): Promise<AgentEvent[]> {
 }
 
 describe("policies your app enforces", () => {
-  let agentd: Agentd;
-  let client: AgentdClient;
+  const served = serveAgentd();
   const workspaces: string[] = [];
   // newWorkspace makes a fresh workspace holding keep.txt.
   const newWorkspace = () => {
@@ -60,21 +58,13 @@ describe("policies your app enforces", () => {
     return dir;
   };
 
-  before(async () => {
-    agentd = await startAgentd();
-    client = AgentdClient.connect({ address: agentd.address });
-  });
-
-  after(async () => {
-    client?.close();
+  after(() => {
     for (const dir of workspaces) rmSync(dir, { recursive: true, force: true });
-    const code = await agentd?.stop();
-    assert.equal(code, 0, `agentd exit code; log:\n${agentd?.log()}`);
   });
 
   test("a PRE_TOOL_USE hook rewrites one bash call and denies another; the model sees both outcomes and the transcript says why", async () => {
     const workspace = newWorkspace();
-    const session = await client.createSession({
+    const session = await served.client.createSession({
       workspaceRoot: workspace,
       tools: [{ name: "bash", approval: ApprovalPolicy.ALLOW }],
       hooks: [{ event: HookEvent.PRE_TOOL_USE, toolPattern: "bash", name: "shell-policy", timeout: { seconds: 30n }, onTimeout: HookTimeoutAction.DENY }],
@@ -87,7 +77,7 @@ describe("policies your app enforces", () => {
       if (command.startsWith("rm ")) return verdict.deny("rm is not allowed here", { decidedBy: "policy", includeInModelContext: true });
       return verdict.modify({ arguments: { command: "echo rewritten" }, reason: "no writes", decidedBy: "policy" });
     });
-    const events = await drain(client.handle(session.id, client.prompt(session.id, "clean up"), { hooks: [policy] }));
+    const events = await drain(served.client.handle(session.id, served.client.prompt(session.id, "clean up"), { hooks: [policy] }));
 
     assert.deepEqual(
       asked.map((r) => [r.event, r.hook, r.toolCall?.id, r.toolCall?.name]),
@@ -110,14 +100,14 @@ describe("policies your app enforces", () => {
     assert.ok(existsSync(join(workspace, "keep.txt")), "rm never ran");
 
     // What the model sees next: both results, the reason included.
-    const context = await client.context(session.id);
+    const context = await served.client.context(session.id);
     const toolTexts = context.messages.flatMap((m) => (m.role.case === "toolResult" ? [textOf(m.role.value.content)] : []));
     assert.equal(toolTexts.length, 2);
     assert.equal(toolTexts[0]!.trim(), "rewritten");
     assert.match(toolTexts[1]!, /rm is not allowed here/);
 
     // The transcript records each decision other than ALLOW as a HookNotice.
-    const entries = await client.transcript(session.id);
+    const entries = await served.client.transcript(session.id);
     const notices = hookNotices(entries);
     assert.deepEqual(
       notices.map((n) => [n.event, n.hook, n.action, n.toolCallId, n.toolName, n.decidedBy, n.includeInModelContext]),
@@ -136,7 +126,7 @@ describe("policies your app enforces", () => {
   });
 
   test("an approval with scope session stores a rule: the next run's matching call runs unasked, until the rule is deleted", async () => {
-    const session = await client.createSession({
+    const session = await served.client.createSession({
       workspaceRoot: newWorkspace(),
       tools: [{ name: "bash" }], // bash asks by default
       faux: {
@@ -145,7 +135,7 @@ describe("policies your app enforces", () => {
     });
     const requests: ApprovalRequested[] = [];
     const first = await drain(
-      client.handle(session.id, client.prompt(session.id, "say one"), {
+      served.client.handle(session.id, served.client.prompt(session.id, "say one"), {
         approve: (req) => {
           requests.push(req);
           return { allow: true, scope: "session", rule: "suggested", decidedBy: "ts-test", reason: "echo is harmless" };
@@ -162,7 +152,7 @@ describe("policies your app enforces", () => {
     assert.ok(prefix !== "" && "echo one".startsWith(prefix.trim()) && "echo two".startsWith(prefix.trim()), `suggested prefix ${JSON.stringify(prefix)}`);
     assert.equal(textOf(results(first).get("call_1")!.content).trim(), "one");
 
-    const rules = await client.listApprovalRules(session.id);
+    const rules = await served.client.listApprovalRules(session.id);
     assert.equal(rules.length, 1);
     const rule = rules[0]!;
     assert.equal(rule.toolName, "bash");
@@ -173,13 +163,13 @@ describe("policies your app enforces", () => {
 
     // The second run: the rule decides, no approval_requested.
     const second = await drain(
-      client.handle(session.id, client.prompt(session.id, "say two"), {
+      served.client.handle(session.id, served.client.prompt(session.id, "say two"), {
         approve: () => assert.fail("the rule should have decided call_2"),
       }),
     );
     assert.equal(ofCase(second, "approvalRequested").length, 0);
     assert.equal(textOf(results(second).get("call_2")!.content).trim(), "two");
-    const notices = approvalNotices(await client.transcript(session.id));
+    const notices = approvalNotices(await served.client.transcript(session.id));
     const byRule = notices.find((n) => n.toolCallId === "call_2");
     assert.equal(byRule?.decision, ApprovalDecision.ALLOWED);
     assert.equal(byRule?.rule?.id, rule.id, "the notice names the rule that decided");
@@ -188,12 +178,12 @@ describe("policies your app enforces", () => {
     assert.equal(created?.rule?.id, rule.id, "the first notice names the rule it created");
 
     // Deleted, the rule decides nothing: the third call asks again (denied here).
-    const removal = await client.deleteApprovalRule(session.id, rule.id);
+    const removal = await served.client.deleteApprovalRule(session.id, rule.id);
     assert.equal(removal?.payload.case, "approvalRuleRemoval");
-    assert.deepEqual(await client.listApprovalRules(session.id), []);
+    assert.deepEqual(await served.client.listApprovalRules(session.id), []);
     let asked = 0;
     const third = await drain(
-      client.handle(session.id, client.prompt(session.id, "say three"), {
+      served.client.handle(session.id, served.client.prompt(session.id, "say three"), {
         approve: () => {
           asked++;
           return { allow: false, reason: "not again" };

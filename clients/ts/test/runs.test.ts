@@ -2,16 +2,16 @@
 // agentd, the faux model scripted to answer the first run and fail the next,
 // then getRun and listRuns (newest first, filtered and paged).
 
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 
 import { Code } from "@connectrpc/connect";
 
-import { AgentdClient, refusalOf } from "../src/client.js";
+import { refusalOf } from "../src/client.js";
 import { StopReason } from "../../../gen/ts/agentd/v1/content_pb.js";
 import { RunOutcome, type AgentEvent } from "../../../gen/ts/agentd/v1/events_pb.js";
 import { ErrorReason } from "../../../gen/ts/agentd/v1/service_pb.js";
-import { startAgentd, type Agentd } from "./agentd.js";
+import { serveAgentd } from "./agentd.js";
 
 const text = (t: string) => ({ content: [{ block: { case: "text" as const, value: { text: t } } }] });
 // A failed answer; its message matches none of the retryable patterns, so the
@@ -35,29 +35,18 @@ function echoed(events: AgentEvent[]): { start: Record<string, string>; end: Rec
 }
 
 describe("run records", () => {
-  let agentd: Agentd;
-  let client: AgentdClient;
-
-  before(async () => {
-    agentd = await startAgentd();
-    client = AgentdClient.connect({ address: agentd.address });
-  });
-
-  after(async () => {
-    client?.close();
-    assert.equal(await agentd?.stop(), 0, `agentd exit code; log:\n${agentd?.log()}`);
-  });
+  const served = serveAgentd();
 
   test("metadata is echoed and stored; listRuns lists newest first, filters and pages; getRun returns a run", async () => {
-    const session = await client.createSession({ faux: { responses: [text("Nightly report ready."), failed("scripted failure: bad request")] } });
+    const session = await served.client.createSession({ faux: { responses: [text("Nightly report ready."), failed("scripted failure: bad request")] } });
 
     const nightly = { job: "nightly", attempt: "1" };
-    const first = echoed(await collect(client.prompt(session.id, "Write the nightly report.", { metadata: nightly })));
+    const first = echoed(await collect(served.client.prompt(session.id, "Write the nightly report.", { metadata: nightly })));
     assert.deepEqual(first.start, nightly);
     assert.deepEqual(first.end, nightly);
 
     const adhoc = { job: "adhoc" };
-    const secondEvents = await collect(client.prompt(session.id, "And an ad-hoc one.", { metadata: adhoc }));
+    const secondEvents = await collect(served.client.prompt(session.id, "And an ad-hoc one.", { metadata: adhoc }));
     const second = echoed(secondEvents);
     assert.deepEqual(second.start, adhoc);
     assert.deepEqual(second.end, adhoc);
@@ -66,11 +55,11 @@ describe("run records", () => {
 
     // Continue retries the failed answer (the script fails it again) with metadata of its own.
     const retry = { job: "adhoc", attempt: "2" };
-    const third = echoed(await collect(client.continue(session.id, { metadata: retry })));
+    const third = echoed(await collect(served.client.continue(session.id, { metadata: retry })));
     assert.deepEqual(third.start, retry);
     assert.deepEqual(third.end, retry);
 
-    const all = await client.listRuns(session.id);
+    const all = await served.client.listRuns(session.id);
     assert.deepEqual(
       all.runs.map((r) => r.id),
       [third.runId, second.runId, first.runId],
@@ -78,28 +67,28 @@ describe("run records", () => {
     );
     assert.equal(all.nextPageToken, "");
 
-    const byJob = await client.listRuns(session.id, { metadataFilter: { job: "nightly" } });
+    const byJob = await served.client.listRuns(session.id, { metadataFilter: { job: "nightly" } });
     assert.deepEqual(byJob.runs.map((r) => r.id), [first.runId]);
-    const byKey = await client.listRuns(session.id, { metadataFilter: { attempt: "" } });
+    const byKey = await served.client.listRuns(session.id, { metadataFilter: { attempt: "" } });
     assert.deepEqual(byKey.runs.map((r) => r.id), [third.runId, first.runId], "an empty value matches any value of the key");
-    const byOutcome = await client.listRuns(session.id, { outcomes: [RunOutcome.ERROR] });
+    const byOutcome = await served.client.listRuns(session.id, { outcomes: [RunOutcome.ERROR] });
     assert.deepEqual(byOutcome.runs.map((r) => r.id), [third.runId, second.runId]);
 
     // Dates have milliseconds: the first run started at or after its own start truncated to them.
     const started = all.runs[2]!.startTime!;
     const firstStart = new Date(Number(started.seconds) * 1000 + Math.floor(started.nanos / 1_000_000));
-    assert.equal((await client.listRuns(session.id, { startTimeAfter: firstStart })).runs.length, 3);
-    assert.equal((await client.listRuns(session.id, { startTimeBefore: firstStart })).runs.length, 0);
-    assert.equal((await client.listRuns(session.id, { startTimeAfter: new Date(Date.now() + 3_600_000) })).runs.length, 0);
+    assert.equal((await served.client.listRuns(session.id, { startTimeAfter: firstStart })).runs.length, 3);
+    assert.equal((await served.client.listRuns(session.id, { startTimeBefore: firstStart })).runs.length, 0);
+    assert.equal((await served.client.listRuns(session.id, { startTimeAfter: new Date(Date.now() + 3_600_000) })).runs.length, 0);
 
-    const page1 = await client.listRuns(session.id, { pageSize: 2 });
+    const page1 = await served.client.listRuns(session.id, { pageSize: 2 });
     assert.deepEqual(page1.runs.map((r) => r.id), [third.runId, second.runId]);
     assert.notEqual(page1.nextPageToken, "");
-    const page2 = await client.listRuns(session.id, { pageSize: 2, pageToken: page1.nextPageToken });
+    const page2 = await served.client.listRuns(session.id, { pageSize: 2, pageToken: page1.nextPageToken });
     assert.deepEqual(page2.runs.map((r) => r.id), [first.runId]);
     assert.equal(page2.nextPageToken, "");
 
-    const done = await client.getRun(session.id, first.runId);
+    const done = await served.client.getRun(session.id, first.runId);
     assert.equal(done.id, first.runId);
     assert.equal(done.sessionId, session.id);
     assert.equal(done.outcome, RunOutcome.COMPLETED);
@@ -108,19 +97,19 @@ describe("run records", () => {
     assert.deepEqual(done.request?.metadata, nightly);
     assert.ok(done.startTime && done.endTime && done.usage, "start, end and usage are set once it ended");
 
-    const broke = await client.getRun(session.id, second.runId);
+    const broke = await served.client.getRun(session.id, second.runId);
     assert.equal(broke.outcome, RunOutcome.ERROR);
     assert.match(broke.errorMessage, /scripted failure: bad request/);
     assert.deepEqual(broke.request?.metadata, adhoc);
 
-    const continued = await client.getRun(session.id, third.runId);
+    const continued = await served.client.getRun(session.id, third.runId);
     assert.equal(continued.request?.method, "continue");
     assert.deepEqual(continued.request?.metadata, retry);
   });
 
   test("getRun of an unknown run fails with NOT_FOUND (RUN_NOT_FOUND)", async () => {
-    const session = await client.createSession({ faux: { echo: true } });
-    const refused = await client.getRun(session.id, "run-nope").then(
+    const session = await served.client.createSession({ faux: { echo: true } });
+    const refused = await served.client.getRun(session.id, "run-nope").then(
       () => undefined,
       (err: unknown) => refusalOf(err),
     );

@@ -2,16 +2,16 @@
 // the faux model scripted to answer natively (its text is the JSON object) or
 // through the reserved submit_output tool.
 
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 
 import type { JsonObject } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 
-import { AgentdClient, refusalOf } from "../src/client.js";
+import { refusalOf } from "../src/client.js";
 import { RunOutcome, type AgentEvent } from "../../../gen/ts/agentd/v1/events_pb.js";
 import type { AssistantMessage } from "../../../gen/ts/agentd/v1/messages_pb.js";
-import { startAgentd, type Agentd } from "./agentd.js";
+import { serveAgentd } from "./agentd.js";
 
 const schema: JsonObject = {
   type: "object",
@@ -48,27 +48,16 @@ function finalAssistant(events: AgentEvent[]): AssistantMessage | undefined {
 }
 
 describe("typed answers", () => {
-  let agentd: Agentd;
-  let client: AgentdClient;
-
-  before(async () => {
-    agentd = await startAgentd();
-    client = AgentdClient.connect({ address: agentd.address });
-  });
-
-  after(async () => {
-    client?.close();
-    assert.equal(await agentd?.stop(), 0, `agentd exit code; log:\n${agentd?.log()}`);
-  });
+  const served = serveAgentd();
 
   test("a native answer arrives as structuredOutput on agent_end, the final message and in the transcript", async () => {
-    const session = await client.createSession({ faux: { responses: [text("It is a bug."), text('{"label": "bug", "priority": 2}')] } });
-    const events = await collect(client.prompt(session.id, "Triage: the app crashes on start.", { outputSchema: schema }));
+    const session = await served.client.createSession({ faux: { responses: [text("It is a bug."), text('{"label": "bug", "priority": 2}')] } });
+    const events = await collect(served.client.prompt(session.id, "Triage: the app crashes on start.", { outputSchema: schema }));
     const end = agentEnd(events);
     assert.equal(end.outcome, RunOutcome.COMPLETED, end.errorMessage);
     assert.deepEqual(end.structuredOutput, { label: "bug", priority: 2 });
     assert.deepEqual(finalAssistant(events)?.structuredOutput, { label: "bug", priority: 2 });
-    const stored = (await client.transcript(session.id)).flatMap((e) =>
+    const stored = (await served.client.transcript(session.id)).flatMap((e) =>
       e.payload.case === "message" && e.payload.value.kind.case === "assistant" ? [e.payload.value.kind.value] : [],
     );
     assert.equal(stored.length, 2, "the plain-text answer and the corrected one");
@@ -77,11 +66,11 @@ describe("typed answers", () => {
   });
 
   test("through submit_output, with the session's default schema", async () => {
-    const session = await client.createSession({
+    const session = await served.client.createSession({
       outputSchema: schema,
       faux: { structuredOutputTool: true, responses: [submit("c1", { label: "feature", priority: 3 })] },
     });
-    const events = await collect(client.prompt(session.id, "Triage: add dark mode."));
+    const events = await collect(served.client.prompt(session.id, "Triage: add dark mode."));
     const end = agentEnd(events);
     assert.equal(end.outcome, RunOutcome.COMPLETED, end.errorMessage);
     assert.deepEqual(end.structuredOutput, { label: "feature", priority: 3 });
@@ -90,8 +79,8 @@ describe("typed answers", () => {
 
   test("an answer that never validates ends OUTPUT_INVALID with a fatal output_schema error", async () => {
     const bad = text('{"label": "chore", "priority": 1}');
-    const session = await client.createSession({ faux: { responses: [bad, bad] } });
-    const events = await collect(client.prompt(session.id, "Triage: tidy up.", { outputSchema: schema, maxOutputRetries: 0 }));
+    const session = await served.client.createSession({ faux: { responses: [bad, bad] } });
+    const events = await collect(served.client.prompt(session.id, "Triage: tidy up.", { outputSchema: schema, maxOutputRetries: 0 }));
     const end = agentEnd(events);
     assert.equal(end.outcome, RunOutcome.OUTPUT_INVALID);
     assert.match(end.errorMessage, /label: must be equal to one of the allowed values/);
@@ -104,8 +93,8 @@ describe("typed answers", () => {
   });
 
   test("a schema whose root is not an object is refused naming the field", async () => {
-    const session = await client.createSession({ faux: { echo: true } });
-    const refused = await collect(client.prompt(session.id, "hi", { outputSchema: { type: "array" } })).then(
+    const session = await served.client.createSession({ faux: { echo: true } });
+    const refused = await collect(served.client.prompt(session.id, "hi", { outputSchema: { type: "array" } })).then(
       () => undefined,
       (err: unknown) => refusalOf(err),
     );
