@@ -180,6 +180,21 @@ class AgentdClient:
             metadata=self._metadata)
         return res.session
 
+    async def list_sessions(self, *, origin_session_id: str = "", label_filter: Optional[Mapping[str, str]] = None,
+                            page_size: int = 0, page_token: str = "") -> service_pb2.ListSessionsResponse:
+        """One page of sessions, newest first (sessions, next_page_token).
+
+        origin_session_id keeps the sessions forked from that session and the
+        subagents its runs spawned (each Session.origin names the parent
+        session and, for a subagent, its run, spawn_agent tool call and
+        profile); label_filter keeps those carrying each label with its
+        value. Pass next_page_token, with the same filters, for the next page
+        until it is empty; page_size 0 means 100.
+        """
+        req = service_pb2.ListSessionsRequest(origin_session_id=origin_session_id, label_filter=label_filter or {},
+                                              page_size=page_size, page_token=page_token)
+        return await self.rpc.ListSessions(req, metadata=self._metadata)
+
     def prompt(self, session_id: str, content: Content, *, detach: bool = False,
                request_id: str = "", if_busy: int = 0, output_schema: Optional[Mapping[str, Any]] = None,
                max_output_retries: Optional[int] = None,
