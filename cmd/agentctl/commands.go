@@ -194,6 +194,13 @@ func (a *app) stream(recv func() (*agentdv1.AgentEvent, error)) error {
 					fmt.Fprintln(a.out, "error:", am.GetErrorMessage())
 				}
 			case *agentdv1.AgentEvent_AgentEnd:
+				if newline {
+					fmt.Fprintln(a.out)
+					newline = false
+				}
+				if o := e.AgentEnd.GetStructuredOutput(); o != nil {
+					fmt.Fprintln(a.out, structuredJSON(o))
+				}
 				fmt.Fprintln(a.out, runSummary(e.AgentEnd, time.Since(started)))
 			default:
 				if line := waitLine(ev); line != "" {
@@ -221,14 +228,19 @@ func (a *app) stream(recv func() (*agentdv1.AgentEvent, error)) error {
 
 func (a *app) promptCommand() *cobra.Command {
 	var parent string
+	var flags runFlags
 	cmd := &cobra.Command{
 		Use: "prompt SESSION TEXT", Short: "Send a prompt and stream the run (exit 0 completed, 2 error, 3 aborted)", Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			settings, err := flags.parse(cmd)
+			if err != nil {
+				return err
+			}
 			ctx, c, err := a.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
-			s, err := c.Prompt(ctx, &agentdv1.PromptRequest{SessionId: args[0], Content: texts(args[1]), ParentEntryId: parent})
+			s, err := c.Prompt(ctx, settings.prompt(&agentdv1.PromptRequest{SessionId: args[0], Content: texts(args[1]), ParentEntryId: parent}))
 			if err != nil {
 				return err
 			}
@@ -236,6 +248,7 @@ func (a *app) promptCommand() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&parent, "parent", "", "edit and resend: append the prompt below this entry")
+	flags.add(cmd, true)
 	return cmd
 }
 
@@ -665,20 +678,26 @@ func (a *app) runControlCommands() []*cobra.Command {
 			return a.print(resp, func() { fmt.Fprintln(a.out, "ok") })
 		}}
 	}
+	var contFlags runFlags
 	cont := &cobra.Command{
 		Use: "continue SESSION", Short: "Run the agent from the transcript as it is (after a failed call or a restart)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			settings, err := contFlags.parse(cmd)
+			if err != nil {
+				return err
+			}
 			ctx, c, err := a.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
-			s, err := c.Continue(ctx, &agentdv1.ContinueRequest{SessionId: args[0]})
+			s, err := c.Continue(ctx, settings.continueRequest(&agentdv1.ContinueRequest{SessionId: args[0]}))
 			if err != nil {
 				return err
 			}
 			return a.stream(s.Recv)
 		},
 	}
+	contFlags.add(cont, false)
 	var isError bool
 	result := unary("tool-result SESSION CALL_ID TEXT", "Answer a client-executed tool call", cobra.ExactArgs(3),
 		func(ctx context.Context, c agentdv1.AgentServiceClient, args []string) (proto.Message, error) {
