@@ -549,7 +549,7 @@ func (hs *hookSet) preCompact(ctx context.Context, reason agentdv1.CompactionRea
 func (hs *hookSet) answer(sessionID string, ans *agentdv1.SubmitHookResultRequest) error {
 	id := ans.GetRequestId()
 	if hs == nil {
-		return refuse(agentdv1.ErrorReason_ERROR_REASON_NOT_WAITING, "hook request %q of session %q is not waiting for an answer", id, sessionID)
+		return refuse(agentdv1.ErrorReason_ERROR_REASON_NOT_WAITING, "hook request %q of session %q is not waiting for an answer", id, sessionID).with("id", id)
 	}
 	req, err := hs.pending.hookRequest(sessionID, id)
 	if err != nil {

@@ -106,10 +106,10 @@ func (p *pendingCalls) deliver(sessionID, id string, kind waitKind, v any) error
 func (p *pendingCalls) waitingLocked(sessionID, id string, kind waitKind) (*pendingCall, error) {
 	c := p.calls[id]
 	if c == nil || c.kind != kind {
-		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_NOT_WAITING, "%s %q of session %q is not waiting for a %s", kind.subject(), id, sessionID, kind)
+		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_NOT_WAITING, "%s %q of session %q is not waiting for a %s", kind.subject(), id, sessionID, kind).with("id", id)
 	}
 	if c.state != "waiting" {
-		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_ANSWER_TOO_LATE, "%s %q of session %q no longer waits for a %s: it was %s", kind.subject(), id, sessionID, kind, c.state)
+		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_ANSWER_TOO_LATE, "%s %q of session %q no longer waits for a %s: it was %s", kind.subject(), id, sessionID, kind, c.state).with("id", id)
 	}
 	return c, nil
 }

@@ -98,6 +98,7 @@ class SubagentsE2E(AgentdTestCase):
         refusal = refusal_of(refused)
         self.assertIsNotNone(refusal)
         self.assertEqual(refusal.reason, service_pb2.ERROR_REASON_NOT_WAITING)
+        self.assertEqual(refusal.metadata.get("id"), "k1", "NOT_WAITING names the call in its metadata")
         self.assertIn('"k1"', refused.details())
         self.assertIn(parent.id, refused.details())
 
