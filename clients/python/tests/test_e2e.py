@@ -10,28 +10,13 @@ import dataclasses
 import unittest
 
 import grpc
-from google.protobuf import json_format
 
 import agentd_client  # noqa: F401  (puts gen/python on the path)
 from agentd.v1 import content_pb2, events_pb2, messages_pb2, service_pb2, session_pb2
 from agentd_client import ChatState, Conversation, apply_event, items_from_transcript, reduce_chat, refusal_of
 
 from tests.agentd_server import AgentdTestCase
-
-
-def text(t: str) -> messages_pb2.AssistantMessage:
-    return messages_pb2.AssistantMessage(content=[content_pb2.ContentBlock(text=content_pb2.TextContent(text=t))])
-
-
-def call(call_id: str, name: str, args: dict) -> messages_pb2.AssistantMessage:
-    tc = content_pb2.ToolCall(id=call_id, name=name)
-    json_format.ParseDict(args, tc.arguments)
-    return messages_pb2.AssistantMessage(content=[content_pb2.ContentBlock(tool_call=tc)])
-
-
-def faux(*responses, tokens_per_second: int = 0) -> session_pb2.SessionConfig:
-    return session_pb2.SessionConfig(faux=session_pb2.FauxScript(responses=list(responses),
-                                                                 tokens_per_second=tokens_per_second))
+from tests.scripts import text, call, faux
 
 
 async def collect(stream) -> list:

@@ -31,10 +31,7 @@ from agentd_client import (
 )
 
 from tests.agentd_server import AgentdTestCase
-
-
-def text(t: str) -> messages_pb2.AssistantMessage:
-    return messages_pb2.AssistantMessage(content=[content_pb2.ContentBlock(text=content_pb2.TextContent(text=t))])
+from tests.scripts import text
 
 
 def bash(call_id: str, command: str) -> messages_pb2.AssistantMessage:

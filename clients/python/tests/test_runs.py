@@ -14,10 +14,7 @@ from agentd.v1 import content_pb2, events_pb2, messages_pb2, service_pb2, sessio
 from agentd_client import refusal_of
 
 from tests.agentd_server import AgentdTestCase
-
-
-def text(t: str) -> messages_pb2.AssistantMessage:
-    return messages_pb2.AssistantMessage(content=[content_pb2.ContentBlock(text=content_pb2.TextContent(text=t))])
+from tests.scripts import text
 
 
 def failed(message: str) -> messages_pb2.AssistantMessage:

@@ -14,6 +14,7 @@ from agentd.v1 import content_pb2, events_pb2, messages_pb2, session_pb2
 from agentd_client import refusal_of, structured_output
 
 from tests.agentd_server import AgentdTestCase
+from tests.scripts import text
 
 SCHEMA = {
     "type": "object",
@@ -23,10 +24,6 @@ SCHEMA = {
     },
     "required": ["label", "priority"],
 }
-
-
-def text(t: str) -> messages_pb2.AssistantMessage:
-    return messages_pb2.AssistantMessage(content=[content_pb2.ContentBlock(text=content_pb2.TextContent(text=t))])
 
 
 def submit(call_id: str, args: dict) -> messages_pb2.AssistantMessage:

@@ -14,31 +14,18 @@ import grpc
 from google.protobuf import json_format
 
 import agentd_client  # noqa: F401  (puts gen/python on the path)
-from agentd.v1 import content_pb2, events_pb2, messages_pb2, service_pb2, session_pb2
+from agentd.v1 import events_pb2, messages_pb2, service_pb2, session_pb2
 from agentd_client import refusal_of
 from agentd_client.client import arguments_dict
 
 from tests.agentd_server import AgentdTestCase
+from tests.scripts import text, call, faux
 
 LOOKUP_SCHEMA = {
     "type": "object",
     "properties": {"key": {"type": "string"}},
     "required": ["key"],
 }
-
-
-def text(t: str) -> messages_pb2.AssistantMessage:
-    return messages_pb2.AssistantMessage(content=[content_pb2.ContentBlock(text=content_pb2.TextContent(text=t))])
-
-
-def call(call_id: str, name: str, args: dict) -> messages_pb2.AssistantMessage:
-    tc = content_pb2.ToolCall(id=call_id, name=name)
-    json_format.ParseDict(args, tc.arguments)
-    return messages_pb2.AssistantMessage(content=[content_pb2.ContentBlock(tool_call=tc)])
-
-
-def faux(*responses) -> session_pb2.SessionConfig:
-    return session_pb2.SessionConfig(faux=session_pb2.FauxScript(responses=list(responses)))
 
 
 def result_text(tr: messages_pb2.ToolResultMessage) -> str:
