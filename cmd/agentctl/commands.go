@@ -350,37 +350,27 @@ func (a *app) treeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			depth := map[string]int{}
+			// All pages first: a node's depth depends on how many children
+			// its parent has, which a later page may add to.
+			var nodes []*agentdv1.TreeNode
 			token := ""
 			for {
 				resp, err := c.GetTree(ctx, &agentdv1.GetTreeRequest{SessionId: args[0], PageSize: 1000, PageToken: token})
 				if err != nil {
 					return err
 				}
-				for _, n := range resp.GetNodes() {
-					d := 0
-					if n.GetParentId() != "" {
-						d = depth[n.GetParentId()] + 1
-					}
-					depth[n.GetId()] = d
-					if err := a.print(n, func() {
-						mark := " "
-						if n.GetIsLeaf() {
-							mark = "*"
-						}
-						label := ""
-						if n.GetLabel() != "" {
-							label = " [" + n.GetLabel() + "]"
-						}
-						fmt.Fprintf(a.out, "%s %s %s%s %s: %s\n", mark, n.GetId(), strings.Repeat("│", min(d, 40)), label, n.GetKind(), n.GetPreview())
-					}); err != nil {
-						return err
-					}
-				}
+				nodes = append(nodes, resp.GetNodes()...)
 				if token = resp.GetNextPageToken(); token == "" {
-					return nil
+					break
 				}
 			}
+			depth := treeDepths(nodes)
+			for _, n := range nodes {
+				if err := a.print(n, func() { fmt.Fprintln(a.out, treeLine(n, depth[n.GetId()])) }); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 	}
 }
