@@ -124,11 +124,22 @@ func TestSubcommands(t *testing.T) {
 
 func TestExitCodesAndErrors(t *testing.T) {
 	addr := servicetest.Start(t, agent.Options{})
-	// A faux model with nothing scripted fails the call: exit code 2.
+	// sessions create without flags makes a session that answers: the
+	// faux model, echoing.
 	_, out, _ := ctl(t, addr, "sessions", "create")
-	id := strings.TrimSpace(out)
-	if code, out, _ := ctl(t, addr, "prompt", id, "hi"); code != 2 || !strings.Contains(out, "No more faux responses queued") {
+	if code, out, stderr := ctl(t, addr, "prompt", strings.TrimSpace(out), "hi"); code != 0 || !strings.Contains(out, "hi") {
+		t.Fatalf("a prompt to a session created without flags: exit %d, %q %q", code, out, stderr)
+	}
+	// A faux model with nothing scripted fails the call: exit code 2.
+	resp, err := policyClient(t, addr).CreateSession(context.Background(), &agentdv1.CreateSessionRequest{Config: &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := ctl(t, addr, "prompt", resp.GetSession().GetId(), "hi"); code != 2 || !strings.Contains(out, "No more faux responses queued") {
 		t.Fatalf("a failed run: exit %d, %q", code, out)
+	}
+	if code, _, stderr := ctl(t, addr, "sessions", "create", "--model", "anthropic"); code != 1 || !strings.Contains(stderr, "provider/id") {
+		t.Fatalf("sessions create --model without an id: %d %q", code, stderr)
 	}
 	if code, _, stderr := ctl(t, addr, "sessions", "show", "no-such-session"); code != 1 || !strings.Contains(stderr, "not found") {
 		t.Fatalf("unknown session: %d %q", code, stderr)

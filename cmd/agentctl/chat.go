@@ -67,17 +67,11 @@ func (a *app) chatCommand() *cobra.Command {
 			}
 			ch := &chat{a: a, ctx: ctx, c: c, color: os.Getenv("NO_COLOR") == "" && readline.IsTerminal(int(os.Stdout.Fd()))}
 			if sessionID == "" {
-				cfg := &agentdv1.SessionConfig{WorkspaceRoot: workspace}
-				if echo || model == "" {
-					cfg.Faux = &agentdv1.FauxScript{Echo: true}
+				cfg, err := newSessionConfig(model, echo)
+				if err != nil {
+					return err
 				}
-				if model != "" {
-					provider, id, ok := strings.Cut(model, "/")
-					if !ok {
-						return fmt.Errorf("--model %q: write provider/id", model)
-					}
-					cfg.Model = &agentdv1.ModelRef{Provider: provider, Id: id}
-				}
+				cfg.WorkspaceRoot = workspace
 				for _, name := range strings.Split(toolList, ",") {
 					if name = strings.TrimSpace(name); name != "" {
 						cfg.Tools = append(cfg.Tools, &agentdv1.Tool{Name: name})

@@ -34,17 +34,11 @@ func (a *app) sessionsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg := &agentdv1.SessionConfig{SystemPrompt: system}
-			if echo {
-				cfg.Faux = &agentdv1.FauxScript{Echo: true}
+			cfg, err := newSessionConfig(model, echo)
+			if err != nil {
+				return err
 			}
-			if model != "" {
-				provider, id, ok := strings.Cut(model, "/")
-				if !ok {
-					return fmt.Errorf("--model %q: write provider/id, such as anthropic/claude-sonnet-4-5", model)
-				}
-				cfg.Model = &agentdv1.ModelRef{Provider: provider, Id: id}
-			}
+			cfg.SystemPrompt = system
 			resp, err := c.CreateSession(ctx, &agentdv1.CreateSessionRequest{Config: cfg, Title: title})
 			if err != nil {
 				return err
@@ -52,8 +46,8 @@ func (a *app) sessionsCommand() *cobra.Command {
 			return a.print(resp.GetSession(), func() { fmt.Fprintln(a.out, resp.GetSession().GetId()) })
 		},
 	}
-	create.Flags().BoolVar(&echo, "faux-echo", false, "the faux model answers by echoing each prompt")
-	create.Flags().StringVar(&model, "model", "", "the model, provider/id (default: the faux model)")
+	create.Flags().BoolVar(&echo, "faux-echo", false, "the faux model answers by echoing each prompt (the default without --model)")
+	create.Flags().StringVar(&model, "model", "", "the model, provider/id (default: the faux model, echoing)")
 	create.Flags().StringVar(&system, "system", "", "the system prompt")
 	create.Flags().StringVar(&title, "title", "", "a title")
 	list := &cobra.Command{
