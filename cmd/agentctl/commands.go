@@ -152,8 +152,10 @@ func (a *app) sessionsCommand() *cobra.Command {
 
 // stream prints a run's events until agent_end and returns the exit code
 // the run's outcome calls for: 0 when it completed, 2 on an error, 3 when
-// it was aborted or interrupted.
-func (a *app) stream(recv func() (*agentdv1.AgentEvent, error)) error {
+// it was aborted or interrupted. ctx is the stream's: when it ends (Ctrl-C)
+// the stream's own call aborts the run if owns says so (Prompt and
+// Continue without detach), and only stops following it otherwise.
+func (a *app) stream(ctx context.Context, recv func() (*agentdv1.AgentEvent, error), owns bool) error {
 	var end *agentdv1.AgentEnd
 	newline := false
 	started := time.Now()
@@ -163,7 +165,10 @@ func (a *app) stream(recv func() (*agentdv1.AgentEvent, error)) error {
 			break
 		}
 		if err != nil {
-			return err
+			if newline {
+				fmt.Fprintln(a.out)
+			}
+			return interrupted(ctx, err, owns)
 		}
 		if a.json {
 			if err := a.print(ev, nil); err != nil {
@@ -214,9 +219,9 @@ func (a *app) stream(recv func() (*agentdv1.AgentEvent, error)) error {
 	case agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED:
 		return nil
 	case agentdv1.RunOutcome_RUN_OUTCOME_ERROR:
-		return exitError{2}
+		return exitError{code: 2}
 	default:
-		return exitError{3}
+		return exitError{code: 3}
 	}
 }
 
@@ -238,7 +243,7 @@ func (a *app) promptCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.stream(s.Recv)
+			return a.stream(ctx, s.Recv, true)
 		},
 	}
 	cmd.Flags().StringVar(&parent, "parent", "", "edit and resend: append the prompt below this entry")
@@ -263,7 +268,7 @@ func (a *app) attachCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.stream(s.Recv)
+			return a.stream(ctx, s.Recv, false)
 		},
 	}
 	cmd.Flags().Uint64Var(&after, "after", 0, "the last seq already seen")
@@ -678,7 +683,7 @@ func (a *app) runControlCommands() []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.stream(s.Recv)
+			return a.stream(ctx, s.Recv, true)
 		},
 	}
 	contFlags.add(cont, false)
