@@ -393,6 +393,9 @@ func (ch *chat) prompt(text string) error {
 				if len(approvals) == 1 {
 					ch.askNext(approvals)
 				}
+			case *agentdv1.AgentEvent_Error:
+				endLine()
+				fmt.Fprintln(ch.out, ch.dim(errorLine(e.Error)))
 			case *agentdv1.AgentEvent_QueueUpdate:
 				q := e.QueueUpdate
 				fmt.Fprintln(ch.out, ch.dim(fmt.Sprintf("[queued: %d steering, %d follow-up]", len(q.GetSteering()), len(q.GetFollowUp()))))

@@ -159,8 +159,22 @@ func (a *app) stream(ctx context.Context, recv func() (*agentdv1.AgentEvent, err
 	var end *agentdv1.AgentEnd
 	newline := false
 	started := time.Now()
+	// A failed answer's error waits for the next event: when that is the
+	// retry's announcement, its line says both what failed and that it is
+	// retried, and a retried call does not look like one failure per try.
+	failed := ""
+	flushFailed := func() {
+		if failed != "" {
+			fmt.Fprintln(a.out, "error:", failed)
+			failed = ""
+		}
+	}
 	for {
 		ev, err := recv()
+		if !a.json && !isRetry(ev) {
+			flushFailed()
+		}
+		failed = ""
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -190,8 +204,14 @@ func (a *app) stream(ctx context.Context, recv func() (*agentdv1.AgentEvent, err
 					fmt.Fprintln(a.out, messageLine(e.MessageEnd.GetMessage()))
 				}
 				if am := e.MessageEnd.GetMessage().GetAssistant(); am != nil && am.GetErrorMessage() != "" {
-					fmt.Fprintln(a.out, "error:", am.GetErrorMessage())
+					failed = am.GetErrorMessage()
 				}
+			case *agentdv1.AgentEvent_Error:
+				if newline {
+					fmt.Fprintln(a.out)
+					newline = false
+				}
+				fmt.Fprintln(a.out, errorLine(e.Error))
 			case *agentdv1.AgentEvent_AgentEnd:
 				if newline {
 					fmt.Fprintln(a.out)
