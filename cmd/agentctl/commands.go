@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
@@ -311,11 +312,7 @@ func (a *app) transcriptCommand() *cobra.Command {
 					return err
 				}
 				for _, e := range resp.GetEntries() {
-					if err := a.print(e, func() {
-						if m := e.GetMessage(); m != nil {
-							fmt.Fprintf(a.out, "%s  %s\n", e.GetId(), messageLine(m))
-						}
-					}); err != nil {
+					if err := a.print(e, func() { fmt.Fprintf(a.out, "%s  %s\n", e.GetId(), entryLine(e)) }); err != nil {
 						return err
 					}
 				}
@@ -592,6 +589,15 @@ func (a *app) compactCommand() *cobra.Command {
 				if errors.Is(err, io.EOF) {
 					return nil
 				}
+				if dryRun && refusedFor(err, agentdv1.ErrorReason_ERROR_REASON_NOTHING_TO_COMPACT) {
+					// A dry run asks whether compacting would do anything:
+					// "no" is its answer, not a failure (with --json: no
+					// compaction_end).
+					if !a.json {
+						fmt.Fprintln(a.out, "nothing to compact:", status.Convert(err).Message())
+					}
+					return nil
+				}
 				if err != nil {
 					return err
 				}
@@ -614,7 +620,7 @@ func (a *app) compactCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&summary, "summary", "", "your own summary (no model is called)")
 	cmd.Flags().StringVar(&instructions, "instructions", "", "what the summary should focus on")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show the cut point and token counts only")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show the cut point and token counts only; exits 0 also when there is nothing to compact")
 	return cmd
 }
 

@@ -65,6 +65,9 @@ func messageLine(m *agentdv1.AgentMessage) string {
 	case *agentdv1.AgentMessage_BranchSummary:
 		return "[branch summary] " + firstLine(k.BranchSummary.GetSummary(), 100)
 	}
+	if line := noticeLine(m); line != "" {
+		return line
+	}
 	b, _ := protojson.Marshal(m)
 	return firstLine(string(b), 120)
 }
