@@ -155,7 +155,7 @@ func (a *app) explain(err error) string {
 	}
 	line := a.explainStatus(st)
 	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "agentd.v1" {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == refusalDomain {
 			line += " [" + info.GetReason() + "]"
 		}
 	}
