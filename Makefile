@@ -31,21 +31,36 @@ DEBS       := $(PY_DEBS) $(TEST_DEBS)
 AGENTD_LISTEN ?= 127.0.0.1:7777
 AGENTD_DB     ?= ./agentd.db
 
+# The version both binaries report (--version, logs, MCP handshakes): the
+# commit, or the tag, as git describes it; "dev" outside a git checkout and
+# for a plain `go build`.
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+GO_BUILD := go build -ldflags "-X main.version=$(VERSION)"
+
 .PHONY: help
 help: ## List the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: run
 run: build ## Run agentd on 127.0.0.1:7777 with ./agentd.db.
+	@echo "agentd $(VERSION) serving on $(AGENTD_LISTEN) with $(AGENTD_DB); Ctrl-C stops it"
 	$(BIN)/agentd --listen $(AGENTD_LISTEN) --db $(AGENTD_DB)
 
-.PHONY: build
-build: ## Build agentd and agentctl into bin/.
-	go build -o $(BIN)/agentd ./cmd/agentd
-	go build -o $(BIN)/agentctl ./cmd/agentctl
+.PHONY: build build-agentd build-agentctl
+build: build-agentd build-agentctl ## Build agentd and agentctl into bin/.
+
+# go build's cache makes a rebuild quick; the first one compiles every
+# dependency (minutes), so say what is being built.
+build-agentd:
+	@echo "building bin/agentd $(VERSION) (the first build compiles all dependencies and takes a few minutes)"
+	@$(GO_BUILD) -o $(BIN)/agentd ./cmd/agentd
+
+build-agentctl:
+	@echo "building bin/agentctl $(VERSION)"
+	@$(GO_BUILD) -o $(BIN)/agentctl ./cmd/agentctl
 
 .PHONY: chat
-chat: build ## Talk to `make run`'s agentd in the terminal (agentctl chat; the faux model echoes).
+chat: build-agentctl ## Talk to `make run`'s agentd in the terminal (agentctl chat; the faux model echoes).
 	$(BIN)/agentctl chat --addr $(AGENTD_LISTEN)
 
 .PHONY: tools
@@ -122,7 +137,7 @@ py-test: tools build ## Run the Python client's tests against a real agentd.
 	cd clients/python && PYTHONDONTWRITEBYTECODE=1 AGENTD_BIN=$(BIN)/agentd $(PYTHON) tests/run.py
 
 .PHONY: ts-example
-ts-example: tools ## Run the TypeScript example against `make run`'s agentd.
+ts-example: $(TS_DEPS) ## Run the TypeScript example against `make run`'s agentd.
 	cd clients/ts && npx tsc -p . && node build/clients/ts/examples/two_prompts.js --address $(AGENTD_LISTEN)
 
 .PHONY: py-example

@@ -75,6 +75,9 @@ func TestSubcommands(t *testing.T) {
 	if _, out, _ := ctl(t, addr, "tree", id); !strings.Contains(out, "[start]") {
 		t.Fatalf("tree does not show the label: %q", out)
 	}
+	if _, out, _ := ctl(t, addr, "transcript", id); !strings.Contains(out, `[label "start" on `+first.GetId()+"]") || strings.Contains(out, "{") {
+		t.Fatalf("transcript does not show the label entry readably: %q", out)
+	}
 	code, out, _ = ctl(t, addr, "fork", id, first.GetId())
 	if code != 0 || strings.TrimSpace(out) == id {
 		t.Fatalf("fork: %d %q", code, out)
@@ -82,9 +85,17 @@ func TestSubcommands(t *testing.T) {
 	if code, _, stderr := ctl(t, addr, "navigate", id, first.GetId(), "--summary", "went back"); code != 0 {
 		t.Fatalf("navigate: %s", stderr)
 	}
-	if code, _, stderr := ctl(t, addr, "compact", id, "--dry-run"); code != 1 || !strings.Contains(stderr, "not now: ") || !strings.Contains(stderr, "nothing to compact") ||
+	// A dry run answers "nothing to compact" with success; a real
+	// compaction is refused with the reason.
+	if code, out, stderr := ctl(t, addr, "compact", id, "--dry-run"); code != 0 || !strings.HasPrefix(out, "nothing to compact: ") {
+		t.Fatalf("compact --dry-run of a short session: %d %q %q", code, out, stderr)
+	}
+	if code, out, _ := ctl(t, addr, "--json", "compact", id, "--dry-run"); code != 0 || out != "" {
+		t.Fatalf("compact --json --dry-run of a short session: %d %q", code, out)
+	}
+	if code, _, stderr := ctl(t, addr, "compact", id, "--summary", "x"); code != 1 || !strings.Contains(stderr, "not now: ") || !strings.Contains(stderr, "nothing to compact") ||
 		!strings.Contains(stderr, "[NOTHING_TO_COMPACT]") {
-		t.Fatalf("compact --dry-run of a short session: %d %q", code, stderr)
+		t.Fatalf("compact of a short session: %d %q", code, stderr)
 	}
 	file := filepath.Join(t.TempDir(), "s.agentd")
 	if code, _, stderr := ctl(t, addr, "export", id, "-o", file); code != 0 {
@@ -124,11 +135,22 @@ func TestSubcommands(t *testing.T) {
 
 func TestExitCodesAndErrors(t *testing.T) {
 	addr := servicetest.Start(t, agent.Options{})
-	// A faux model with nothing scripted fails the call: exit code 2.
+	// sessions create without flags makes a session that answers: the
+	// faux model, echoing.
 	_, out, _ := ctl(t, addr, "sessions", "create")
-	id := strings.TrimSpace(out)
-	if code, out, _ := ctl(t, addr, "prompt", id, "hi"); code != 2 || !strings.Contains(out, "No more faux responses queued") {
+	if code, out, stderr := ctl(t, addr, "prompt", strings.TrimSpace(out), "hi"); code != 0 || !strings.Contains(out, "hi") {
+		t.Fatalf("a prompt to a session created without flags: exit %d, %q %q", code, out, stderr)
+	}
+	// A faux model with nothing scripted fails the call: exit code 2.
+	resp, err := policyClient(t, addr).CreateSession(context.Background(), &agentdv1.CreateSessionRequest{Config: &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := ctl(t, addr, "prompt", resp.GetSession().GetId(), "hi"); code != 2 || !strings.Contains(out, "No more faux responses queued") {
 		t.Fatalf("a failed run: exit %d, %q", code, out)
+	}
+	if code, _, stderr := ctl(t, addr, "sessions", "create", "--model", "anthropic"); code != 1 || !strings.Contains(stderr, "provider/id") {
+		t.Fatalf("sessions create --model without an id: %d %q", code, stderr)
 	}
 	if code, _, stderr := ctl(t, addr, "sessions", "show", "no-such-session"); code != 1 || !strings.Contains(stderr, "not found") {
 		t.Fatalf("unknown session: %d %q", code, stderr)

@@ -67,17 +67,11 @@ func (a *app) chatCommand() *cobra.Command {
 			}
 			ch := &chat{a: a, ctx: ctx, c: c, color: os.Getenv("NO_COLOR") == "" && readline.IsTerminal(int(os.Stdout.Fd()))}
 			if sessionID == "" {
-				cfg := &agentdv1.SessionConfig{WorkspaceRoot: workspace}
-				if echo || model == "" {
-					cfg.Faux = &agentdv1.FauxScript{Echo: true}
+				cfg, err := newSessionConfig(model, echo)
+				if err != nil {
+					return err
 				}
-				if model != "" {
-					provider, id, ok := strings.Cut(model, "/")
-					if !ok {
-						return fmt.Errorf("--model %q: write provider/id", model)
-					}
-					cfg.Model = &agentdv1.ModelRef{Provider: provider, Id: id}
-				}
+				cfg.WorkspaceRoot = workspace
 				for _, name := range strings.Split(toolList, ",") {
 					if name = strings.TrimSpace(name); name != "" {
 						cfg.Tools = append(cfg.Tools, &agentdv1.Tool{Name: name})
@@ -399,6 +393,9 @@ func (ch *chat) prompt(text string) error {
 				if len(approvals) == 1 {
 					ch.askNext(approvals)
 				}
+			case *agentdv1.AgentEvent_Error:
+				endLine()
+				fmt.Fprintln(ch.out, ch.dim(errorLine(e.Error)))
 			case *agentdv1.AgentEvent_QueueUpdate:
 				q := e.QueueUpdate
 				fmt.Fprintln(ch.out, ch.dim(fmt.Sprintf("[queued: %d steering, %d follow-up]", len(q.GetSteering()), len(q.GetFollowUp()))))

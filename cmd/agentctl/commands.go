@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
@@ -34,17 +35,11 @@ func (a *app) sessionsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg := &agentdv1.SessionConfig{SystemPrompt: system}
-			if echo {
-				cfg.Faux = &agentdv1.FauxScript{Echo: true}
+			cfg, err := newSessionConfig(model, echo)
+			if err != nil {
+				return err
 			}
-			if model != "" {
-				provider, id, ok := strings.Cut(model, "/")
-				if !ok {
-					return fmt.Errorf("--model %q: write provider/id, such as anthropic/claude-sonnet-4-5", model)
-				}
-				cfg.Model = &agentdv1.ModelRef{Provider: provider, Id: id}
-			}
+			cfg.SystemPrompt = system
 			resp, err := c.CreateSession(ctx, &agentdv1.CreateSessionRequest{Config: cfg, Title: title})
 			if err != nil {
 				return err
@@ -52,8 +47,8 @@ func (a *app) sessionsCommand() *cobra.Command {
 			return a.print(resp.GetSession(), func() { fmt.Fprintln(a.out, resp.GetSession().GetId()) })
 		},
 	}
-	create.Flags().BoolVar(&echo, "faux-echo", false, "the faux model answers by echoing each prompt")
-	create.Flags().StringVar(&model, "model", "", "the model, provider/id (default: the faux model)")
+	create.Flags().BoolVar(&echo, "faux-echo", false, "the faux model answers by echoing each prompt (the default without --model)")
+	create.Flags().StringVar(&model, "model", "", "the model, provider/id (default: the faux model, echoing)")
 	create.Flags().StringVar(&system, "system", "", "the system prompt")
 	create.Flags().StringVar(&title, "title", "", "a title")
 	list := &cobra.Command{
@@ -158,18 +153,37 @@ func (a *app) sessionsCommand() *cobra.Command {
 
 // stream prints a run's events until agent_end and returns the exit code
 // the run's outcome calls for: 0 when it completed, 2 on an error, 3 when
-// it was aborted or interrupted.
-func (a *app) stream(recv func() (*agentdv1.AgentEvent, error)) error {
+// it was aborted or interrupted. ctx is the stream's: when it ends (Ctrl-C)
+// the stream's own call aborts the run if owns says so (Prompt and
+// Continue without detach), and only stops following it otherwise.
+func (a *app) stream(ctx context.Context, recv func() (*agentdv1.AgentEvent, error), owns bool) error {
 	var end *agentdv1.AgentEnd
 	newline := false
 	started := time.Now()
+	// A failed answer's error waits for the next event: when that is the
+	// retry's announcement, its line says both what failed and that it is
+	// retried, and a retried call does not look like one failure per try.
+	failed := ""
+	flushFailed := func() {
+		if failed != "" {
+			fmt.Fprintln(a.out, "error:", failed)
+			failed = ""
+		}
+	}
 	for {
 		ev, err := recv()
+		if !a.json && !isRetry(ev) {
+			flushFailed()
+		}
+		failed = ""
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return err
+			if newline {
+				fmt.Fprintln(a.out)
+			}
+			return interrupted(ctx, err, owns)
 		}
 		if a.json {
 			if err := a.print(ev, nil); err != nil {
@@ -191,8 +205,14 @@ func (a *app) stream(recv func() (*agentdv1.AgentEvent, error)) error {
 					fmt.Fprintln(a.out, messageLine(e.MessageEnd.GetMessage()))
 				}
 				if am := e.MessageEnd.GetMessage().GetAssistant(); am != nil && am.GetErrorMessage() != "" {
-					fmt.Fprintln(a.out, "error:", am.GetErrorMessage())
+					failed = am.GetErrorMessage()
 				}
+			case *agentdv1.AgentEvent_Error:
+				if newline {
+					fmt.Fprintln(a.out)
+					newline = false
+				}
+				fmt.Fprintln(a.out, errorLine(e.Error))
 			case *agentdv1.AgentEvent_AgentEnd:
 				if newline {
 					fmt.Fprintln(a.out)
@@ -220,9 +240,9 @@ func (a *app) stream(recv func() (*agentdv1.AgentEvent, error)) error {
 	case agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED:
 		return nil
 	case agentdv1.RunOutcome_RUN_OUTCOME_ERROR:
-		return exitError{2}
+		return exitError{code: 2}
 	default:
-		return exitError{3}
+		return exitError{code: 3}
 	}
 }
 
@@ -244,7 +264,7 @@ func (a *app) promptCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.stream(s.Recv)
+			return a.stream(ctx, s.Recv, true)
 		},
 	}
 	cmd.Flags().StringVar(&parent, "parent", "", "edit and resend: append the prompt below this entry")
@@ -269,7 +289,7 @@ func (a *app) attachCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.stream(s.Recv)
+			return a.stream(ctx, s.Recv, false)
 		},
 	}
 	cmd.Flags().Uint64Var(&after, "after", 0, "the last seq already seen")
@@ -292,11 +312,7 @@ func (a *app) transcriptCommand() *cobra.Command {
 					return err
 				}
 				for _, e := range resp.GetEntries() {
-					if err := a.print(e, func() {
-						if m := e.GetMessage(); m != nil {
-							fmt.Fprintf(a.out, "%s  %s\n", e.GetId(), messageLine(m))
-						}
-					}); err != nil {
+					if err := a.print(e, func() { fmt.Fprintf(a.out, "%s  %s\n", e.GetId(), entryLine(e)) }); err != nil {
 						return err
 					}
 				}
@@ -350,37 +366,27 @@ func (a *app) treeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			depth := map[string]int{}
+			// All pages first: a node's depth depends on how many children
+			// its parent has, which a later page may add to.
+			var nodes []*agentdv1.TreeNode
 			token := ""
 			for {
 				resp, err := c.GetTree(ctx, &agentdv1.GetTreeRequest{SessionId: args[0], PageSize: 1000, PageToken: token})
 				if err != nil {
 					return err
 				}
-				for _, n := range resp.GetNodes() {
-					d := 0
-					if n.GetParentId() != "" {
-						d = depth[n.GetParentId()] + 1
-					}
-					depth[n.GetId()] = d
-					if err := a.print(n, func() {
-						mark := " "
-						if n.GetIsLeaf() {
-							mark = "*"
-						}
-						label := ""
-						if n.GetLabel() != "" {
-							label = " [" + n.GetLabel() + "]"
-						}
-						fmt.Fprintf(a.out, "%s %s %s%s %s: %s\n", mark, n.GetId(), strings.Repeat("│", min(d, 40)), label, n.GetKind(), n.GetPreview())
-					}); err != nil {
-						return err
-					}
-				}
+				nodes = append(nodes, resp.GetNodes()...)
 				if token = resp.GetNextPageToken(); token == "" {
-					return nil
+					break
 				}
 			}
+			depth := treeDepths(nodes)
+			for _, n := range nodes {
+				if err := a.print(n, func() { fmt.Fprintln(a.out, treeLine(n, depth[n.GetId()])) }); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 	}
 }
@@ -583,6 +589,15 @@ func (a *app) compactCommand() *cobra.Command {
 				if errors.Is(err, io.EOF) {
 					return nil
 				}
+				if dryRun && refusedFor(err, agentdv1.ErrorReason_ERROR_REASON_NOTHING_TO_COMPACT) {
+					// A dry run asks whether compacting would do anything:
+					// "no" is its answer, not a failure (with --json: no
+					// compaction_end).
+					if !a.json {
+						fmt.Fprintln(a.out, "nothing to compact:", status.Convert(err).Message())
+					}
+					return nil
+				}
 				if err != nil {
 					return err
 				}
@@ -605,7 +620,7 @@ func (a *app) compactCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&summary, "summary", "", "your own summary (no model is called)")
 	cmd.Flags().StringVar(&instructions, "instructions", "", "what the summary should focus on")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show the cut point and token counts only")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "show the cut point and token counts only; exits 0 also when there is nothing to compact")
 	return cmd
 }
 
@@ -694,7 +709,7 @@ func (a *app) runControlCommands() []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.stream(s.Recv)
+			return a.stream(ctx, s.Recv, true)
 		},
 	}
 	contFlags.add(cont, false)

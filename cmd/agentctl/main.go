@@ -49,8 +49,11 @@ func main() {
 }
 
 // exitError carries an exit code other than 1 (a run that ended in error
-// or was aborted) without printing anything more.
-type exitError struct{ code int }
+// or was aborted), and a message for standard error when there is one.
+type exitError struct {
+	code    int
+	message string
+}
 
 func (e exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
@@ -68,6 +71,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case err == nil:
 		return 0
 	case errors.As(err, &ee):
+		if ee.message != "" {
+			fmt.Fprintln(stderr, "agentctl:", ee.message)
+		}
 		return ee.code
 	}
 	fmt.Fprintln(stderr, "agentctl:", app.explain(err))
@@ -149,7 +155,7 @@ func (a *app) explain(err error) string {
 	}
 	line := a.explainStatus(st)
 	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == "agentd.v1" {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == refusalDomain {
 			line += " [" + info.GetReason() + "]"
 		}
 	}

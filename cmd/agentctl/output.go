@@ -65,6 +65,9 @@ func messageLine(m *agentdv1.AgentMessage) string {
 	case *agentdv1.AgentMessage_BranchSummary:
 		return "[branch summary] " + firstLine(k.BranchSummary.GetSummary(), 100)
 	}
+	if line := noticeLine(m); line != "" {
+		return line
+	}
 	b, _ := protojson.Marshal(m)
 	return firstLine(string(b), 120)
 }
@@ -83,4 +86,23 @@ func runSummary(end *agentdv1.AgentEnd, took time.Duration) string {
 	u := end.GetUsage()
 	return fmt.Sprintf("[%s · %d in / %d out tokens · $%.4f · %s]", strings.TrimPrefix(end.GetOutcome().String(), "RUN_OUTCOME_"),
 		u.GetInput(), u.GetOutput(), u.GetCost().GetTotal(), took.Round(time.Millisecond))
+}
+
+// stageProviderRetry is the stage of the error event agentd sends before
+// it retries a failed model call; its message says what failed, which
+// attempt follows and when ("model call failed (…); retry 1 in 2s").
+const stageProviderRetry = "provider_retry"
+
+// isRetry reports whether ev announces the retry of a failed model call.
+func isRetry(ev *agentdv1.AgentEvent) bool {
+	return ev.GetError().GetStage() == stageProviderRetry
+}
+
+// errorLine is one readable line of an error event: a retry as ↻ and its
+// message, any other error with its stage.
+func errorLine(e *agentdv1.AgentError) string {
+	if e.GetStage() == stageProviderRetry {
+		return "↻ " + e.GetMessage()
+	}
+	return fmt.Sprintf("error (%s): %s", e.GetStage(), e.GetMessage())
 }

@@ -336,13 +336,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if tracing != nil {
 		opts = append(opts, daemon.WithTracerProvider(tracing))
 	}
-	d, err := daemon.New(ctx, cfg.dbPath, opts...)
+	// The listeners are bound before the store opens, so a start that
+	// cannot serve (the port is taken) leaves no database file behind.
+	lis, err := listen(cfg.listen)
 	if err != nil {
 		return err
 	}
-	lis, err := listen(cfg.listen)
+	var mlis net.Listener
+	if cfg.metricsListen != "" {
+		if mlis, err = net.Listen("tcp", cfg.metricsListen); err != nil {
+			lis.Close()
+			return fmt.Errorf("cannot listen for metrics on %s (--metrics-listen): %w", cfg.metricsListen, err)
+		}
+	}
+	d, err := daemon.New(ctx, cfg.dbPath, opts...)
 	if err != nil {
-		_ = d.Shutdown(ctx) // problems are logged
+		lis.Close()
+		if mlis != nil {
+			mlis.Close()
+		}
 		return err
 	}
 	replica := ""
@@ -353,12 +365,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- d.Serve(lis) }()
 	var metricsSrv *http.Server
-	if cfg.metricsListen != "" {
-		mlis, err := net.Listen("tcp", cfg.metricsListen)
-		if err != nil {
-			_ = d.Shutdown(ctx) // problems are logged
-			return fmt.Errorf("cannot listen for metrics on %s (--metrics-listen): %w", cfg.metricsListen, err)
-		}
+	if mlis != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", reg.Handler())
 		// Profiles for operators, on the same listener as the metrics
