@@ -656,7 +656,9 @@ const file_agentd_v1_replica_proto_rawDesc = "" +
 	"\x12ErrorMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x01\x10\x02R\n" +
-	"error_kindB4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
+	"error_kindB\x84\x01\n" +
+	"\rdev.agentd.v1B\fReplicaProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03AGD\xaa\x02\tAgentd.V1\xba\x02\x03AGD\xca\x02\tAgentd\\V1\xea\x02\n" +
+	"Agentd::V1b\x06proto3"
 
 var (
 	file_agentd_v1_replica_proto_rawDescOnce sync.Once
