@@ -86,13 +86,14 @@ deb-deps: ## Install the Debian packages tests need when missing: protoc, grpc_p
 .PHONY: generate
 generate: tools ## Regenerate gen/ (and the descriptors reflection serves) from proto/.
 	$(BUF) generate
-	$(BUF) build -o service/apidoc/agentd.binpb
+	$(BUF) generate --template buf.gen.internal.yaml
+	$(BUF) build --exclude-path proto/agentd/internal -o service/apidoc/agentd.binpb
 
 .PHONY: check-generated
 check-generated: generate ## Fail when gen/ differs from what proto/ generates.
-	@changes="$$(git status --porcelain -- gen service/apidoc)"; \
+	@changes="$$(git status --porcelain -- gen internal/replicapb service/apidoc)"; \
 	if [ -n "$$changes" ]; then \
-		echo "generated code is stale or untracked; run 'make generate' and commit gen/:"; \
+		echo "generated code is stale or untracked; run 'make generate' and commit gen/ and internal/replicapb/:"; \
 		echo "$$changes"; exit 1; \
 	fi
 
