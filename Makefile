@@ -24,8 +24,9 @@ TS_DEPS    := clients/ts/node_modules/.package-lock.json
 PYTHON     := /usr/bin/python3
 PY_DEBS    := python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc
 # tmux drives agentctl chat in a real terminal in its tests; the sqlite3
-# shell reads agentd's database beside it in the reader's test.
-TEST_DEBS  := tmux sqlite3
+# shell reads agentd's database beside it in the reader's test; the
+# README's grpcurl blocks, which the smoke test runs, keep ids with jq.
+TEST_DEBS  := tmux sqlite3 jq
 DEBS       := $(PY_DEBS) $(TEST_DEBS)
 
 AGENTD_LISTEN ?= 127.0.0.1:7777
@@ -92,7 +93,7 @@ $(TS_DEPS): clients/ts/package.json clients/ts/package-lock.json
 
 .PHONY: deb-deps python-deps
 python-deps: deb-deps
-deb-deps: ## Install the Debian packages tests need when missing: protoc, grpc_python_plugin, the Python gRPC runtime, tmux, sqlite3.
+deb-deps: ## Install the Debian packages tests need when missing: protoc, grpc_python_plugin, the Python gRPC runtime, tmux, sqlite3, jq.
 	@if ! dpkg -s $(DEBS) >/dev/null 2>&1; then \
 		echo "installing $(DEBS)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(DEBS); \
@@ -101,13 +102,14 @@ deb-deps: ## Install the Debian packages tests need when missing: protoc, grpc_p
 .PHONY: generate
 generate: tools ## Regenerate gen/ (and the descriptors reflection serves) from proto/.
 	$(BUF) generate
-	$(BUF) build -o service/apidoc/agentd.binpb
+	$(BUF) generate --template buf.gen.internal.yaml
+	$(BUF) build --exclude-path proto/agentd/internal -o service/apidoc/agentd.binpb
 
 .PHONY: check-generated
 check-generated: generate ## Fail when gen/ differs from what proto/ generates.
-	@changes="$$(git status --porcelain -- gen service/apidoc)"; \
+	@changes="$$(git status --porcelain -- gen internal/replicapb service/apidoc)"; \
 	if [ -n "$$changes" ]; then \
-		echo "generated code is stale or untracked; run 'make generate' and commit gen/:"; \
+		echo "generated code is stale or untracked; run 'make generate' and commit gen/ and internal/replicapb/:"; \
 		echo "$$changes"; exit 1; \
 	fi
 

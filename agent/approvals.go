@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/replicapb"
 	"github.com/agentd/agentd/persistence"
 )
 
@@ -65,7 +66,7 @@ func (p *pendingCalls) openApproval(id, tool string, args *structpb.Struct) *pen
 // schema (the call keeps waiting otherwise). A SESSION scope stores its
 // rule before any call is told, and returns it. The waits stay locked
 // throughout, so a call cannot time out between the checks and its answer.
-func (r *Run) resolveApproval(ctx context.Context, ap *agentdv1.ReplicaApproval) (*agentdv1.ApprovalRule, error) {
+func (r *Run) resolveApproval(ctx context.Context, ap *replicapb.ReplicaApproval) (*agentdv1.ApprovalRule, error) {
 	sid := r.sessionID
 	ids := append([]string{ap.GetToolCallId()}, ap.GetToolCallIds()...)
 	p := &r.pending

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/replicapb"
 )
 
 // What a Prompt does while another run is active on its session
@@ -86,9 +87,9 @@ func busyRunOf(err error) string {
 // was not sent.
 func (a *Agent) followQueued(ctx context.Context, sessionID, runID string, msg *agentdv1.AgentMessage, steer bool, send func(Event) error) (taken bool, err error) {
 	after := a.lastSeqOf(ctx, runID)
-	ctl := &agentdv1.ReplicaControl{RunId: runID, Action: &agentdv1.ReplicaControl_FollowUp{FollowUp: msg}}
+	ctl := &replicapb.ReplicaControl{RunId: runID, Action: &replicapb.ReplicaControl_FollowUp{FollowUp: msg}}
 	if steer {
-		ctl.Action = &agentdv1.ReplicaControl_Steer{Steer: msg}
+		ctl.Action = &replicapb.ReplicaControl_Steer{Steer: msg}
 	}
 	if _, err := a.control(ctx, sessionID, ctl); err != nil {
 		if errors.Is(err, ErrIdle) {

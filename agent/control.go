@@ -7,10 +7,11 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/replicapb"
 )
 
 // The verbs that act on a session's active run. Each builds one
-// [agentdv1.ReplicaControl] and hands it to control, which carries it out
+// [replicapb.ReplicaControl] and hands it to control, which carries it out
 // where the run is (docs/ARCHITECTURE.md, "Replicas"): a new verb is a
 // field of ReplicaControl's action, an arm of controlHere, and a method of
 // a few lines here.
@@ -19,7 +20,7 @@ import (
 // current turn's tools finish, and returns how many wait. ErrIdle when the
 // session has no active run.
 func (a *Agent) Steer(ctx context.Context, sessionID string, msg *agentdv1.AgentMessage) (int, error) {
-	ans, err := a.control(ctx, sessionID, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_Steer{Steer: msg}})
+	ans, err := a.control(ctx, sessionID, &replicapb.ReplicaControl{Action: &replicapb.ReplicaControl_Steer{Steer: msg}})
 	return int(ans.GetQueued()), err
 }
 
@@ -27,7 +28,7 @@ func (a *Agent) Steer(ctx context.Context, sessionID string, msg *agentdv1.Agent
 // the agent would otherwise stop, and returns how many wait. ErrIdle when
 // the session has no active run.
 func (a *Agent) FollowUp(ctx context.Context, sessionID string, msg *agentdv1.AgentMessage) (int, error) {
-	ans, err := a.control(ctx, sessionID, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_FollowUp{FollowUp: msg}})
+	ans, err := a.control(ctx, sessionID, &replicapb.ReplicaControl{Action: &replicapb.ReplicaControl_FollowUp{FollowUp: msg}})
 	return int(ans.GetQueued()), err
 }
 
@@ -35,14 +36,14 @@ func (a *Agent) FollowUp(ctx context.Context, sessionID string, msg *agentdv1.Ag
 // if it is the active one) and returns once the run has recorded its end,
 // so the session is idle when Abort returns. It returns the run's id.
 func (a *Agent) Abort(ctx context.Context, sessionID, runID string) (string, error) {
-	ans, err := a.control(ctx, sessionID, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_Abort{Abort: runID}})
+	ans, err := a.control(ctx, sessionID, &replicapb.ReplicaControl{Action: &replicapb.ReplicaControl_Abort{Abort: runID}})
 	return ans.GetRunId(), err
 }
 
 // SubmitToolResult answers a tool_call_requested event of the session's
 // active run.
 func (a *Agent) SubmitToolResult(ctx context.Context, sessionID, toolCallID string, result ToolResult) error {
-	_, err := a.control(ctx, sessionID, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_ToolResult{ToolResult: &agentdv1.ReplicaToolResult{
+	_, err := a.control(ctx, sessionID, &replicapb.ReplicaControl{Action: &replicapb.ReplicaControl_ToolResult{ToolResult: &replicapb.ReplicaToolResult{
 		ToolCallId: toolCallID, Content: result.Content, Details: result.Details, IsError: result.IsError,
 	}}})
 	return err
@@ -56,7 +57,7 @@ func (a *Agent) SubmitToolResult(ctx context.Context, sessionID, toolCallID stri
 // fit the tool's schema (a *FieldError), an ALLOWED rule or RUN scope the
 // operator's ceiling forbids (ERROR_REASON_CEILING_FORBIDS_RULE).
 func (a *Agent) ResolveApproval(ctx context.Context, sessionID, toolCallID string, decision Approval) (*agentdv1.ApprovalRule, error) {
-	ans, err := a.control(ctx, sessionID, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_Approval{Approval: &agentdv1.ReplicaApproval{
+	ans, err := a.control(ctx, sessionID, &replicapb.ReplicaControl{Action: &replicapb.ReplicaControl_Approval{Approval: &replicapb.ReplicaApproval{
 		ToolCallId: toolCallID, Allowed: decision.Allowed, Reason: decision.Reason, DecidedBy: decision.DecidedBy,
 		Scope: decision.Scope, Arguments: decision.Arguments, Rule: decision.Rule, ToolCallIds: decision.ToolCallIDs,
 	}}})
@@ -69,7 +70,7 @@ func (a *Agent) ResolveApproval(ctx context.Context, sessionID, toolCallID strin
 // offer, or one twice, is refused with a *FieldError; the waiting call then
 // goes ahead with the policies' context.
 func (a *Agent) SubmitContext(ctx context.Context, sessionID, requestID string, items []*agentdv1.ContextSelection) error {
-	_, err := a.control(ctx, sessionID, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_Context{Context: &agentdv1.ReplicaContextAnswer{
+	_, err := a.control(ctx, sessionID, &replicapb.ReplicaControl{Action: &replicapb.ReplicaControl_Context{Context: &replicapb.ReplicaContextAnswer{
 		RequestId: requestID, Selections: items,
 	}}})
 	return err
@@ -81,7 +82,7 @@ func (a *Agent) SubmitContext(ctx context.Context, sessionID, requestID string, 
 // instead of waiting for the timeout. It does nothing when no such request
 // waits.
 func (a *Agent) RefuseContext(ctx context.Context, sessionID, requestID string, why error) {
-	_, _ = a.control(ctx, sessionID, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_Context{Context: &agentdv1.ReplicaContextAnswer{
+	_, _ = a.control(ctx, sessionID, &replicapb.ReplicaControl{Action: &replicapb.ReplicaControl_Context{Context: &replicapb.ReplicaContextAnswer{
 		RequestId: requestID, Refused: why.Error(),
 	}}})
 }
@@ -90,7 +91,7 @@ func (a *Agent) RefuseContext(ctx context.Context, sessionID, requestID string, 
 // process runs it, otherwise on the replica that does (relay). Without a
 // shared store, or when no replica runs the session, the local refusal
 // (ErrIdle) stands.
-func (a *Agent) control(ctx context.Context, sessionID string, ctl *agentdv1.ReplicaControl) (*agentdv1.ReplicaControlAnswer, error) {
+func (a *Agent) control(ctx context.Context, sessionID string, ctl *replicapb.ReplicaControl) (*replicapb.ReplicaControlAnswer, error) {
 	ctl.SessionId = sessionID
 	ans, err := a.controlHere(ctx, ctl)
 	if a.shared == nil || !errors.Is(err, ErrIdle) {
@@ -105,7 +106,7 @@ func (a *Agent) control(ctx context.Context, sessionID string, ctl *agentdv1.Rep
 
 // controlHere carries out ctl on this process's run of its session, for a
 // caller here or a control another replica relayed.
-func (a *Agent) controlHere(ctx context.Context, ctl *agentdv1.ReplicaControl) (*agentdv1.ReplicaControlAnswer, error) {
+func (a *Agent) controlHere(ctx context.Context, ctl *replicapb.ReplicaControl) (*replicapb.ReplicaControlAnswer, error) {
 	sid := ctl.GetSessionId()
 	r := a.active(sid)
 	if hook := ctl.GetHook(); hook != nil && r == nil {
@@ -114,7 +115,7 @@ func (a *Agent) controlHere(ctx context.Context, ctl *agentdv1.ReplicaControl) (
 			if err := hs.answer(sid, hook); err != nil {
 				return nil, err
 			}
-			return &agentdv1.ReplicaControlAnswer{}, nil
+			return &replicapb.ReplicaControlAnswer{}, nil
 		}
 	}
 	if r == nil {
@@ -125,35 +126,35 @@ func (a *Agent) controlHere(ctx context.Context, ctl *agentdv1.ReplicaControl) (
 		// meant for it, not for its successor.
 		return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE, "run %q of session %q is no longer active (the active run is %q)", want, sid, r.id).with("session_id", sid, "run_id", r.id)
 	}
-	ans := &agentdv1.ReplicaControlAnswer{}
+	ans := &replicapb.ReplicaControlAnswer{}
 	var err error
 	switch act := ctl.GetAction().(type) {
-	case *agentdv1.ReplicaControl_Steer:
+	case *replicapb.ReplicaControl_Steer:
 		ans.Queued, err = a.enqueue(r, act.Steer, false)
-	case *agentdv1.ReplicaControl_FollowUp:
+	case *replicapb.ReplicaControl_FollowUp:
 		ans.Queued, err = a.enqueue(r, act.FollowUp, true)
-	case *agentdv1.ReplicaControl_Abort:
+	case *replicapb.ReplicaControl_Abort:
 		if act.Abort != "" && act.Abort != r.id {
 			return nil, refuse(agentdv1.ErrorReason_ERROR_REASON_RUN_NOT_ACTIVE, "run %q is not the active run of session %q (that is %q)", act.Abort, sid, r.id).with("session_id", sid, "run_id", r.id)
 		}
 		if err = r.abortAndWait(ctx, "aborted by an Abort call"); err == nil {
 			ans.RunId = r.id
 		}
-	case *agentdv1.ReplicaControl_ToolResult:
+	case *replicapb.ReplicaControl_ToolResult:
 		tr := act.ToolResult
 		err = r.pending.deliver(sid, tr.GetToolCallId(), waitClientResult, ToolResult{Content: tr.GetContent(), Details: tr.GetDetails(), IsError: tr.GetIsError()})
-	case *agentdv1.ReplicaControl_Approval:
+	case *replicapb.ReplicaControl_Approval:
 		ans.Rule, err = r.resolveApproval(ctx, act.Approval)
-	case *agentdv1.ReplicaControl_Context:
+	case *replicapb.ReplicaControl_Context:
 		cx := act.Context
 		if cx.GetRefused() != "" {
 			_ = r.pending.deliver(sid, cx.GetRequestId(), waitContext, contextAnswer{err: errors.New(cx.GetRefused())})
 			return ans, nil
 		}
 		err = r.answerContext(cx.GetRequestId(), cx.GetSelections())
-	case *agentdv1.ReplicaControl_Hook:
+	case *replicapb.ReplicaControl_Hook:
 		err = r.hooks.answer(sid, act.Hook)
-	case *agentdv1.ReplicaControl_ClearQueue:
+	case *replicapb.ReplicaControl_ClearQueue:
 		ans.Cleared, err = a.clearQueue(r)
 	default:
 		err = refuse(agentdv1.ErrorReason_ERROR_REASON_REPLICA_VERSION_MISMATCH, "a control of another replica has no action this build knows; upgrade the replicas to one version")
@@ -166,19 +167,19 @@ func (a *Agent) controlHere(ctx context.Context, ctl *agentdv1.ReplicaControl) (
 
 // idleHint completes "session … has no active run" for ctl's verb: what
 // the caller can do, or what it is that does not wait.
-func idleHint(ctl *agentdv1.ReplicaControl) string {
+func idleHint(ctl *replicapb.ReplicaControl) string {
 	switch ctl.GetAction().(type) {
-	case *agentdv1.ReplicaControl_Steer, *agentdv1.ReplicaControl_FollowUp:
+	case *replicapb.ReplicaControl_Steer, *replicapb.ReplicaControl_FollowUp:
 		return ": use Prompt to start one"
-	case *agentdv1.ReplicaControl_Abort:
+	case *replicapb.ReplicaControl_Abort:
 		return " to abort"
-	case *agentdv1.ReplicaControl_ToolResult:
+	case *replicapb.ReplicaControl_ToolResult:
 		return ", so no tool call waits for a result"
-	case *agentdv1.ReplicaControl_Approval:
+	case *replicapb.ReplicaControl_Approval:
 		return ", so no tool call waits for approval"
-	case *agentdv1.ReplicaControl_Context:
+	case *replicapb.ReplicaControl_Context:
 		return ", so no context request waits for an answer"
-	case *agentdv1.ReplicaControl_Hook:
+	case *replicapb.ReplicaControl_Hook:
 		return ", so no hook waits for an answer"
 	}
 	return ""

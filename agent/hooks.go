@@ -15,6 +15,7 @@ import (
 	"github.com/agentd/agentd/agent/contextview"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/replicapb"
 )
 
 // Lifecycle hook bounds (SessionConfig.hooks). A hook's timeout has the
@@ -617,7 +618,7 @@ func (a *Agent) compactHooks(sessionID string) *hookSet {
 // that fail the tool's schema) is refused with a *FieldError, and the
 // hook keeps waiting.
 func (a *Agent) SubmitHookResult(ctx context.Context, sessionID string, ans *agentdv1.SubmitHookResultRequest) error {
-	_, err := a.control(ctx, sessionID, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_Hook{Hook: ans}})
+	_, err := a.control(ctx, sessionID, &replicapb.ReplicaControl{Action: &replicapb.ReplicaControl_Hook{Hook: ans}})
 	return err
 }
 

@@ -45,6 +45,12 @@ func (a *Agent) checkModelField(field string, ref *agentdv1.ModelRef) error {
 		if ref.GetProvider() == "" && ref.GetId() != "" {
 			return invalid(field+".provider", "required when %s.id is set", field)
 		}
+		// Only a reference with neither part selects the faux model by
+		// default; a provider without an id is half a reference (the
+		// proto requires both), refused as it is for every other provider.
+		if ref.GetProvider() != "" && ref.GetId() == "" {
+			return invalid(field+".id", "required with provider %q; the faux provider has %q (or leave %s unset for it)", ref.GetProvider(), faux.ModelID, field)
+		}
 		if id := ref.GetId(); id != "" && id != faux.ModelID {
 			return invalid(field+".id", "unknown faux model %q; the faux provider has %q", id, faux.ModelID)
 		}

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/replicapb"
 )
 
 // ClearQueue removes the steering and follow-up messages waiting for the
@@ -15,7 +16,7 @@ import (
 // On a shared store the replica running the run does it. A session without
 // an active run has nothing queued: the answer is empty, not a refusal.
 func (a *Agent) ClearQueue(ctx context.Context, sessionID string) (*agentdv1.ClearQueueResponse, error) {
-	ans, err := a.control(ctx, sessionID, &agentdv1.ReplicaControl{Action: &agentdv1.ReplicaControl_ClearQueue{
+	ans, err := a.control(ctx, sessionID, &replicapb.ReplicaControl{Action: &replicapb.ReplicaControl_ClearQueue{
 		ClearQueue: &agentdv1.ClearQueueRequest{SessionId: sessionID}}})
 	if errors.Is(err, ErrIdle) {
 		return &agentdv1.ClearQueueResponse{}, nil

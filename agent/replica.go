@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/replicapb"
 	"github.com/agentd/agentd/persistence"
 )
 
@@ -168,7 +169,7 @@ func (a *Agent) repairLoop() {
 // runs it and returns that replica's answer. handled is false when no
 // other replica runs the session: the request is answered here, as on one
 // process.
-func (a *Agent) relay(ctx context.Context, sessionID string, ctl *agentdv1.ReplicaControl) (ans *agentdv1.ReplicaControlAnswer, handled bool, err error) {
+func (a *Agent) relay(ctx context.Context, sessionID string, ctl *replicapb.ReplicaControl) (ans *replicapb.ReplicaControlAnswer, handled bool, err error) {
 	run, err := a.remoteRun(ctx, sessionID)
 	if err != nil || run == nil {
 		return nil, err != nil, err
@@ -197,7 +198,7 @@ func (a *Agent) relay(ctx context.Context, sessionID string, ctl *agentdv1.Repli
 			return nil, true, err
 		}
 		if data != nil {
-			ans := &agentdv1.ReplicaControlAnswer{}
+			ans := &replicapb.ReplicaControlAnswer{}
 			if err := proto.Unmarshal(data, ans); err != nil {
 				return nil, true, fmt.Errorf("decode the answer to control %d: %w", id, err)
 			}
@@ -264,8 +265,8 @@ func (a *Agent) controlLoop() {
 func (a *Agent) serveControl(c persistence.Control) {
 	ctx, cancel := context.WithTimeout(context.Background(), ControlTimeout)
 	defer cancel()
-	ctl := &agentdv1.ReplicaControl{}
-	ans := &agentdv1.ReplicaControlAnswer{}
+	ctl := &replicapb.ReplicaControl{}
+	ans := &replicapb.ReplicaControlAnswer{}
 	var err error
 	if err = proto.Unmarshal(c.Payload, ctl); err == nil {
 		ans, err = a.controlHere(ctx, ctl)
@@ -283,21 +284,21 @@ func (a *Agent) serveControl(c persistence.Control) {
 }
 
 // errorAnswer is the answer that carries err to the sender.
-func errorAnswer(err error) *agentdv1.ReplicaControlAnswer {
+func errorAnswer(err error) *replicapb.ReplicaControlAnswer {
 	var fe *FieldError
 	if errors.As(err, &fe) {
-		return &agentdv1.ReplicaControlAnswer{ErrorReason: fe.Reason, ErrorField: fe.Field, ErrorMessage: fe.Description, ErrorMetadata: fe.Metadata}
+		return &replicapb.ReplicaControlAnswer{ErrorReason: fe.Reason, ErrorField: fe.Field, ErrorMessage: fe.Description, ErrorMetadata: fe.Metadata}
 	}
 	var e *Error
 	if errors.As(err, &e) {
-		return &agentdv1.ReplicaControlAnswer{ErrorReason: e.Reason, ErrorMessage: e.Message, ErrorMetadata: e.Metadata}
+		return &replicapb.ReplicaControlAnswer{ErrorReason: e.Reason, ErrorMessage: e.Message, ErrorMetadata: e.Metadata}
 	}
-	return &agentdv1.ReplicaControlAnswer{ErrorReason: agentdv1.ErrorReason_ERROR_REASON_REPLICA_UNREACHABLE,
+	return &replicapb.ReplicaControlAnswer{ErrorReason: agentdv1.ErrorReason_ERROR_REASON_REPLICA_UNREACHABLE,
 		ErrorMessage: "the replica running the run failed: " + err.Error()}
 }
 
 // answerError is the error an answer carries, or nil.
-func answerError(ans *agentdv1.ReplicaControlAnswer) error {
+func answerError(ans *replicapb.ReplicaControlAnswer) error {
 	reason := ans.GetErrorReason()
 	switch {
 	case reason == agentdv1.ErrorReason_ERROR_REASON_UNSPECIFIED:

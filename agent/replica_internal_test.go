@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/replicapb"
 
 	"github.com/agentd/agentd/persistence"
 )
@@ -33,7 +34,7 @@ func TestControlAnswersCarryRefusals(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ans := &agentdv1.ReplicaControlAnswer{}
+			ans := &replicapb.ReplicaControlAnswer{}
 			if tc.err != nil {
 				ans = errorAnswer(tc.err)
 			}

@@ -201,6 +201,7 @@ func TestRunSettingsRefused(t *testing.T) {
 		{"model without id", &agentdv1.RunRequest{Model: &agentdv1.ModelRef{Provider: "test"}}, "model.id"},
 		{"unknown model", &agentdv1.RunRequest{Model: &agentdv1.ModelRef{Provider: "test", Id: "huge"}}, "model"},
 		{"unknown faux model", &agentdv1.RunRequest{Model: &agentdv1.ModelRef{Provider: "faux", Id: "other"}}, "model.id"},
+		{"faux model without id", &agentdv1.RunRequest{Model: &agentdv1.ModelRef{Provider: "faux"}}, "model.id"},
 		{"too many output tokens", &agentdv1.RunRequest{ModelSettings: &agentdv1.ModelSettings{MaxOutputTokens: 1001}}, "model_settings.max_output_tokens"},
 		{"tool choice outside the subset", &agentdv1.RunRequest{Tools: []string{"beta"},
 			ModelSettings: &agentdv1.ModelSettings{ToolChoice: &agentdv1.ToolChoice{Mode: agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_TOOL, ToolName: "alpha"}}},

@@ -20,7 +20,7 @@ var apiDescriptors []byte
 
 // documentedFiles resolves descriptors from apiDescriptors first, then
 // from the descriptors compiled into the binary (the health and
-// reflection services).
+// reflection services), never those of agentd's internal packages.
 func documentedFiles() (protodesc.Resolver, error) {
 	var set descriptorpb.FileDescriptorSet
 	if err := proto.Unmarshal(apiDescriptors, &set); err != nil {
@@ -30,7 +30,7 @@ func documentedFiles() (protodesc.Resolver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return layeredFiles{files, protoregistry.GlobalFiles}, nil
+	return layeredFiles{files, withoutInternal{protoregistry.GlobalFiles}}, nil
 }
 
 // layeredFiles looks a descriptor up in each of its resolvers in turn.

@@ -164,17 +164,18 @@ func TestRunSettingsValidation(t *testing.T) {
 		req   *agentdv1.PromptRequest
 		field string
 	}{
-		"temperature":     {&agentdv1.PromptRequest{ModelSettings: &agentdv1.ModelSettings{Temperature: &hot}}, "model_settings.temperature"},
-		"top_p":           {&agentdv1.PromptRequest{ModelSettings: &agentdv1.ModelSettings{TopP: &zero}}, "model_settings.top_p"},
-		"stop sequences":  {&agentdv1.PromptRequest{ModelSettings: &agentdv1.ModelSettings{StopSequences: []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"}}}, "model_settings.stop_sequences"},
-		"empty stop":      {&agentdv1.PromptRequest{ModelSettings: &agentdv1.ModelSettings{StopSequences: []string{"a", ""}}}, "model_settings.stop_sequences[1]"},
-		"tool choice":     {&agentdv1.PromptRequest{ModelSettings: &agentdv1.ModelSettings{ToolChoice: &agentdv1.ToolChoice{Mode: agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_TOOL}}}, "model_settings.tool_choice.tool_name"},
-		"too much meta":   {&agentdv1.PromptRequest{Metadata: many}, "metadata"},
-		"metadata key":    {&agentdv1.PromptRequest{Metadata: map[string]string{"a b": "v"}}, "metadata"},
-		"metadata value":  {&agentdv1.PromptRequest{Metadata: map[string]string{"k": string(long)}}, `metadata["k"]`},
-		"unknown tool":    {&agentdv1.PromptRequest{Tools: []string{"read"}}, "tools[0]"},
-		"model":           {&agentdv1.PromptRequest{Model: &agentdv1.ModelRef{Provider: "faux", Id: "other"}}, "model.id"},
-		"system addition": {&agentdv1.PromptRequest{SystemPromptAppend: string(make([]byte, agent.MaxSystemPromptAppendBytes+1))}, "system_prompt_append"},
+		"temperature":      {&agentdv1.PromptRequest{ModelSettings: &agentdv1.ModelSettings{Temperature: &hot}}, "model_settings.temperature"},
+		"top_p":            {&agentdv1.PromptRequest{ModelSettings: &agentdv1.ModelSettings{TopP: &zero}}, "model_settings.top_p"},
+		"stop sequences":   {&agentdv1.PromptRequest{ModelSettings: &agentdv1.ModelSettings{StopSequences: []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"}}}, "model_settings.stop_sequences"},
+		"empty stop":       {&agentdv1.PromptRequest{ModelSettings: &agentdv1.ModelSettings{StopSequences: []string{"a", ""}}}, "model_settings.stop_sequences[1]"},
+		"tool choice":      {&agentdv1.PromptRequest{ModelSettings: &agentdv1.ModelSettings{ToolChoice: &agentdv1.ToolChoice{Mode: agentdv1.ToolChoiceMode_TOOL_CHOICE_MODE_TOOL}}}, "model_settings.tool_choice.tool_name"},
+		"too much meta":    {&agentdv1.PromptRequest{Metadata: many}, "metadata"},
+		"metadata key":     {&agentdv1.PromptRequest{Metadata: map[string]string{"a b": "v"}}, "metadata"},
+		"metadata value":   {&agentdv1.PromptRequest{Metadata: map[string]string{"k": string(long)}}, `metadata["k"]`},
+		"unknown tool":     {&agentdv1.PromptRequest{Tools: []string{"read"}}, "tools[0]"},
+		"model":            {&agentdv1.PromptRequest{Model: &agentdv1.ModelRef{Provider: "faux", Id: "other"}}, "model.id"},
+		"model without id": {&agentdv1.PromptRequest{Model: &agentdv1.ModelRef{Provider: "faux"}}, "model.id"},
+		"system addition":  {&agentdv1.PromptRequest{SystemPromptAppend: string(make([]byte, agent.MaxSystemPromptAppendBytes+1))}, "system_prompt_append"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tc.req.SessionId, tc.req.Content = sid, texts("hi")

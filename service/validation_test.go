@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -65,6 +66,20 @@ func TestBadRequestsGetPreciseStatusesAndChangeNothing(t *testing.T) {
 		}, codes.InvalidArgument, "config.model.provider"},
 		{"unknown faux model", func() error {
 			return create(cfgWith(func(c *agentdv1.SessionConfig) { c.Model = &agentdv1.ModelRef{Provider: "faux", Id: "gpt-9"} }))
+		}, codes.InvalidArgument, "config.model.id"},
+		{"faux provider without model id", func() error {
+			return create(cfgWith(func(c *agentdv1.SessionConfig) { c.Model = &agentdv1.ModelRef{Provider: "faux"} }))
+		}, codes.InvalidArgument, "config.model.id"},
+		{"compaction model without id", func() error {
+			return create(cfgWith(func(c *agentdv1.SessionConfig) {
+				c.Compaction = &agentdv1.CompactionSettings{Model: &agentdv1.ModelRef{Provider: "faux"}}
+			}))
+		}, codes.InvalidArgument, "config.compaction.model.id"},
+		{"update to a model without id", func() error {
+			_, err := c.UpdateSession(ctx, &agentdv1.UpdateSessionRequest{SessionId: id,
+				Config:     &agentdv1.SessionConfig{Model: &agentdv1.ModelRef{Provider: "faux"}},
+				UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"config.model"}}})
+			return err
 		}, codes.InvalidArgument, "config.model.id"},
 		{"model id without provider", func() error {
 			return create(cfgWith(func(c *agentdv1.SessionConfig) { c.Model = &agentdv1.ModelRef{Id: "faux-1"} }))

@@ -2734,7 +2734,9 @@ const file_agentd_v1_agent_messages_proto_rawDesc = "" +
 	"\x12THINKING_LEVEL_LOW\x10\x03\x12\x19\n" +
 	"\x15THINKING_LEVEL_MEDIUM\x10\x04\x12\x17\n" +
 	"\x13THINKING_LEVEL_HIGH\x10\x05\x12\x18\n" +
-	"\x14THINKING_LEVEL_XHIGH\x10\x06B4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
+	"\x14THINKING_LEVEL_XHIGH\x10\x06B\x8a\x01\n" +
+	"\rdev.agentd.v1B\x12AgentMessagesProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03AGD\xaa\x02\tAgentd.V1\xba\x02\x03AGD\xca\x02\tAgentd\\V1\xea\x02\n" +
+	"Agentd::V1b\x06proto3"
 
 var (
 	file_agentd_v1_agent_messages_proto_rawDescOnce sync.Once

@@ -697,7 +697,9 @@ const file_agentd_v1_content_proto_rawDesc = "" +
 	"\x12STOP_REASON_LENGTH\x10\x02\x12\x18\n" +
 	"\x14STOP_REASON_TOOL_USE\x10\x03\x12\x15\n" +
 	"\x11STOP_REASON_ERROR\x10\x04\x12\x17\n" +
-	"\x13STOP_REASON_ABORTED\x10\x05B4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
+	"\x13STOP_REASON_ABORTED\x10\x05B\x84\x01\n" +
+	"\rdev.agentd.v1B\fContentProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03AGD\xaa\x02\tAgentd.V1\xba\x02\x03AGD\xca\x02\tAgentd\\V1\xea\x02\n" +
+	"Agentd::V1b\x06proto3"
 
 var (
 	file_agentd_v1_content_proto_rawDescOnce sync.Once

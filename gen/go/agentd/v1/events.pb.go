@@ -2913,7 +2913,9 @@ const file_agentd_v1_events_proto_rawDesc = "" +
 	"\x11RUN_OUTCOME_ERROR\x10\x03\x12\x1b\n" +
 	"\x17RUN_OUTCOME_INTERRUPTED\x10\x04\x12\x1f\n" +
 	"\x1bRUN_OUTCOME_BUDGET_EXCEEDED\x10\x05\x12\x1e\n" +
-	"\x1aRUN_OUTCOME_OUTPUT_INVALID\x10\x06B4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
+	"\x1aRUN_OUTCOME_OUTPUT_INVALID\x10\x06B\x83\x01\n" +
+	"\rdev.agentd.v1B\vEventsProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03AGD\xaa\x02\tAgentd.V1\xba\x02\x03AGD\xca\x02\tAgentd\\V1\xea\x02\n" +
+	"Agentd::V1b\x06proto3"
 
 var (
 	file_agentd_v1_events_proto_rawDescOnce sync.Once

@@ -452,7 +452,9 @@ const file_agentd_v1_messages_proto_rawDesc = "" +
 	"\tassistant\x18\x02 \x01(\v2\x1b.agentd.v1.AssistantMessageH\x00R\tassistant\x12?\n" +
 	"\vtool_result\x18\x03 \x01(\v2\x1c.agentd.v1.ToolResultMessageH\x00R\n" +
 	"toolResultB\x06\n" +
-	"\x04roleB4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
+	"\x04roleB\x85\x01\n" +
+	"\rdev.agentd.v1B\rMessagesProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03AGD\xaa\x02\tAgentd.V1\xba\x02\x03AGD\xca\x02\tAgentd\\V1\xea\x02\n" +
+	"Agentd::V1b\x06proto3"
 
 var (
 	file_agentd_v1_messages_proto_rawDescOnce sync.Once

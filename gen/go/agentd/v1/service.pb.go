@@ -5997,7 +5997,9 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\vForkSession\x12\x1d.agentd.v1.ForkSessionRequest\x1a\x1e.agentd.v1.ForkSessionResponse\x12R\n" +
 	"\rRedactEntries\x12\x1f.agentd.v1.RedactEntriesRequest\x1a .agentd.v1.RedactEntriesResponse\x12L\n" +
 	"\rExportSession\x12\x1f.agentd.v1.ExportSessionRequest\x1a\x18.agentd.v1.SessionRecord0\x01\x12T\n" +
-	"\rImportSession\x12\x1f.agentd.v1.ImportSessionRequest\x1a .agentd.v1.ImportSessionResponse(\x01B4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
+	"\rImportSession\x12\x1f.agentd.v1.ImportSessionRequest\x1a .agentd.v1.ImportSessionResponse(\x01B\x84\x01\n" +
+	"\rdev.agentd.v1B\fServiceProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03AGD\xaa\x02\tAgentd.V1\xba\x02\x03AGD\xca\x02\tAgentd\\V1\xea\x02\n" +
+	"Agentd::V1b\x06proto3"
 
 var (
 	file_agentd_v1_service_proto_rawDescOnce sync.Once

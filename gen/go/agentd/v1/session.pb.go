@@ -3202,7 +3202,9 @@ const file_agentd_v1_session_proto_rawDesc = "" +
 	"\bModality\x12\x18\n" +
 	"\x14MODALITY_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rMODALITY_TEXT\x10\x01\x12\x12\n" +
-	"\x0eMODALITY_IMAGE\x10\x02B4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
+	"\x0eMODALITY_IMAGE\x10\x02B\x84\x01\n" +
+	"\rdev.agentd.v1B\fSessionProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03AGD\xaa\x02\tAgentd.V1\xba\x02\x03AGD\xca\x02\tAgentd\\V1\xea\x02\n" +
+	"Agentd::V1b\x06proto3"
 
 var (
 	file_agentd_v1_session_proto_rawDescOnce sync.Once

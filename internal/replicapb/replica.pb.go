@@ -2,11 +2,18 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        (unknown)
-// source: agentd/v1/replica.proto
+// source: agentd/internal/replica/v1/replica.proto
 
-package agentdv1
+// The replica-to-replica wire: what agentd replicas sharing a PostgreSQL
+// database store for each other. Not part of the API: clients never send or
+// receive these messages, reflection does not serve them, and client code is
+// not generated for them, so they may change in any release. The package
+// name says so to anyone who finds the file.
+
+package replicapb
 
 import (
+	v1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
@@ -56,7 +63,7 @@ type ReplicaControl struct {
 
 func (x *ReplicaControl) Reset() {
 	*x = ReplicaControl{}
-	mi := &file_agentd_v1_replica_proto_msgTypes[0]
+	mi := &file_agentd_internal_replica_v1_replica_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -68,7 +75,7 @@ func (x *ReplicaControl) String() string {
 func (*ReplicaControl) ProtoMessage() {}
 
 func (x *ReplicaControl) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_replica_proto_msgTypes[0]
+	mi := &file_agentd_internal_replica_v1_replica_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -81,7 +88,7 @@ func (x *ReplicaControl) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaControl.ProtoReflect.Descriptor instead.
 func (*ReplicaControl) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_replica_proto_rawDescGZIP(), []int{0}
+	return file_agentd_internal_replica_v1_replica_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *ReplicaControl) GetSessionId() string {
@@ -105,7 +112,7 @@ func (x *ReplicaControl) GetAction() isReplicaControl_Action {
 	return nil
 }
 
-func (x *ReplicaControl) GetSteer() *AgentMessage {
+func (x *ReplicaControl) GetSteer() *v1.AgentMessage {
 	if x != nil {
 		if x, ok := x.Action.(*ReplicaControl_Steer); ok {
 			return x.Steer
@@ -114,7 +121,7 @@ func (x *ReplicaControl) GetSteer() *AgentMessage {
 	return nil
 }
 
-func (x *ReplicaControl) GetFollowUp() *AgentMessage {
+func (x *ReplicaControl) GetFollowUp() *v1.AgentMessage {
 	if x != nil {
 		if x, ok := x.Action.(*ReplicaControl_FollowUp); ok {
 			return x.FollowUp
@@ -159,7 +166,7 @@ func (x *ReplicaControl) GetContext() *ReplicaContextAnswer {
 	return nil
 }
 
-func (x *ReplicaControl) GetHook() *SubmitHookResultRequest {
+func (x *ReplicaControl) GetHook() *v1.SubmitHookResultRequest {
 	if x != nil {
 		if x, ok := x.Action.(*ReplicaControl_Hook); ok {
 			return x.Hook
@@ -168,7 +175,7 @@ func (x *ReplicaControl) GetHook() *SubmitHookResultRequest {
 	return nil
 }
 
-func (x *ReplicaControl) GetClearQueue() *ClearQueueRequest {
+func (x *ReplicaControl) GetClearQueue() *v1.ClearQueueRequest {
 	if x != nil {
 		if x, ok := x.Action.(*ReplicaControl_ClearQueue); ok {
 			return x.ClearQueue
@@ -183,12 +190,12 @@ type isReplicaControl_Action interface {
 
 type ReplicaControl_Steer struct {
 	// Steer: queue a steering message.
-	Steer *AgentMessage `protobuf:"bytes,3,opt,name=steer,proto3,oneof"`
+	Steer *v1.AgentMessage `protobuf:"bytes,3,opt,name=steer,proto3,oneof"`
 }
 
 type ReplicaControl_FollowUp struct {
 	// FollowUp: queue a follow-up message.
-	FollowUp *AgentMessage `protobuf:"bytes,4,opt,name=follow_up,json=followUp,proto3,oneof"`
+	FollowUp *v1.AgentMessage `protobuf:"bytes,4,opt,name=follow_up,json=followUp,proto3,oneof"`
 }
 
 type ReplicaControl_Abort struct {
@@ -215,12 +222,12 @@ type ReplicaControl_Context struct {
 type ReplicaControl_Hook struct {
 	// SubmitHookResult, already validated by the receiving replica as far
 	// as it can without the run.
-	Hook *SubmitHookResultRequest `protobuf:"bytes,9,opt,name=hook,proto3,oneof"`
+	Hook *v1.SubmitHookResultRequest `protobuf:"bytes,9,opt,name=hook,proto3,oneof"`
 }
 
 type ReplicaControl_ClearQueue struct {
 	// ClearQueue: remove the queued messages and answer them.
-	ClearQueue *ClearQueueRequest `protobuf:"bytes,10,opt,name=clear_queue,json=clearQueue,proto3,oneof"`
+	ClearQueue *v1.ClearQueueRequest `protobuf:"bytes,10,opt,name=clear_queue,json=clearQueue,proto3,oneof"`
 }
 
 func (*ReplicaControl_Steer) isReplicaControl_Action() {}
@@ -245,7 +252,7 @@ type ReplicaToolResult struct {
 	// The id from tool_call_requested.
 	ToolCallId string `protobuf:"bytes,1,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// What the model sees.
-	Content []*ContentBlock `protobuf:"bytes,2,rep,name=content,proto3" json:"content,omitempty"`
+	Content []*v1.ContentBlock `protobuf:"bytes,2,rep,name=content,proto3" json:"content,omitempty"`
 	// Structured data for user interfaces.
 	Details *structpb.Value `protobuf:"bytes,3,opt,name=details,proto3" json:"details,omitempty"`
 	// True when the tool failed.
@@ -256,7 +263,7 @@ type ReplicaToolResult struct {
 
 func (x *ReplicaToolResult) Reset() {
 	*x = ReplicaToolResult{}
-	mi := &file_agentd_v1_replica_proto_msgTypes[1]
+	mi := &file_agentd_internal_replica_v1_replica_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -268,7 +275,7 @@ func (x *ReplicaToolResult) String() string {
 func (*ReplicaToolResult) ProtoMessage() {}
 
 func (x *ReplicaToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_replica_proto_msgTypes[1]
+	mi := &file_agentd_internal_replica_v1_replica_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -281,7 +288,7 @@ func (x *ReplicaToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaToolResult.ProtoReflect.Descriptor instead.
 func (*ReplicaToolResult) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_replica_proto_rawDescGZIP(), []int{1}
+	return file_agentd_internal_replica_v1_replica_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *ReplicaToolResult) GetToolCallId() string {
@@ -291,7 +298,7 @@ func (x *ReplicaToolResult) GetToolCallId() string {
 	return ""
 }
 
-func (x *ReplicaToolResult) GetContent() []*ContentBlock {
+func (x *ReplicaToolResult) GetContent() []*v1.ContentBlock {
 	if x != nil {
 		return x.Content
 	}
@@ -324,11 +331,11 @@ type ReplicaApproval struct {
 	// Who decided.
 	DecidedBy string `protobuf:"bytes,4,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
 	// The scope (ResolveApprovalRequest.scope).
-	Scope ApprovalScope `protobuf:"varint,5,opt,name=scope,proto3,enum=agentd.v1.ApprovalScope" json:"scope,omitempty"`
+	Scope v1.ApprovalScope `protobuf:"varint,5,opt,name=scope,proto3,enum=agentd.v1.ApprovalScope" json:"scope,omitempty"`
 	// Edited arguments (ResolveApprovalRequest.arguments).
 	Arguments *structpb.Struct `protobuf:"bytes,6,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	// The rule (ResolveApprovalRequest.rule).
-	Rule *ApprovalRule `protobuf:"bytes,7,opt,name=rule,proto3" json:"rule,omitempty"`
+	Rule *v1.ApprovalRule `protobuf:"bytes,7,opt,name=rule,proto3" json:"rule,omitempty"`
 	// More calls decided the same way (ResolveApprovalRequest.tool_call_ids).
 	ToolCallIds   []string `protobuf:"bytes,8,rep,name=tool_call_ids,json=toolCallIds,proto3" json:"tool_call_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -337,7 +344,7 @@ type ReplicaApproval struct {
 
 func (x *ReplicaApproval) Reset() {
 	*x = ReplicaApproval{}
-	mi := &file_agentd_v1_replica_proto_msgTypes[2]
+	mi := &file_agentd_internal_replica_v1_replica_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +356,7 @@ func (x *ReplicaApproval) String() string {
 func (*ReplicaApproval) ProtoMessage() {}
 
 func (x *ReplicaApproval) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_replica_proto_msgTypes[2]
+	mi := &file_agentd_internal_replica_v1_replica_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +369,7 @@ func (x *ReplicaApproval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaApproval.ProtoReflect.Descriptor instead.
 func (*ReplicaApproval) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_replica_proto_rawDescGZIP(), []int{2}
+	return file_agentd_internal_replica_v1_replica_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ReplicaApproval) GetToolCallId() string {
@@ -393,11 +400,11 @@ func (x *ReplicaApproval) GetDecidedBy() string {
 	return ""
 }
 
-func (x *ReplicaApproval) GetScope() ApprovalScope {
+func (x *ReplicaApproval) GetScope() v1.ApprovalScope {
 	if x != nil {
 		return x.Scope
 	}
-	return ApprovalScope_APPROVAL_SCOPE_UNSPECIFIED
+	return v1.ApprovalScope(0)
 }
 
 func (x *ReplicaApproval) GetArguments() *structpb.Struct {
@@ -407,7 +414,7 @@ func (x *ReplicaApproval) GetArguments() *structpb.Struct {
 	return nil
 }
 
-func (x *ReplicaApproval) GetRule() *ApprovalRule {
+func (x *ReplicaApproval) GetRule() *v1.ApprovalRule {
 	if x != nil {
 		return x.Rule
 	}
@@ -427,7 +434,7 @@ type ReplicaContextAnswer struct {
 	// The request_id of the context_requested event.
 	RequestId string `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// The client's selection, in order.
-	Selections []*ContextSelection `protobuf:"bytes,2,rep,name=selections,proto3" json:"selections,omitempty"`
+	Selections []*v1.ContextSelection `protobuf:"bytes,2,rep,name=selections,proto3" json:"selections,omitempty"`
 	// When set, the answer was refused before it was forwarded (it failed
 	// validation), and the call goes ahead with the policies' context; the
 	// text says why.
@@ -438,7 +445,7 @@ type ReplicaContextAnswer struct {
 
 func (x *ReplicaContextAnswer) Reset() {
 	*x = ReplicaContextAnswer{}
-	mi := &file_agentd_v1_replica_proto_msgTypes[3]
+	mi := &file_agentd_internal_replica_v1_replica_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -450,7 +457,7 @@ func (x *ReplicaContextAnswer) String() string {
 func (*ReplicaContextAnswer) ProtoMessage() {}
 
 func (x *ReplicaContextAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_replica_proto_msgTypes[3]
+	mi := &file_agentd_internal_replica_v1_replica_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -463,7 +470,7 @@ func (x *ReplicaContextAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaContextAnswer.ProtoReflect.Descriptor instead.
 func (*ReplicaContextAnswer) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_replica_proto_rawDescGZIP(), []int{3}
+	return file_agentd_internal_replica_v1_replica_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ReplicaContextAnswer) GetRequestId() string {
@@ -473,7 +480,7 @@ func (x *ReplicaContextAnswer) GetRequestId() string {
 	return ""
 }
 
-func (x *ReplicaContextAnswer) GetSelections() []*ContextSelection {
+func (x *ReplicaContextAnswer) GetSelections() []*v1.ContextSelection {
 	if x != nil {
 		return x.Selections
 	}
@@ -501,20 +508,20 @@ type ReplicaControlAnswer struct {
 	RunId string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// ERROR_REASON_UNSPECIFIED when the request succeeded; otherwise why
 	// the owner refused it, which also decides the status code.
-	ErrorReason ErrorReason `protobuf:"varint,6,opt,name=error_reason,json=errorReason,proto3,enum=agentd.v1.ErrorReason" json:"error_reason,omitempty"`
+	ErrorReason v1.ErrorReason `protobuf:"varint,6,opt,name=error_reason,json=errorReason,proto3,enum=agentd.v1.ErrorReason" json:"error_reason,omitempty"`
 	// The particulars of error_reason.
 	ErrorMetadata map[string]string `protobuf:"bytes,7,rep,name=error_metadata,json=errorMetadata,proto3" json:"error_metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// For ResolveApproval with scope SESSION: the rule stored.
-	Rule *ApprovalRule `protobuf:"bytes,8,opt,name=rule,proto3" json:"rule,omitempty"`
+	Rule *v1.ApprovalRule `protobuf:"bytes,8,opt,name=rule,proto3" json:"rule,omitempty"`
 	// For ClearQueue: the messages removed.
-	Cleared       *ClearQueueResponse `protobuf:"bytes,9,opt,name=cleared,proto3" json:"cleared,omitempty"`
+	Cleared       *v1.ClearQueueResponse `protobuf:"bytes,9,opt,name=cleared,proto3" json:"cleared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplicaControlAnswer) Reset() {
 	*x = ReplicaControlAnswer{}
-	mi := &file_agentd_v1_replica_proto_msgTypes[4]
+	mi := &file_agentd_internal_replica_v1_replica_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +533,7 @@ func (x *ReplicaControlAnswer) String() string {
 func (*ReplicaControlAnswer) ProtoMessage() {}
 
 func (x *ReplicaControlAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_agentd_v1_replica_proto_msgTypes[4]
+	mi := &file_agentd_internal_replica_v1_replica_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +546,7 @@ func (x *ReplicaControlAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaControlAnswer.ProtoReflect.Descriptor instead.
 func (*ReplicaControlAnswer) Descriptor() ([]byte, []int) {
-	return file_agentd_v1_replica_proto_rawDescGZIP(), []int{4}
+	return file_agentd_internal_replica_v1_replica_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ReplicaControlAnswer) GetErrorMessage() string {
@@ -570,11 +577,11 @@ func (x *ReplicaControlAnswer) GetRunId() string {
 	return ""
 }
 
-func (x *ReplicaControlAnswer) GetErrorReason() ErrorReason {
+func (x *ReplicaControlAnswer) GetErrorReason() v1.ErrorReason {
 	if x != nil {
 		return x.ErrorReason
 	}
-	return ErrorReason_ERROR_REASON_UNSPECIFIED
+	return v1.ErrorReason(0)
 }
 
 func (x *ReplicaControlAnswer) GetErrorMetadata() map[string]string {
@@ -584,36 +591,36 @@ func (x *ReplicaControlAnswer) GetErrorMetadata() map[string]string {
 	return nil
 }
 
-func (x *ReplicaControlAnswer) GetRule() *ApprovalRule {
+func (x *ReplicaControlAnswer) GetRule() *v1.ApprovalRule {
 	if x != nil {
 		return x.Rule
 	}
 	return nil
 }
 
-func (x *ReplicaControlAnswer) GetCleared() *ClearQueueResponse {
+func (x *ReplicaControlAnswer) GetCleared() *v1.ClearQueueResponse {
 	if x != nil {
 		return x.Cleared
 	}
 	return nil
 }
 
-var File_agentd_v1_replica_proto protoreflect.FileDescriptor
+var File_agentd_internal_replica_v1_replica_proto protoreflect.FileDescriptor
 
-const file_agentd_v1_replica_proto_rawDesc = "" +
+const file_agentd_internal_replica_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"\x17agentd/v1/replica.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x17agentd/v1/service.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x84\x04\n" +
+	"(agentd/internal/replica/v1/replica.proto\x12\x1aagentd.internal.replica.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x17agentd/v1/service.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xb7\x04\n" +
 	"\x0eReplicaControl\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
 	"\x06run_id\x18\x02 \x01(\tR\x05runId\x12/\n" +
 	"\x05steer\x18\x03 \x01(\v2\x17.agentd.v1.AgentMessageH\x00R\x05steer\x126\n" +
 	"\tfollow_up\x18\x04 \x01(\v2\x17.agentd.v1.AgentMessageH\x00R\bfollowUp\x12\x16\n" +
-	"\x05abort\x18\x05 \x01(\tH\x00R\x05abort\x12?\n" +
-	"\vtool_result\x18\x06 \x01(\v2\x1c.agentd.v1.ReplicaToolResultH\x00R\n" +
-	"toolResult\x128\n" +
-	"\bapproval\x18\a \x01(\v2\x1a.agentd.v1.ReplicaApprovalH\x00R\bapproval\x12;\n" +
-	"\acontext\x18\b \x01(\v2\x1f.agentd.v1.ReplicaContextAnswerH\x00R\acontext\x128\n" +
+	"\x05abort\x18\x05 \x01(\tH\x00R\x05abort\x12P\n" +
+	"\vtool_result\x18\x06 \x01(\v2-.agentd.internal.replica.v1.ReplicaToolResultH\x00R\n" +
+	"toolResult\x12I\n" +
+	"\bapproval\x18\a \x01(\v2+.agentd.internal.replica.v1.ReplicaApprovalH\x00R\bapproval\x12L\n" +
+	"\acontext\x18\b \x01(\v20.agentd.internal.replica.v1.ReplicaContextAnswerH\x00R\acontext\x128\n" +
 	"\x04hook\x18\t \x01(\v2\".agentd.v1.SubmitHookResultRequestH\x00R\x04hook\x12?\n" +
 	"\vclear_queue\x18\n" +
 	" \x01(\v2\x1c.agentd.v1.ClearQueueRequestH\x00R\n" +
@@ -642,72 +649,72 @@ const file_agentd_v1_replica_proto_rawDesc = "" +
 	"\n" +
 	"selections\x18\x02 \x03(\v2\x1b.agentd.v1.ContextSelectionR\n" +
 	"selections\x12\x18\n" +
-	"\arefused\x18\x03 \x01(\tR\arefused\"\xdb\x03\n" +
+	"\arefused\x18\x03 \x01(\tR\arefused\"\xec\x03\n" +
 	"\x14ReplicaControlAnswer\x12#\n" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\verror_field\x18\x03 \x01(\tR\n" +
 	"errorField\x12\x16\n" +
 	"\x06queued\x18\x04 \x01(\rR\x06queued\x12\x15\n" +
 	"\x06run_id\x18\x05 \x01(\tR\x05runId\x129\n" +
-	"\ferror_reason\x18\x06 \x01(\x0e2\x16.agentd.v1.ErrorReasonR\verrorReason\x12Y\n" +
-	"\x0eerror_metadata\x18\a \x03(\v22.agentd.v1.ReplicaControlAnswer.ErrorMetadataEntryR\rerrorMetadata\x12+\n" +
+	"\ferror_reason\x18\x06 \x01(\x0e2\x16.agentd.v1.ErrorReasonR\verrorReason\x12j\n" +
+	"\x0eerror_metadata\x18\a \x03(\v2C.agentd.internal.replica.v1.ReplicaControlAnswer.ErrorMetadataEntryR\rerrorMetadata\x12+\n" +
 	"\x04rule\x18\b \x01(\v2\x17.agentd.v1.ApprovalRuleR\x04rule\x127\n" +
 	"\acleared\x18\t \x01(\v2\x1d.agentd.v1.ClearQueueResponseR\acleared\x1a@\n" +
 	"\x12ErrorMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x01\x10\x02R\n" +
-	"error_kindB4Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1b\x06proto3"
+	"error_kindB7Z5github.com/agentd/agentd/internal/replicapb;replicapbb\x06proto3"
 
 var (
-	file_agentd_v1_replica_proto_rawDescOnce sync.Once
-	file_agentd_v1_replica_proto_rawDescData []byte
+	file_agentd_internal_replica_v1_replica_proto_rawDescOnce sync.Once
+	file_agentd_internal_replica_v1_replica_proto_rawDescData []byte
 )
 
-func file_agentd_v1_replica_proto_rawDescGZIP() []byte {
-	file_agentd_v1_replica_proto_rawDescOnce.Do(func() {
-		file_agentd_v1_replica_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_agentd_v1_replica_proto_rawDesc), len(file_agentd_v1_replica_proto_rawDesc)))
+func file_agentd_internal_replica_v1_replica_proto_rawDescGZIP() []byte {
+	file_agentd_internal_replica_v1_replica_proto_rawDescOnce.Do(func() {
+		file_agentd_internal_replica_v1_replica_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_agentd_internal_replica_v1_replica_proto_rawDesc), len(file_agentd_internal_replica_v1_replica_proto_rawDesc)))
 	})
-	return file_agentd_v1_replica_proto_rawDescData
+	return file_agentd_internal_replica_v1_replica_proto_rawDescData
 }
 
-var file_agentd_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
-var file_agentd_v1_replica_proto_goTypes = []any{
-	(*ReplicaControl)(nil),          // 0: agentd.v1.ReplicaControl
-	(*ReplicaToolResult)(nil),       // 1: agentd.v1.ReplicaToolResult
-	(*ReplicaApproval)(nil),         // 2: agentd.v1.ReplicaApproval
-	(*ReplicaContextAnswer)(nil),    // 3: agentd.v1.ReplicaContextAnswer
-	(*ReplicaControlAnswer)(nil),    // 4: agentd.v1.ReplicaControlAnswer
-	nil,                             // 5: agentd.v1.ReplicaControlAnswer.ErrorMetadataEntry
-	(*AgentMessage)(nil),            // 6: agentd.v1.AgentMessage
-	(*SubmitHookResultRequest)(nil), // 7: agentd.v1.SubmitHookResultRequest
-	(*ClearQueueRequest)(nil),       // 8: agentd.v1.ClearQueueRequest
-	(*ContentBlock)(nil),            // 9: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),          // 10: google.protobuf.Value
-	(ApprovalScope)(0),              // 11: agentd.v1.ApprovalScope
-	(*structpb.Struct)(nil),         // 12: google.protobuf.Struct
-	(*ApprovalRule)(nil),            // 13: agentd.v1.ApprovalRule
-	(*ContextSelection)(nil),        // 14: agentd.v1.ContextSelection
-	(ErrorReason)(0),                // 15: agentd.v1.ErrorReason
-	(*ClearQueueResponse)(nil),      // 16: agentd.v1.ClearQueueResponse
+var file_agentd_internal_replica_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_agentd_internal_replica_v1_replica_proto_goTypes = []any{
+	(*ReplicaControl)(nil),             // 0: agentd.internal.replica.v1.ReplicaControl
+	(*ReplicaToolResult)(nil),          // 1: agentd.internal.replica.v1.ReplicaToolResult
+	(*ReplicaApproval)(nil),            // 2: agentd.internal.replica.v1.ReplicaApproval
+	(*ReplicaContextAnswer)(nil),       // 3: agentd.internal.replica.v1.ReplicaContextAnswer
+	(*ReplicaControlAnswer)(nil),       // 4: agentd.internal.replica.v1.ReplicaControlAnswer
+	nil,                                // 5: agentd.internal.replica.v1.ReplicaControlAnswer.ErrorMetadataEntry
+	(*v1.AgentMessage)(nil),            // 6: agentd.v1.AgentMessage
+	(*v1.SubmitHookResultRequest)(nil), // 7: agentd.v1.SubmitHookResultRequest
+	(*v1.ClearQueueRequest)(nil),       // 8: agentd.v1.ClearQueueRequest
+	(*v1.ContentBlock)(nil),            // 9: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),             // 10: google.protobuf.Value
+	(v1.ApprovalScope)(0),              // 11: agentd.v1.ApprovalScope
+	(*structpb.Struct)(nil),            // 12: google.protobuf.Struct
+	(*v1.ApprovalRule)(nil),            // 13: agentd.v1.ApprovalRule
+	(*v1.ContextSelection)(nil),        // 14: agentd.v1.ContextSelection
+	(v1.ErrorReason)(0),                // 15: agentd.v1.ErrorReason
+	(*v1.ClearQueueResponse)(nil),      // 16: agentd.v1.ClearQueueResponse
 }
-var file_agentd_v1_replica_proto_depIdxs = []int32{
-	6,  // 0: agentd.v1.ReplicaControl.steer:type_name -> agentd.v1.AgentMessage
-	6,  // 1: agentd.v1.ReplicaControl.follow_up:type_name -> agentd.v1.AgentMessage
-	1,  // 2: agentd.v1.ReplicaControl.tool_result:type_name -> agentd.v1.ReplicaToolResult
-	2,  // 3: agentd.v1.ReplicaControl.approval:type_name -> agentd.v1.ReplicaApproval
-	3,  // 4: agentd.v1.ReplicaControl.context:type_name -> agentd.v1.ReplicaContextAnswer
-	7,  // 5: agentd.v1.ReplicaControl.hook:type_name -> agentd.v1.SubmitHookResultRequest
-	8,  // 6: agentd.v1.ReplicaControl.clear_queue:type_name -> agentd.v1.ClearQueueRequest
-	9,  // 7: agentd.v1.ReplicaToolResult.content:type_name -> agentd.v1.ContentBlock
-	10, // 8: agentd.v1.ReplicaToolResult.details:type_name -> google.protobuf.Value
-	11, // 9: agentd.v1.ReplicaApproval.scope:type_name -> agentd.v1.ApprovalScope
-	12, // 10: agentd.v1.ReplicaApproval.arguments:type_name -> google.protobuf.Struct
-	13, // 11: agentd.v1.ReplicaApproval.rule:type_name -> agentd.v1.ApprovalRule
-	14, // 12: agentd.v1.ReplicaContextAnswer.selections:type_name -> agentd.v1.ContextSelection
-	15, // 13: agentd.v1.ReplicaControlAnswer.error_reason:type_name -> agentd.v1.ErrorReason
-	5,  // 14: agentd.v1.ReplicaControlAnswer.error_metadata:type_name -> agentd.v1.ReplicaControlAnswer.ErrorMetadataEntry
-	13, // 15: agentd.v1.ReplicaControlAnswer.rule:type_name -> agentd.v1.ApprovalRule
-	16, // 16: agentd.v1.ReplicaControlAnswer.cleared:type_name -> agentd.v1.ClearQueueResponse
+var file_agentd_internal_replica_v1_replica_proto_depIdxs = []int32{
+	6,  // 0: agentd.internal.replica.v1.ReplicaControl.steer:type_name -> agentd.v1.AgentMessage
+	6,  // 1: agentd.internal.replica.v1.ReplicaControl.follow_up:type_name -> agentd.v1.AgentMessage
+	1,  // 2: agentd.internal.replica.v1.ReplicaControl.tool_result:type_name -> agentd.internal.replica.v1.ReplicaToolResult
+	2,  // 3: agentd.internal.replica.v1.ReplicaControl.approval:type_name -> agentd.internal.replica.v1.ReplicaApproval
+	3,  // 4: agentd.internal.replica.v1.ReplicaControl.context:type_name -> agentd.internal.replica.v1.ReplicaContextAnswer
+	7,  // 5: agentd.internal.replica.v1.ReplicaControl.hook:type_name -> agentd.v1.SubmitHookResultRequest
+	8,  // 6: agentd.internal.replica.v1.ReplicaControl.clear_queue:type_name -> agentd.v1.ClearQueueRequest
+	9,  // 7: agentd.internal.replica.v1.ReplicaToolResult.content:type_name -> agentd.v1.ContentBlock
+	10, // 8: agentd.internal.replica.v1.ReplicaToolResult.details:type_name -> google.protobuf.Value
+	11, // 9: agentd.internal.replica.v1.ReplicaApproval.scope:type_name -> agentd.v1.ApprovalScope
+	12, // 10: agentd.internal.replica.v1.ReplicaApproval.arguments:type_name -> google.protobuf.Struct
+	13, // 11: agentd.internal.replica.v1.ReplicaApproval.rule:type_name -> agentd.v1.ApprovalRule
+	14, // 12: agentd.internal.replica.v1.ReplicaContextAnswer.selections:type_name -> agentd.v1.ContextSelection
+	15, // 13: agentd.internal.replica.v1.ReplicaControlAnswer.error_reason:type_name -> agentd.v1.ErrorReason
+	5,  // 14: agentd.internal.replica.v1.ReplicaControlAnswer.error_metadata:type_name -> agentd.internal.replica.v1.ReplicaControlAnswer.ErrorMetadataEntry
+	13, // 15: agentd.internal.replica.v1.ReplicaControlAnswer.rule:type_name -> agentd.v1.ApprovalRule
+	16, // 16: agentd.internal.replica.v1.ReplicaControlAnswer.cleared:type_name -> agentd.v1.ClearQueueResponse
 	17, // [17:17] is the sub-list for method output_type
 	17, // [17:17] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
@@ -715,15 +722,12 @@ var file_agentd_v1_replica_proto_depIdxs = []int32{
 	0,  // [0:17] is the sub-list for field type_name
 }
 
-func init() { file_agentd_v1_replica_proto_init() }
-func file_agentd_v1_replica_proto_init() {
-	if File_agentd_v1_replica_proto != nil {
+func init() { file_agentd_internal_replica_v1_replica_proto_init() }
+func file_agentd_internal_replica_v1_replica_proto_init() {
+	if File_agentd_internal_replica_v1_replica_proto != nil {
 		return
 	}
-	file_agentd_v1_agent_messages_proto_init()
-	file_agentd_v1_content_proto_init()
-	file_agentd_v1_service_proto_init()
-	file_agentd_v1_replica_proto_msgTypes[0].OneofWrappers = []any{
+	file_agentd_internal_replica_v1_replica_proto_msgTypes[0].OneofWrappers = []any{
 		(*ReplicaControl_Steer)(nil),
 		(*ReplicaControl_FollowUp)(nil),
 		(*ReplicaControl_Abort)(nil),
@@ -737,17 +741,17 @@ func file_agentd_v1_replica_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_v1_replica_proto_rawDesc), len(file_agentd_v1_replica_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_internal_replica_v1_replica_proto_rawDesc), len(file_agentd_internal_replica_v1_replica_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_agentd_v1_replica_proto_goTypes,
-		DependencyIndexes: file_agentd_v1_replica_proto_depIdxs,
-		MessageInfos:      file_agentd_v1_replica_proto_msgTypes,
+		GoTypes:           file_agentd_internal_replica_v1_replica_proto_goTypes,
+		DependencyIndexes: file_agentd_internal_replica_v1_replica_proto_depIdxs,
+		MessageInfos:      file_agentd_internal_replica_v1_replica_proto_msgTypes,
 	}.Build()
-	File_agentd_v1_replica_proto = out.File
-	file_agentd_v1_replica_proto_goTypes = nil
-	file_agentd_v1_replica_proto_depIdxs = nil
+	File_agentd_internal_replica_v1_replica_proto = out.File
+	file_agentd_internal_replica_v1_replica_proto_goTypes = nil
+	file_agentd_internal_replica_v1_replica_proto_depIdxs = nil
 }
