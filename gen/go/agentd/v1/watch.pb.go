@@ -311,8 +311,9 @@ type isSessionWatchEvent_Change interface {
 }
 
 type SessionWatchEvent_Started struct {
-	// The watch is live: sent first, with the cursor to resume from when
-	// nothing else happens.
+	// The watch is live: sent once the changes after the request's cursor
+	// were replayed (first, without one), with the cursor to resume from
+	// when nothing else happens.
 	Started *WatchStarted `protobuf:"bytes,10,opt,name=started,proto3,oneof"`
 }
 
@@ -910,7 +911,8 @@ type isSessionsWatchEvent_Change interface {
 }
 
 type SessionsWatchEvent_Started struct {
-	// The watch is live: sent first.
+	// The watch is live: sent once the changes after the request's cursor
+	// were replayed (first, without one).
 	Started *WatchStarted `protobuf:"bytes,10,opt,name=started,proto3,oneof"`
 }
 
@@ -1375,7 +1377,8 @@ type isPendingInteractionsEvent_Change interface {
 }
 
 type PendingInteractionsEvent_Started struct {
-	// The watch is live: sent first.
+	// The watch is live: sent once the changes after the request's cursor
+	// were replayed (first, without one).
 	Started *WatchStarted `protobuf:"bytes,10,opt,name=started,proto3,oneof"`
 }
 

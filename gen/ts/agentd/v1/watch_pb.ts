@@ -84,8 +84,9 @@ export type SessionWatchEvent = Message<"agentd.v1.SessionWatchEvent"> & {
    */
   change: {
     /**
-     * The watch is live: sent first, with the cursor to resume from when
-     * nothing else happens.
+     * The watch is live: sent once the changes after the request's cursor
+     * were replayed (first, without one), with the cursor to resume from
+     * when nothing else happens.
      *
      * @generated from field: agentd.v1.WatchStarted started = 10;
      */
@@ -392,7 +393,8 @@ export type SessionsWatchEvent = Message<"agentd.v1.SessionsWatchEvent"> & {
    */
   change: {
     /**
-     * The watch is live: sent first.
+     * The watch is live: sent once the changes after the request's cursor
+     * were replayed (first, without one).
      *
      * @generated from field: agentd.v1.WatchStarted started = 10;
      */
@@ -646,7 +648,8 @@ export type PendingInteractionsEvent = Message<"agentd.v1.PendingInteractionsEve
    */
   change: {
     /**
-     * The watch is live: sent first.
+     * The watch is live: sent once the changes after the request's cursor
+     * were replayed (first, without one).
      *
      * @generated from field: agentd.v1.WatchStarted started = 10;
      */
