@@ -116,6 +116,12 @@ type Options struct {
 	// CaptureContent records messages, tool arguments and results on the
 	// spans; off by default, as they may hold personal data.
 	CaptureContent bool
+	// WatchHistory is how many recent changes are kept for watchers
+	// resuming from a cursor. Default DefaultWatchHistory.
+	WatchHistory int
+	// WatchBuffer is how many changes one watcher may fall behind before
+	// it is told to resync. Default DefaultWatchBuffer.
+	WatchBuffer int
 }
 
 // Protected is a file no workspace may expose, and what it is.
@@ -182,6 +188,7 @@ type Agent struct {
 	tools     map[string]agentloop.Tool
 	protected []protectedDir
 	tracer    *tracer // nil without a TracerProvider
+	watch     *watchHub
 
 	mu        sync.Mutex
 	bySession map[string]*Run // active runs
@@ -231,6 +238,7 @@ func New(ctx context.Context, store persistence.Store, opts Options) (*Agent, er
 		appending:  map[string]bool{},
 		compacting: map[string]*hookSet{},
 		stop:       make(chan struct{}),
+		watch:      newWatchHub(opts.WatchHistory, opts.WatchBuffer, opts.Now),
 	}
 	if opts.TracerProvider != nil {
 		t := newTracer(opts.TracerProvider, opts.CaptureContent)
@@ -497,7 +505,15 @@ func (a *Agent) DeleteSession(ctx context.Context, sessionID string, force bool)
 			return err
 		}
 	}
-	return a.store.DeleteSession(ctx, sessionID)
+	gone, err := a.store.GetSession(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	if err := a.store.DeleteSession(ctx, sessionID); err != nil {
+		return err
+	}
+	a.publishSession(gone, ChangeDeleted, nil)
+	return nil
 }
 
 func deleteBusy(sessionID, runID string) error {

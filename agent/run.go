@@ -30,7 +30,8 @@ type Run struct {
 	a         *Agent
 	id        string
 	sessionID string
-	tenant    string // the session's
+	tenant    string            // the session's
+	labels    map[string]string // the session's when the run started, for watchers' label filters
 	// ctx is the run's own context: independent of the request that
 	// started it, cancelled by Abort, a dropped stream without detach, or
 	// shutdown.
@@ -325,6 +326,7 @@ func (a *Agent) register(sess *persistence.Session, runID string, cfg *agentdv1.
 		id:        runID,
 		sessionID: sessionID,
 		tenant:    sess.Tenant,
+		labels:    sess.Labels,
 		steering:  agentloop.NewQueue(cfg.GetSteeringMode()),
 		followUp:  agentloop.NewQueue(cfg.GetFollowUpMode()),
 		log:       newEventLog(a.store, a.opts.Logger, sessionID, runID),
@@ -332,6 +334,7 @@ func (a *Agent) register(sess *persistence.Session, runID string, cfg *agentdv1.
 		launched:  make(chan struct{}),
 		done:      make(chan struct{}),
 	}
+	r.pending.settled = func(id string, kind waitKind) { a.watch.settled(r, id, kind) }
 	a.bySession[sessionID] = r
 	a.byID[runID] = r
 	a.wg.Add(1)
@@ -592,6 +595,7 @@ func (r *Run) publish(ev *agentdv1.AgentEvent) {
 	r.decorate(ev)
 	if r.log.append(ev) {
 		r.a.opts.Metrics.EventProduced()
+		r.a.watch.runEvent(r, ev)
 	}
 }
 

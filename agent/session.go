@@ -102,6 +102,7 @@ func (a *Agent) AppendMessages(ctx context.Context, sessionID string, msgs []*ag
 	if err := a.appendEntries(ctx, a.store, sessionID, entries...); err != nil {
 		return nil, err
 	}
+	a.sessionChanged(ctx, sessionID, ChangeAppended, func(c *Change) { c.Entries = entries })
 	return entries, nil
 }
 

@@ -52,6 +52,9 @@ func (a *Agent) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 	}
 	for round := 0; ; round++ {
 		sess, err := a.store.CreateSession(ctx, p)
+		if err == nil {
+			a.publishSession(sess, ChangeCreated, nil)
+		}
 		if p.ID == "" || !errors.Is(err, persistence.ErrConflict) {
 			return sess, err
 		}

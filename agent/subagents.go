@@ -387,6 +387,9 @@ func (a *Agent) subagentSession(ctx context.Context, parent *Run, cfg *agentdv1.
 		sess, err = a.store.CreateSession(ctx, persistence.CreateSessionParams{
 			ID: id, Title: "subagent " + p.GetName() + ": " + truncate(task, 80), Config: childCfg, Origin: origin, Tenant: parent.tenant,
 		})
+		if err == nil {
+			a.publishSession(sess, ChangeCreated, nil)
+		}
 		if errors.Is(err, persistence.ErrConflict) {
 			sess, err = a.store.GetSession(ctx, id)
 		}

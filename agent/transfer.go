@@ -69,7 +69,7 @@ func (a *Agent) ImportSession(ctx context.Context, tenant string, header *agentd
 		a.opts.Logger.WarnContext(ctx, "an import held another number of entries than its header said", "session", sess.ID,
 			"header", header.GetEntryCount(), "imported", imported)
 	}
-	return a.store.GetSession(ctx, sess.ID)
+	return a.created(a.store.GetSession(ctx, sess.ID))
 }
 
 // importEntries appends the entries next yields, chains of parent and

@@ -26,6 +26,7 @@ func (a *Agent) SetLabel(ctx context.Context, sessionID, entryID, label string) 
 	if err := a.appendEntries(ctx, a.store, sessionID, e); err != nil {
 		return nil, err
 	}
+	a.sessionChanged(ctx, sessionID, ChangeLabel, func(c *Change) { c.EntryID, c.Label = entryID, label })
 	return e, nil
 }
 
@@ -76,6 +77,7 @@ func (a *Agent) Navigate(ctx context.Context, sessionID, entryID string, opts Na
 		return nil, err
 	}
 	if summary == "" || len(left) == 0 {
+		a.sessionChanged(ctx, sessionID, ChangeUpdated, nil)
 		return nil, nil
 	}
 	e := &agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_BranchSummary{
@@ -84,6 +86,7 @@ func (a *Agent) Navigate(ctx context.Context, sessionID, entryID string, opts Na
 	if err := a.appendEntries(ctx, a.store, sessionID, e); err != nil {
 		return nil, fmt.Errorf("store the branch summary: %w", err)
 	}
+	a.sessionChanged(ctx, sessionID, ChangeUpdated, func(c *Change) { c.Entries = []*agentdv1.Entry{e} })
 	return e, nil
 }
 
@@ -165,5 +168,5 @@ func (a *Agent) ForkSession(ctx context.Context, sessionID, entryID string, para
 			return nil, fmt.Errorf("copy the path of session %q: %w", sessionID, err)
 		}
 	}
-	return a.store.GetSession(ctx, fork.ID)
+	return a.created(a.store.GetSession(ctx, fork.ID))
 }

@@ -51,6 +51,7 @@ func (a *Agent) UpdateSession(ctx context.Context, sessionID string, u persisten
 			return nil, nil, err
 		}
 	}
+	a.publishSession(sess, ChangeUpdated, func(c *Change) { c.Entries = entries })
 	return sess, entries, nil
 }
 

@@ -42,6 +42,7 @@ func (k waitKind) String() string {
 
 // pendingCall is one tool call waiting for a client's answer.
 type pendingCall struct {
+	id     string
 	kind   waitKind
 	answer chan any // buffered: one answer
 	// state is "waiting", "answered", "timed out" or "abandoned ...".
@@ -62,6 +63,9 @@ type pendingCall struct {
 type pendingCalls struct {
 	mu    sync.Mutex
 	calls map[string]*pendingCall
+	// settled, when set, learns of each call that stops waiting (for
+	// ListPendingInteractions and its watchers).
+	settled func(id string, kind waitKind)
 }
 
 func (p *pendingCalls) open(id string, kind waitKind) *pendingCall {
@@ -70,7 +74,7 @@ func (p *pendingCalls) open(id string, kind waitKind) *pendingCall {
 	if p.calls == nil {
 		p.calls = map[string]*pendingCall{}
 	}
-	c := &pendingCall{kind: kind, answer: make(chan any, 1), state: "waiting"}
+	c := &pendingCall{id: id, kind: kind, answer: make(chan any, 1), state: "waiting"}
 	p.calls[id] = c
 	return c
 }
@@ -82,9 +86,17 @@ func (p *pendingCalls) stop(c *pendingCall, why string) bool {
 	defer p.mu.Unlock()
 	if c.state == "waiting" {
 		c.state = why
+		p.settle(c)
 		return true
 	}
 	return false
+}
+
+// settle tells p.settled that c no longer waits; p.mu is held.
+func (p *pendingCalls) settle(c *pendingCall) {
+	if p.settled != nil {
+		p.settled(c.id, c.kind)
+	}
 }
 
 // deliver hands an answer to a waiting call.
@@ -97,6 +109,9 @@ func (p *pendingCalls) deliver(sessionID, id string, kind waitKind, v any) error
 	}
 	c.state = "answered"
 	c.answer <- v
+	if p.settled != nil {
+		p.settled(id, kind)
+	}
 	return nil
 }
 

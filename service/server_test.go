@@ -251,6 +251,35 @@ func TestEveryRPCIsImplemented(t *testing.T) {
 			}
 			_, err = st.CloseAndRecv()
 			return err
+		}, "WatchSession": func() error {
+			st, err := c.WatchSession(ctx, &agentdv1.WatchSessionRequest{})
+			if err != nil {
+				return err
+			}
+			_, err = st.Recv()
+			return err
+		},
+		// The two watches below accept an empty request: their first
+		// message is "started".
+		"WatchSessions": func() error {
+			st, err := c.WatchSessions(ctx, &agentdv1.WatchSessionsRequest{})
+			if err != nil {
+				return err
+			}
+			_, err = st.Recv()
+			return err
+		},
+		"ListPendingInteractions": func() error {
+			_, err := c.ListPendingInteractions(ctx, &agentdv1.ListPendingInteractionsRequest{})
+			return err
+		},
+		"WatchPendingInteractions": func() error {
+			st, err := c.WatchPendingInteractions(ctx, &agentdv1.WatchPendingInteractionsRequest{})
+			if err != nil {
+				return err
+			}
+			_, err = st.Recv()
+			return err
 		},
 	}
 	methods := agentdv1.File_agentd_v1_service_proto.Services().ByName("AgentService").Methods()

@@ -192,10 +192,31 @@ func TestTenantsAreIsolated(t *testing.T) {
 			}
 			_, err = st.Recv()
 			return err
+		}, "WatchSession": func(ctx context.Context, sid string) error {
+			st, err := c.WatchSession(ctx, &agentdv1.WatchSessionRequest{SessionId: sid})
+			if err != nil {
+				return err
+			}
+			_, err = st.Recv()
+			return err
+		},
+		"ListPendingInteractions": func(ctx context.Context, sid string) error {
+			_, err := c.ListPendingInteractions(ctx, &agentdv1.ListPendingInteractionsRequest{SessionId: sid})
+			return err
+		},
+		"WatchPendingInteractions": func(ctx context.Context, sid string) error {
+			st, err := c.WatchPendingInteractions(ctx, &agentdv1.WatchPendingInteractionsRequest{SessionId: sid})
+			if err != nil {
+				return err
+			}
+			_, err = st.Recv()
+			return err
 		},
 	}
 	// Every RPC is here or scoped below.
-	global := map[string]bool{"CreateSession": true, "ListSessions": true, "ListModels": true, "ListToolSources": true, "ImportSession": true, "GetTenantUsage": true}
+	global := map[string]bool{"CreateSession": true, "ListSessions": true, "ListModels": true, "ListToolSources": true, "ImportSession": true, "GetTenantUsage": true,
+		// Tenant-filtered, not scoped by a session: TestWatchIsTenantScoped.
+		"WatchSessions": true}
 	methods := agentdv1.File_agentd_v1_service_proto.Services().ByName("AgentService").Methods()
 	for i := range methods.Len() {
 		if name := string(methods.Get(i).Name()); calls[name] == nil && !global[name] {

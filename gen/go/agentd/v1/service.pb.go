@@ -5493,7 +5493,7 @@ var File_agentd_v1_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x17agentd/v1/service.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x16agentd/v1/events.proto\x1a\x17agentd/v1/session.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"5\n" +
+	"\x17agentd/v1/service.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x16agentd/v1/events.proto\x1a\x17agentd/v1/session.proto\x1a\x15agentd/v1/watch.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"5\n" +
 	"\x14ExportSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"w\n" +
@@ -5957,7 +5957,7 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\x1dTOOL_SOURCE_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19TOOL_SOURCE_STATE_STOPPED\x10\x01\x12\x1b\n" +
 	"\x17TOOL_SOURCE_STATE_READY\x10\x02\x12\x1c\n" +
-	"\x18TOOL_SOURCE_STATE_FAILED\x10\x032\xb2\x15\n" +
+	"\x18TOOL_SOURCE_STATE_FAILED\x10\x032\xb6\x18\n" +
 	"\fAgentService\x12R\n" +
 	"\rCreateSession\x12\x1f.agentd.v1.CreateSessionRequest\x1a .agentd.v1.CreateSessionResponse\x12I\n" +
 	"\n" +
@@ -5997,7 +5997,11 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\vForkSession\x12\x1d.agentd.v1.ForkSessionRequest\x1a\x1e.agentd.v1.ForkSessionResponse\x12R\n" +
 	"\rRedactEntries\x12\x1f.agentd.v1.RedactEntriesRequest\x1a .agentd.v1.RedactEntriesResponse\x12L\n" +
 	"\rExportSession\x12\x1f.agentd.v1.ExportSessionRequest\x1a\x18.agentd.v1.SessionRecord0\x01\x12T\n" +
-	"\rImportSession\x12\x1f.agentd.v1.ImportSessionRequest\x1a .agentd.v1.ImportSessionResponse(\x01B\x84\x01\n" +
+	"\rImportSession\x12\x1f.agentd.v1.ImportSessionRequest\x1a .agentd.v1.ImportSessionResponse(\x01\x12N\n" +
+	"\fWatchSession\x12\x1e.agentd.v1.WatchSessionRequest\x1a\x1c.agentd.v1.SessionWatchEvent0\x01\x12Q\n" +
+	"\rWatchSessions\x12\x1f.agentd.v1.WatchSessionsRequest\x1a\x1d.agentd.v1.SessionsWatchEvent0\x01\x12p\n" +
+	"\x17ListPendingInteractions\x12).agentd.v1.ListPendingInteractionsRequest\x1a*.agentd.v1.ListPendingInteractionsResponse\x12m\n" +
+	"\x18WatchPendingInteractions\x12*.agentd.v1.WatchPendingInteractionsRequest\x1a#.agentd.v1.PendingInteractionsEvent0\x01B\x84\x01\n" +
 	"\rdev.agentd.v1B\fServiceProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03AGD\xaa\x02\tAgentd.V1\xba\x02\x03AGD\xca\x02\tAgentd\\V1\xea\x02\n" +
 	"Agentd::V1b\x06proto3"
 
@@ -6016,116 +6020,124 @@ func file_agentd_v1_service_proto_rawDescGZIP() []byte {
 var file_agentd_v1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
 var file_agentd_v1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 82)
 var file_agentd_v1_service_proto_goTypes = []any{
-	(BusyPolicy)(0),                    // 0: agentd.v1.BusyPolicy
-	(HookVerdict)(0),                   // 1: agentd.v1.HookVerdict
-	(InDoubtAction)(0),                 // 2: agentd.v1.InDoubtAction
-	(ErrorReason)(0),                   // 3: agentd.v1.ErrorReason
-	(ToolSourceState)(0),               // 4: agentd.v1.ToolSourceState
-	(*ExportSessionRequest)(nil),       // 5: agentd.v1.ExportSessionRequest
-	(*SessionRecord)(nil),              // 6: agentd.v1.SessionRecord
-	(*SessionHeader)(nil),              // 7: agentd.v1.SessionHeader
-	(*ImportSessionRequest)(nil),       // 8: agentd.v1.ImportSessionRequest
-	(*ImportSessionResponse)(nil),      // 9: agentd.v1.ImportSessionResponse
-	(*ForkSessionRequest)(nil),         // 10: agentd.v1.ForkSessionRequest
-	(*ForkSessionResponse)(nil),        // 11: agentd.v1.ForkSessionResponse
-	(*GetTreeRequest)(nil),             // 12: agentd.v1.GetTreeRequest
-	(*TreeNode)(nil),                   // 13: agentd.v1.TreeNode
-	(*GetTreeResponse)(nil),            // 14: agentd.v1.GetTreeResponse
-	(*SetLabelRequest)(nil),            // 15: agentd.v1.SetLabelRequest
-	(*SetLabelResponse)(nil),           // 16: agentd.v1.SetLabelResponse
-	(*NavigateRequest)(nil),            // 17: agentd.v1.NavigateRequest
-	(*NavigateResponse)(nil),           // 18: agentd.v1.NavigateResponse
-	(*UpdateSessionRequest)(nil),       // 19: agentd.v1.UpdateSessionRequest
-	(*UpdateSessionResponse)(nil),      // 20: agentd.v1.UpdateSessionResponse
-	(*CompactRequest)(nil),             // 21: agentd.v1.CompactRequest
-	(*SubmitContextRequest)(nil),       // 22: agentd.v1.SubmitContextRequest
-	(*ContextSelection)(nil),           // 23: agentd.v1.ContextSelection
-	(*SubmitContextResponse)(nil),      // 24: agentd.v1.SubmitContextResponse
-	(*CreateSessionRequest)(nil),       // 25: agentd.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),      // 26: agentd.v1.CreateSessionResponse
-	(*GetSessionRequest)(nil),          // 27: agentd.v1.GetSessionRequest
-	(*GetSessionResponse)(nil),         // 28: agentd.v1.GetSessionResponse
-	(*ListSessionsRequest)(nil),        // 29: agentd.v1.ListSessionsRequest
-	(*ListSessionsResponse)(nil),       // 30: agentd.v1.ListSessionsResponse
-	(*DeleteSessionRequest)(nil),       // 31: agentd.v1.DeleteSessionRequest
-	(*DeleteSessionResponse)(nil),      // 32: agentd.v1.DeleteSessionResponse
-	(*PromptRequest)(nil),              // 33: agentd.v1.PromptRequest
-	(*ContinueRequest)(nil),            // 34: agentd.v1.ContinueRequest
-	(*ClearQueueRequest)(nil),          // 35: agentd.v1.ClearQueueRequest
-	(*ClearQueueResponse)(nil),         // 36: agentd.v1.ClearQueueResponse
-	(*RunRequest)(nil),                 // 37: agentd.v1.RunRequest
-	(*Run)(nil),                        // 38: agentd.v1.Run
-	(*GetRunRequest)(nil),              // 39: agentd.v1.GetRunRequest
-	(*GetRunResponse)(nil),             // 40: agentd.v1.GetRunResponse
-	(*ListRunsRequest)(nil),            // 41: agentd.v1.ListRunsRequest
-	(*ListRunsResponse)(nil),           // 42: agentd.v1.ListRunsResponse
-	(*SteerRequest)(nil),               // 43: agentd.v1.SteerRequest
-	(*SteerResponse)(nil),              // 44: agentd.v1.SteerResponse
-	(*FollowUpRequest)(nil),            // 45: agentd.v1.FollowUpRequest
-	(*FollowUpResponse)(nil),           // 46: agentd.v1.FollowUpResponse
-	(*AbortRequest)(nil),               // 47: agentd.v1.AbortRequest
-	(*AbortResponse)(nil),              // 48: agentd.v1.AbortResponse
-	(*AttachRequest)(nil),              // 49: agentd.v1.AttachRequest
-	(*SubmitToolResultRequest)(nil),    // 50: agentd.v1.SubmitToolResultRequest
-	(*SubmitToolResultResponse)(nil),   // 51: agentd.v1.SubmitToolResultResponse
-	(*ResolveApprovalRequest)(nil),     // 52: agentd.v1.ResolveApprovalRequest
-	(*ResolveApprovalResponse)(nil),    // 53: agentd.v1.ResolveApprovalResponse
-	(*SubmitHookResultRequest)(nil),    // 54: agentd.v1.SubmitHookResultRequest
-	(*SubmitHookResultResponse)(nil),   // 55: agentd.v1.SubmitHookResultResponse
-	(*ListApprovalRulesRequest)(nil),   // 56: agentd.v1.ListApprovalRulesRequest
-	(*ListApprovalRulesResponse)(nil),  // 57: agentd.v1.ListApprovalRulesResponse
-	(*DeleteApprovalRuleRequest)(nil),  // 58: agentd.v1.DeleteApprovalRuleRequest
-	(*DeleteApprovalRuleResponse)(nil), // 59: agentd.v1.DeleteApprovalRuleResponse
-	(*ResolveInDoubtRequest)(nil),      // 60: agentd.v1.ResolveInDoubtRequest
-	(*ResolveInDoubtResponse)(nil),     // 61: agentd.v1.ResolveInDoubtResponse
-	(*AppendMessagesRequest)(nil),      // 62: agentd.v1.AppendMessagesRequest
-	(*AppendMessagesResponse)(nil),     // 63: agentd.v1.AppendMessagesResponse
-	(*GetTranscriptRequest)(nil),       // 64: agentd.v1.GetTranscriptRequest
-	(*GetTranscriptResponse)(nil),      // 65: agentd.v1.GetTranscriptResponse
-	(*GetContextRequest)(nil),          // 66: agentd.v1.GetContextRequest
-	(*GetContextResponse)(nil),         // 67: agentd.v1.GetContextResponse
-	(*ListModelsRequest)(nil),          // 68: agentd.v1.ListModelsRequest
-	(*ListModelsResponse)(nil),         // 69: agentd.v1.ListModelsResponse
-	(*GetTenantUsageRequest)(nil),      // 70: agentd.v1.GetTenantUsageRequest
-	(*GetTenantUsageResponse)(nil),     // 71: agentd.v1.GetTenantUsageResponse
-	(*ListToolSourcesRequest)(nil),     // 72: agentd.v1.ListToolSourcesRequest
-	(*ListToolSourcesResponse)(nil),    // 73: agentd.v1.ListToolSourcesResponse
-	(*RedactEntriesRequest)(nil),       // 74: agentd.v1.RedactEntriesRequest
-	(*RedactEntriesResponse)(nil),      // 75: agentd.v1.RedactEntriesResponse
-	(*ToolSource)(nil),                 // 76: agentd.v1.ToolSource
-	nil,                                // 77: agentd.v1.SessionHeader.LabelsEntry
-	nil,                                // 78: agentd.v1.ForkSessionRequest.LabelsEntry
-	nil,                                // 79: agentd.v1.UpdateSessionRequest.LabelsEntry
-	nil,                                // 80: agentd.v1.CreateSessionRequest.LabelsEntry
-	nil,                                // 81: agentd.v1.ListSessionsRequest.LabelFilterEntry
-	nil,                                // 82: agentd.v1.PromptRequest.MetadataEntry
-	nil,                                // 83: agentd.v1.ContinueRequest.MetadataEntry
-	nil,                                // 84: agentd.v1.RunRequest.MetadataEntry
-	nil,                                // 85: agentd.v1.ListRunsRequest.MetadataFilterEntry
-	nil,                                // 86: agentd.v1.GetTranscriptResponse.LabelsEntry
-	(*Entry)(nil),                      // 87: agentd.v1.Entry
-	(*SessionConfig)(nil),              // 88: agentd.v1.SessionConfig
-	(*Session)(nil),                    // 89: agentd.v1.Session
-	(*timestamppb.Timestamp)(nil),      // 90: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil),      // 91: google.protobuf.FieldMask
-	(*AgentMessage)(nil),               // 92: agentd.v1.AgentMessage
-	(*ContentBlock)(nil),               // 93: agentd.v1.ContentBlock
-	(*ModelRef)(nil),                   // 94: agentd.v1.ModelRef
-	(ThinkingLevel)(0),                 // 95: agentd.v1.ThinkingLevel
-	(*ModelSettings)(nil),              // 96: agentd.v1.ModelSettings
-	(*structpb.Struct)(nil),            // 97: google.protobuf.Struct
-	(RunOutcome)(0),                    // 98: agentd.v1.RunOutcome
-	(*Usage)(nil),                      // 99: agentd.v1.Usage
-	(*structpb.Value)(nil),             // 100: google.protobuf.Value
-	(ApprovalDecision)(0),              // 101: agentd.v1.ApprovalDecision
-	(ApprovalScope)(0),                 // 102: agentd.v1.ApprovalScope
-	(*ApprovalRule)(nil),               // 103: agentd.v1.ApprovalRule
-	(*ToolInDoubt)(nil),                // 104: agentd.v1.ToolInDoubt
-	(*Context)(nil),                    // 105: agentd.v1.Context
-	(*Model)(nil),                      // 106: agentd.v1.Model
-	(*Spend)(nil),                      // 107: agentd.v1.Spend
-	(*McpTool)(nil),                    // 108: agentd.v1.McpTool
-	(*AgentEvent)(nil),                 // 109: agentd.v1.AgentEvent
+	(BusyPolicy)(0),                         // 0: agentd.v1.BusyPolicy
+	(HookVerdict)(0),                        // 1: agentd.v1.HookVerdict
+	(InDoubtAction)(0),                      // 2: agentd.v1.InDoubtAction
+	(ErrorReason)(0),                        // 3: agentd.v1.ErrorReason
+	(ToolSourceState)(0),                    // 4: agentd.v1.ToolSourceState
+	(*ExportSessionRequest)(nil),            // 5: agentd.v1.ExportSessionRequest
+	(*SessionRecord)(nil),                   // 6: agentd.v1.SessionRecord
+	(*SessionHeader)(nil),                   // 7: agentd.v1.SessionHeader
+	(*ImportSessionRequest)(nil),            // 8: agentd.v1.ImportSessionRequest
+	(*ImportSessionResponse)(nil),           // 9: agentd.v1.ImportSessionResponse
+	(*ForkSessionRequest)(nil),              // 10: agentd.v1.ForkSessionRequest
+	(*ForkSessionResponse)(nil),             // 11: agentd.v1.ForkSessionResponse
+	(*GetTreeRequest)(nil),                  // 12: agentd.v1.GetTreeRequest
+	(*TreeNode)(nil),                        // 13: agentd.v1.TreeNode
+	(*GetTreeResponse)(nil),                 // 14: agentd.v1.GetTreeResponse
+	(*SetLabelRequest)(nil),                 // 15: agentd.v1.SetLabelRequest
+	(*SetLabelResponse)(nil),                // 16: agentd.v1.SetLabelResponse
+	(*NavigateRequest)(nil),                 // 17: agentd.v1.NavigateRequest
+	(*NavigateResponse)(nil),                // 18: agentd.v1.NavigateResponse
+	(*UpdateSessionRequest)(nil),            // 19: agentd.v1.UpdateSessionRequest
+	(*UpdateSessionResponse)(nil),           // 20: agentd.v1.UpdateSessionResponse
+	(*CompactRequest)(nil),                  // 21: agentd.v1.CompactRequest
+	(*SubmitContextRequest)(nil),            // 22: agentd.v1.SubmitContextRequest
+	(*ContextSelection)(nil),                // 23: agentd.v1.ContextSelection
+	(*SubmitContextResponse)(nil),           // 24: agentd.v1.SubmitContextResponse
+	(*CreateSessionRequest)(nil),            // 25: agentd.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),           // 26: agentd.v1.CreateSessionResponse
+	(*GetSessionRequest)(nil),               // 27: agentd.v1.GetSessionRequest
+	(*GetSessionResponse)(nil),              // 28: agentd.v1.GetSessionResponse
+	(*ListSessionsRequest)(nil),             // 29: agentd.v1.ListSessionsRequest
+	(*ListSessionsResponse)(nil),            // 30: agentd.v1.ListSessionsResponse
+	(*DeleteSessionRequest)(nil),            // 31: agentd.v1.DeleteSessionRequest
+	(*DeleteSessionResponse)(nil),           // 32: agentd.v1.DeleteSessionResponse
+	(*PromptRequest)(nil),                   // 33: agentd.v1.PromptRequest
+	(*ContinueRequest)(nil),                 // 34: agentd.v1.ContinueRequest
+	(*ClearQueueRequest)(nil),               // 35: agentd.v1.ClearQueueRequest
+	(*ClearQueueResponse)(nil),              // 36: agentd.v1.ClearQueueResponse
+	(*RunRequest)(nil),                      // 37: agentd.v1.RunRequest
+	(*Run)(nil),                             // 38: agentd.v1.Run
+	(*GetRunRequest)(nil),                   // 39: agentd.v1.GetRunRequest
+	(*GetRunResponse)(nil),                  // 40: agentd.v1.GetRunResponse
+	(*ListRunsRequest)(nil),                 // 41: agentd.v1.ListRunsRequest
+	(*ListRunsResponse)(nil),                // 42: agentd.v1.ListRunsResponse
+	(*SteerRequest)(nil),                    // 43: agentd.v1.SteerRequest
+	(*SteerResponse)(nil),                   // 44: agentd.v1.SteerResponse
+	(*FollowUpRequest)(nil),                 // 45: agentd.v1.FollowUpRequest
+	(*FollowUpResponse)(nil),                // 46: agentd.v1.FollowUpResponse
+	(*AbortRequest)(nil),                    // 47: agentd.v1.AbortRequest
+	(*AbortResponse)(nil),                   // 48: agentd.v1.AbortResponse
+	(*AttachRequest)(nil),                   // 49: agentd.v1.AttachRequest
+	(*SubmitToolResultRequest)(nil),         // 50: agentd.v1.SubmitToolResultRequest
+	(*SubmitToolResultResponse)(nil),        // 51: agentd.v1.SubmitToolResultResponse
+	(*ResolveApprovalRequest)(nil),          // 52: agentd.v1.ResolveApprovalRequest
+	(*ResolveApprovalResponse)(nil),         // 53: agentd.v1.ResolveApprovalResponse
+	(*SubmitHookResultRequest)(nil),         // 54: agentd.v1.SubmitHookResultRequest
+	(*SubmitHookResultResponse)(nil),        // 55: agentd.v1.SubmitHookResultResponse
+	(*ListApprovalRulesRequest)(nil),        // 56: agentd.v1.ListApprovalRulesRequest
+	(*ListApprovalRulesResponse)(nil),       // 57: agentd.v1.ListApprovalRulesResponse
+	(*DeleteApprovalRuleRequest)(nil),       // 58: agentd.v1.DeleteApprovalRuleRequest
+	(*DeleteApprovalRuleResponse)(nil),      // 59: agentd.v1.DeleteApprovalRuleResponse
+	(*ResolveInDoubtRequest)(nil),           // 60: agentd.v1.ResolveInDoubtRequest
+	(*ResolveInDoubtResponse)(nil),          // 61: agentd.v1.ResolveInDoubtResponse
+	(*AppendMessagesRequest)(nil),           // 62: agentd.v1.AppendMessagesRequest
+	(*AppendMessagesResponse)(nil),          // 63: agentd.v1.AppendMessagesResponse
+	(*GetTranscriptRequest)(nil),            // 64: agentd.v1.GetTranscriptRequest
+	(*GetTranscriptResponse)(nil),           // 65: agentd.v1.GetTranscriptResponse
+	(*GetContextRequest)(nil),               // 66: agentd.v1.GetContextRequest
+	(*GetContextResponse)(nil),              // 67: agentd.v1.GetContextResponse
+	(*ListModelsRequest)(nil),               // 68: agentd.v1.ListModelsRequest
+	(*ListModelsResponse)(nil),              // 69: agentd.v1.ListModelsResponse
+	(*GetTenantUsageRequest)(nil),           // 70: agentd.v1.GetTenantUsageRequest
+	(*GetTenantUsageResponse)(nil),          // 71: agentd.v1.GetTenantUsageResponse
+	(*ListToolSourcesRequest)(nil),          // 72: agentd.v1.ListToolSourcesRequest
+	(*ListToolSourcesResponse)(nil),         // 73: agentd.v1.ListToolSourcesResponse
+	(*RedactEntriesRequest)(nil),            // 74: agentd.v1.RedactEntriesRequest
+	(*RedactEntriesResponse)(nil),           // 75: agentd.v1.RedactEntriesResponse
+	(*ToolSource)(nil),                      // 76: agentd.v1.ToolSource
+	nil,                                     // 77: agentd.v1.SessionHeader.LabelsEntry
+	nil,                                     // 78: agentd.v1.ForkSessionRequest.LabelsEntry
+	nil,                                     // 79: agentd.v1.UpdateSessionRequest.LabelsEntry
+	nil,                                     // 80: agentd.v1.CreateSessionRequest.LabelsEntry
+	nil,                                     // 81: agentd.v1.ListSessionsRequest.LabelFilterEntry
+	nil,                                     // 82: agentd.v1.PromptRequest.MetadataEntry
+	nil,                                     // 83: agentd.v1.ContinueRequest.MetadataEntry
+	nil,                                     // 84: agentd.v1.RunRequest.MetadataEntry
+	nil,                                     // 85: agentd.v1.ListRunsRequest.MetadataFilterEntry
+	nil,                                     // 86: agentd.v1.GetTranscriptResponse.LabelsEntry
+	(*Entry)(nil),                           // 87: agentd.v1.Entry
+	(*SessionConfig)(nil),                   // 88: agentd.v1.SessionConfig
+	(*Session)(nil),                         // 89: agentd.v1.Session
+	(*timestamppb.Timestamp)(nil),           // 90: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil),           // 91: google.protobuf.FieldMask
+	(*AgentMessage)(nil),                    // 92: agentd.v1.AgentMessage
+	(*ContentBlock)(nil),                    // 93: agentd.v1.ContentBlock
+	(*ModelRef)(nil),                        // 94: agentd.v1.ModelRef
+	(ThinkingLevel)(0),                      // 95: agentd.v1.ThinkingLevel
+	(*ModelSettings)(nil),                   // 96: agentd.v1.ModelSettings
+	(*structpb.Struct)(nil),                 // 97: google.protobuf.Struct
+	(RunOutcome)(0),                         // 98: agentd.v1.RunOutcome
+	(*Usage)(nil),                           // 99: agentd.v1.Usage
+	(*structpb.Value)(nil),                  // 100: google.protobuf.Value
+	(ApprovalDecision)(0),                   // 101: agentd.v1.ApprovalDecision
+	(ApprovalScope)(0),                      // 102: agentd.v1.ApprovalScope
+	(*ApprovalRule)(nil),                    // 103: agentd.v1.ApprovalRule
+	(*ToolInDoubt)(nil),                     // 104: agentd.v1.ToolInDoubt
+	(*Context)(nil),                         // 105: agentd.v1.Context
+	(*Model)(nil),                           // 106: agentd.v1.Model
+	(*Spend)(nil),                           // 107: agentd.v1.Spend
+	(*McpTool)(nil),                         // 108: agentd.v1.McpTool
+	(*WatchSessionRequest)(nil),             // 109: agentd.v1.WatchSessionRequest
+	(*WatchSessionsRequest)(nil),            // 110: agentd.v1.WatchSessionsRequest
+	(*ListPendingInteractionsRequest)(nil),  // 111: agentd.v1.ListPendingInteractionsRequest
+	(*WatchPendingInteractionsRequest)(nil), // 112: agentd.v1.WatchPendingInteractionsRequest
+	(*AgentEvent)(nil),                      // 113: agentd.v1.AgentEvent
+	(*SessionWatchEvent)(nil),               // 114: agentd.v1.SessionWatchEvent
+	(*SessionsWatchEvent)(nil),              // 115: agentd.v1.SessionsWatchEvent
+	(*ListPendingInteractionsResponse)(nil), // 116: agentd.v1.ListPendingInteractionsResponse
+	(*PendingInteractionsEvent)(nil),        // 117: agentd.v1.PendingInteractionsEvent
 }
 var file_agentd_v1_service_proto_depIdxs = []int32{
 	7,   // 0: agentd.v1.SessionRecord.header:type_name -> agentd.v1.SessionHeader
@@ -6254,43 +6266,51 @@ var file_agentd_v1_service_proto_depIdxs = []int32{
 	74,  // 123: agentd.v1.AgentService.RedactEntries:input_type -> agentd.v1.RedactEntriesRequest
 	5,   // 124: agentd.v1.AgentService.ExportSession:input_type -> agentd.v1.ExportSessionRequest
 	8,   // 125: agentd.v1.AgentService.ImportSession:input_type -> agentd.v1.ImportSessionRequest
-	26,  // 126: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
-	28,  // 127: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
-	30,  // 128: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
-	32,  // 129: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
-	109, // 130: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
-	109, // 131: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
-	44,  // 132: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
-	46,  // 133: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
-	36,  // 134: agentd.v1.AgentService.ClearQueue:output_type -> agentd.v1.ClearQueueResponse
-	40,  // 135: agentd.v1.AgentService.GetRun:output_type -> agentd.v1.GetRunResponse
-	42,  // 136: agentd.v1.AgentService.ListRuns:output_type -> agentd.v1.ListRunsResponse
-	48,  // 137: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
-	109, // 138: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
-	51,  // 139: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
-	53,  // 140: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
-	55,  // 141: agentd.v1.AgentService.SubmitHookResult:output_type -> agentd.v1.SubmitHookResultResponse
-	57,  // 142: agentd.v1.AgentService.ListApprovalRules:output_type -> agentd.v1.ListApprovalRulesResponse
-	59,  // 143: agentd.v1.AgentService.DeleteApprovalRule:output_type -> agentd.v1.DeleteApprovalRuleResponse
-	61,  // 144: agentd.v1.AgentService.ResolveInDoubt:output_type -> agentd.v1.ResolveInDoubtResponse
-	63,  // 145: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
-	65,  // 146: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
-	67,  // 147: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
-	69,  // 148: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
-	73,  // 149: agentd.v1.AgentService.ListToolSources:output_type -> agentd.v1.ListToolSourcesResponse
-	71,  // 150: agentd.v1.AgentService.GetTenantUsage:output_type -> agentd.v1.GetTenantUsageResponse
-	20,  // 151: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
-	109, // 152: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
-	24,  // 153: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
-	14,  // 154: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
-	16,  // 155: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
-	18,  // 156: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
-	11,  // 157: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
-	75,  // 158: agentd.v1.AgentService.RedactEntries:output_type -> agentd.v1.RedactEntriesResponse
-	6,   // 159: agentd.v1.AgentService.ExportSession:output_type -> agentd.v1.SessionRecord
-	9,   // 160: agentd.v1.AgentService.ImportSession:output_type -> agentd.v1.ImportSessionResponse
-	126, // [126:161] is the sub-list for method output_type
-	91,  // [91:126] is the sub-list for method input_type
+	109, // 126: agentd.v1.AgentService.WatchSession:input_type -> agentd.v1.WatchSessionRequest
+	110, // 127: agentd.v1.AgentService.WatchSessions:input_type -> agentd.v1.WatchSessionsRequest
+	111, // 128: agentd.v1.AgentService.ListPendingInteractions:input_type -> agentd.v1.ListPendingInteractionsRequest
+	112, // 129: agentd.v1.AgentService.WatchPendingInteractions:input_type -> agentd.v1.WatchPendingInteractionsRequest
+	26,  // 130: agentd.v1.AgentService.CreateSession:output_type -> agentd.v1.CreateSessionResponse
+	28,  // 131: agentd.v1.AgentService.GetSession:output_type -> agentd.v1.GetSessionResponse
+	30,  // 132: agentd.v1.AgentService.ListSessions:output_type -> agentd.v1.ListSessionsResponse
+	32,  // 133: agentd.v1.AgentService.DeleteSession:output_type -> agentd.v1.DeleteSessionResponse
+	113, // 134: agentd.v1.AgentService.Prompt:output_type -> agentd.v1.AgentEvent
+	113, // 135: agentd.v1.AgentService.Continue:output_type -> agentd.v1.AgentEvent
+	44,  // 136: agentd.v1.AgentService.Steer:output_type -> agentd.v1.SteerResponse
+	46,  // 137: agentd.v1.AgentService.FollowUp:output_type -> agentd.v1.FollowUpResponse
+	36,  // 138: agentd.v1.AgentService.ClearQueue:output_type -> agentd.v1.ClearQueueResponse
+	40,  // 139: agentd.v1.AgentService.GetRun:output_type -> agentd.v1.GetRunResponse
+	42,  // 140: agentd.v1.AgentService.ListRuns:output_type -> agentd.v1.ListRunsResponse
+	48,  // 141: agentd.v1.AgentService.Abort:output_type -> agentd.v1.AbortResponse
+	113, // 142: agentd.v1.AgentService.Attach:output_type -> agentd.v1.AgentEvent
+	51,  // 143: agentd.v1.AgentService.SubmitToolResult:output_type -> agentd.v1.SubmitToolResultResponse
+	53,  // 144: agentd.v1.AgentService.ResolveApproval:output_type -> agentd.v1.ResolveApprovalResponse
+	55,  // 145: agentd.v1.AgentService.SubmitHookResult:output_type -> agentd.v1.SubmitHookResultResponse
+	57,  // 146: agentd.v1.AgentService.ListApprovalRules:output_type -> agentd.v1.ListApprovalRulesResponse
+	59,  // 147: agentd.v1.AgentService.DeleteApprovalRule:output_type -> agentd.v1.DeleteApprovalRuleResponse
+	61,  // 148: agentd.v1.AgentService.ResolveInDoubt:output_type -> agentd.v1.ResolveInDoubtResponse
+	63,  // 149: agentd.v1.AgentService.AppendMessages:output_type -> agentd.v1.AppendMessagesResponse
+	65,  // 150: agentd.v1.AgentService.GetTranscript:output_type -> agentd.v1.GetTranscriptResponse
+	67,  // 151: agentd.v1.AgentService.GetContext:output_type -> agentd.v1.GetContextResponse
+	69,  // 152: agentd.v1.AgentService.ListModels:output_type -> agentd.v1.ListModelsResponse
+	73,  // 153: agentd.v1.AgentService.ListToolSources:output_type -> agentd.v1.ListToolSourcesResponse
+	71,  // 154: agentd.v1.AgentService.GetTenantUsage:output_type -> agentd.v1.GetTenantUsageResponse
+	20,  // 155: agentd.v1.AgentService.UpdateSession:output_type -> agentd.v1.UpdateSessionResponse
+	113, // 156: agentd.v1.AgentService.Compact:output_type -> agentd.v1.AgentEvent
+	24,  // 157: agentd.v1.AgentService.SubmitContext:output_type -> agentd.v1.SubmitContextResponse
+	14,  // 158: agentd.v1.AgentService.GetTree:output_type -> agentd.v1.GetTreeResponse
+	16,  // 159: agentd.v1.AgentService.SetLabel:output_type -> agentd.v1.SetLabelResponse
+	18,  // 160: agentd.v1.AgentService.Navigate:output_type -> agentd.v1.NavigateResponse
+	11,  // 161: agentd.v1.AgentService.ForkSession:output_type -> agentd.v1.ForkSessionResponse
+	75,  // 162: agentd.v1.AgentService.RedactEntries:output_type -> agentd.v1.RedactEntriesResponse
+	6,   // 163: agentd.v1.AgentService.ExportSession:output_type -> agentd.v1.SessionRecord
+	9,   // 164: agentd.v1.AgentService.ImportSession:output_type -> agentd.v1.ImportSessionResponse
+	114, // 165: agentd.v1.AgentService.WatchSession:output_type -> agentd.v1.SessionWatchEvent
+	115, // 166: agentd.v1.AgentService.WatchSessions:output_type -> agentd.v1.SessionsWatchEvent
+	116, // 167: agentd.v1.AgentService.ListPendingInteractions:output_type -> agentd.v1.ListPendingInteractionsResponse
+	117, // 168: agentd.v1.AgentService.WatchPendingInteractions:output_type -> agentd.v1.PendingInteractionsEvent
+	130, // [130:169] is the sub-list for method output_type
+	91,  // [91:130] is the sub-list for method input_type
 	91,  // [91:91] is the sub-list for extension type_name
 	91,  // [91:91] is the sub-list for extension extendee
 	0,   // [0:91] is the sub-list for field type_name
@@ -6305,6 +6325,7 @@ func file_agentd_v1_service_proto_init() {
 	file_agentd_v1_content_proto_init()
 	file_agentd_v1_events_proto_init()
 	file_agentd_v1_session_proto_init()
+	file_agentd_v1_watch_proto_init()
 	file_agentd_v1_service_proto_msgTypes[1].OneofWrappers = []any{
 		(*SessionRecord_Header)(nil),
 		(*SessionRecord_Entry)(nil),

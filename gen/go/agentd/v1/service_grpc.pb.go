@@ -19,41 +19,45 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AgentService_CreateSession_FullMethodName      = "/agentd.v1.AgentService/CreateSession"
-	AgentService_GetSession_FullMethodName         = "/agentd.v1.AgentService/GetSession"
-	AgentService_ListSessions_FullMethodName       = "/agentd.v1.AgentService/ListSessions"
-	AgentService_DeleteSession_FullMethodName      = "/agentd.v1.AgentService/DeleteSession"
-	AgentService_Prompt_FullMethodName             = "/agentd.v1.AgentService/Prompt"
-	AgentService_Continue_FullMethodName           = "/agentd.v1.AgentService/Continue"
-	AgentService_Steer_FullMethodName              = "/agentd.v1.AgentService/Steer"
-	AgentService_FollowUp_FullMethodName           = "/agentd.v1.AgentService/FollowUp"
-	AgentService_ClearQueue_FullMethodName         = "/agentd.v1.AgentService/ClearQueue"
-	AgentService_GetRun_FullMethodName             = "/agentd.v1.AgentService/GetRun"
-	AgentService_ListRuns_FullMethodName           = "/agentd.v1.AgentService/ListRuns"
-	AgentService_Abort_FullMethodName              = "/agentd.v1.AgentService/Abort"
-	AgentService_Attach_FullMethodName             = "/agentd.v1.AgentService/Attach"
-	AgentService_SubmitToolResult_FullMethodName   = "/agentd.v1.AgentService/SubmitToolResult"
-	AgentService_ResolveApproval_FullMethodName    = "/agentd.v1.AgentService/ResolveApproval"
-	AgentService_SubmitHookResult_FullMethodName   = "/agentd.v1.AgentService/SubmitHookResult"
-	AgentService_ListApprovalRules_FullMethodName  = "/agentd.v1.AgentService/ListApprovalRules"
-	AgentService_DeleteApprovalRule_FullMethodName = "/agentd.v1.AgentService/DeleteApprovalRule"
-	AgentService_ResolveInDoubt_FullMethodName     = "/agentd.v1.AgentService/ResolveInDoubt"
-	AgentService_AppendMessages_FullMethodName     = "/agentd.v1.AgentService/AppendMessages"
-	AgentService_GetTranscript_FullMethodName      = "/agentd.v1.AgentService/GetTranscript"
-	AgentService_GetContext_FullMethodName         = "/agentd.v1.AgentService/GetContext"
-	AgentService_ListModels_FullMethodName         = "/agentd.v1.AgentService/ListModels"
-	AgentService_ListToolSources_FullMethodName    = "/agentd.v1.AgentService/ListToolSources"
-	AgentService_GetTenantUsage_FullMethodName     = "/agentd.v1.AgentService/GetTenantUsage"
-	AgentService_UpdateSession_FullMethodName      = "/agentd.v1.AgentService/UpdateSession"
-	AgentService_Compact_FullMethodName            = "/agentd.v1.AgentService/Compact"
-	AgentService_SubmitContext_FullMethodName      = "/agentd.v1.AgentService/SubmitContext"
-	AgentService_GetTree_FullMethodName            = "/agentd.v1.AgentService/GetTree"
-	AgentService_SetLabel_FullMethodName           = "/agentd.v1.AgentService/SetLabel"
-	AgentService_Navigate_FullMethodName           = "/agentd.v1.AgentService/Navigate"
-	AgentService_ForkSession_FullMethodName        = "/agentd.v1.AgentService/ForkSession"
-	AgentService_RedactEntries_FullMethodName      = "/agentd.v1.AgentService/RedactEntries"
-	AgentService_ExportSession_FullMethodName      = "/agentd.v1.AgentService/ExportSession"
-	AgentService_ImportSession_FullMethodName      = "/agentd.v1.AgentService/ImportSession"
+	AgentService_CreateSession_FullMethodName            = "/agentd.v1.AgentService/CreateSession"
+	AgentService_GetSession_FullMethodName               = "/agentd.v1.AgentService/GetSession"
+	AgentService_ListSessions_FullMethodName             = "/agentd.v1.AgentService/ListSessions"
+	AgentService_DeleteSession_FullMethodName            = "/agentd.v1.AgentService/DeleteSession"
+	AgentService_Prompt_FullMethodName                   = "/agentd.v1.AgentService/Prompt"
+	AgentService_Continue_FullMethodName                 = "/agentd.v1.AgentService/Continue"
+	AgentService_Steer_FullMethodName                    = "/agentd.v1.AgentService/Steer"
+	AgentService_FollowUp_FullMethodName                 = "/agentd.v1.AgentService/FollowUp"
+	AgentService_ClearQueue_FullMethodName               = "/agentd.v1.AgentService/ClearQueue"
+	AgentService_GetRun_FullMethodName                   = "/agentd.v1.AgentService/GetRun"
+	AgentService_ListRuns_FullMethodName                 = "/agentd.v1.AgentService/ListRuns"
+	AgentService_Abort_FullMethodName                    = "/agentd.v1.AgentService/Abort"
+	AgentService_Attach_FullMethodName                   = "/agentd.v1.AgentService/Attach"
+	AgentService_SubmitToolResult_FullMethodName         = "/agentd.v1.AgentService/SubmitToolResult"
+	AgentService_ResolveApproval_FullMethodName          = "/agentd.v1.AgentService/ResolveApproval"
+	AgentService_SubmitHookResult_FullMethodName         = "/agentd.v1.AgentService/SubmitHookResult"
+	AgentService_ListApprovalRules_FullMethodName        = "/agentd.v1.AgentService/ListApprovalRules"
+	AgentService_DeleteApprovalRule_FullMethodName       = "/agentd.v1.AgentService/DeleteApprovalRule"
+	AgentService_ResolveInDoubt_FullMethodName           = "/agentd.v1.AgentService/ResolveInDoubt"
+	AgentService_AppendMessages_FullMethodName           = "/agentd.v1.AgentService/AppendMessages"
+	AgentService_GetTranscript_FullMethodName            = "/agentd.v1.AgentService/GetTranscript"
+	AgentService_GetContext_FullMethodName               = "/agentd.v1.AgentService/GetContext"
+	AgentService_ListModels_FullMethodName               = "/agentd.v1.AgentService/ListModels"
+	AgentService_ListToolSources_FullMethodName          = "/agentd.v1.AgentService/ListToolSources"
+	AgentService_GetTenantUsage_FullMethodName           = "/agentd.v1.AgentService/GetTenantUsage"
+	AgentService_UpdateSession_FullMethodName            = "/agentd.v1.AgentService/UpdateSession"
+	AgentService_Compact_FullMethodName                  = "/agentd.v1.AgentService/Compact"
+	AgentService_SubmitContext_FullMethodName            = "/agentd.v1.AgentService/SubmitContext"
+	AgentService_GetTree_FullMethodName                  = "/agentd.v1.AgentService/GetTree"
+	AgentService_SetLabel_FullMethodName                 = "/agentd.v1.AgentService/SetLabel"
+	AgentService_Navigate_FullMethodName                 = "/agentd.v1.AgentService/Navigate"
+	AgentService_ForkSession_FullMethodName              = "/agentd.v1.AgentService/ForkSession"
+	AgentService_RedactEntries_FullMethodName            = "/agentd.v1.AgentService/RedactEntries"
+	AgentService_ExportSession_FullMethodName            = "/agentd.v1.AgentService/ExportSession"
+	AgentService_ImportSession_FullMethodName            = "/agentd.v1.AgentService/ImportSession"
+	AgentService_WatchSession_FullMethodName             = "/agentd.v1.AgentService/WatchSession"
+	AgentService_WatchSessions_FullMethodName            = "/agentd.v1.AgentService/WatchSessions"
+	AgentService_ListPendingInteractions_FullMethodName  = "/agentd.v1.AgentService/ListPendingInteractions"
+	AgentService_WatchPendingInteractions_FullMethodName = "/agentd.v1.AgentService/WatchPendingInteractions"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -232,6 +236,22 @@ type AgentServiceClient interface {
 	// entry whose parent did not come before it is refused with
 	// INVALID_ARGUMENT and nothing is kept.
 	ImportSession(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[ImportSessionRequest, ImportSessionResponse], error)
+	// WatchSession streams every change of one session, across runs: runs
+	// starting and ending with every event of each, entries appended by
+	// any client, label, title, configuration and leaf changes, its
+	// deletion. Each change has a cursor to resume after it (see
+	// watch.proto for the bounds and WatchResync).
+	WatchSession(ctx context.Context, in *WatchSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SessionWatchEvent], error)
+	// WatchSessions streams the changes of the sessions the caller's tenant
+	// sees: created, updated, run started or ended, deleted.
+	WatchSessions(ctx context.Context, in *WatchSessionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SessionsWatchEvent], error)
+	// ListPendingInteractions lists every request waiting for a client
+	// across the sessions the caller sees: approvals, client tool calls,
+	// hook and context requests, each with what answers it.
+	ListPendingInteractions(ctx context.Context, in *ListPendingInteractionsRequest, opts ...grpc.CallOption) (*ListPendingInteractionsResponse, error)
+	// WatchPendingInteractions streams requests as they start and stop
+	// waiting; with the cursor of ListPendingInteractions it misses none.
+	WatchPendingInteractions(ctx context.Context, in *WatchPendingInteractionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PendingInteractionsEvent], error)
 }
 
 type agentServiceClient struct {
@@ -640,6 +660,73 @@ func (c *agentServiceClient) ImportSession(ctx context.Context, opts ...grpc.Cal
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_ImportSessionClient = grpc.ClientStreamingClient[ImportSessionRequest, ImportSessionResponse]
 
+func (c *agentServiceClient) WatchSession(ctx context.Context, in *WatchSessionRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SessionWatchEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[6], AgentService_WatchSession_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchSessionRequest, SessionWatchEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_WatchSessionClient = grpc.ServerStreamingClient[SessionWatchEvent]
+
+func (c *agentServiceClient) WatchSessions(ctx context.Context, in *WatchSessionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SessionsWatchEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[7], AgentService_WatchSessions_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchSessionsRequest, SessionsWatchEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_WatchSessionsClient = grpc.ServerStreamingClient[SessionsWatchEvent]
+
+func (c *agentServiceClient) ListPendingInteractions(ctx context.Context, in *ListPendingInteractionsRequest, opts ...grpc.CallOption) (*ListPendingInteractionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPendingInteractionsResponse)
+	err := c.cc.Invoke(ctx, AgentService_ListPendingInteractions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *agentServiceClient) WatchPendingInteractions(ctx context.Context, in *WatchPendingInteractionsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[PendingInteractionsEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AgentService_ServiceDesc.Streams[8], AgentService_WatchPendingInteractions_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchPendingInteractionsRequest, PendingInteractionsEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_WatchPendingInteractionsClient = grpc.ServerStreamingClient[PendingInteractionsEvent]
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -816,6 +903,22 @@ type AgentServiceServer interface {
 	// entry whose parent did not come before it is refused with
 	// INVALID_ARGUMENT and nothing is kept.
 	ImportSession(grpc.ClientStreamingServer[ImportSessionRequest, ImportSessionResponse]) error
+	// WatchSession streams every change of one session, across runs: runs
+	// starting and ending with every event of each, entries appended by
+	// any client, label, title, configuration and leaf changes, its
+	// deletion. Each change has a cursor to resume after it (see
+	// watch.proto for the bounds and WatchResync).
+	WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[SessionWatchEvent]) error
+	// WatchSessions streams the changes of the sessions the caller's tenant
+	// sees: created, updated, run started or ended, deleted.
+	WatchSessions(*WatchSessionsRequest, grpc.ServerStreamingServer[SessionsWatchEvent]) error
+	// ListPendingInteractions lists every request waiting for a client
+	// across the sessions the caller sees: approvals, client tool calls,
+	// hook and context requests, each with what answers it.
+	ListPendingInteractions(context.Context, *ListPendingInteractionsRequest) (*ListPendingInteractionsResponse, error)
+	// WatchPendingInteractions streams requests as they start and stop
+	// waiting; with the cursor of ListPendingInteractions it misses none.
+	WatchPendingInteractions(*WatchPendingInteractionsRequest, grpc.ServerStreamingServer[PendingInteractionsEvent]) error
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -930,6 +1033,18 @@ func (UnimplementedAgentServiceServer) ExportSession(*ExportSessionRequest, grpc
 }
 func (UnimplementedAgentServiceServer) ImportSession(grpc.ClientStreamingServer[ImportSessionRequest, ImportSessionResponse]) error {
 	return status.Error(codes.Unimplemented, "method ImportSession not implemented")
+}
+func (UnimplementedAgentServiceServer) WatchSession(*WatchSessionRequest, grpc.ServerStreamingServer[SessionWatchEvent]) error {
+	return status.Error(codes.Unimplemented, "method WatchSession not implemented")
+}
+func (UnimplementedAgentServiceServer) WatchSessions(*WatchSessionsRequest, grpc.ServerStreamingServer[SessionsWatchEvent]) error {
+	return status.Error(codes.Unimplemented, "method WatchSessions not implemented")
+}
+func (UnimplementedAgentServiceServer) ListPendingInteractions(context.Context, *ListPendingInteractionsRequest) (*ListPendingInteractionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPendingInteractions not implemented")
+}
+func (UnimplementedAgentServiceServer) WatchPendingInteractions(*WatchPendingInteractionsRequest, grpc.ServerStreamingServer[PendingInteractionsEvent]) error {
+	return status.Error(codes.Unimplemented, "method WatchPendingInteractions not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -1536,6 +1651,57 @@ func _AgentService_ImportSession_Handler(srv interface{}, stream grpc.ServerStre
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type AgentService_ImportSessionServer = grpc.ClientStreamingServer[ImportSessionRequest, ImportSessionResponse]
 
+func _AgentService_WatchSession_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchSessionRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentServiceServer).WatchSession(m, &grpc.GenericServerStream[WatchSessionRequest, SessionWatchEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_WatchSessionServer = grpc.ServerStreamingServer[SessionWatchEvent]
+
+func _AgentService_WatchSessions_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchSessionsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentServiceServer).WatchSessions(m, &grpc.GenericServerStream[WatchSessionsRequest, SessionsWatchEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_WatchSessionsServer = grpc.ServerStreamingServer[SessionsWatchEvent]
+
+func _AgentService_ListPendingInteractions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPendingInteractionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ListPendingInteractions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ListPendingInteractions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ListPendingInteractions(ctx, req.(*ListPendingInteractionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AgentService_WatchPendingInteractions_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchPendingInteractionsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AgentServiceServer).WatchPendingInteractions(m, &grpc.GenericServerStream[WatchPendingInteractionsRequest, PendingInteractionsEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AgentService_WatchPendingInteractionsServer = grpc.ServerStreamingServer[PendingInteractionsEvent]
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1659,6 +1825,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "RedactEntries",
 			Handler:    _AgentService_RedactEntries_Handler,
 		},
+		{
+			MethodName: "ListPendingInteractions",
+			Handler:    _AgentService_ListPendingInteractions_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -1690,6 +1860,21 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "ImportSession",
 			Handler:       _AgentService_ImportSession_Handler,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "WatchSession",
+			Handler:       _AgentService_WatchSession_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchSessions",
+			Handler:       _AgentService_WatchSessions_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchPendingInteractions",
+			Handler:       _AgentService_WatchPendingInteractions_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "agentd/v1/service.proto",

@@ -4,6 +4,7 @@ import grpc
 
 from agentd.v1 import events_pb2 as agentd_dot_v1_dot_events__pb2
 from agentd.v1 import service_pb2 as agentd_dot_v1_dot_service__pb2
+from agentd.v1 import watch_pb2 as agentd_dot_v1_dot_watch__pb2
 
 
 class AgentServiceStub(object):
@@ -201,6 +202,26 @@ class AgentServiceStub(object):
                 '/agentd.v1.AgentService/ImportSession',
                 request_serializer=agentd_dot_v1_dot_service__pb2.ImportSessionRequest.SerializeToString,
                 response_deserializer=agentd_dot_v1_dot_service__pb2.ImportSessionResponse.FromString,
+                )
+        self.WatchSession = channel.unary_stream(
+                '/agentd.v1.AgentService/WatchSession',
+                request_serializer=agentd_dot_v1_dot_watch__pb2.WatchSessionRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_watch__pb2.SessionWatchEvent.FromString,
+                )
+        self.WatchSessions = channel.unary_stream(
+                '/agentd.v1.AgentService/WatchSessions',
+                request_serializer=agentd_dot_v1_dot_watch__pb2.WatchSessionsRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_watch__pb2.SessionsWatchEvent.FromString,
+                )
+        self.ListPendingInteractions = channel.unary_unary(
+                '/agentd.v1.AgentService/ListPendingInteractions',
+                request_serializer=agentd_dot_v1_dot_watch__pb2.ListPendingInteractionsRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_watch__pb2.ListPendingInteractionsResponse.FromString,
+                )
+        self.WatchPendingInteractions = channel.unary_stream(
+                '/agentd.v1.AgentService/WatchPendingInteractions',
+                request_serializer=agentd_dot_v1_dot_watch__pb2.WatchPendingInteractionsRequest.SerializeToString,
+                response_deserializer=agentd_dot_v1_dot_watch__pb2.PendingInteractionsEvent.FromString,
                 )
 
 
@@ -553,6 +574,42 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchSession(self, request, context):
+        """WatchSession streams every change of one session, across runs: runs
+        starting and ending with every event of each, entries appended by
+        any client, label, title, configuration and leaf changes, its
+        deletion. Each change has a cursor to resume after it (see
+        watch.proto for the bounds and WatchResync).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchSessions(self, request, context):
+        """WatchSessions streams the changes of the sessions the caller's tenant
+        sees: created, updated, run started or ended, deleted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPendingInteractions(self, request, context):
+        """ListPendingInteractions lists every request waiting for a client
+        across the sessions the caller sees: approvals, client tool calls,
+        hook and context requests, each with what answers it.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchPendingInteractions(self, request, context):
+        """WatchPendingInteractions streams requests as they start and stop
+        waiting; with the cursor of ListPendingInteractions it misses none.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -730,6 +787,26 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ImportSession,
                     request_deserializer=agentd_dot_v1_dot_service__pb2.ImportSessionRequest.FromString,
                     response_serializer=agentd_dot_v1_dot_service__pb2.ImportSessionResponse.SerializeToString,
+            ),
+            'WatchSession': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchSession,
+                    request_deserializer=agentd_dot_v1_dot_watch__pb2.WatchSessionRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_watch__pb2.SessionWatchEvent.SerializeToString,
+            ),
+            'WatchSessions': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchSessions,
+                    request_deserializer=agentd_dot_v1_dot_watch__pb2.WatchSessionsRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_watch__pb2.SessionsWatchEvent.SerializeToString,
+            ),
+            'ListPendingInteractions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPendingInteractions,
+                    request_deserializer=agentd_dot_v1_dot_watch__pb2.ListPendingInteractionsRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_watch__pb2.ListPendingInteractionsResponse.SerializeToString,
+            ),
+            'WatchPendingInteractions': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchPendingInteractions,
+                    request_deserializer=agentd_dot_v1_dot_watch__pb2.WatchPendingInteractionsRequest.FromString,
+                    response_serializer=agentd_dot_v1_dot_watch__pb2.PendingInteractionsEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1345,5 +1422,73 @@ class AgentService(object):
         return grpc.experimental.stream_unary(request_iterator, target, '/agentd.v1.AgentService/ImportSession',
             agentd_dot_v1_dot_service__pb2.ImportSessionRequest.SerializeToString,
             agentd_dot_v1_dot_service__pb2.ImportSessionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def WatchSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/agentd.v1.AgentService/WatchSession',
+            agentd_dot_v1_dot_watch__pb2.WatchSessionRequest.SerializeToString,
+            agentd_dot_v1_dot_watch__pb2.SessionWatchEvent.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def WatchSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/agentd.v1.AgentService/WatchSessions',
+            agentd_dot_v1_dot_watch__pb2.WatchSessionsRequest.SerializeToString,
+            agentd_dot_v1_dot_watch__pb2.SessionsWatchEvent.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListPendingInteractions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/agentd.v1.AgentService/ListPendingInteractions',
+            agentd_dot_v1_dot_watch__pb2.ListPendingInteractionsRequest.SerializeToString,
+            agentd_dot_v1_dot_watch__pb2.ListPendingInteractionsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def WatchPendingInteractions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/agentd.v1.AgentService/WatchPendingInteractions',
+            agentd_dot_v1_dot_watch__pb2.WatchPendingInteractionsRequest.SerializeToString,
+            agentd_dot_v1_dot_watch__pb2.PendingInteractionsEvent.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
