@@ -57,9 +57,10 @@ func (s *Server) WebHandler(opts WebOptions) (http.Handler, error) {
 		// Authorization carries the bearer token; traceparent continues a
 		// browser's trace.
 		AllowedHeaders: append(cors.AllowedHeaders(), "Authorization", "Traceparent"),
-		// grpc-status, grpc-message, grpc-status-details-bin and Connect's
-		// headers, without which a browser client cannot read an error.
-		ExposedHeaders: cors.ExposedHeaders(),
+		// grpc-status, grpc-message and grpc-status-details-bin, without
+		// which a browser client cannot read an error, and Connect's
+		// encoding headers, without which it cannot decompress.
+		ExposedHeaders: append(cors.ExposedHeaders(), "Connect-Content-Encoding", "Connect-Accept-Encoding"),
 		MaxAge:         int((2 * time.Hour).Seconds()),
 	})
 	return c.Handler(transcoder), nil
