@@ -172,3 +172,9 @@ func (d *Daemon) Engine() Engine { return d.engine }
 // StoreName names the store for logs: the SQLite file, or the PostgreSQL
 // DSN without its password.
 func (d *Daemon) StoreName() string { return d.store.name }
+
+// ServeWeb serves the same services over gRPC-Web, Connect, REST+JSON and
+// gRPC on an HTTP listener (see service.Server.ServeWeb) until Shutdown.
+func (d *Daemon) ServeWeb(lis net.Listener, opts service.WebOptions) error {
+	return d.server.ServeWeb(lis, opts)
+}

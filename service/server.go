@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
@@ -74,6 +76,11 @@ type Server struct {
 	// stopProbe ends the probe loop; probeDone is closed when it ended.
 	stopProbe chan struct{}
 	probeDone chan struct{}
+	// webMu guards web, the HTTP servers ServeWeb started, and webStopped,
+	// set by Shutdown so a late ServeWeb serves nothing.
+	webMu      sync.Mutex
+	web        []*http.Server
+	webStopped bool
 }
 
 // NewServer assembles a gRPC server around svc.
@@ -227,6 +234,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 	}
 	<-s.probeDone
 	s.health.Shutdown()
+	s.shutdownWeb(ctx)
 	done := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()

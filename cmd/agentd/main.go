@@ -105,6 +105,7 @@ type config struct {
 	lease           time.Duration
 	dbMaxConns      int
 	confine         confinement
+	web             webConfig
 }
 
 // defaultReplicaID is the host name and the process id: unique among the
@@ -181,10 +182,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.Var(pathListFlag{&cfg.workspaceRoots}, "workspace-roots",
 		"directories the workspace_root of sessions of no tenant must lie in (tenants have their own in --auth-config), separated by "+string(os.PathListSeparator)+"; empty allows any (env AGENTD_WORKSPACE_ROOTS)")
 	confinementFlags(fs, &cfg.confine, getenv)
+	webFlags(fs, &cfg.web, getenv)
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	if err := cfg.confine.check(); err != nil {
+		return config{}, err
+	}
+	if err := cfg.web.check(); err != nil {
 		return config{}, err
 	}
 	if *showVersion {
@@ -245,12 +250,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	logger := newLogger(cfg, stderr)
 
 	var grpcOpts []grpc.ServerOption
+	var tlsCfg *tls.Config
 	if cfg.tlsCert != "" {
-		creds, err := serverTLS(cfg)
-		if err != nil {
+		if tlsCfg, err = serverTLS(cfg); err != nil {
 			return err
 		}
-		grpcOpts = append(grpcOpts, grpc.Creds(creds))
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
 	var authCfg *service.AuthConfig
 	if cfg.authConfig != "" {
@@ -362,8 +367,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		replica = cfg.replicaID
 	}
 
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3)
 	go func() { serveErr <- d.Serve(lis) }()
+	if cfg.web.listen != "" {
+		wlis, err := net.Listen("tcp", cfg.web.listen)
+		if err != nil {
+			_ = d.Shutdown(ctx) // problems are logged
+			return fmt.Errorf("cannot listen for HTTP on %s (--http-listen): %w", cfg.web.listen, err)
+		}
+		go func() {
+			serveErr <- d.ServeWeb(wlis, service.WebOptions{CORSOrigins: cfg.web.corsOrigins, TLS: tlsCfg, MaxMessageBytes: cfg.maxMessageBytes})
+		}()
+		logger.Info("gRPC-Web, Connect and REST serving", "addr", wlis.Addr().String(), "cors_origins", cfg.web.corsOrigins)
+	}
 	var metricsSrv *http.Server
 	if mlis != nil {
 		mux := http.NewServeMux()
@@ -418,7 +434,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 // serverTLS loads the server's certificate and, with --tls-client-ca, the
 // CAs whose client certificates it verifies when a client offers one
 // (callers without one authenticate with a bearer token).
-func serverTLS(cfg config) (credentials.TransportCredentials, error) {
+func serverTLS(cfg config) (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(cfg.tlsCert, cfg.tlsKey)
 	if err != nil {
 		return nil, fmt.Errorf("load TLS certificate %s and key %s: %w", cfg.tlsCert, cfg.tlsKey, err)
@@ -436,7 +452,7 @@ func serverTLS(cfg config) (credentials.TransportCredentials, error) {
 		tc.ClientCAs = pool
 		tc.ClientAuth = tls.VerifyClientCertIfGiven
 	}
-	return credentials.NewTLS(tc), nil
+	return tc, nil
 }
 
 // loadModels builds the model catalog: the built-in one, extended or

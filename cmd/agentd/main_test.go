@@ -75,6 +75,10 @@ func TestParseConfigRejectsBadInput(t *testing.T) {
 		{[]string{"--log-format", "xml"}, "--log-format"},
 		{[]string{"--db", ""}, "--db is empty"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
+		{[]string{"--http-listen", "8080"}, "--http-listen \"8080\": want host:port"},
+		{[]string{"--cors-origins", "http://a.example"}, "--cors-origins needs --http-listen"},
+		{[]string{"--http-listen", "127.0.0.1:0", "--cors-origins", "app.example"}, `origin "app.example": want scheme://host[:port]`},
+		{[]string{"--http-listen", "127.0.0.1:0", "--cors-origins", "http://a.example/path"}, `origin "http://a.example/path"`},
 	}
 	for _, tt := range tests {
 		_, err := parseConfig(tt.args, env(nil), io.Discard)

@@ -7,6 +7,7 @@
 package agentdv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -5493,7 +5494,7 @@ var File_agentd_v1_service_proto protoreflect.FileDescriptor
 
 const file_agentd_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x17agentd/v1/service.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x16agentd/v1/events.proto\x1a\x17agentd/v1/session.proto\x1a\x15agentd/v1/watch.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"5\n" +
+	"\x17agentd/v1/service.proto\x12\tagentd.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x16agentd/v1/events.proto\x1a\x17agentd/v1/session.proto\x1a\x15agentd/v1/watch.proto\x1a\x1cgoogle/api/annotations.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"5\n" +
 	"\x14ExportSessionRequest\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\"w\n" +
@@ -5957,51 +5958,52 @@ const file_agentd_v1_service_proto_rawDesc = "" +
 	"\x1dTOOL_SOURCE_STATE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19TOOL_SOURCE_STATE_STOPPED\x10\x01\x12\x1b\n" +
 	"\x17TOOL_SOURCE_STATE_READY\x10\x02\x12\x1c\n" +
-	"\x18TOOL_SOURCE_STATE_FAILED\x10\x032\xb6\x18\n" +
-	"\fAgentService\x12R\n" +
-	"\rCreateSession\x12\x1f.agentd.v1.CreateSessionRequest\x1a .agentd.v1.CreateSessionResponse\x12I\n" +
+	"\x18TOOL_SOURCE_STATE_FAILED\x10\x032\xe9&\n" +
+	"\fAgentService\x12k\n" +
+	"\rCreateSession\x12\x1f.agentd.v1.CreateSessionRequest\x1a .agentd.v1.CreateSessionResponse\"\x17\x82\xd3\xe4\x93\x02\x11:\x01*\"\f/v1/sessions\x12l\n" +
 	"\n" +
-	"GetSession\x12\x1c.agentd.v1.GetSessionRequest\x1a\x1d.agentd.v1.GetSessionResponse\x12O\n" +
-	"\fListSessions\x12\x1e.agentd.v1.ListSessionsRequest\x1a\x1f.agentd.v1.ListSessionsResponse\x12R\n" +
-	"\rDeleteSession\x12\x1f.agentd.v1.DeleteSessionRequest\x1a .agentd.v1.DeleteSessionResponse\x12;\n" +
-	"\x06Prompt\x12\x18.agentd.v1.PromptRequest\x1a\x15.agentd.v1.AgentEvent0\x01\x12?\n" +
-	"\bContinue\x12\x1a.agentd.v1.ContinueRequest\x1a\x15.agentd.v1.AgentEvent0\x01\x12:\n" +
-	"\x05Steer\x12\x17.agentd.v1.SteerRequest\x1a\x18.agentd.v1.SteerResponse\x12C\n" +
-	"\bFollowUp\x12\x1a.agentd.v1.FollowUpRequest\x1a\x1b.agentd.v1.FollowUpResponse\x12I\n" +
+	"GetSession\x12\x1c.agentd.v1.GetSessionRequest\x1a\x1d.agentd.v1.GetSessionResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/sessions/{session_id}\x12}\n" +
+	"\fListSessions\x12\x1e.agentd.v1.ListSessionsRequest\x1a\x1f.agentd.v1.ListSessionsResponse\",\x82\xd3\xe4\x93\x02&Z\x16:\x01*\"\x11/v1/sessions:list\x12\f/v1/sessions\x12u\n" +
+	"\rDeleteSession\x12\x1f.agentd.v1.DeleteSessionRequest\x1a .agentd.v1.DeleteSessionResponse\"!\x82\xd3\xe4\x93\x02\x1b*\x19/v1/sessions/{session_id}\x12h\n" +
+	"\x06Prompt\x12\x18.agentd.v1.PromptRequest\x1a\x15.agentd.v1.AgentEvent\"+\x82\xd3\xe4\x93\x02%:\x01*\" /v1/sessions/{session_id}:prompt0\x01\x12n\n" +
+	"\bContinue\x12\x1a.agentd.v1.ContinueRequest\x1a\x15.agentd.v1.AgentEvent\"-\x82\xd3\xe4\x93\x02':\x01*\"\"/v1/sessions/{session_id}:continue0\x01\x12f\n" +
+	"\x05Steer\x12\x17.agentd.v1.SteerRequest\x1a\x18.agentd.v1.SteerResponse\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/sessions/{session_id}:steer\x12r\n" +
+	"\bFollowUp\x12\x1a.agentd.v1.FollowUpRequest\x1a\x1b.agentd.v1.FollowUpResponse\"-\x82\xd3\xe4\x93\x02':\x01*\"\"/v1/sessions/{session_id}:followUp\x12z\n" +
 	"\n" +
-	"ClearQueue\x12\x1c.agentd.v1.ClearQueueRequest\x1a\x1d.agentd.v1.ClearQueueResponse\x12=\n" +
-	"\x06GetRun\x12\x18.agentd.v1.GetRunRequest\x1a\x19.agentd.v1.GetRunResponse\x12C\n" +
-	"\bListRuns\x12\x1a.agentd.v1.ListRunsRequest\x1a\x1b.agentd.v1.ListRunsResponse\x12:\n" +
-	"\x05Abort\x12\x17.agentd.v1.AbortRequest\x1a\x18.agentd.v1.AbortResponse\x12;\n" +
-	"\x06Attach\x12\x18.agentd.v1.AttachRequest\x1a\x15.agentd.v1.AgentEvent0\x01\x12[\n" +
-	"\x10SubmitToolResult\x12\".agentd.v1.SubmitToolResultRequest\x1a#.agentd.v1.SubmitToolResultResponse\x12X\n" +
-	"\x0fResolveApproval\x12!.agentd.v1.ResolveApprovalRequest\x1a\".agentd.v1.ResolveApprovalResponse\x12[\n" +
-	"\x10SubmitHookResult\x12\".agentd.v1.SubmitHookResultRequest\x1a#.agentd.v1.SubmitHookResultResponse\x12^\n" +
-	"\x11ListApprovalRules\x12#.agentd.v1.ListApprovalRulesRequest\x1a$.agentd.v1.ListApprovalRulesResponse\x12a\n" +
-	"\x12DeleteApprovalRule\x12$.agentd.v1.DeleteApprovalRuleRequest\x1a%.agentd.v1.DeleteApprovalRuleResponse\x12U\n" +
-	"\x0eResolveInDoubt\x12 .agentd.v1.ResolveInDoubtRequest\x1a!.agentd.v1.ResolveInDoubtResponse\x12U\n" +
-	"\x0eAppendMessages\x12 .agentd.v1.AppendMessagesRequest\x1a!.agentd.v1.AppendMessagesResponse\x12R\n" +
-	"\rGetTranscript\x12\x1f.agentd.v1.GetTranscriptRequest\x1a .agentd.v1.GetTranscriptResponse\x12I\n" +
+	"ClearQueue\x12\x1c.agentd.v1.ClearQueueRequest\x1a\x1d.agentd.v1.ClearQueueResponse\"/\x82\xd3\xe4\x93\x02):\x01*\"$/v1/sessions/{session_id}:clearQueue\x12n\n" +
+	"\x06GetRun\x12\x18.agentd.v1.GetRunRequest\x1a\x19.agentd.v1.GetRunResponse\"/\x82\xd3\xe4\x93\x02)\x12'/v1/sessions/{session_id}/runs/{run_id}\x12\x95\x01\n" +
+	"\bListRuns\x12\x1a.agentd.v1.ListRunsRequest\x1a\x1b.agentd.v1.ListRunsResponse\"P\x82\xd3\xe4\x93\x02JZ(:\x01*\"#/v1/sessions/{session_id}/runs:list\x12\x1e/v1/sessions/{session_id}/runs\x12f\n" +
+	"\x05Abort\x12\x17.agentd.v1.AbortRequest\x1a\x18.agentd.v1.AbortResponse\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/sessions/{session_id}:abort\x12h\n" +
+	"\x06Attach\x12\x18.agentd.v1.AttachRequest\x1a\x15.agentd.v1.AgentEvent\"+\x82\xd3\xe4\x93\x02%:\x01*\" /v1/sessions/{session_id}:attach0\x01\x12\xa7\x01\n" +
+	"\x10SubmitToolResult\x12\".agentd.v1.SubmitToolResultRequest\x1a#.agentd.v1.SubmitToolResultResponse\"J\x82\xd3\xe4\x93\x02D:\x01*\"?/v1/sessions/{session_id}/toolCalls/{tool_call_id}:submitResult\x12\x8e\x01\n" +
+	"\x0fResolveApproval\x12!.agentd.v1.ResolveApprovalRequest\x1a\".agentd.v1.ResolveApprovalResponse\"4\x82\xd3\xe4\x93\x02.:\x01*\")/v1/sessions/{session_id}:resolveApproval\x12\xa1\x01\n" +
+	"\x10SubmitHookResult\x12\".agentd.v1.SubmitHookResultRequest\x1a#.agentd.v1.SubmitHookResultResponse\"D\x82\xd3\xe4\x93\x02>:\x01*\"9/v1/sessions/{session_id}/hooks/{request_id}:submitResult\x12\x8f\x01\n" +
+	"\x11ListApprovalRules\x12#.agentd.v1.ListApprovalRulesRequest\x1a$.agentd.v1.ListApprovalRulesResponse\"/\x82\xd3\xe4\x93\x02)\x12'/v1/sessions/{session_id}/approvalRules\x12\x9c\x01\n" +
+	"\x12DeleteApprovalRule\x12$.agentd.v1.DeleteApprovalRuleRequest\x1a%.agentd.v1.DeleteApprovalRuleResponse\"9\x82\xd3\xe4\x93\x023*1/v1/sessions/{session_id}/approvalRules/{rule_id}\x12\xa3\x01\n" +
+	"\x0eResolveInDoubt\x12 .agentd.v1.ResolveInDoubtRequest\x1a!.agentd.v1.ResolveInDoubtResponse\"L\x82\xd3\xe4\x93\x02F:\x01*\"A/v1/sessions/{session_id}/toolCalls/{tool_call_id}:resolveInDoubt\x12\x8a\x01\n" +
+	"\x0eAppendMessages\x12 .agentd.v1.AppendMessagesRequest\x1a!.agentd.v1.AppendMessagesResponse\"3\x82\xd3\xe4\x93\x02-:\x01*\"(/v1/sessions/{session_id}:appendMessages\x12\x80\x01\n" +
+	"\rGetTranscript\x12\x1f.agentd.v1.GetTranscriptRequest\x1a .agentd.v1.GetTranscriptResponse\",\x82\xd3\xe4\x93\x02&\x12$/v1/sessions/{session_id}/transcript\x12t\n" +
 	"\n" +
-	"GetContext\x12\x1c.agentd.v1.GetContextRequest\x1a\x1d.agentd.v1.GetContextResponse\x12I\n" +
+	"GetContext\x12\x1c.agentd.v1.GetContextRequest\x1a\x1d.agentd.v1.GetContextResponse\")\x82\xd3\xe4\x93\x02#\x12!/v1/sessions/{session_id}/context\x12s\n" +
 	"\n" +
-	"ListModels\x12\x1c.agentd.v1.ListModelsRequest\x1a\x1d.agentd.v1.ListModelsResponse\x12X\n" +
-	"\x0fListToolSources\x12!.agentd.v1.ListToolSourcesRequest\x1a\".agentd.v1.ListToolSourcesResponse\x12U\n" +
-	"\x0eGetTenantUsage\x12 .agentd.v1.GetTenantUsageRequest\x1a!.agentd.v1.GetTenantUsageResponse\x12R\n" +
-	"\rUpdateSession\x12\x1f.agentd.v1.UpdateSessionRequest\x1a .agentd.v1.UpdateSessionResponse\x12=\n" +
-	"\aCompact\x12\x19.agentd.v1.CompactRequest\x1a\x15.agentd.v1.AgentEvent0\x01\x12R\n" +
-	"\rSubmitContext\x12\x1f.agentd.v1.SubmitContextRequest\x1a .agentd.v1.SubmitContextResponse\x12@\n" +
-	"\aGetTree\x12\x19.agentd.v1.GetTreeRequest\x1a\x1a.agentd.v1.GetTreeResponse\x12C\n" +
-	"\bSetLabel\x12\x1a.agentd.v1.SetLabelRequest\x1a\x1b.agentd.v1.SetLabelResponse\x12C\n" +
-	"\bNavigate\x12\x1a.agentd.v1.NavigateRequest\x1a\x1b.agentd.v1.NavigateResponse\x12L\n" +
-	"\vForkSession\x12\x1d.agentd.v1.ForkSessionRequest\x1a\x1e.agentd.v1.ForkSessionResponse\x12R\n" +
-	"\rRedactEntries\x12\x1f.agentd.v1.RedactEntriesRequest\x1a .agentd.v1.RedactEntriesResponse\x12L\n" +
-	"\rExportSession\x12\x1f.agentd.v1.ExportSessionRequest\x1a\x18.agentd.v1.SessionRecord0\x01\x12T\n" +
-	"\rImportSession\x12\x1f.agentd.v1.ImportSessionRequest\x1a .agentd.v1.ImportSessionResponse(\x01\x12N\n" +
-	"\fWatchSession\x12\x1e.agentd.v1.WatchSessionRequest\x1a\x1c.agentd.v1.SessionWatchEvent0\x01\x12Q\n" +
-	"\rWatchSessions\x12\x1f.agentd.v1.WatchSessionsRequest\x1a\x1d.agentd.v1.SessionsWatchEvent0\x01\x12p\n" +
-	"\x17ListPendingInteractions\x12).agentd.v1.ListPendingInteractionsRequest\x1a*.agentd.v1.ListPendingInteractionsResponse\x12m\n" +
-	"\x18WatchPendingInteractions\x12*.agentd.v1.WatchPendingInteractionsRequest\x1a#.agentd.v1.PendingInteractionsEvent0\x01B\x84\x01\n" +
+	"ListModels\x12\x1c.agentd.v1.ListModelsRequest\x1a\x1d.agentd.v1.ListModelsResponse\"(\x82\xd3\xe4\x93\x02\"Z\x14:\x01*\"\x0f/v1/models:list\x12\n" +
+	"/v1/models\x12q\n" +
+	"\x0fListToolSources\x12!.agentd.v1.ListToolSourcesRequest\x1a\".agentd.v1.ListToolSourcesResponse\"\x17\x82\xd3\xe4\x93\x02\x11\x12\x0f/v1/toolSources\x12h\n" +
+	"\x0eGetTenantUsage\x12 .agentd.v1.GetTenantUsageRequest\x1a!.agentd.v1.GetTenantUsageResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/usage\x12x\n" +
+	"\rUpdateSession\x12\x1f.agentd.v1.UpdateSessionRequest\x1a .agentd.v1.UpdateSessionResponse\"$\x82\xd3\xe4\x93\x02\x1e:\x01*2\x19/v1/sessions/{session_id}\x12k\n" +
+	"\aCompact\x12\x19.agentd.v1.CompactRequest\x1a\x15.agentd.v1.AgentEvent\",\x82\xd3\xe4\x93\x02&:\x01*\"!/v1/sessions/{session_id}:compact0\x01\x12\x9c\x01\n" +
+	"\rSubmitContext\x12\x1f.agentd.v1.SubmitContextRequest\x1a .agentd.v1.SubmitContextResponse\"H\x82\xd3\xe4\x93\x02B:\x01*\"=/v1/sessions/{session_id}/contextRequests/{request_id}:submit\x12h\n" +
+	"\aGetTree\x12\x19.agentd.v1.GetTreeRequest\x1a\x1a.agentd.v1.GetTreeResponse\"&\x82\xd3\xe4\x93\x02 \x12\x1e/v1/sessions/{session_id}/tree\x12\x85\x01\n" +
+	"\bSetLabel\x12\x1a.agentd.v1.SetLabelRequest\x1a\x1b.agentd.v1.SetLabelResponse\"@\x82\xd3\xe4\x93\x02::\x01*\"5/v1/sessions/{session_id}/entries/{entry_id}:setLabel\x12r\n" +
+	"\bNavigate\x12\x1a.agentd.v1.NavigateRequest\x1a\x1b.agentd.v1.NavigateResponse\"-\x82\xd3\xe4\x93\x02':\x01*\"\"/v1/sessions/{session_id}:navigate\x12w\n" +
+	"\vForkSession\x12\x1d.agentd.v1.ForkSessionRequest\x1a\x1e.agentd.v1.ForkSessionResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/sessions/{session_id}:fork\x12\x7f\n" +
+	"\rRedactEntries\x12\x1f.agentd.v1.RedactEntriesRequest\x1a .agentd.v1.RedactEntriesResponse\"+\x82\xd3\xe4\x93\x02%:\x01*\" /v1/sessions/{session_id}:redact\x12v\n" +
+	"\rExportSession\x12\x1f.agentd.v1.ExportSessionRequest\x1a\x18.agentd.v1.SessionRecord\"(\x82\xd3\xe4\x93\x02\"\x12 /v1/sessions/{session_id}:export0\x01\x12t\n" +
+	"\rImportSession\x12\x1f.agentd.v1.ImportSessionRequest\x1a .agentd.v1.ImportSessionResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/sessions:import(\x01\x12z\n" +
+	"\fWatchSession\x12\x1e.agentd.v1.WatchSessionRequest\x1a\x1c.agentd.v1.SessionWatchEvent\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/sessions/{session_id}:watch0\x01\x12p\n" +
+	"\rWatchSessions\x12\x1f.agentd.v1.WatchSessionsRequest\x1a\x1d.agentd.v1.SessionsWatchEvent\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/v1/sessions:watch0\x01\x12\x91\x01\n" +
+	"\x17ListPendingInteractions\x12).agentd.v1.ListPendingInteractionsRequest\x1a*.agentd.v1.ListPendingInteractionsResponse\"\x1f\x82\xd3\xe4\x93\x02\x19\x12\x17/v1/pendingInteractions\x12\x97\x01\n" +
+	"\x18WatchPendingInteractions\x12*.agentd.v1.WatchPendingInteractionsRequest\x1a#.agentd.v1.PendingInteractionsEvent\"(\x82\xd3\xe4\x93\x02\":\x01*\"\x1d/v1/pendingInteractions:watch0\x01B\x84\x01\n" +
 	"\rdev.agentd.v1B\fServiceProtoP\x01Z2github.com/agentd/agentd/gen/go/agentd/v1;agentdv1\xa2\x02\x03AGD\xaa\x02\tAgentd.V1\xba\x02\x03AGD\xca\x02\tAgentd\\V1\xea\x02\n" +
 	"Agentd::V1b\x06proto3"
 

@@ -3,6 +3,7 @@ from agentd.v1 import content_pb2 as _content_pb2
 from agentd.v1 import events_pb2 as _events_pb2
 from agentd.v1 import session_pb2 as _session_pb2
 from agentd.v1 import watch_pb2 as _watch_pb2
+from google.api import annotations_pb2 as _annotations_pb2
 from google.protobuf import field_mask_pb2 as _field_mask_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2

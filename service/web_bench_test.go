@@ -1,0 +1,67 @@
+package service_test
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/agent"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/service"
+)
+
+// BenchmarkPromptStreamMultiplexed measures what serving native gRPC
+// through the HTTP server of ServeWeb (grpc.Server.ServeHTTP behind the
+// transcoder) would cost against grpc.Server.Serve: the same agentd, one
+// prompt of about 10,000 text deltas streamed over each listener in turn,
+// and the ratio of their times (multiplexed/plain). Within 1.05 the HTTP
+// protocols could share the gRPC port; agentd serves them on their own
+// listener (--http-listen) because they are not.
+func BenchmarkPromptStreamMultiplexed(b *testing.B) {
+	text := strings.Repeat("port 3000, ", 10_000*16/11+1)[:10_000*16]
+	h := newHarness(b, agent.Options{}, service.ServerOptions{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- h.d.ServeWeb(lis, service.WebOptions{}) }()
+	b.Cleanup(func() {
+		h.stop()
+		<-served
+	})
+	stream := func(c agentdv1.AgentServiceClient) time.Duration {
+		resp, err := c.CreateSession(context.Background(), &agentdv1.CreateSessionRequest{Config: &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Echo: true}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		st, err := c.Prompt(context.Background(), &agentdv1.PromptRequest{SessionId: resp.GetSession().GetId(), Content: texts(text)})
+		if _, deltas := countStream(b, st, err, nil); deltas < 5000 {
+			b.Fatalf("%d deltas, want about 10,000", deltas)
+		}
+		return time.Since(start)
+	}
+	plain := benchClient(b, h.addr)
+	mux := benchClient(b, lis.Addr().String())
+	stream(plain) // warm both connections
+	stream(mux)
+	var plainTime, muxTime time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		// Alternate which goes first, so neither always gets the warmer
+		// machine.
+		if i%2 == 0 {
+			plainTime += stream(plain)
+			muxTime += stream(mux)
+		} else {
+			muxTime += stream(mux)
+			plainTime += stream(plain)
+		}
+	}
+	b.ReportMetric(float64(plainTime.Microseconds())/float64(b.N)/1000, "ms/prompt-plain")
+	b.ReportMetric(float64(muxTime.Microseconds())/float64(b.N)/1000, "ms/prompt-multiplexed")
+	b.ReportMetric(float64(muxTime)/float64(plainTime), "multiplexed/plain")
+}
