@@ -62,6 +62,9 @@ type aguiProjector struct {
 	// (RUN_FINISHED with the interrupt outcome), and the events after it
 	// open the next run.
 	running bool
+	// step is the STEP_STARTED open ("" for none); suspended is the one
+	// an interrupt closed, which the next run opens again.
+	step, suspended string
 	// message is the id of the assistant message streaming.
 	message string
 	// toolIDs maps a tool call block's content index to the id its
@@ -93,17 +96,27 @@ func (p *aguiProjector) project(ev *agentdv1.AgentEvent) []part {
 		out = append(out, part{data: aguiEvent(typ, ev, fields)})
 		return &out[len(out)-1]
 	}
+	// An event after an interrupt opens the next run (and the step the
+	// interrupt closed), unless it shows nothing.
+	before := *p
 	if _, start := ev.GetEvent().(*agentdv1.AgentEvent_AgentStart); !p.running && !start {
 		out = append(out, p.runStarted(ev))
+		if p.suspended != "" {
+			out = append(out, p.stepStarted(ev, p.suspended))
+			p.suspended = ""
+		}
 	}
+	opened := len(out)
 	switch e := ev.GetEvent().(type) {
 	case *agentdv1.AgentEvent_AgentStart:
 		out = append(out, p.runStarted(ev))
 		add("STATE_SNAPSHOT", map[string]any{"snapshot": map[string]any{"sessionId": p.threadID, "runId": p.runID, "metadata": e.AgentStart.GetMetadata()}})
 	case *agentdv1.AgentEvent_TurnStart:
-		add("STEP_STARTED", map[string]any{"stepName": fmt.Sprintf("turn %d", e.TurnStart.GetTurn())})
+		out = append(out, p.stepStarted(ev, fmt.Sprintf("turn %d", e.TurnStart.GetTurn())))
 	case *agentdv1.AgentEvent_TurnEnd:
-		add("STEP_FINISHED", map[string]any{"stepName": fmt.Sprintf("turn %d", e.TurnEnd.GetTurn())})
+		if p.step != "" {
+			out = append(out, p.stepFinished(ev))
+		}
 	case *agentdv1.AgentEvent_MessageStart:
 		if e.MessageStart.GetMessage().GetAssistant() != nil {
 			p.message = fmt.Sprintf("%s:%d", p.runID, ev.GetSeq())
@@ -124,15 +137,15 @@ func (p *aguiProjector) project(ev *agentdv1.AgentEvent) []part {
 	case *agentdv1.AgentEvent_ApprovalRequested:
 		a := e.ApprovalRequested
 		out = append(out, p.interrupted(ev, interrupt{kindApproval, p.runID, ev.GetSeq(), a.GetToolCallId()}, a.GetToolCallId(),
-			fmt.Sprintf("approve the call of %s", a.GetToolName()), a.GetDeadline().AsTime(), jsonOf(a)))
+			fmt.Sprintf("approve the call of %s", a.GetToolName()), a.GetDeadline().AsTime(), jsonOf(a))...)
 	case *agentdv1.AgentEvent_ToolCallRequested:
 		c := e.ToolCallRequested
 		out = append(out, p.interrupted(ev, interrupt{kindClientTool, p.runID, ev.GetSeq(), c.GetToolCallId()}, c.GetToolCallId(),
-			fmt.Sprintf("run the client tool %s and send its result", c.GetToolName()), c.GetDeadline().AsTime(), jsonOf(c)))
+			fmt.Sprintf("run the client tool %s and send its result", c.GetToolName()), c.GetDeadline().AsTime(), jsonOf(c))...)
 	case *agentdv1.AgentEvent_HookRequested:
 		h := e.HookRequested
 		out = append(out, p.interrupted(ev, interrupt{kindHook, p.runID, ev.GetSeq(), h.GetRequestId()}, h.GetToolCall().GetId(),
-			fmt.Sprintf("decide the hook %s at %s", h.GetHook(), h.GetEvent()), h.GetDeadline().AsTime(), jsonOf(h)))
+			fmt.Sprintf("decide the hook %s at %s", h.GetHook(), h.GetEvent()), h.GetDeadline().AsTime(), jsonOf(h))...)
 	case *agentdv1.AgentEvent_Error:
 		add("CUSTOM", map[string]any{"name": "agentd.error", "value": jsonOf(e.Error)})
 	case *agentdv1.AgentEvent_QueueUpdate:
@@ -144,12 +157,22 @@ func (p *aguiProjector) project(ev *agentdv1.AgentEvent) []part {
 	case *agentdv1.AgentEvent_AgentEnd:
 		out = append(out, p.ended(ev, e.AgentEnd)...)
 	}
-	if len(out) == 1 && out[0].open == "run" && p.running {
-		// Nothing of this event is shown: no run needs opening for it.
-		p.running = false
+	if opened > 0 && len(out) == opened {
+		p.running, p.step, p.suspended = before.running, before.step, before.suspended
 		return nil
 	}
 	return out
+}
+
+func (p *aguiProjector) stepStarted(ev *agentdv1.AgentEvent, name string) part {
+	p.step = name
+	return part{open: "step", data: aguiEvent("STEP_STARTED", ev, map[string]any{"stepName": name})}
+}
+
+func (p *aguiProjector) stepFinished(ev *agentdv1.AgentEvent) part {
+	name := p.step
+	p.step = ""
+	return part{close: "step", data: aguiEvent("STEP_FINISHED", ev, map[string]any{"stepName": name})}
 }
 
 // update projects a piece of the assistant message.
@@ -233,8 +256,15 @@ func (p *aguiProjector) record(end *agentdv1.MessageEnd) {
 // interrupted closes the run with an interrupt outcome: the client
 // answers it by starting a run whose resume entries carry the payload
 // (see resumeEntry); the interrupt's metadata holds the agentd event.
-func (p *aguiProjector) interrupted(ev *agentdv1.AgentEvent, in interrupt, toolCallID, message string, deadline time.Time, detail json.RawMessage) part {
+func (p *aguiProjector) interrupted(ev *agentdv1.AgentEvent, in interrupt, toolCallID, message string, deadline time.Time, detail json.RawMessage) []part {
 	p.running = false
+	var out []part
+	if p.step != "" {
+		// AG-UI closes a run's steps before it finishes; the run that
+		// resumes opens the step again.
+		p.suspended = p.step
+		out = append(out, p.stepFinished(ev))
+	}
 	it := map[string]any{"id": in.id(), "reason": in.kind, "message": message, "metadata": map[string]any{"agentd": detail}}
 	if toolCallID != "" {
 		it["toolCallId"] = toolCallID
@@ -242,18 +272,22 @@ func (p *aguiProjector) interrupted(ev *agentdv1.AgentEvent, in interrupt, toolC
 	if !deadline.IsZero() && deadline.Unix() > 0 {
 		it["expiresAt"] = deadline.UTC().Format(time.RFC3339Nano)
 	}
-	return part{close: "run", final: true, data: aguiEvent("RUN_FINISHED", ev, map[string]any{"threadId": p.threadID, "runId": p.runID,
-		"outcome": map[string]any{"type": "interrupt", "interrupts": []any{it}}})}
+	return append(out, part{close: "run", final: true, data: aguiEvent("RUN_FINISHED", ev, map[string]any{"threadId": p.threadID, "runId": p.runID,
+		"outcome": map[string]any{"type": "interrupt", "interrupts": []any{it}}})})
 }
 
 // ended closes the run: the messages it added, then how it ended.
 func (p *aguiProjector) ended(ev *agentdv1.AgentEvent, end *agentdv1.AgentEnd) []part {
 	p.running = false
+	var out []part
+	if p.step != "" {
+		out = append(out, p.stepFinished(ev))
+	}
 	messages := p.messages
 	if messages == nil {
 		messages = []map[string]any{}
 	}
-	out := []part{{data: aguiEvent("MESSAGES_SNAPSHOT", ev, map[string]any{"messages": messages})}}
+	out = append(out, part{data: aguiEvent("MESSAGES_SNAPSHOT", ev, map[string]any{"messages": messages})})
 	var usage []any
 	if u := end.GetUsage(); u != nil {
 		usage = []any{map[string]any{"inputTokens": u.GetInput() + u.GetCacheRead() + u.GetCacheWrite(), "outputTokens": u.GetOutput(),
