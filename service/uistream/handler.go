@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -309,8 +310,14 @@ func (h *handler) stream(ctx context.Context, w http.ResponseWriter, proto proto
 			w.WriteHeader(http.StatusNoContent)
 		}
 	}
+	var last *agentdv1.AgentEvent // the last event, its parts, and what was open before them
+	var lastParts, openBefore []part
 	for {
 		parts := proj.project(ev)
+		last, lastParts = ev, parts
+		if !sent {
+			openBefore = slices.Clone(out.open)
+		}
 		for i, p := range parts {
 			if cur.covers(ev.GetSeq(), i) {
 				out.skip(p)
@@ -327,6 +334,18 @@ func (h *handler) stream(ctx context.Context, w http.ResponseWriter, proto proto
 		}
 		if ev, err = stream.Recv(); err != nil {
 			break
+		}
+	}
+	if errors.Is(err, io.EOF) && !sent && last.GetSeq() < cur.seq && last.GetAgentEnd() != nil {
+		// The client saw events the log lost in a crash (they stream
+		// before they are stored); the repaired run's end took a seq the
+		// client has. It gets that end all the same, after what was open.
+		out.open = openBefore
+		for i, p := range lastParts {
+			if out.send(p, eventID(last.GetSeq(), i, len(lastParts))) != nil {
+				return
+			}
+			sent = true
 		}
 	}
 	if errors.Is(err, io.EOF) || ctx.Err() != nil {

@@ -408,6 +408,17 @@ func TestResumeWithLastEventID(t *testing.T) {
 				}
 				break
 			}
+			// An id past the run's last event (its log lost a tail in a
+			// crash, and the repaired end took an earlier seq): the end
+			// comes all the same, after the run is opened again.
+			evs, _ := f.stream("GET", path, aliceToken, "100000", "")
+			wantTail := map[string][]string{"agui": {"RUN_STARTED", "MESSAGES_SNAPSHOT", "RUN_FINISHED"}, "aisdk": {"start", "finish", "[DONE]"}}[protocol]
+			if got := typesOf(evs); !slices.Equal(got, wantTail) {
+				t.Errorf("after an id past the end: %v, want %v", got, wantTail)
+			}
+			if end := live[len(live)-1]; !slices.Contains(evs, end) {
+				t.Errorf("after an id past the end the run's last event %v is missing: %v", end, evs)
+			}
 			// A partial id ("<seq>.<n>"): the rest of that event's parts follow.
 			for i, e := range live {
 				if !strings.Contains(e.ID, ".") {
