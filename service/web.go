@@ -29,6 +29,11 @@ type WebOptions struct {
 	// MaxMessageBytes bounds a message the transcoder buffers (a REST or
 	// Connect body); 0 leaves the gRPC server's own limit as the only one.
 	MaxMessageBytes int
+	// Mounts are more handlers on the same listener, by path pattern (as
+	// http.ServeMux takes them), such as the UI streams of package
+	// uistream; every other path is the transcoder's. CORS applies to
+	// them too.
+	Mounts map[string]http.Handler
 }
 
 // WebHandler serves every service of the gRPC server over gRPC-Web,
@@ -47,23 +52,32 @@ func (s *Server) WebHandler(opts WebOptions) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transcode the gRPC services to HTTP: %w", err)
 	}
+	var h http.Handler = transcoder
+	if len(opts.Mounts) > 0 {
+		mux := http.NewServeMux()
+		mux.Handle("/", transcoder)
+		for pattern, m := range opts.Mounts {
+			mux.Handle(pattern, m)
+		}
+		h = mux
+	}
 	if len(opts.CORSOrigins) == 0 {
-		return transcoder, nil
+		return h, nil
 	}
 	c := rscors.New(rscors.Options{
 		AllowedOrigins: opts.CORSOrigins,
 		// REST uses PATCH and DELETE besides Connect's GET and POST.
 		AllowedMethods: append(cors.AllowedMethods(), http.MethodPatch, http.MethodDelete),
 		// Authorization carries the bearer token; traceparent continues a
-		// browser's trace.
-		AllowedHeaders: append(cors.AllowedHeaders(), "Authorization", "Traceparent"),
+		// browser's trace; Last-Event-ID resumes a UI stream.
+		AllowedHeaders: append(cors.AllowedHeaders(), "Authorization", "Traceparent", "Last-Event-ID"),
 		// grpc-status, grpc-message and grpc-status-details-bin, without
 		// which a browser client cannot read an error, and Connect's
 		// encoding headers, without which it cannot decompress.
 		ExposedHeaders: append(cors.ExposedHeaders(), "Connect-Content-Encoding", "Connect-Accept-Encoding"),
 		MaxAge:         int((2 * time.Hour).Seconds()),
 	})
-	return c.Handler(transcoder), nil
+	return c.Handler(h), nil
 }
 
 // ParseCORSOrigins splits a comma-separated list of origins, refusing

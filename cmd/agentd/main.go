@@ -90,7 +90,6 @@ type config struct {
 	tlsCert         string
 	tlsKey          string
 	metricsListen   string
-	httpListen      string
 	maxRuns         int
 	maxMessageBytes int
 	syncFull        bool
@@ -155,8 +154,6 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&cfg.tlsKey, "tls-key", getenv("AGENTD_TLS_KEY"), "PEM private key file for --tls-cert (env AGENTD_TLS_KEY)")
 	fs.StringVar(&cfg.metricsListen, "metrics-listen", getenv("AGENTD_METRICS_LISTEN"),
 		"host:port to serve Prometheus metrics on at /metrics, and Go profiles at /debug/pprof/; empty disables (env AGENTD_METRICS_LISTEN)")
-	fs.StringVar(&cfg.httpListen, "http-listen", getenv("AGENTD_HTTP_LISTEN"),
-		"host:port to serve HTTP on: the AG-UI and AI SDK streams at /v1/ui/agui and /v1/ui/aisdk, with the same auth (bearer tokens) and TLS as gRPC; empty disables (env AGENTD_HTTP_LISTEN)")
 	fs.IntVar(&cfg.maxRuns, "max-runs", 1024, "most runs active at once; more Prompts get RESOURCE_EXHAUSTED")
 	fs.IntVar(&cfg.maxMessageBytes, "max-message-bytes", 32<<20, "largest gRPC message agentd accepts or sends")
 	fs.BoolVar(&cfg.syncFull, "sync-full", false, "fsync the database on every commit (SQLite synchronous=FULL) instead of NORMAL")
@@ -378,10 +375,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			_ = d.Shutdown(ctx) // problems are logged
 			return fmt.Errorf("cannot listen for HTTP on %s (--http-listen): %w", cfg.web.listen, err)
 		}
+		streams, closeStreams, err := uiStreams(d, logger)
+		if err != nil {
+			_ = wlis.Close()
+			_ = d.Shutdown(ctx) // problems are logged
+			return err
+		}
+		defer closeStreams()
 		go func() {
-			serveErr <- d.ServeWeb(wlis, service.WebOptions{CORSOrigins: cfg.web.corsOrigins, TLS: tlsCfg, MaxMessageBytes: cfg.maxMessageBytes})
+			serveErr <- d.ServeWeb(wlis, service.WebOptions{CORSOrigins: cfg.web.corsOrigins, TLS: tlsCfg, MaxMessageBytes: cfg.maxMessageBytes, Mounts: streams})
 		}()
-		logger.Info("gRPC-Web, Connect and REST serving", "addr", wlis.Addr().String(), "cors_origins", cfg.web.corsOrigins)
+		logger.Info("http serving: gRPC-Web, Connect and REST, and the AG-UI and AI SDK streams", "addr", wlis.Addr().String(), "cors_origins", cfg.web.corsOrigins)
 	}
 	var metricsSrv *http.Server
 	if mlis != nil {
@@ -403,11 +407,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}()
 		logger.Info("metrics serving", "addr", mlis.Addr().String())
 	}
-	stopHTTP, err := serveHTTP(cfg, d, logger, serveErr)
-	if err != nil {
-		_ = d.Shutdown(ctx) // problems are logged
-		return err
-	}
 	logger.Info("agentd serving", "addr", listenAddr(lis), "db", d.StoreName(), "replica", replica, "auth", cfg.authToken != "" || authCfg != nil, "tenants", authCfg != nil, "tls", cfg.tlsCert != "", "mtls", cfg.tlsClientCA != "")
 
 	var runErr error
@@ -423,7 +422,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	// that did not end within the grace is closed as interrupted at the
 	// next start: logged by Shutdown, not a failure of this one.
 	_ = d.Shutdown(shutdownCtx)
-	stopHTTP(shutdownCtx)
 	if metricsSrv != nil {
 		_ = metricsSrv.Shutdown(shutdownCtx)
 	}

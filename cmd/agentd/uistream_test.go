@@ -14,7 +14,7 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 )
 
-var httpLine = regexp.MustCompile(`msg="http serving" addr=(\S+)`)
+var httpLine = regexp.MustCompile(`msg="http serving[^"]*" addr=(\S+)`)
 
 // uiEvent is one server-sent event of a UI stream.
 type uiEvent struct{ id, data string }

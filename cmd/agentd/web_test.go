@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-var webLine = regexp.MustCompile(`REST serving" addr=(\S+)`)
+var webLine = regexp.MustCompile(`msg="http serving[^"]*" addr=(\S+)`)
 
 // startWeb starts agentd with --http-listen on a free port, auth and
 // args, and returns the process and the HTTP base URL.

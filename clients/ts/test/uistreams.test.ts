@@ -93,7 +93,7 @@ async function lastMessage(chunks: UIMessageChunk[], message?: UIMessage): Promi
 describe("UI streams", () => {
   const served = serveAgentd(["--http-listen", "127.0.0.1:0"]);
   const base = () => {
-    const m = /msg="http serving" addr=(\S+)/.exec(served.agentd.log());
+    const m = /msg="http serving[^"]*" addr=(\S+)/.exec(served.agentd.log());
     assert.ok(m, "agentd logs its HTTP address");
     return `http://${m[1]}`;
   };
