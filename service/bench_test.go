@@ -291,24 +291,29 @@ func BenchmarkPromptStreamTracing(b *testing.B) {
 	}
 	off := benchClient(b, startChild(b, roleAgentd, b.TempDir(), true).addr)
 	on := benchClient(b, startChild(b, roleTraced, b.TempDir(), true).addr)
-	stream(off) // warm both connections
-	stream(on)
-	var offTime, onTime time.Duration
+	compareAlternating(b, "untraced", func() time.Duration { return stream(off) }, "traced", func() time.Duration { return stream(on) })
+}
+
+// compareAlternating times b.N rounds of base and other, after one warm-up
+// each, alternating which goes first so neither always gets the warmer
+// machine, and reports each one's ms/prompt and the ratio other/base.
+func compareAlternating(b *testing.B, baseName string, base func() time.Duration, otherName string, other func() time.Duration) {
+	base() // warm both connections
+	other()
+	var baseTime, otherTime time.Duration
 	b.ResetTimer()
 	for i := range b.N {
-		// Alternate which goes first, so neither always gets the warmer
-		// machine.
 		if i%2 == 0 {
-			offTime += stream(off)
-			onTime += stream(on)
+			baseTime += base()
+			otherTime += other()
 		} else {
-			onTime += stream(on)
-			offTime += stream(off)
+			otherTime += other()
+			baseTime += base()
 		}
 	}
-	b.ReportMetric(float64(offTime.Microseconds())/float64(b.N)/1000, "ms/prompt-untraced")
-	b.ReportMetric(float64(onTime.Microseconds())/float64(b.N)/1000, "ms/prompt-traced")
-	b.ReportMetric(float64(onTime)/float64(offTime), "traced/untraced")
+	b.ReportMetric(float64(baseTime.Microseconds())/float64(b.N)/1000, "ms/prompt-"+baseName)
+	b.ReportMetric(float64(otherTime.Microseconds())/float64(b.N)/1000, "ms/prompt-"+otherName)
+	b.ReportMetric(float64(otherTime)/float64(baseTime), otherName+"/"+baseName)
 }
 
 // BenchmarkPromptStream streams one prompt whose answer is about 10,000

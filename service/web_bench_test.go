@@ -46,22 +46,5 @@ func BenchmarkPromptStreamMultiplexed(b *testing.B) {
 	}
 	plain := benchClient(b, h.addr)
 	mux := benchClient(b, lis.Addr().String())
-	stream(plain) // warm both connections
-	stream(mux)
-	var plainTime, muxTime time.Duration
-	b.ResetTimer()
-	for i := range b.N {
-		// Alternate which goes first, so neither always gets the warmer
-		// machine.
-		if i%2 == 0 {
-			plainTime += stream(plain)
-			muxTime += stream(mux)
-		} else {
-			muxTime += stream(mux)
-			plainTime += stream(plain)
-		}
-	}
-	b.ReportMetric(float64(plainTime.Microseconds())/float64(b.N)/1000, "ms/prompt-plain")
-	b.ReportMetric(float64(muxTime.Microseconds())/float64(b.N)/1000, "ms/prompt-multiplexed")
-	b.ReportMetric(float64(muxTime)/float64(plainTime), "multiplexed/plain")
+	compareAlternating(b, "plain", func() time.Duration { return stream(plain) }, "multiplexed", func() time.Duration { return stream(mux) })
 }
