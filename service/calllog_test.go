@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -48,11 +49,15 @@ func TestCallLogLines(t *testing.T) {
 		}
 	}
 	// The spans of every call end up in exp, in no fixed order: the line
-	// must carry the trace id of one of the ListSessions calls.
+	// must carry the trace id of one of the ListSessions calls. A server
+	// span ends after its response is written, so it may still be open
+	// when the client has its answer: wait for it, boundedly.
 	traced := false
-	for _, sp := range exp.GetSpans() {
-		if strings.HasSuffix(sp.Name, "/ListSessions") && strings.Contains(listLine, "trace_id="+sp.SpanContext.TraceID().String()) {
-			traced = true
+	for deadline := time.Now().Add(5 * time.Second); !traced && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		for _, sp := range exp.GetSpans() {
+			if strings.HasSuffix(sp.Name, "/ListSessions") && strings.Contains(listLine, "trace_id="+sp.SpanContext.TraceID().String()) {
+				traced = true
+			}
 		}
 	}
 	if len(exp.GetSpans()) == 0 {
