@@ -14,6 +14,7 @@ import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 
 import { AgentdClient, type ToolResultInput } from "../src/client.js";
+import { connect } from "../src/node.js";
 import { applyEvent, emptyConversation, type ChatItem, type Conversation } from "../src/reducer.js";
 import { ToolExecutor, ApprovalPolicy } from "../../../gen/ts/agentd/v1/session_pb.js";
 import type { JsonObject } from "@bufbuild/protobuf";
@@ -113,7 +114,7 @@ async function main() {
   const workspace = mkdtempSync(join(tmpdir(), "agentd-example-"));
   mkdirSync(join(workspace, "src"));
   writeFileSync(join(workspace, "src/config.ts"), CONFIG_SOURCE);
-  const client = AgentdClient.connect({ address: values.address!, ...(values.token ? { token: values.token } : {}) });
+  const client = connect({ address: values.address!, ...(values.token ? { token: values.token } : {}) });
   try {
     const { sessionId, conv } = await twoPrompts(client, workspace, console.log);
     console.log(`session ${sessionId}: ${conv.chat.items.length} items, ${conv.transcript.length} messages in the transcript`);

@@ -1,5 +1,6 @@
 // AgentdClient is the thin layer an app needs over the generated gRPC client:
-// connect with an address and a token, stream a prompt's events as an async
+// built over any Connect transport (node.ts: gRPC over HTTP/2; web.ts: the
+// Connect protocol over fetch, for browsers), it streams a prompt's events as an async
 // iterator, answer client-executed tools, approvals (with their scopes and
 // rules) and lifecycle hooks, and follow a run across a dropped stream by
 // resuming with Attach from the last seq seen. Everything else is the
@@ -16,8 +17,8 @@ import {
   type CallOptions,
   type Client,
   type Interceptor,
+  type Transport,
 } from "@connectrpc/connect";
-import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 
 import {
   ApprovalDecision,
@@ -54,6 +55,23 @@ export interface ConnectOptions {
   address: string;
   /** Sent as `authorization: Bearer <token>` when agentd runs with --auth-token. */
   token?: string;
+}
+
+/** The interceptors every transport gets: the bearer token, when set. */
+export function authInterceptors(token: string | undefined): Interceptor[] {
+  if (!token) return [];
+  const header = `Bearer ${token}`;
+  return [
+    (next) => (req) => {
+      req.header.set("authorization", header);
+      return next(req);
+    },
+  ];
+}
+
+/** The base URL of an address given as host:port or as a URL. */
+export function baseUrlOf(address: string): string {
+  return /^https?:\/\//.test(address) ? address : `http://${address}`;
 }
 
 /** Content accepted wherever a message is sent: plain text or blocks. */
@@ -284,36 +302,31 @@ function decodeErrorInfo(bytes: Uint8Array): { reason: string; domain: string; m
   return out;
 }
 
-/** AgentdClient talks to one agentd. Call close() when done. */
+/**
+ * AgentdClient talks to one agentd. Make one with connect (Node, node.ts),
+ * connectWeb (browsers, web.ts) or over(transport); call close() when done.
+ */
 export class AgentdClient {
   /** The generated client, for every RPC the wrapper does not cover. */
   readonly rpc: Client<typeof AgentService>;
-  readonly #sessions: Http2SessionManager;
+  readonly #close: () => void;
 
-  private constructor(rpc: Client<typeof AgentService>, sessions: Http2SessionManager) {
+  private constructor(rpc: Client<typeof AgentService>, close: () => void) {
     this.rpc = rpc;
-    this.#sessions = sessions;
+    this.#close = close;
   }
 
-  /** Connects lazily: the first call opens the HTTP/2 connection. */
-  static connect(options: ConnectOptions): AgentdClient {
-    const baseUrl = /^https?:\/\//.test(options.address) ? options.address : `http://${options.address}`;
-    const interceptors: Interceptor[] = [];
-    if (options.token) {
-      const header = `Bearer ${options.token}`;
-      interceptors.push((next) => (req) => {
-        req.header.set("authorization", header);
-        return next(req);
-      });
-    }
-    const sessions = new Http2SessionManager(baseUrl);
-    const transport = createGrpcTransport({ baseUrl, interceptors, sessionManager: sessions });
-    return new AgentdClient(createClient(AgentService, transport), sessions);
+  /**
+   * A client over a Connect transport of the caller's making; close, when
+   * given, releases what the transport holds (such as HTTP/2 sessions).
+   */
+  static over(transport: Transport, close: () => void = () => {}): AgentdClient {
+    return new AgentdClient(createClient(AgentService, transport), close);
   }
 
   /** Closes the connection; streams still open fail. */
   close(): void {
-    this.#sessions.abort();
+    this.#close();
   }
 
   /**

@@ -1,11 +1,4 @@
-// @agentd/client: the generated agentd.v1 types plus the thin client, the
-// hook helpers and the ChatItem reducer an app needs.
-export * from "./client.js";
-export * from "./hooks.js";
-export * from "./reducer.js";
-export * from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
-export * from "../../../gen/ts/agentd/v1/content_pb.js";
-export * from "../../../gen/ts/agentd/v1/events_pb.js";
-export * from "../../../gen/ts/agentd/v1/messages_pb.js";
-export * from "../../../gen/ts/agentd/v1/service_pb.js";
-export * from "../../../gen/ts/agentd/v1/session_pb.js";
+// @agentd/client for Node: everything in api.ts, and connect (gRPC over
+// HTTP/2). Browsers import "@agentd/client/web" instead.
+export * from "./api.js";
+export * from "./node.js";

@@ -13,6 +13,7 @@ import { after, before } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { AgentdClient } from "../src/client.js";
+import { connect } from "../src/node.js";
 
 /** A running agentd. */
 export interface Agentd {
@@ -81,7 +82,7 @@ export function serveAgentd(extraArgs: string[] = []): Served {
   const served = {} as Served;
   before(async () => {
     served.agentd = await startAgentd(extraArgs);
-    served.client = AgentdClient.connect({ address: served.agentd.address });
+    served.client = connect({ address: served.agentd.address });
   });
   after(async () => {
     served.client?.close();

@@ -9,6 +9,7 @@ import { equals, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code } from "@connectrpc/connect";
 
 import { AgentdClient, refusalOf } from "../src/client.js";
+import { connect } from "../src/node.js";
 import { applyEvent, emptyChat, emptyConversation, itemsFromTranscript, reduceChat, type ChatItem, type ChatState } from "../src/reducer.js";
 import { AgentMessageSchema, type Entry } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
 import { RunOutcome, type AgentEvent } from "../../../gen/ts/agentd/v1/events_pb.js";
@@ -63,7 +64,7 @@ describe("agentd TypeScript client", () => {
 
   before(async () => {
     agentd = await startAgentd();
-    client = AgentdClient.connect({ address: agentd.address });
+    client = connect({ address: agentd.address });
   });
 
   after(async () => {

@@ -9,6 +9,7 @@ import { join } from "node:path";
 
 
 import { AgentdClient } from "../src/client.js";
+import { connect } from "../src/node.js";
 import { itemsFromTranscript } from "../src/reducer.js";
 import { CONFIG_SOURCE, PROMPTS, twoPrompts } from "../examples/two_prompts.js";
 import { startAgentd, type Agentd } from "./agentd.js";
@@ -18,7 +19,7 @@ let client: AgentdClient;
 
 before(async () => {
   agentd = await startAgentd();
-  client = AgentdClient.connect({ address: agentd.address });
+  client = connect({ address: agentd.address });
 });
 
 after(async () => {

@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 
 import { AgentdClient } from "../src/client.js";
+import { connect } from "../src/node.js";
 import { onPostToolUse, onPreCompact, onPreToolUse, onStop, onUserPrompt, verdict } from "../src/hooks.js";
 import { ApprovalDecision, ApprovalScope, HookEvent } from "../../../gen/ts/agentd/v1/agent_messages_pb.js";
 import { AgentEventSchema, ApprovalRequestedSchema, type AgentEvent } from "../../../gen/ts/agentd/v1/events_pb.js";
@@ -20,7 +21,7 @@ type Call = [method: string, request: Record<string, unknown>];
 // with an empty response.
 function recording(): { client: AgentdClient; calls: Call[] } {
   const calls: Call[] = [];
-  const client = AgentdClient.connect({ address: "127.0.0.1:1" }); // never dialled
+  const client = connect({ address: "127.0.0.1:1" }); // never dialled
   const rpc = new Proxy({}, { get: (_t, method: string) => async (request: Record<string, unknown>) => (calls.push([method, request]), {}) });
   Object.defineProperty(client, "rpc", { value: rpc });
   return { client, calls };
