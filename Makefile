@@ -25,12 +25,15 @@ PYTHON     := /usr/bin/python3
 PY_DEBS    := python3-grpcio python3-protobuf protobuf-compiler protobuf-compiler-grpc
 # tmux drives agentctl chat in a real terminal in its tests; the sqlite3
 # shell reads agentd's database beside it in the reader's test; the
-# README's grpcurl blocks, which the smoke test runs, keep ids with jq.
-TEST_DEBS  := tmux sqlite3 jq
+# README's grpcurl blocks, which the smoke test runs, keep ids with jq;
+# the web console's test drives Debian's chromium (with a CJK font, so its
+# screenshots show the seed's Chinese prompts).
+TEST_DEBS  := tmux sqlite3 jq chromium fonts-wqy-microhei
 DEBS       := $(PY_DEBS) $(TEST_DEBS)
 
-AGENTD_LISTEN ?= 127.0.0.1:7777
-AGENTD_DB     ?= ./agentd.db
+AGENTD_LISTEN      ?= 127.0.0.1:7777
+AGENTD_HTTP_LISTEN ?= 127.0.0.1:7778
+AGENTD_DB          ?= ./agentd.db
 
 # The version both binaries report (--version, logs, MCP handshakes): the
 # commit, or the tag, as git describes it; "dev" outside a git checkout and
@@ -43,9 +46,9 @@ help: ## List the targets.
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: run
-run: build ## Run agentd on 127.0.0.1:7777 with ./agentd.db.
-	@echo "agentd $(VERSION) serving on $(AGENTD_LISTEN) with $(AGENTD_DB); Ctrl-C stops it"
-	$(BIN)/agentd --listen $(AGENTD_LISTEN) --db $(AGENTD_DB)
+run: build ## Run agentd: gRPC on 127.0.0.1:7777, the web console and browser protocols on 127.0.0.1:7778, ./agentd.db.
+	@echo "agentd $(VERSION) serving gRPC on $(AGENTD_LISTEN), the console on http://$(AGENTD_HTTP_LISTEN)/ui/, with $(AGENTD_DB); Ctrl-C stops it"
+	$(BIN)/agentd --listen $(AGENTD_LISTEN) --http-listen $(AGENTD_HTTP_LISTEN) --db $(AGENTD_DB)
 
 .PHONY: build build-agentd build-agentctl
 build: build-agentd build-agentctl ## Build agentd and agentctl into bin/.
@@ -105,11 +108,15 @@ generate: tools ## Regenerate gen/ (and the descriptors reflection serves) from 
 	$(BUF) generate --template buf.gen.internal.yaml
 	$(BUF) build --exclude-path proto/agentd/internal -o service/apidoc/agentd.binpb
 
+.PHONY: console
+console: $(TS_DEPS) ## Rebuild the web console's bundle (service/console/static/console.js) from clients/ts/console.
+	cd clients/ts && npm run -s console
+
 .PHONY: check-generated
-check-generated: generate ## Fail when gen/ differs from what proto/ generates.
-	@changes="$$(git status --porcelain -- gen internal/replicapb service/apidoc)"; \
+check-generated: generate console ## Fail when gen/ or the console's bundle differs from what proto/ and clients/ts generate.
+	@changes="$$(git status --porcelain -- gen internal/replicapb service/apidoc service/console/static)"; \
 	if [ -n "$$changes" ]; then \
-		echo "generated code is stale or untracked; run 'make generate' and commit gen/ and internal/replicapb/:"; \
+		echo "generated code is stale or untracked; run 'make generate console' and commit gen/, internal/replicapb/ and service/console/static/:"; \
 		echo "$$changes"; exit 1; \
 	fi
 

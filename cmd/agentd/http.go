@@ -3,10 +3,12 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 
 	"github.com/agentd/agentd/daemon"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/service/console"
 	"github.com/agentd/agentd/service/uistream"
 )
 
@@ -21,4 +23,14 @@ func uiStreams(d *daemon.Daemon, logger *slog.Logger) (mounts map[string]http.Ha
 	}
 	streams := uistream.NewHandler(agentdv1.NewAgentServiceClient(conn), uistream.Options{Logger: logger})
 	return map[string]http.Handler{uistream.AGUIPath: streams, uistream.AISDKPath: streams}, func() { _ = conn.Close() }, nil
+}
+
+// consoleMounts adds the web console's files to mounts.
+func consoleMounts(mounts map[string]http.Handler) error {
+	ui, err := console.NewHandler()
+	if err != nil {
+		return fmt.Errorf("--ui: %w", err)
+	}
+	maps.Copy(mounts, ui.Mounts())
+	return nil
 }

@@ -52,6 +52,7 @@ import (
 	"github.com/agentd/agentd/persistence/sqlite"
 	"github.com/agentd/agentd/provider/catalog"
 	"github.com/agentd/agentd/service"
+	"github.com/agentd/agentd/service/console"
 	"github.com/agentd/agentd/tools/mcp"
 )
 
@@ -382,10 +383,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			return err
 		}
 		defer closeStreams()
+		consoleURL := ""
+		if cfg.web.serveUI {
+			if err := consoleMounts(streams); err != nil {
+				_ = wlis.Close()
+				_ = d.Shutdown(ctx) // problems are logged
+				return err
+			}
+			scheme := "http"
+			if tlsCfg != nil {
+				scheme = "https"
+			}
+			consoleURL = scheme + "://" + wlis.Addr().String() + console.Path
+		}
 		go func() {
 			serveErr <- d.ServeWeb(wlis, service.WebOptions{CORSOrigins: cfg.web.corsOrigins, TLS: tlsCfg, MaxMessageBytes: cfg.maxMessageBytes, Mounts: streams})
 		}()
-		logger.Info("http serving: gRPC-Web, Connect and REST, and the AG-UI and AI SDK streams", "addr", wlis.Addr().String(), "cors_origins", cfg.web.corsOrigins)
+		logger.Info("http serving: gRPC-Web, Connect and REST, and the AG-UI and AI SDK streams", "addr", wlis.Addr().String(), "cors_origins", cfg.web.corsOrigins, "console", consoleURL)
 	}
 	var metricsSrv *http.Server
 	if mlis != nil {

@@ -79,6 +79,8 @@ func TestParseConfigRejectsBadInput(t *testing.T) {
 		{[]string{"--cors-origins", "http://a.example"}, "--cors-origins needs --http-listen"},
 		{[]string{"--http-listen", "127.0.0.1:0", "--cors-origins", "app.example"}, `origin "app.example": want scheme://host[:port]`},
 		{[]string{"--http-listen", "127.0.0.1:0", "--cors-origins", "http://a.example/path"}, `origin "http://a.example/path"`},
+		{[]string{"--ui"}, "--ui needs --http-listen"},
+		{[]string{"--http-listen", "127.0.0.1:0", "--ui=maybe"}, "-ui: want true or false"},
 	}
 	for _, tt := range tests {
 		_, err := parseConfig(tt.args, env(nil), io.Discard)
@@ -217,5 +219,40 @@ func TestRunServesPrometheusMetrics(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+}
+
+// The console is served by default only on a loopback HTTP listener; --ui
+// and --ui=false (or AGENTD_UI) decide otherwise.
+func TestUIDefaultsToLoopback(t *testing.T) {
+	tests := []struct {
+		args []string
+		env  map[string]string
+		want bool
+	}{
+		{[]string{}, nil, false},
+		{[]string{"--http-listen", "127.0.0.1:0"}, nil, true},
+		{[]string{"--http-listen", "[::1]:0"}, nil, true},
+		{[]string{"--http-listen", "localhost:0"}, nil, true},
+		{[]string{"--http-listen", "0.0.0.0:8080"}, nil, false},
+		{[]string{"--http-listen", ":8080"}, nil, false},
+		{[]string{"--http-listen", "10.1.2.3:8080"}, nil, false},
+		{[]string{"--http-listen", "0.0.0.0:8080", "--ui"}, nil, true},
+		{[]string{"--http-listen", "127.0.0.1:0", "--ui=false"}, nil, false},
+		{[]string{"--http-listen", "0.0.0.0:8080"}, map[string]string{"AGENTD_UI": "true"}, true},
+		{[]string{"--http-listen", "127.0.0.1:0"}, map[string]string{"AGENTD_UI": "false"}, false},
+		{[]string{"--http-listen", "127.0.0.1:0", "--ui"}, map[string]string{"AGENTD_UI": "false"}, true},
+	}
+	for _, tt := range tests {
+		cfg, err := parseConfig(tt.args, env(tt.env), io.Discard)
+		if err != nil {
+			t.Fatalf("parseConfig(%q, %v): %v", tt.args, tt.env, err)
+		}
+		if cfg.web.serveUI != tt.want {
+			t.Errorf("parseConfig(%q, %v): serve the console = %v, want %v", tt.args, tt.env, cfg.web.serveUI, tt.want)
+		}
+	}
+	if _, err := parseConfig([]string{"--http-listen", "127.0.0.1:0"}, env(map[string]string{"AGENTD_UI": "sometimes"}), io.Discard); err == nil || !strings.Contains(err.Error(), "AGENTD_UI") {
+		t.Errorf("AGENTD_UI=sometimes: %v, want an error naming AGENTD_UI", err)
 	}
 }

@@ -9,7 +9,8 @@
 // Every function here is pure: it returns new state and never mutates its
 // input, so a UI framework can compare by reference.
 
-import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { create, toJson, type JsonValue, type MessageInitShape } from "@bufbuild/protobuf";
+import { ValueSchema } from "@bufbuild/protobuf/wkt";
 
 import {
   ApprovalDecision,
@@ -44,10 +45,15 @@ export type ChatItem =
       id: string;
       entryId: string;
       toolCallId: string;
+      toolName: string;
       label: string;
       state: "running" | "success" | "error";
+      /** The text of the tool's latest progress update while it runs (tool_execution_update). */
+      progress: string;
       /** The result's text once the tool finished. */
       output: string;
+      /** The result's structured details for the screen (a diff, a table's rows), never sent to the model. */
+      details: JsonValue | undefined;
     }
   | {
       kind: "approval";
@@ -205,7 +211,11 @@ export function reduceChat(state: ChatState, event: AgentEvent): ChatState {
       const { toolCallId, toolName, arguments: args } = e.value;
       const label = toolLabel(toolName, args ?? {});
       if (findTool(state, toolCallId)) return updateTool(state, toolCallId, (it) => ({ ...it, state: "running", label }));
-      return { ...state, items: [...state.items, { kind: "tool", id: key, entryId: "", toolCallId, label, state: "running", output: "" }] };
+      return { ...state, items: [...state.items, { kind: "tool", id: key, entryId: "", toolCallId, toolName, label, state: "running", progress: "", output: "", details: undefined }] };
+    }
+    case "toolExecutionUpdate": {
+      const progress = textOf(e.value.content);
+      return updateTool(state, e.value.toolCallId, (it) => (it.progress === progress ? it : { ...it, progress }));
     }
     case "toolExecutionEnd":
       return e.value.result ? finishTool(state, e.value.result, "", key) : state;
@@ -354,10 +364,22 @@ function finishTool(state: ChatState, result: ToolResultMessage, entryId: string
     ...it,
     state: result.isError ? "error" : "success",
     output: textOf(result.content),
+    details: result.details ? toJson(ValueSchema, result.details) : it.details,
     entryId: entryId || it.entryId,
   });
   if (findTool(state, result.toolCallId)) return updateTool(state, result.toolCallId, done);
-  const card: ToolItem = { kind: "tool", id: key, entryId: "", toolCallId: result.toolCallId, label: result.toolName, state: "running", output: "" };
+  const card: ToolItem = {
+    kind: "tool",
+    id: key,
+    entryId: "",
+    toolCallId: result.toolCallId,
+    toolName: result.toolName,
+    label: result.toolName,
+    state: "running",
+    progress: "",
+    output: "",
+    details: undefined,
+  };
   return { ...state, items: [...state.items, done(card)] };
 }
 

@@ -26,7 +26,7 @@ export interface Agentd {
 }
 
 // build/clients/ts/test/agentd.js → the repository root.
-const repoRoot = resolve(fileURLToPath(import.meta.url), "../../../../../..");
+const repoRoot = resolve(fileURLToPath(import.meta.url), "../../../../../../..");
 
 /** Builds agentd once per process unless AGENTD_BIN is set. */
 function agentdBinary(work: string): string {

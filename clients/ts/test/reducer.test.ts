@@ -109,6 +109,32 @@ describe("reduceChat", () => {
     assert.deepEqual([card.output, card.entryId], ["port: 3000", "e-t"]);
   });
 
+  test("a tool card shows its latest progress while it runs, then the result's details (screen-only data)", () => {
+    const details = { kind: { case: "structValue" as const, value: { fields: { path: { kind: { case: "stringValue" as const, value: "src/config.ts" } }, diff: { kind: { case: "stringValue" as const, value: "-a\n+b" } } } } } };
+    const result = { toolCallId: "c1", toolName: "edit_file", content: [txt("replaced")], details };
+    const events = run(
+      { case: "toolExecutionStart", value: { toolCallId: "c1", toolName: "edit_file", arguments: { path: "src/config.ts" } } },
+      { case: "toolExecutionUpdate", value: { toolCallId: "c1", toolName: "edit_file", content: [txt("10%")] } },
+      { case: "toolExecutionUpdate", value: { toolCallId: "c1", toolName: "edit_file", content: [txt("90%")] } },
+      { case: "toolExecutionEnd", value: { result } },
+    );
+    const states = events.map((_, i) => events.slice(0, i + 1).reduce(reduceChat, emptyChat));
+    const cards = states.map((s) => s.items[0]!);
+    assert.deepEqual(cards.map((c) => c.kind === "tool" && [c.toolName, c.state, c.progress]), [
+      ["edit_file", "running", ""],
+      ["edit_file", "running", "10%"],
+      ["edit_file", "running", "90%"],
+      ["edit_file", "success", "90%"],
+    ]);
+    const last = cards.at(-1)!;
+    assert.ok(last.kind === "tool");
+    assert.deepEqual(last.details, { path: "src/config.ts", diff: "-a\n+b" });
+    assert.equal(cards[0]!.kind === "tool" && cards[0]!.details, undefined);
+    // The same progress twice changes nothing: the card is not redrawn.
+    const again = reduceChat(states[2]!, run({ case: "toolExecutionUpdate", value: { toolCallId: "c1", toolName: "edit_file", content: [txt("90%")] } })[0]!);
+    assert.equal(again.items[0], states[2]!.items[0]);
+  });
+
   test("a failed answer and an aborted run leave no card streaming", () => {
     const failed = run(assistantStart, delta("部分"), assistantEnd("部分", StopReason.ERROR, "rate limited")).reduce(reduceChat, emptyChat);
     assert.deepEqual(failed.items.map((it) => it.kind === "assistant" && [it.isStreaming, it.error]), [[false, "rate limited"]]);
