@@ -46,6 +46,8 @@ interface Open {
   editParent: string | undefined;
   tree: { nodes: TreeNode[]; leafEntryId: string } | undefined;
   context: GetContextResponse | undefined;
+  /** Counts reload() calls; only the latest one's result is shown. */
+  reloads: number;
   /** Ends this conversation's streams when another is opened. */
   readonly stop: AbortController;
 }
@@ -185,6 +187,7 @@ class Console {
       editParent: undefined,
       tree: undefined,
       context: undefined,
+      reloads: 0,
       stop: new AbortController(),
     };
     this.open = o;
@@ -272,8 +275,11 @@ class Console {
 
   /** Reads the path again and rebuilds the items: the stored entries, then the active run's events over them. */
   async reload(o: Open): Promise<void> {
+    // Reloads may overlap (a run's end, Navigate, the watch): the one
+    // started last wins, so an older read never replaces a newer one.
+    const gen = ++o.reloads;
     const entries = await this.client.transcript(o.id);
-    if (o !== this.open) return;
+    if (o !== this.open || gen !== o.reloads) return;
     o.entries = entries;
     const base = entries.filter((e) => !o.activeRun || e.runId !== o.activeRun);
     let conv: Conversation = {

@@ -35,10 +35,11 @@ export class ItemList {
     for (const item of items) {
       live.add(item.id);
       let card = this.#cards.get(item.id);
-      if (!card || card.item !== item) {
+      if (!card || !sameItem(card.item, item)) {
         card = { item, el: this.#card(item) };
         this.#cards.set(item.id, card);
       }
+      card.item = item;
       els.push(card.el);
     }
     for (const id of [...this.#cards.keys()]) if (!live.has(id)) this.#cards.delete(id);
@@ -112,4 +113,18 @@ export class ItemList {
         );
     }
   }
+}
+
+// sameItem is true when two items would draw the same card: a transcript
+// read again gives new objects for unchanged items, and redrawing them
+// would flicker and lose a click in progress.
+function sameItem(a: ChatItem, b: ChatItem): boolean {
+  if (a === b) return true;
+  const ka = Object.keys(a) as (keyof ChatItem)[];
+  if (ka.length !== Object.keys(b).length) return false;
+  return ka.every((k) => {
+    const va: unknown = a[k];
+    const vb: unknown = b[k];
+    return va === vb || (typeof va === "object" && typeof vb === "object" && JSON.stringify(va) === JSON.stringify(vb));
+  });
 }

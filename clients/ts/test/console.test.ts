@@ -180,4 +180,52 @@ describe("web console", { skip }, () => {
     await page.waitForFunction(() => document.querySelectorAll("#items [data-kind=user]").length === 1);
     await screenshot("fork");
   });
+
+  test("the inbox answers another session's approval; the composer steers and aborts a streaming run", async () => {
+    // An approval waiting in a session nobody has open shows in the inbox
+    // and is answered there.
+    const other = await served.client.createSession(
+      { workspaceRoot: workspace, tools: [{ name: "write_file", executor: ToolExecutor.SERVER, approval: ApprovalPolicy.ASK }], faux: { responses: [call("w1", "write_file", { path: "notes.txt", content: "hi" }), text("written")] } },
+      { title: "elsewhere" },
+    );
+    const run = (async () => {
+      let outcome = "";
+      for await (const ev of served.client.prompt(other.id, "write a note")) if (ev.event.case === "agentEnd") outcome = String(ev.event.value.outcome);
+      return outcome;
+    })();
+    await page.waitForSelector(`#inbox li[data-kind=approval][data-session-id="${other.id}"]`);
+    assert.equal(await page.$eval("#inbox-count", (el) => el.textContent), "1");
+    await screenshot("inbox");
+    await page.click(`#inbox li[data-session-id="${other.id}"] .quick button`);
+    assert.equal(await run, "1", "the run completed (RUN_OUTCOME_COMPLETED)");
+    await page.waitForFunction(() => document.querySelector("#inbox-count")?.textContent === "0");
+    assert.equal(readFileSync(join(workspace, "notes.txt"), "utf8"), "hi");
+
+    // Steer while an answer streams: the message joins the run and the
+    // (echoing) model answers it; then abort a slow answer.
+    const busy = await served.client.createSession(
+      { faux: { responses: [text("这是一段很长的回答，".repeat(80)), text("short, as asked"), text("慢慢地说。".repeat(300))], tokensPerSecond: 40 } },
+      { title: "composer" },
+    );
+    await page.waitForSelector(`#sessions [data-session-id="${busy.id}"]`);
+    await page.click(`#sessions [data-session-id="${busy.id}"] button`);
+    await page.waitForFunction((id) => document.querySelector("#session-meta")?.textContent?.startsWith(id), {}, busy.id);
+    await send("tell me a long story");
+    await page.waitForSelector('#conversation[data-running="true"] #steer:not([hidden])');
+    await page.type("#draft", "and keep it short");
+    await page.click("#steer");
+    await page.waitForFunction(() => document.querySelector("#conversation")?.getAttribute("data-running") === "false", { timeout: 60_000 });
+    const users = await page.$$eval("#items [data-kind=user]", (els) => els.map((el) => el.querySelector(".text")?.textContent));
+    assert.deepEqual(users, ["tell me a long story", "and keep it short"]);
+    assert.match((await lastAssistant()).text, /short, as asked/);
+
+    await send("once more, slowly");
+    await page.waitForSelector('#conversation[data-running="true"] #abort:not([hidden])');
+    await page.waitForFunction(() => /慢慢地说。慢慢地说。/.test(document.querySelectorAll("#items [data-kind=assistant]")[2]?.textContent ?? ""));
+    await page.click("#abort");
+    await page.waitForFunction(() => document.querySelector("#conversation")?.getAttribute("data-running") === "false");
+    const aborted = await page.$$eval("#items [data-kind=assistant]", (els) => els.at(-1)?.querySelector(".error")?.textContent ?? "");
+    assert.ok(aborted, "the aborted answer says so");
+    await screenshot("aborted");
+  });
 });
