@@ -90,7 +90,9 @@ $(BUF): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-$(TS_DEPS): clients/ts/package.json clients/ts/package-lock.json
+# npm ci runs clients/ts's prepare script, whose build compiles gen/ts with
+# the root's packages: those come first.
+$(TS_DEPS): clients/ts/package.json clients/ts/package-lock.json | $(BUF)
 	cd clients/ts && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
