@@ -22,7 +22,8 @@ func uiStreams(d *daemon.Daemon, logger *slog.Logger) (mounts map[string]http.Ha
 		return nil, nil, fmt.Errorf("--http-listen: %w", err)
 	}
 	streams := uistream.NewHandler(agentdv1.NewAgentServiceClient(conn), uistream.Options{Logger: logger})
-	return map[string]http.Handler{uistream.AGUIPath: streams, uistream.AISDKPath: streams}, func() { _ = conn.Close() }, nil
+	// AISDKPath/ takes useChat's reconnect, GET <AISDKPath>/<session id>/stream.
+	return map[string]http.Handler{uistream.AGUIPath: streams, uistream.AISDKPath: streams, uistream.AISDKPath + "/": streams}, func() { _ = conn.Close() }, nil
 }
 
 // consoleMounts adds the web console's files to mounts.

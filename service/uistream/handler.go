@@ -93,13 +93,23 @@ var (
 // ServeHTTP implements http.Handler.
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var proto protocol
+	reconnecting := reconnectSession(r.URL.Path)
 	switch strings.TrimSuffix(r.URL.Path, "/") {
 	case AGUIPath:
 		proto = aguiProtocol
 	case AISDKPath:
 		proto = aisdkProtocol
 	default:
+		if reconnecting != "" {
+			proto = aisdkProtocol
+			break
+		}
 		writeError(w, status.Errorf(codes.NotFound, "no stream at %s; the streams are %s and %s", r.URL.Path, AGUIPath, AISDKPath))
+		return
+	}
+	if reconnecting != "" && r.Method != http.MethodGet {
+		w.Header().Set("Allow", "GET")
+		writeError(w, status.Errorf(codes.Unimplemented, "method %s: %s/<session id>/stream takes GET (useChat's reconnect)", r.Method, AISDKPath))
 		return
 	}
 	if r.Method != http.MethodPost && r.Method != http.MethodGet {
@@ -120,7 +130,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, invalid("Last-Event-ID", "%v", err))
 		return
 	}
-	stream, cur, err := h.open(ctx, r, cur)
+	var stream grpc.ServerStreamingClient[agentdv1.AgentEvent]
+	if reconnecting != "" {
+		stream, err = h.reconnect(ctx, reconnecting)
+	} else {
+		stream, cur, err = h.open(ctx, r, cur)
+	}
+	if errors.Is(err, errNoActiveRun) {
+		writeNoActiveRun(w)
+		return
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -151,10 +170,7 @@ type promptBody struct {
 type chatMessage struct {
 	Role    string          `json:"role"`
 	Content json.RawMessage `json:"content"`
-	Parts   []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	} `json:"parts"`
+	Parts   []uiPart        `json:"parts"`
 }
 
 // text is the message's text: AG-UI's content (a string, or parts of type
@@ -213,13 +229,23 @@ func (h *handler) open(ctx context.Context, r *http.Request, cur cursor) (grpc.S
 		return nil, cur, invalid("sessionId", "required (AG-UI's threadId and the AI SDK's id are read as it too)")
 	}
 	if len(body.Resume) > 0 {
-		return h.resume(ctx, session, body.Resume, cur)
+		return h.resume(ctx, session, body.Resume, cur, false)
 	}
 	text := body.Text
 	if text == "" && len(body.Messages) > 0 {
 		var last chatMessage
+		field := fmt.Sprintf("messages[%d]", len(body.Messages)-1)
 		if err := json.Unmarshal(body.Messages[len(body.Messages)-1], &last); err != nil {
-			return nil, cur, invalid(fmt.Sprintf("messages[%d]", len(body.Messages)-1), "not a message: %v", err)
+			return nil, cur, invalid(field, "not a message: %v", err)
+		}
+		if last.Role == "assistant" && len(last.Parts) > 0 {
+			// useChat sends the conversation back, ending with the
+			// assistant's message, once the user answered what it asked.
+			entries, err := nativeAnswers(field, last)
+			if err != nil {
+				return nil, cur, err
+			}
+			return h.resume(ctx, session, entries, cur, true)
 		}
 		if last.Role != "user" {
 			return nil, cur, invalid(fmt.Sprintf("messages[%d].role", len(body.Messages)-1), "%q: the last message must be the user's prompt (or send resume entries to answer an interrupt)", last.Role)
@@ -239,12 +265,21 @@ func (h *handler) open(ctx context.Context, r *http.Request, cur cursor) (grpc.S
 }
 
 // resume answers the interrupts and attaches to their run after them.
-func (h *handler) resume(ctx context.Context, session string, entries []resumeEntry, cur cursor) (grpc.ServerStreamingClient[agentdv1.AgentEvent], cursor, error) {
+// With skipAnswered an interrupt answered before is passed over (useChat
+// sends its answers again with every later request of the same message).
+func (h *handler) resume(ctx context.Context, session string, entries []resumeEntry, cur cursor, skipAnswered bool) (grpc.ServerStreamingClient[agentdv1.AgentEvent], cursor, error) {
 	runID := ""
+	var before error // an answer taken before, when skipAnswered
+	answered := 0
 	for i, e := range entries {
 		field := fmt.Sprintf("resume[%d]", i)
 		in, err := answer(ctx, h.client, session, field, e)
-		if err != nil {
+		switch {
+		case err == nil:
+			answered++
+		case skipAnswered && answeredBefore(err):
+			before = err
+		default:
 			return nil, cur, err
 		}
 		if runID != "" && in.runID != runID {
@@ -255,6 +290,11 @@ func (h *handler) resume(ctx context.Context, session string, entries []resumeEn
 		if in.seq > cur.seq || (in.seq == cur.seq && !cur.whole) {
 			cur = cursor{seq: in.seq, whole: true}
 		}
+	}
+	if answered == 0 && before != nil {
+		// Nothing new: streaming the run on would end at the same wait,
+		// and useChat would send the same answers again, forever.
+		return nil, cur, before
 	}
 	s, err := h.client.Attach(ctx, &agentdv1.AttachRequest{SessionId: session, RunId: runID})
 	return s, cur, err

@@ -505,6 +505,17 @@ func TestRefusals(t *testing.T) {
 		{"another tenant answers", "POST", "/v1/ui/agui", bobToken, "", resumeBody(session, "approval/run_x/3/call_1", approve), 404, "SESSION_NOT_FOUND", ""},
 		{"GET without session", "GET", "/v1/ui/agui", aliceToken, "", "", 400, "INVALID_ARGUMENT", "sessionId"},
 		{"no active run", "GET", "/v1/ui/agui?sessionId=" + session, aliceToken, "", "", 400, "RUN_NOT_ACTIVE", ""},
+		{"useChat reconnect, another tenant", "GET", "/v1/ui/aisdk/" + session + "/stream", bobToken, "", "", 404, "SESSION_NOT_FOUND", ""},
+		{"useChat reconnect, no credentials", "GET", "/v1/ui/aisdk/" + session + "/stream", "", "", "", 401, "UNAUTHENTICATED", ""},
+		{"useChat reconnect by POST", "POST", "/v1/ui/aisdk/" + session + "/stream", aliceToken, "", prompt, 501, "", ""},
+		{"not a stream", "GET", "/v1/ui/aisdk/" + session + "/other", aliceToken, "", "", 404, "", ""},
+		{"useChat answers nothing", "POST", "/v1/ui/aisdk", aliceToken, "", useChatBody(session, map[string]any{"type": "text", "text": "hi"}), 400, "INVALID_ARGUMENT", "messages[1]"},
+		{"useChat approval without a decision", "POST", "/v1/ui/aisdk", aliceToken, "",
+			useChatBody(session, map[string]any{"type": "tool-lookup", "toolCallId": "call_1", "state": "approval-responded", "approval": map[string]any{"id": "approval/run_x/3/call_1"}}), 400, "INVALID_ARGUMENT", "messages[1].parts[0].approval"},
+		{"useChat approval with a foreign id", "POST", "/v1/ui/aisdk", aliceToken, "",
+			useChatBody(session, map[string]any{"type": "tool-lookup", "toolCallId": "call_1", "state": "approval-responded", "approval": map[string]any{"id": "42", "approved": true}}), 400, "INVALID_ARGUMENT", "messages[1].parts[0].approval.id"},
+		{"useChat answer for another tenant", "POST", "/v1/ui/aisdk", bobToken, "",
+			useChatBody(session, map[string]any{"type": "tool-lookup", "toolCallId": "call_1", "state": "approval-responded", "approval": map[string]any{"id": "approval/run_x/3/call_1", "approved": true}}), 404, "SESSION_NOT_FOUND", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := f.request(tc.method, tc.path, tc.token, tc.lastID, tc.body)
@@ -525,4 +536,13 @@ func TestRefusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// useChatBody is the body useChat sends once the user answered: the chat
+// id, the user's prompt and the assistant's message with these parts.
+func useChatBody(session string, parts ...map[string]any) string {
+	return mustJSON(map[string]any{"id": session, "trigger": "submit-message", "messages": []any{
+		map[string]any{"id": "m1", "role": "user", "parts": []any{map[string]any{"type": "text", "text": "weather?"}}},
+		map[string]any{"id": "m2", "role": "assistant", "parts": parts},
+	}})
 }

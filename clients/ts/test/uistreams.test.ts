@@ -7,12 +7,28 @@
 // the run again from an id in the middle (Last-Event-ID) and checks that
 // the stream continues exactly after it.
 
-import { describe, test } from "node:test";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, describe, test } from "node:test";
 import assert from "node:assert/strict";
 
 import { HttpAgent, buildResumeArray, getRunOutcome, runHttpRequest, transformHttpEventStream, verifyEvents } from "@ag-ui/client";
 import { EventType, type BaseEvent, type RunFinishedEvent } from "@ag-ui/core";
-import { parseJsonEventStream, readUIMessageStream, uiMessageChunkSchema, type UIMessage, type UIMessageChunk } from "ai";
+import {
+  AbstractChat,
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+  lastAssistantMessageIsCompleteWithToolCalls,
+  parseJsonEventStream,
+  readUIMessageStream,
+  uiMessageChunkSchema,
+  type ChatInit,
+  type ChatState,
+  type ChatStatus,
+  type UIMessage,
+  type UIMessageChunk,
+} from "ai";
 
 import { ApprovalPolicy, ToolExecutor } from "../../../gen/ts/agentd/v1/session_pb.js";
 import { serveAgentd } from "./agentd.js";
@@ -42,6 +58,35 @@ const tools = [
 // SubmitToolResultRequest, as the interrupt's kind says.
 const approve = { decision: "APPROVAL_DECISION_ALLOWED" };
 const toolReply = { content: [{ text: { text: "sunny, 24°C" } }] };
+
+/** useChat's state, without React: what @ai-sdk/react keeps in hooks. */
+class PlainChatState implements ChatState<UIMessage> {
+  status: ChatStatus = "ready";
+  error: Error | undefined = undefined;
+  messages: UIMessage[] = [];
+  pushMessage = (m: UIMessage) => void (this.messages = [...this.messages, m]);
+  popMessage = () => void (this.messages = this.messages.slice(0, -1));
+  replaceMessage = (i: number, m: UIMessage) => void (this.messages = this.messages.map((old, j) => (j === i ? m : old)));
+  snapshot = <T,>(thing: T): T => structuredClone(thing);
+}
+
+/** The AI SDK's chat (useChat's engine, AbstractChat) over plain state. */
+class PlainChat extends AbstractChat<UIMessage> {
+  constructor(init: Omit<ChatInit<UIMessage>, "messages">) {
+    super({ ...init, state: new PlainChatState() });
+  }
+  get current(): PlainChatState {
+    return this.state as PlainChatState;
+  }
+}
+
+/** Waits until cond holds, checking every 20 ms, for at most 20 s. */
+async function until(what: string, cond: () => boolean): Promise<void> {
+  for (const deadline = Date.now() + 20_000; !cond(); ) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
 
 /** Reads an Observable to its end. */
 function collect<T>(source: { subscribe(o: { next(v: T): void; error(e: unknown): void; complete(): void }): unknown }): Promise<T[]> {
@@ -148,6 +193,71 @@ describe("UI streams", () => {
     const reopened = resumed.length - (full.length - k - 1);
     assert.deepEqual(resumed.slice(0, reopened).map((e) => e.type), [EventType.RUN_STARTED, EventType.STEP_STARTED, EventType.TEXT_MESSAGE_START], "the open run, step and text message are re-opened");
     assert.deepEqual(resumed.slice(reopened), full.slice(k + 1), "the stream continues exactly after the id");
+  });
+
+  test("AI SDK: useChat's own engine (AbstractChat, DefaultChatTransport) answers an approval and a client tool natively, and reconnects", async () => {
+    const workspace = mkdtempSync(join(tmpdir(), "agentd-usechat-"));
+    after(() => rmSync(workspace, { recursive: true, force: true }));
+    const session = await served.client.createSession({
+      workspaceRoot: workspace,
+      faux: {
+        responses: [
+          { content: [{ block: { case: "toolCall" as const, value: { id: "w1", name: "write_file", arguments: { path: "a.txt", content: "x" } } } }] },
+          { content: [{ block: { case: "toolCall" as const, value: { id: "c1", name: "lookup", arguments: { city: "Paris" } } } }] },
+          { content: [{ block: { case: "text" as const, value: { text: "Written, and it is sunny." } } }] },
+          { content: [{ block: { case: "toolCall" as const, value: { id: "w2", name: "write_file", arguments: { path: "b.txt", content: "y" } } } }] },
+        ],
+      },
+      tools: [
+        { name: "write_file", executor: ToolExecutor.SERVER, approval: ApprovalPolicy.ASK },
+        { name: "lookup", description: "looks up the weather", parameters: { type: "object", properties: { city: { type: "string" } } }, executor: ToolExecutor.CLIENT },
+      ],
+    });
+    const chat: PlainChat = new PlainChat({
+      id: session.id,
+      transport: new DefaultChatTransport({ api: `${base()}/v1/ui/aisdk` }),
+      sendAutomaticallyWhen: (opts) => lastAssistantMessageIsCompleteWithApprovalResponses(opts) || lastAssistantMessageIsCompleteWithToolCalls(opts),
+      // A client tool runs in the page: useChat's onToolCall, answered with addToolOutput.
+      onToolCall: ({ toolCall }) => {
+        if (toolCall.toolName === "lookup") void chat.addToolOutput({ tool: "lookup", toolCallId: toolCall.toolCallId, output: "sunny, 24°C" });
+      },
+    });
+    const part = (id: string) => chat.current.messages.at(-1)?.parts.find((p) => "toolCallId" in p && p.toolCallId === id) as { state: string; approval?: { id: string }; output?: unknown } | undefined;
+
+    await chat.sendMessage({ text: "write a.txt, then the weather" });
+    await until("the approval request", () => part("w1")?.state === "approval-requested" && chat.current.status === "ready");
+    await chat.addToolApprovalResponse({ id: part("w1")!.approval!.id, approved: true });
+    await until("the answer", () => chat.current.status === "ready" && /sunny/.test(JSON.stringify(chat.current.messages.at(-1)?.parts ?? [])) && part("c1")?.state === "output-available");
+    assert.equal(chat.current.error, undefined);
+    const last = chat.current.messages.at(-1)!;
+    assert.equal(last.parts.filter((p) => p.type === "text").map((p) => (p as { text: string }).text).join(""), "Written, and it is sunny.");
+    assert.equal(part("w1")!.state, "output-available", "the server tool ran after the approval");
+    assert.equal(readFileSync(join(workspace, "a.txt"), "utf8"), "x");
+    const stored = await served.client.transcript(session.id);
+    const results = stored.flatMap((e) => (e.payload.case === "message" && e.payload.value.kind.case === "toolResult" ? [e.payload.value.kind.value] : []));
+    assert.deepEqual(results.map((r) => [r.toolCallId, r.isError]), [["w1", false], ["c1", false]]);
+    assert.match(results[1]!.content.map((b) => (b.block.case === "text" ? b.block.value.text : "")).join(""), /sunny, 24°C/);
+
+    // The same answers again (nothing new) are refused, not streamed in a loop.
+    const again = await fetch(`${base()}/v1/ui/aisdk`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ id: session.id, messages: chat.current.messages }) });
+    const againBody = await again.text();
+    assert.equal(again.status, 400, `the run that asked is over: ${againBody}`);
+    assert.equal((JSON.parse(againBody) as { error: { reason: string } }).error.reason, "RUN_NOT_ACTIVE");
+
+    // useChat's reconnect (resumeStream): nothing streams now, so 204.
+    const idle = await fetch(`${base()}/v1/ui/aisdk/${session.id}/stream`);
+    assert.equal(idle.status, 204);
+    // While a run waits (for the approval of w2), the reconnect streams it
+    // from its first event to the wait.
+    const run = served.client.prompt(session.id, "once more")[Symbol.asyncIterator]();
+    await run.next();
+    const live = await fetch(`${base()}/v1/ui/aisdk/${session.id}/stream`);
+    assert.equal(live.status, 200);
+    const chunks = await chunksOf(live);
+    assert.equal(chunks[0]!.type, "start");
+    assert.equal(chunks.at(-1)!.type, "finish");
+    assert.ok(chunks.some((c) => c.type === "tool-approval-request"));
+    await run.return?.(); // the stream was not detached: this aborts the run
   });
 
   test("AI SDK: the ai package reads the message, the approval request, the answer and a resumed stream", async () => {
