@@ -664,7 +664,8 @@ class Console {
   /** Shows the token form when agentd wants a token; true when it did. */
   needsToken(err: unknown): boolean {
     if (ConnectError.from(err).code !== Code.Unauthenticated) return false;
-    byId<HTMLDialogElement>("login-dialog").showModal();
+    const login = byId<HTMLDialogElement>("login-dialog");
+    if (!login.open) login.showModal();
     return true;
   }
 

@@ -15,7 +15,10 @@ import { fileURLToPath } from "node:url";
 
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
 
+import { createHash } from "node:crypto";
+
 import { ApprovalPolicy, ToolExecutor } from "../../../gen/ts/agentd/v1/session_pb.js";
+import { connect } from "../src/node.js";
 import { serveAgentd } from "./agentd.js";
 
 const repoRoot = resolve(fileURLToPath(import.meta.url), "../../../../../../..");
@@ -227,5 +230,56 @@ describe("web console", { skip }, () => {
     const aborted = await page.$$eval("#items [data-kind=assistant]", (els) => els.at(-1)?.querySelector(".error")?.textContent ?? "");
     assert.ok(aborted, "the aborted answer says so");
     await screenshot("aborted");
+  });
+});
+
+describe("web console with tenants", { skip }, () => {
+  // Two tenants, each with a token: the console asks for one and shows
+  // that tenant's sessions only.
+  const authDir = mkdtempSync(join(tmpdir(), "agentd-console-auth-"));
+  const sha = (t: string) => createHash("sha256").update(t).digest("hex");
+  writeFileSync(
+    join(authDir, "auth.json"),
+    JSON.stringify({ tokens: [{ sha256: sha("acme-token"), tenant: "acme", role: "user" }, { sha256: sha("globex-token"), tenant: "globex", role: "user" }] }),
+  );
+  const served = serveAgentd(["--http-listen", "127.0.0.1:0", "--auth-config", join(authDir, "auth.json")]);
+  let browser: Browser;
+
+  before(async () => {
+    browser = await puppeteer.launch({ executablePath: chromium, headless: true, args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
+  });
+  after(async () => {
+    await browser?.close();
+    rmSync(authDir, { recursive: true, force: true });
+  });
+
+  test("asks for a token, keeps it in the tab only, and shows only that tenant's sessions", async () => {
+    const url = /msg="http serving[^"]*" console=(\S+)/.exec(served.agentd.log().replace(/ addr=\S+| cors_origins=\S+/g, ""))?.[1];
+    assert.ok(url, served.agentd.log());
+    const grpc = served.agentd.address;
+    const acme = connect({ address: grpc, token: "acme-token" });
+    const globex = connect({ address: grpc, token: "globex-token" });
+    try {
+      const mine = await acme.createSession({ faux: { echo: true } }, { title: "acme's" });
+      const theirs = await globex.createSession({ faux: { echo: true } }, { title: "globex's" });
+      const page = await (await browser.createBrowserContext()).newPage();
+      page.on("pageerror", (err) => assert.fail(`the page threw: ${String(err)}`));
+      await page.goto(url);
+      await page.waitForSelector("#login-dialog[open]");
+      assert.equal(await page.$$eval("#sessions li", (els) => els.length), 0, "nothing is listed without a token");
+      await page.type("#login-token", "acme-token");
+      await Promise.all([page.waitForNavigation(), page.click("#login-save")]);
+      await page.waitForSelector(`#sessions [data-session-id="${mine.id}"]`);
+      assert.equal(await page.$(`#sessions [data-session-id="${theirs.id}"]`), null, "another tenant's session is not listed");
+      assert.deepEqual(await page.evaluate(() => [localStorage.length, sessionStorage.length]), [0, 1], "the token is kept in the tab's sessionStorage only");
+      // Opening another tenant's session by its URL shows nothing of it.
+      await page.goto(`${url}#session=${theirs.id}`);
+      await page.reload();
+      await page.waitForFunction(() => /not found/.test(document.querySelector("#status")?.textContent ?? ""));
+      assert.equal(await page.$eval("#conversation", (el) => (el as HTMLElement).hidden), true);
+    } finally {
+      acme.close();
+      globex.close();
+    }
   });
 });
