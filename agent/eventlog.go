@@ -25,6 +25,15 @@ import (
 // batches behind does the run wait for it. agent_end reaches followers
 // only after the last batch is stored, so a client that saw a run finish
 // replays every one of its events after a crash.
+//
+// The events of the last batches may still be lost to a crash; a client
+// may have seen them. So that the agent_end that closes such a run (see
+// repair) comes after every seq a client saw, the log reserves seqs in the
+// store (persistence.Store.ReserveEvents) before it streams them:
+// reserveStep seqs at a time, the next reservation starting in the
+// background when half of one is used, so a run never waits for it unless
+// the store falls that far behind. An event past the reservation (the
+// store failed) reaches followers once it is stored.
 const (
 	FlushInterval = 250 * time.Millisecond
 	FlushBatch    = 4096
@@ -33,6 +42,10 @@ const (
 // maxUnstoredBatches bounds how far the store may fall behind a run, in
 // batches of FlushBatch events.
 const maxUnstoredBatches = 4
+
+// reserveStep is how many seqs past its newest event a run's log reserves
+// at a time: one store write per reserveStep/2 events.
+const reserveStep = maxUnstoredBatches * FlushBatch
 
 // followerWindow is how many events a run may produce beyond what its
 // slowest connected follower has sent. It keeps event latency bounded when
@@ -108,7 +121,13 @@ type eventLog struct {
 	first   uint64  // seq of tail[0], or next when the tail is empty
 	next    uint64  // seq the next event gets
 	durable uint64  // last seq stored
-	ended   bool
+	// reserved is the last seq reserved in the store: followers see the
+	// events up to max(durable, reserved) (see released for agent_end).
+	reserved uint64
+	// reserving says a reservation is being stored; retrying, that one
+	// failed and the next is due after FlushInterval.
+	reserving, retrying bool
+	ended               bool
 	// released says followers may see agent_end: it is stored, or storing
 	// it failed for good (storeLastEvents gave up). Until then a client
 	// that saw the run finish could lose its last events to a crash.
@@ -186,17 +205,30 @@ func (l *eventLog) lagLocked() uint64 {
 // it. append reports whether the event was logged.
 func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged bool) {
 	l.mu.Lock()
-	for !l.unthrottle && l.lagLocked() >= followerWindow {
-		l.room.Wait()
-	}
-	if l.ended || (l.next == 1) != (ev.GetAgentStart() != nil) {
-		// agent_start is the first event of a run, and only the first, and
-		// agent_end the last: a queue_update racing with either is dropped,
-		// as is a second agent_start (the loop announces the queue when it
-		// takes from it, and a message queued too late is reported as
-		// undelivered before agent_end).
+	for {
+		for !l.unthrottle && l.lagLocked() >= followerWindow {
+			l.room.Wait()
+		}
+		if l.ended || (l.next == 1) != (ev.GetAgentStart() != nil) {
+			// agent_start is the first event of a run, and only the first,
+			// and agent_end the last: a queue_update racing with either is
+			// dropped, as is a second agent_start (the loop announces the
+			// queue when it takes from it, and a message queued too late is
+			// reported as undelivered before agent_end).
+			l.mu.Unlock()
+			return false
+		}
+		if l.next <= l.reserved || l.reserving || l.retrying || ev.GetAgentEnd() != nil {
+			break
+		}
+		// The event would stream past the reservation (the run's first
+		// event, or a store far behind): reserve before logging it.
+		l.reserving = true
+		through := l.next - 1 + reserveStep
 		l.mu.Unlock()
-		return false
+		err := l.store.ReserveEvents(context.Background(), l.runID, through)
+		l.mu.Lock()
+		l.reservedLocked(through, err)
 	}
 	ev.SessionId, ev.RunId, ev.Seq, ev.TraceId = l.sessionID, l.runID, l.next, l.traceID
 	data, err := proto.Marshal(ev)
@@ -214,18 +246,22 @@ func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged bool) {
 	if end {
 		l.ended = true
 	}
-	if l.waiting {
-		close(l.wake)
-		l.wake = make(chan struct{})
-		l.waiting = false
-	}
+	l.wakeLocked()
 	arm := !l.armed && !end
 	l.armed = l.armed || arm
 	unstored := l.next - 1 - l.durable
 	sized := !l.sizing && unstored >= FlushBatch
 	l.sizing = l.sizing || sized
 	behind := unstored >= maxUnstoredBatches*FlushBatch
+	reserve := !end && l.reserveDueLocked()
+	if reserve {
+		l.reserving = true
+	}
+	through := l.next - 1 + reserveStep
 	l.mu.Unlock()
+	if reserve {
+		go l.reserve(through)
+	}
 	if arm {
 		time.AfterFunc(FlushInterval, l.timedFlush)
 	}
@@ -236,6 +272,64 @@ func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged bool) {
 		l.flushOrWarn()
 	}
 	return true
+}
+
+// reserveDueLocked reports whether the log should reserve more seqs: half
+// of the reservation is used, and no reservation is being stored or due.
+func (l *eventLog) reserveDueLocked() bool {
+	return !l.reserving && !l.retrying && !l.ended && !l.released && l.next-1+reserveStep/2 > l.reserved
+}
+
+// reserve stores a reservation up to seq through in the background.
+func (l *eventLog) reserve(through uint64) {
+	err := l.store.ReserveEvents(context.Background(), l.runID, through)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reservedLocked(through, err)
+}
+
+// reservedLocked records how storing a reservation up to seq through
+// went: it shows followers the events it covers, or, when it failed,
+// retries after FlushInterval (meanwhile the events past the reservation
+// reach followers as they are stored).
+func (l *eventLog) reservedLocked(through uint64, err error) {
+	l.reserving = false
+	if err != nil {
+		l.logger.Warn("could not reserve event seqs; the run's newest events reach clients once stored", "session", l.sessionID, "run", l.runID, "through", through, "err", err)
+		if !l.retrying {
+			l.retrying = true
+			time.AfterFunc(FlushInterval, l.retryReserve)
+		}
+		return
+	}
+	if through > l.reserved {
+		l.reserved = through
+		l.wakeLocked()
+	}
+}
+
+// retryReserve reserves again after a reservation failed.
+func (l *eventLog) retryReserve() {
+	l.mu.Lock()
+	l.retrying = false
+	reserve := l.reserveDueLocked()
+	if reserve {
+		l.reserving = true
+	}
+	through := l.next - 1 + reserveStep
+	l.mu.Unlock()
+	if reserve {
+		l.reserve(through)
+	}
+}
+
+// wakeLocked wakes the followers waiting for events.
+func (l *eventLog) wakeLocked() {
+	if l.waiting {
+		close(l.wake)
+		l.wake = make(chan struct{})
+		l.waiting = false
+	}
 }
 
 // started reports whether agent_start is logged.
@@ -291,6 +385,9 @@ func (l *eventLog) flush(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	l.durable = batch[len(batch)-1].Seq
+	if l.durable > l.reserved {
+		l.wakeLocked() // stored events past the reservation may be shown now
+	}
 	if l.ended && l.durable == l.next-1 {
 		l.releaseLocked()
 	}
@@ -312,11 +409,7 @@ func (l *eventLog) releaseLocked() {
 		return
 	}
 	l.released = true
-	if l.waiting {
-		close(l.wake)
-		l.wake = make(chan struct{})
-		l.waiting = false
-	}
+	l.wakeLocked()
 }
 
 // trimLocked drops the stored events that every follower reading from
@@ -342,6 +435,20 @@ func (l *eventLog) isEnded() bool {
 	return l.ended
 }
 
+// shownLocked is the last seq followers may see: every event once the
+// log is released, otherwise those stored or reserved, but agent_end only
+// once it is stored (see released).
+func (l *eventLog) shownLocked() uint64 {
+	if l.released {
+		return l.next - 1
+	}
+	shown := max(l.durable, l.reserved)
+	if l.ended {
+		shown = min(shown, l.next-2)
+	}
+	return min(shown, l.next-1)
+}
+
 // since returns the events after seq after that are in memory (read-only),
 // whether the run has ended with them, and a channel closed when more
 // arrive. inStore says the events right after after are no longer in
@@ -356,11 +463,10 @@ func (l *eventLog) since(after uint64) (evs []Event, ended bool, wake <-chan str
 		return nil, false, nil, true, l.first, nil
 	}
 	evs = l.tail[after+1-l.first:]
-	ended = l.ended
-	if ended && !l.released && len(evs) > 0 {
-		// agent_end waits until it is stored (see released).
-		evs, ended = evs[:len(evs)-1], false
+	if shown := l.shownLocked(); shown < l.next-1 {
+		evs = evs[:min(uint64(len(evs)), max(shown, after)-after)]
 	}
+	ended = l.ended && l.released
 	if len(evs) == 0 {
 		l.waiting = true
 	}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
 )
@@ -190,7 +193,15 @@ func (a *Agent) followStored(ctx context.Context, sessionID, runID string, after
 			runID, sessionID, a.opts.EventRetention)
 	}
 	if run.Ended() && after > run.LastSeq {
-		return refuse(agentdv1.ErrorReason_ERROR_REASON_SEQ_OUT_OF_RANGE, "after_seq %d is beyond the last event of run %q (seq %d)", after, runID, run.LastSeq)
+		// The client saw events the store does not hold (lost to a crash
+		// before this agentd reserved seqs, or the log's last batch was
+		// lost after the run's end was recorded): it gets the run's end
+		// all the same, never a stream without one.
+		end, err := a.finalEvent(ctx, run)
+		if err != nil {
+			return err
+		}
+		return send(end)
 	}
 	ended := false
 	var caughtUp time.Time // when the run was first seen ended with every stored event sent
@@ -227,12 +238,13 @@ func (a *Agent) followStored(ctx context.Context, sessionID, runID string, after
 			if caughtUp.IsZero() {
 				if end, err := a.storedEnd(ctx, runID, run.LastSeq); err != nil {
 					return err
-				} else if end {
+				} else if end != nil {
 					return nil
 				}
 				caughtUp = time.Now()
 			} else if time.Since(caughtUp) > lastEventsGrace {
-				return nil
+				// They are lost: end the stream with the run's end.
+				return send(recordedEnd(run))
 			}
 		}
 		t := time.NewTimer(poll)
@@ -247,15 +259,44 @@ func (a *Agent) followStored(ctx context.Context, sessionID, runID string, after
 	}
 }
 
-// storedEnd reports whether the stored event of run runID with seq last is
-// its agent_end.
-func (a *Agent) storedEnd(ctx context.Context, runID string, last uint64) (bool, error) {
+// storedEnd returns the stored event of run runID with seq last when it is
+// the run's agent_end, otherwise nil.
+func (a *Agent) storedEnd(ctx context.Context, runID string, last uint64) (*Event, error) {
 	if last == 0 {
-		return false, nil
+		return nil, nil
 	}
 	evs, err := a.store.Events(ctx, runID, last-1, 1)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	return len(evs) == 1 && evs[0].Seq == last && isAgentEnd(evs[0].Data), nil
+	if len(evs) == 1 && evs[0].Seq == last && isAgentEnd(evs[0].Data) {
+		return &Event{Seq: last, Data: evs[0].Data, End: true}, nil
+	}
+	return nil, nil
+}
+
+// finalEvent returns the agent_end of an ended run: the stored one, or,
+// when its log lacks it, the one its record implies (recordedEnd).
+func (a *Agent) finalEvent(ctx context.Context, run *persistence.Run) (Event, error) {
+	if end, err := a.storedEnd(ctx, run.ID, run.LastSeq); err != nil {
+		return Event{}, err
+	} else if end != nil {
+		return *end, nil
+	}
+	return recordedEnd(run), nil
+}
+
+// recordedEnd is the agent_end of an ended run whose log lost it, built
+// from the run's record, the same on every replica: its seq follows every
+// seq the log stored or reserved.
+func recordedEnd(run *persistence.Run) Event {
+	ev := &agentdv1.AgentEvent{
+		SessionId: run.SessionID, RunId: run.ID, Seq: max(run.LastSeq, run.ReservedSeq) + 1, Time: timestamppb.New(run.EndTime),
+		Event: &agentdv1.AgentEvent_AgentEnd{AgentEnd: &agentdv1.AgentEnd{
+			Outcome: run.Outcome, ErrorMessage: run.ErrorMessage, Usage: run.Usage, StructuredOutput: run.StructuredOutput,
+			Metadata: run.Request.GetMetadata(),
+		}},
+	}
+	data, _ := proto.Marshal(ev) // the record's parts decoded from protobufs: they encode
+	return Event{Seq: ev.Seq, Data: data, End: true}
 }

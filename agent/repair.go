@@ -127,9 +127,13 @@ func (a *Agent) answerOrphanToolCalls(ctx context.Context, sessionID, runID stri
 
 // endInterruptedLog ends an interrupted run's event log after its last
 // stored event: agent_start if nothing was stored, the repair's tool
-// results and calls in doubt, and agent_end.
+// results and calls in doubt, and agent_end. They follow the run's
+// reservation when it reaches further: the events in between may have
+// reached clients and been lost, and a seq a client saw must never name
+// another event (nor hide agent_end from an Attach after it).
 func (a *Agent) endInterruptedLog(ctx context.Context, r *persistence.Run, answered []*agentdv1.Entry, text string) error {
 	now := timestamppb.New(a.opts.Now())
+	last := max(r.LastSeq, r.ReservedSeq)
 	var evs []*agentdv1.AgentEvent
 	if r.LastSeq == 0 {
 		evs = append(evs, &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_AgentStart{AgentStart: &agentdv1.AgentStart{}}})
@@ -148,7 +152,7 @@ func (a *Agent) endInterruptedLog(ctx context.Context, r *persistence.Run, answe
 	}}})
 	batch := make([]persistence.Event, len(evs))
 	for i, ev := range evs {
-		ev.SessionId, ev.RunId, ev.Seq, ev.Time = r.SessionID, r.ID, r.LastSeq+uint64(i)+1, now
+		ev.SessionId, ev.RunId, ev.Seq, ev.Time = r.SessionID, r.ID, last+uint64(i)+1, now
 		data, err := proto.Marshal(ev)
 		if err != nil {
 			return err

@@ -132,6 +132,19 @@ func CheckEventBatch(runID string, lastSeq uint64, events []Event) error {
 	return nil
 }
 
+// CheckReservedEventBatch is CheckEventBatch for a run whose log is
+// stored up to lastSeq and reserved up to reserved (Run.ReservedSeq): once
+// the run ended, a batch may also start right after the reservation,
+// leaving a gap where events streamed and were lost (see
+// Store.AppendEvents).
+func CheckReservedEventBatch(runID string, lastSeq, reserved uint64, ended bool, events []Event) error {
+	err := CheckEventBatch(runID, lastSeq, events)
+	if err != nil && ended && reserved > lastSeq && len(events) > 0 && events[0].Seq == reserved+1 {
+		return CheckEventBatch(runID, reserved, events)
+	}
+	return err
+}
+
 // ContextStart returns where the model context of a path starts: at the
 // latest compaction summary's first_kept_entry_id when that is an earlier
 // entry of the path, otherwise at the latest summary itself; 0 without a

@@ -49,13 +49,13 @@ type Shared interface {
 	// Fenced returns the writer of the run f claimed: each of its writes
 	// stores nothing and fails with ErrFenced unless f still holds (the
 	// same owner and generation, the run active and its lease not
-	// expired). The one exception is AppendEvents, which still stores
-	// for the holder that ended the run with the writer's EndRun (the
-	// generation stays then): a run's last events (agent_end) follow its
-	// end. A run ended any other way (Store.EndRun, CloseExpiredRuns)
-	// refuses them. Append and SetLeaf must name the run's session, and
-	// AppendEvents and EndRun the run f claimed; otherwise they fail
-	// with ErrInvalid.
+	// expired). The exceptions are AppendEvents and ReserveEvents, which
+	// still store for the holder that ended the run with the writer's
+	// EndRun (the generation stays then): a run's last events (agent_end)
+	// follow its end. A run ended any other way (Store.EndRun,
+	// CloseExpiredRuns) refuses them. Append and SetLeaf must name the
+	// run's session, and AppendEvents, ReserveEvents and EndRun the run f
+	// claimed; otherwise they fail with ErrInvalid.
 	Fenced(f Fence) RunWriter
 
 	// SendControl stores a control message for the owner of the active
@@ -94,6 +94,8 @@ type RunWriter interface {
 	SetLeaf(ctx context.Context, sessionID, entryID string) error
 	// AppendEvents is Store.AppendEvents.
 	AppendEvents(ctx context.Context, runID string, events []Event) error
+	// ReserveEvents is Store.ReserveEvents.
+	ReserveEvents(ctx context.Context, runID string, through uint64) error
 	// SetRunPrompt is Store.SetRunPrompt.
 	SetRunPrompt(ctx context.Context, runID, entryID string) error
 	// EndRun is Store.EndRun.

@@ -109,8 +109,17 @@ type Store interface {
 	// and every later one must follow without a gap; otherwise nothing is
 	// stored and the call fails with ErrConflict (someone else wrote the
 	// run's log). Events may be appended after the run ended: its last
-	// events (agent_end) are. An empty batch is ErrInvalid.
+	// events (agent_end) are. On a run that ended with a ReservedSeq
+	// larger than its LastSeq, the first Seq may instead be one more than
+	// ReservedSeq: the log then has a gap where events streamed and were
+	// never stored (see ReserveEvents). An empty batch is ErrInvalid.
 	AppendEvents(ctx context.Context, runID string, events []Event) error
+	// ReserveEvents records that the run's log may stream events up to
+	// seq through before they are stored: Run.ReservedSeq becomes through
+	// unless it is larger already. Whoever closes the run's log after a
+	// crash continues after the reservation, so its agent_end never takes
+	// the seq of an event a client already received.
+	ReserveEvents(ctx context.Context, runID string, through uint64) error
 	// Events returns at most limit (which must be positive) stored events
 	// of the run with a seq greater than after, in seq order; empty when
 	// there are none (yet, or any more: see Run.EventsPruned).
@@ -315,6 +324,10 @@ type Run struct {
 	// LastSeq is the seq of the last event stored in the run's event log;
 	// 0 before the first batch. It stays when the events are pruned.
 	LastSeq uint64
+	// ReservedSeq is the largest seq ReserveEvents recorded for the run;
+	// 0 for none. Events up to it may have reached clients without being
+	// stored.
+	ReservedSeq uint64
 	// EventsPruned says the run's event log was deleted by PruneEvents.
 	EventsPruned bool
 	// Owner is the replica that claimed the run (Shared.ClaimRun); empty

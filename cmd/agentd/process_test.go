@@ -309,8 +309,13 @@ func TestAttachAfterKillAndRestart(t *testing.T) {
 			t.Fatalf("%s: last event %v, want agent_end INTERRUPTED", attempt, last)
 		}
 		durable := got[:len(got)-1]
+		// The repair's agent_end follows every seq that streamed, lost
+		// or not, so an Attach after the last one a client saw gets it.
+		if last.GetSeq() <= live[len(live)-1].GetSeq() || last.GetRunId() != live[0].GetRunId() {
+			t.Fatalf("%s: agent_end has seq %d of run %s; %d events of run %s streamed live", attempt, last.GetSeq(), last.GetRunId(), live[len(live)-1].GetSeq(), live[0].GetRunId())
+		}
 		firstDeltaSeq := uint64(0)
-		for i, ev := range got {
+		for i, ev := range durable {
 			if ev.GetSeq() != uint64(i)+1 || ev.GetRunId() != live[0].GetRunId() {
 				t.Fatalf("%s: event %d has seq %d of run %s", attempt, i, ev.GetSeq(), ev.GetRunId())
 			}

@@ -78,18 +78,33 @@ func isToolCallRequested(ev *agentdv1.AgentEvent) bool { return ev.GetToolCallRe
 func isApprovalRequested(ev *agentdv1.AgentEvent) bool { return ev.GetApprovalRequested() != nil }
 
 // checkRun checks a run's events: seq 1, 2, ... of one run, ending with
-// one agent_end.
+// one agent_end; the events of the repair of an interrupted run may skip
+// seqs once.
 func checkRun(evs []*agentdv1.AgentEvent) error {
 	if len(evs) == 0 {
 		return errors.New("no events")
 	}
+	gap := -1 // where the seqs jump
 	for i, ev := range evs {
-		if ev.GetSeq() != uint64(i)+1 || ev.GetRunId() != evs[0].GetRunId() {
-			return fmt.Errorf("event %d has seq %d of run %s", i, ev.GetSeq(), ev.GetRunId())
+		want := uint64(1)
+		if i > 0 {
+			want = evs[i-1].GetSeq() + 1
+		}
+		seq := ev.GetSeq()
+		if (seq != want && (i == 0 || seq < want || gap >= 0)) || ev.GetRunId() != evs[0].GetRunId() {
+			return fmt.Errorf("event %d has seq %d of run %s", i, seq, ev.GetRunId())
+		}
+		if seq != want {
+			gap = i
 		}
 		if (ev.GetAgentEnd() != nil) != (i == len(evs)-1) {
 			return fmt.Errorf("agent_end at %d of %d", i, len(evs))
 		}
+	}
+	// Only the repair of an interrupted run skips seqs: its events follow
+	// the seqs the run had reserved, which may have streamed and been lost.
+	if end := evs[len(evs)-1].GetAgentEnd(); gap >= 0 && end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_INTERRUPTED {
+		return fmt.Errorf("seq %d follows seq %d in a run that ended %v", evs[gap].GetSeq(), evs[gap-1].GetSeq(), end.GetOutcome())
 	}
 	return nil
 }

@@ -826,7 +826,7 @@ func (s *Store) AppendEvents(_ context.Context, runID string, events []persisten
 // appendEvents is AppendEvents on a run found under the write lock. It
 // wakes the watchers of the run's events (Shared.Watch).
 func (d *data) appendEvents(r *run, events []persistence.Event) error {
-	if err := persistence.CheckEventBatch(r.rec.ID, r.rec.LastSeq, events); err != nil {
+	if err := persistence.CheckReservedEventBatch(r.rec.ID, r.rec.LastSeq, r.rec.ReservedSeq, r.rec.Ended(), events); err != nil {
 		return err
 	}
 	for _, ev := range events {
@@ -835,6 +835,18 @@ func (d *data) appendEvents(r *run, events []persistence.Event) error {
 	r.rec.LastSeq = events[len(events)-1].Seq
 	d.wake(persistence.EventsTopic(r.rec.ID))
 	return nil
+}
+
+// ReserveEvents implements [persistence.Store].
+func (s *Store) ReserveEvents(_ context.Context, runID string, through uint64) error {
+	return s.write(func(d *data) error {
+		r, ok := d.runs[runID]
+		if !ok {
+			return persistence.RunNotFound(runID)
+		}
+		r.rec.ReservedSeq = max(r.rec.ReservedSeq, through)
+		return nil
+	})
 }
 
 // Events implements [persistence.Store].

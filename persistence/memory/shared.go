@@ -324,6 +324,23 @@ func (w *fencedWriter) AppendEvents(_ context.Context, runID string, events []pe
 	})
 }
 
+// ReserveEvents is Store.ReserveEvents under the fence; like
+// AppendEvents, it still stores after the holder ended the run with EndRun
+// of this writer.
+func (w *fencedWriter) ReserveEvents(_ context.Context, runID string, through uint64) error {
+	if err := w.f.CheckRun(runID); err != nil {
+		return err
+	}
+	return w.s.write(func(d *data) error {
+		r, err := d.fence(w.f, true)
+		if err != nil {
+			return err
+		}
+		r.rec.ReservedSeq = max(r.rec.ReservedSeq, through)
+		return nil
+	})
+}
+
 // EndRun is Store.EndRun under the fence. The generation stays, so the
 // holder still stores the run's last events after it.
 func (w *fencedWriter) EndRun(_ context.Context, runID string, end persistence.RunEnd) error {

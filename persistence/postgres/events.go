@@ -45,7 +45,7 @@ func (s *Store) appendEvents(ctx context.Context, f *persistence.Fence, runID st
 					return err
 				}
 			}
-			if err := persistence.CheckEventBatch(runID, r.lastSeq, events); err != nil {
+			if err := persistence.CheckReservedEventBatch(runID, r.lastSeq, r.reservedSeq, r.ended, events); err != nil {
 				return err
 			}
 			first, last := int64(events[0].Seq), int64(events[len(events)-1].Seq)
@@ -68,8 +68,11 @@ func (s *Store) Events(ctx context.Context, runID string, after uint64, limit in
 	}
 	var out []persistence.Event
 	err := s.read(ctx, func(tx pgx.Tx) error {
-		var one int
-		if err := tx.QueryRow(ctx, `SELECT 1 FROM runs WHERE id = $1`, runID).Scan(&one); errors.Is(err, pgx.ErrNoRows) {
+		// The log is contiguous but for one gap below the reservation
+		// (see AppendEvents): batches starting up to limit seqs past after,
+		// or past the reservation, hold the next limit events.
+		var reserved int64
+		if err := tx.QueryRow(ctx, `SELECT reserved_seq FROM runs WHERE id = $1`, runID).Scan(&reserved); errors.Is(err, pgx.ErrNoRows) {
 			return persistence.RunNotFound(runID)
 		} else if err != nil {
 			return err
@@ -77,7 +80,7 @@ func (s *Store) Events(ctx context.Context, runID string, after uint64, limit in
 		// after is at most the log's last seq for the ones that matter;
 		// a larger one matches nothing.
 		from := int64(min(after, 1<<62))
-		rows, err := tx.Query(ctx, `SELECT first_seq, last_seq, encoding, payload FROM run_events WHERE run_id = $1 AND first_seq <= $2::bigint + $3::bigint AND last_seq > $2::bigint ORDER BY first_seq`, runID, from, limit)
+		rows, err := tx.Query(ctx, `SELECT first_seq, last_seq, encoding, payload FROM run_events WHERE run_id = $1 AND first_seq <= greatest($2::bigint, $4::bigint) + $3::bigint AND last_seq > $2::bigint ORDER BY first_seq`, runID, from, limit, reserved)
 		if err != nil {
 			return err
 		}

@@ -17,7 +17,7 @@ import (
 
 // runColumns are a whole run record, of runs r joined with sessions s.
 const runColumns = `r.id, s.id, r.start_time, r.end_time, r.outcome, r.error_message, r.last_seq, r.events_pruned, coalesce(r.owner, ''), r.lease_expiry,
-	r.request, r.usage, r.structured_output, coalesce(r.prompt_entry_id, '')`
+	r.request, r.usage, r.structured_output, coalesce(r.prompt_entry_id, ''), r.reserved_seq`
 
 // insertRunMetadata follows an INSERT INTO runs in a WITH clause named
 // run: it stores the request metadata ($keys, $values arrays) as rows of
@@ -98,6 +98,35 @@ func (s *Store) setRunPrompt(ctx context.Context, f *persistence.Fence, runID, e
 		return err
 	})
 	return opError(err, "record the prompt of run %q", runID)
+}
+
+// ReserveEvents implements [persistence.Store].
+func (s *Store) ReserveEvents(ctx context.Context, runID string, through uint64) error {
+	return s.reserveEvents(ctx, nil, runID, through)
+}
+
+// reserveEvents moves the run's reservation up to through, under fence f
+// when it is not nil.
+func (s *Store) reserveEvents(ctx context.Context, f *persistence.Fence, runID string, through uint64) error {
+	err := s.write(ctx, func(tx pgx.Tx) error {
+		if f != nil {
+			r, err := lockRun(ctx, tx, runID, "FOR UPDATE")
+			if errors.Is(err, persistence.ErrNotFound) {
+				return fencedMissing(*f)
+			} else if err != nil {
+				return err
+			}
+			if err := r.check(*f, true); err != nil {
+				return err
+			}
+		}
+		tag, err := tx.Exec(ctx, `UPDATE runs SET reserved_seq = GREATEST(reserved_seq, $2) WHERE id = $1`, runID, int64(min(through, 1<<62)))
+		if err == nil && tag.RowsAffected() == 0 {
+			err = persistence.RunNotFound(runID)
+		}
+		return err
+	})
+	return opError(err, "reserve the events of run %q up to seq %d", runID, through)
 }
 
 // ListRuns implements [persistence.Store]: the index of the session's
@@ -196,6 +225,15 @@ func (w *fencedWriter) AppendEvents(ctx context.Context, runID string, events []
 	return w.s.appendEvents(ctx, &w.f, runID, events)
 }
 
+// ReserveEvents is Store.ReserveEvents under the fence; like
+// AppendEvents, it is allowed after the fence's holder ended the run.
+func (w *fencedWriter) ReserveEvents(ctx context.Context, runID string, through uint64) error {
+	if err := w.f.CheckRun(runID); err != nil {
+		return err
+	}
+	return w.s.reserveEvents(ctx, &w.f, runID, through)
+}
+
 // EndRun is Store.EndRun under the fence. The generation stays, which is
 // what lets the owner store the run's last events after it (see
 // AppendEvents).
@@ -260,8 +298,9 @@ type runState struct {
 	// leaseValid: the lease has not expired by the database's clock now
 	// (clock_timestamp(), not the transaction's start, which may lie
 	// before a wait for a lock).
-	leaseValid bool
-	lastSeq    uint64
+	leaseValid  bool
+	lastSeq     uint64
+	reservedSeq uint64
 }
 
 // lockRun reads a run's row and locks it with lock ("FOR SHARE" or "FOR
@@ -270,8 +309,8 @@ type runState struct {
 // (CloseExpiredRuns, EndRun) must update the row.
 func lockRun(ctx context.Context, tx pgx.Tx, runID, lock string) (runState, error) {
 	r := runState{id: runID}
-	err := tx.QueryRow(ctx, `SELECT session_pk, coalesce(owner, ''), generation, end_time IS NOT NULL, coalesce(lease_expiry > clock_timestamp(), false), last_seq FROM runs WHERE id = $1 `+lock, runID).
-		Scan(&r.sessionPK, &r.owner, &r.generation, &r.ended, &r.leaseValid, &r.lastSeq)
+	err := tx.QueryRow(ctx, `SELECT session_pk, coalesce(owner, ''), generation, end_time IS NOT NULL, coalesce(lease_expiry > clock_timestamp(), false), last_seq, reserved_seq FROM runs WHERE id = $1 `+lock, runID).
+		Scan(&r.sessionPK, &r.owner, &r.generation, &r.ended, &r.leaseValid, &r.lastSeq, &r.reservedSeq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, persistence.RunNotFound(runID)
 	}
@@ -373,7 +412,7 @@ func scanRuns(rows pgx.Rows) ([]*persistence.Run, error) {
 		var request, usage, output []byte
 		var promptEntry string
 		if err := rows.Scan(&r.ID, &r.SessionID, &r.StartTime, &end, &outcome, &r.ErrorMessage, &r.LastSeq, &r.EventsPruned, &r.Owner, &lease,
-			&request, &usage, &output, &promptEntry); err != nil {
+			&request, &usage, &output, &promptEntry, &r.ReservedSeq); err != nil {
 			return nil, err
 		}
 		if err := persistence.DecodeRunParts(&r, request, usage, output, promptEntry); err != nil {

@@ -48,7 +48,16 @@ func (t *writeTx) appendEvents(runID string, events []persistence.Event, payload
 		return persistence.RunNotFound(runID)
 	}
 	if err := persistence.CheckEventBatch(runID, lastSeq, events); err != nil {
-		return err
+		// Only the batch that closes an interrupted run's log starts
+		// elsewhere: after the run's reservation.
+		var reserved uint64
+		var ended bool
+		if qerr := t.queryRow(`SELECT reserved_seq, end_time IS NOT NULL FROM runs WHERE id = ?`, runID).Scan(&reserved, &ended); qerr != nil {
+			return qerr
+		}
+		if err := persistence.CheckReservedEventBatch(runID, lastSeq, reserved, ended, events); err != nil {
+			return err
+		}
 	}
 	first, last := events[0].Seq, events[len(events)-1].Seq
 	if _, err := t.exec(`INSERT INTO run_events (run_id, first_seq, last_seq, encoding, payload) VALUES (?, ?, ?, ?, ?)`, runID, first, last, encoding, payload); err != nil {
@@ -65,13 +74,16 @@ func (s *Store) Events(ctx context.Context, runID string, after uint64, limit in
 	}
 	var out []persistence.Event
 	err := s.read(ctx, func(tx *sql.Tx) error {
-		var one int
-		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM runs WHERE id = ?`, runID).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+		// The log is contiguous but for one gap below the reservation
+		// (see AppendEvents): batches starting up to limit seqs past after,
+		// or past the reservation, hold the next limit events.
+		var reserved uint64
+		if err := tx.QueryRowContext(ctx, `SELECT reserved_seq FROM runs WHERE id = ?`, runID).Scan(&reserved); errors.Is(err, sql.ErrNoRows) {
 			return persistence.RunNotFound(runID)
 		} else if err != nil {
 			return err
 		}
-		rows, err := tx.StmtContext(ctx, s.rEvents).QueryContext(ctx, runID, after, limit)
+		rows, err := tx.StmtContext(ctx, s.rEvents).QueryContext(ctx, runID, after, limit, reserved)
 		if err != nil {
 			return err
 		}

@@ -16,7 +16,7 @@ import (
 
 // runColumns are a whole run record; the last stored seq is the last_seq
 // of the run's last batch (see migrations/0003_event_log_and_implied_leaf.sql).
-const runColumns = `r.id, s.id, r.start_time, r.end_time, r.outcome, r.error_message, ` + runLastSeq + `, r.events_pruned, r.request, r.usage, r.structured_output, r.prompt_entry_id`
+const runColumns = `r.id, s.id, r.start_time, r.end_time, r.outcome, r.error_message, ` + runLastSeq + `, r.events_pruned, r.request, r.usage, r.structured_output, r.prompt_entry_id, r.reserved_seq`
 
 // runLastSeq is the last stored event seq of run r.
 const runLastSeq = `coalesce((SELECT e.last_seq FROM run_events e WHERE e.run_id = r.id ORDER BY e.first_seq DESC LIMIT 1), r.last_seq)`
@@ -75,6 +75,23 @@ func (s *Store) EndRun(ctx context.Context, runID string, end persistence.RunEnd
 		return err
 	})
 	return opError(err, "record the end of run %q", runID)
+}
+
+// ReserveEvents implements [persistence.Store].
+func (s *Store) ReserveEvents(ctx context.Context, runID string, through uint64) error {
+	err := s.write(ctx, func(t *writeTx) error {
+		res, err := t.exec(`UPDATE runs SET reserved_seq = max(reserved_seq, ?) WHERE id = ?`, through, runID)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return persistence.RunNotFound(runID)
+		}
+		return nil
+	})
+	return opError(err, "reserve the events of run %q up to seq %d", runID, through)
 }
 
 // SetRunPrompt implements [persistence.Store].
@@ -214,7 +231,7 @@ func scanRuns(rows *sql.Rows) ([]*persistence.Run, error) {
 		var outcome int32
 		var request, usage, output []byte
 		var promptEntry sql.NullString
-		if err := rows.Scan(&r.ID, &r.SessionID, &start, &end, &outcome, &r.ErrorMessage, &r.LastSeq, &r.EventsPruned, &request, &usage, &output, &promptEntry); err != nil {
+		if err := rows.Scan(&r.ID, &r.SessionID, &start, &end, &outcome, &r.ErrorMessage, &r.LastSeq, &r.EventsPruned, &request, &usage, &output, &promptEntry, &r.ReservedSeq); err != nil {
 			return nil, err
 		}
 		if err := persistence.DecodeRunParts(&r, request, usage, output, promptEntry.String); err != nil {

@@ -108,7 +108,7 @@ func newStore(ctx context.Context, path string, o options, w *writer, reader, ch
 		{&s.rRange, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key >= ?1 * 4294967296 + ?2 AND key <= ?1 * 4294967296 + ?3 ORDER BY key`},
 		{&s.rEntry, sqlEntryByID},
 		{&s.rPage, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key > ?1 * 4294967296 + ?2 AND key < (?1 + 1) * 4294967296 ORDER BY key LIMIT ?3`},
-		{&s.rEvents, `SELECT first_seq, last_seq, encoding, payload FROM run_events WHERE run_id = ?1 AND first_seq <= ?2 + ?3 AND last_seq > ?2 ORDER BY first_seq`},
+		{&s.rEvents, `SELECT first_seq, last_seq, encoding, payload FROM run_events WHERE run_id = ?1 AND first_seq <= max(?2, ?4) + ?3 AND last_seq > ?2 ORDER BY first_seq`},
 		{&s.rRun, `SELECT ` + runColumns + ` FROM runs r JOIN sessions s ON s.pk = r.session_pk WHERE r.id = ?`},
 	}
 	for _, p := range prep {

@@ -336,6 +336,13 @@ var runWrites = []struct {
 		}
 		return w.AppendEvents(ctx, f.RunID, []persistence.Event{{Seq: seq, Data: []byte("e")}})
 	}},
+	{"ReserveEvents", func(ctx context.Context, s persistence.Shared, w persistence.RunWriter, f persistence.Fence, _ string) error {
+		through := uint64(100)
+		if r, err := s.GetRun(ctx, f.RunID); err == nil {
+			through += r.ReservedSeq
+		}
+		return w.ReserveEvents(ctx, f.RunID, through)
+	}},
 	{"EndRun", func(ctx context.Context, _ persistence.Shared, w persistence.RunWriter, f persistence.Fence, _ string) error {
 		return w.EndRun(ctx, f.RunID, persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED})
 	}},
@@ -343,10 +350,11 @@ var runWrites = []struct {
 
 // runState is what a write of a run may change.
 type runState struct {
-	path    []string
-	leaf    string
-	lastSeq uint64
-	ended   bool
+	path     []string
+	leaf     string
+	lastSeq  uint64
+	reserved uint64
+	ended    bool
 }
 
 func (e *sharedEnv) state(sessionID, runID string) runState {
@@ -361,7 +369,7 @@ func (e *sharedEnv) state(sessionID, runID string) runState {
 		e.t.Fatal(err)
 	}
 	r := e.run(runID)
-	return runState{path: ids(path), leaf: sess.LeafEntryID, lastSeq: r.LastSeq, ended: r.Ended()}
+	return runState{path: ids(path), leaf: sess.LeafEntryID, lastSeq: r.LastSeq, reserved: r.ReservedSeq, ended: r.Ended()}
 }
 
 func testFencedWrites(t *testing.T, e *sharedEnv) {
@@ -494,6 +502,9 @@ func testEventsAfterEnd(t *testing.T, e *sharedEnv) {
 	if err := w.EndRun(ctx, "r1", persistence.RunEnd{Outcome: agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED}); err != nil {
 		t.Fatal(err)
 	}
+	if err := w.ReserveEvents(ctx, "r1", 50); err != nil {
+		t.Fatalf("ReserveEvents after the fenced EndRun: %v", err)
+	}
 	if err := w.AppendEvents(ctx, "r1", ev(2)); err != nil {
 		t.Fatalf("AppendEvents after the fenced EndRun: %v", err)
 	}
@@ -508,13 +519,28 @@ func testEventsAfterEnd(t *testing.T, e *sharedEnv) {
 	}
 
 	// Closed as expired, the run refuses its former owner's events.
+	// Its reservation comes with it, and the replica that closed it ends
+	// the log after the reservation.
 	g := e.claim(s, sid, "r2", "a", Lease)
-	e.expire("r2")
-	if _, err := s.CloseExpiredRuns(ctx); err != nil {
+	if err := s.Fenced(g).ReserveEvents(ctx, "r2", 40); err != nil {
 		t.Fatal(err)
+	}
+	e.expire("r2")
+	closed, err := s.CloseExpiredRuns(ctx)
+	if err != nil || !slices.ContainsFunc(closed, func(r *persistence.Run) bool { return r.ID == "r2" && r.ReservedSeq == 40 }) {
+		t.Fatalf("CloseExpiredRuns = %+v, %v; want r2 with ReservedSeq 40", closed, err)
 	}
 	if err := s.Fenced(g).AppendEvents(ctx, "r2", ev(1)); !errors.Is(err, persistence.ErrFenced) {
 		t.Fatalf("AppendEvents after CloseExpiredRuns: %v, want ErrFenced", err)
+	}
+	if err := s.Fenced(g).ReserveEvents(ctx, "r2", 80); !errors.Is(err, persistence.ErrFenced) {
+		t.Fatalf("ReserveEvents after CloseExpiredRuns: %v, want ErrFenced", err)
+	}
+	if err := s.AppendEvents(ctx, "r2", ev(41)); err != nil {
+		t.Fatalf("AppendEvents after the reservation of a closed run: %v", err)
+	}
+	if r := e.run("r2"); r.LastSeq != 41 || r.ReservedSeq != 40 {
+		t.Fatalf("closed run r2 = %+v; want LastSeq 41, ReservedSeq 40", r)
 	}
 }
 
