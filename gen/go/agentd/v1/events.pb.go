@@ -125,8 +125,11 @@ type AgentEvent struct {
 	// The run that produced the event.
 	RunId string `protobuf:"bytes,2,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
 	// The event's position in its run: 1 for agent_start, then increasing by
-	// exactly one per event. Pass the last seq you processed to Attach to
-	// resume without gaps or duplicates.
+	// one per event. One exception: when agentd stopped abruptly mid-run, the
+	// events that close the interrupted run (its agent_end) come after a gap,
+	// past every seq that may have been streamed but not stored, so a seq
+	// never names two different events. Pass the last seq you processed to
+	// Attach to resume without gaps or duplicates.
 	Seq uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
 	// When agentd produced the event.
 	Time *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`

@@ -62,8 +62,11 @@ export type AgentEvent = Message<"agentd.v1.AgentEvent"> & {
 
   /**
    * The event's position in its run: 1 for agent_start, then increasing by
-   * exactly one per event. Pass the last seq you processed to Attach to
-   * resume without gaps or duplicates.
+   * one per event. One exception: when agentd stopped abruptly mid-run, the
+   * events that close the interrupted run (its agent_end) come after a gap,
+   * past every seq that may have been streamed but not stored, so a seq
+   * never names two different events. Pass the last seq you processed to
+   * Attach to resume without gaps or duplicates.
    *
    * @generated from field: uint64 seq = 3;
    */
