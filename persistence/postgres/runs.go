@@ -79,25 +79,8 @@ func (s *Store) SetRunPrompt(ctx context.Context, runID, entryID string) error {
 }
 
 func (s *Store) setRunPrompt(ctx context.Context, f *persistence.Fence, runID, entryID string) error {
-	err := s.write(ctx, func(tx pgx.Tx) error {
-		if f != nil {
-			r, err := lockRun(ctx, tx, runID, "FOR SHARE")
-			if errors.Is(err, persistence.ErrNotFound) {
-				return fencedMissing(*f)
-			} else if err != nil {
-				return err
-			}
-			if err := r.check(*f, false); err != nil {
-				return err
-			}
-		}
-		tag, err := tx.Exec(ctx, `UPDATE runs SET prompt_entry_id = $2 WHERE id = $1`, runID, entryID)
-		if err == nil && tag.RowsAffected() == 0 {
-			err = persistence.RunNotFound(runID)
-		}
-		return err
-	})
-	return opError(err, "record the prompt of run %q", runID)
+	return opError(s.updateRun(ctx, f, "FOR SHARE", false, runID, `UPDATE runs SET prompt_entry_id = $2 WHERE id = $1`, entryID),
+		"record the prompt of run %q", runID)
 }
 
 // ReserveEvents implements [persistence.Store].
@@ -108,25 +91,34 @@ func (s *Store) ReserveEvents(ctx context.Context, runID string, through uint64)
 // reserveEvents moves the run's reservation up to through, under fence f
 // when it is not nil.
 func (s *Store) reserveEvents(ctx context.Context, f *persistence.Fence, runID string, through uint64) error {
-	err := s.write(ctx, func(tx pgx.Tx) error {
+	return opError(s.updateRun(ctx, f, "FOR UPDATE", true, runID, `UPDATE runs SET reserved_seq = GREATEST(reserved_seq, $2) WHERE id = $1`, int64(min(through, 1<<62))),
+		"reserve the events of run %q up to seq %d", runID, through)
+}
+
+// updateRun runs an UPDATE of one run's row ($1 is the run id, arg $2).
+// Under fence f, when it is not nil, the row is locked first (lock: FOR
+// SHARE or FOR UPDATE) and the fence checked (afterEnd: the write is
+// allowed on an ended run, as runState.check takes it). No such row is
+// persistence.RunNotFound.
+func (s *Store) updateRun(ctx context.Context, f *persistence.Fence, lock string, afterEnd bool, runID, query string, arg any) error {
+	return s.write(ctx, func(tx pgx.Tx) error {
 		if f != nil {
-			r, err := lockRun(ctx, tx, runID, "FOR UPDATE")
+			r, err := lockRun(ctx, tx, runID, lock)
 			if errors.Is(err, persistence.ErrNotFound) {
 				return fencedMissing(*f)
 			} else if err != nil {
 				return err
 			}
-			if err := r.check(*f, true); err != nil {
+			if err := r.check(*f, afterEnd); err != nil {
 				return err
 			}
 		}
-		tag, err := tx.Exec(ctx, `UPDATE runs SET reserved_seq = GREATEST(reserved_seq, $2) WHERE id = $1`, runID, int64(min(through, 1<<62)))
+		tag, err := tx.Exec(ctx, query, runID, arg)
 		if err == nil && tag.RowsAffected() == 0 {
 			err = persistence.RunNotFound(runID)
 		}
 		return err
 	})
-	return opError(err, "reserve the events of run %q up to seq %d", runID, through)
 }
 
 // ListRuns implements [persistence.Store]: the index of the session's

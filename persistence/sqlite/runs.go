@@ -79,25 +79,21 @@ func (s *Store) EndRun(ctx context.Context, runID string, end persistence.RunEnd
 
 // ReserveEvents implements [persistence.Store].
 func (s *Store) ReserveEvents(ctx context.Context, runID string, through uint64) error {
-	err := s.write(ctx, func(t *writeTx) error {
-		res, err := t.exec(`UPDATE runs SET reserved_seq = max(reserved_seq, ?) WHERE id = ?`, through, runID)
-		if err != nil {
-			return err
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return err
-		} else if n == 0 {
-			return persistence.RunNotFound(runID)
-		}
-		return nil
-	})
-	return opError(err, "reserve the events of run %q up to seq %d", runID, through)
+	return opError(s.updateRun(ctx, runID, `UPDATE runs SET reserved_seq = max(reserved_seq, ?) WHERE id = ?`, through, runID),
+		"reserve the events of run %q up to seq %d", runID, through)
 }
 
 // SetRunPrompt implements [persistence.Store].
 func (s *Store) SetRunPrompt(ctx context.Context, runID, entryID string) error {
-	err := s.write(ctx, func(t *writeTx) error {
-		res, err := t.exec(`UPDATE runs SET prompt_entry_id = ? WHERE id = ?`, entryID, runID)
+	return opError(s.updateRun(ctx, runID, `UPDATE runs SET prompt_entry_id = ? WHERE id = ?`, entryID, runID),
+		"record the prompt of run %q", runID)
+}
+
+// updateRun runs an UPDATE of one run's row; no such row is
+// persistence.RunNotFound.
+func (s *Store) updateRun(ctx context.Context, runID, query string, args ...any) error {
+	return s.write(ctx, func(t *writeTx) error {
+		res, err := t.exec(query, args...)
 		if err != nil {
 			return err
 		}
@@ -108,7 +104,6 @@ func (s *Store) SetRunPrompt(ctx context.Context, runID, entryID string) error {
 		}
 		return nil
 	})
-	return opError(err, "record the prompt of run %q", runID)
 }
 
 // ListRuns implements [persistence.Store]. It reads the index of the
