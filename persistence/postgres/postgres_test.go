@@ -133,8 +133,8 @@ func TestSchema(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open %d: %v", i, err)
 		}
-		if v := stores[i].SchemaVersion(); v != 4 {
-			t.Fatalf("SchemaVersion = %d, want 4", v)
+		if v := stores[i].SchemaVersion(); v != 5 {
+			t.Fatalf("SchemaVersion = %d, want 5", v)
 		}
 		if err := stores[i].Ping(ctx); err != nil {
 			t.Fatalf("Ping: %v", err)
@@ -143,16 +143,16 @@ func TestSchema(t *testing.T) {
 	}
 	raw := rawConn(t, dsn)
 	var applied int
-	if err := raw.QueryRow(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&applied); err != nil || applied != 4 {
-		t.Fatalf("schema_migrations holds %d rows (%v), want 4", applied, err)
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&applied); err != nil || applied != 5 {
+		t.Fatalf("schema_migrations holds %d rows (%v), want 5", applied, err)
 	}
 	if _, err := raw.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES (7, '0007_future.sql')`); err != nil {
 		t.Fatal(err)
 	}
 	_, err := postgres.Open(ctx, dsn)
 	var sv *postgres.SchemaVersionError
-	if !errors.As(err, &sv) || sv.Found != 7 || sv.Supported != 4 {
-		t.Fatalf("Open of a newer schema: %v, want *SchemaVersionError{Found: 7, Supported: 4}", err)
+	if !errors.As(err, &sv) || sv.Found != 7 || sv.Supported != 5 {
+		t.Fatalf("Open of a newer schema: %v, want *SchemaVersionError{Found: 7, Supported: 5}", err)
 	}
 
 	other := pgtest.DSN(t)
