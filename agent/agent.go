@@ -202,6 +202,10 @@ type Agent struct {
 
 	stop chan struct{}  // closed by Close: background loops return
 	bg   sync.WaitGroup // background loops
+	// feedDone is closed by Close once every run ended (a shared store
+	// only): the feed's writer stores what is left and returns.
+	feedDone     chan struct{}
+	feedDoneOnce sync.Once
 }
 
 // New returns an agent over store. It first repairs what an earlier
@@ -285,7 +289,15 @@ func New(ctx context.Context, store persistence.Store, opts Options) (*Agent, er
 	if err := a.checkCeilings(&a.opts.Ceilings); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	if a.shared != nil {
+		if err := a.startFeed(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if err := a.repair(ctx); err != nil {
+		a.closeFeed()
+		close(a.stop)
+		a.bg.Wait()
 		return nil, err
 	}
 	a.bg.Add(1)
@@ -324,6 +336,7 @@ func (a *Agent) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		a.wg.Wait()
+		a.closeFeed()
 		a.bg.Wait()
 		close(done)
 	}()
@@ -333,6 +346,15 @@ func (a *Agent) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// closeFeed lets the feed's writer finish (a shared store only).
+func (a *Agent) closeFeed() {
+	a.feedDoneOnce.Do(func() {
+		if a.feedDone != nil {
+			close(a.feedDone)
+		}
+	})
 }
 
 // CheckConfig checks the parts of a session configuration of tenant that

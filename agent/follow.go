@@ -189,8 +189,7 @@ func (a *Agent) followStored(ctx context.Context, sessionID, runID string, after
 		return err
 	}
 	if run.EventsPruned {
-		return refuse(agentdv1.ErrorReason_ERROR_REASON_EVENTS_EXPIRED, "the events of run %q of session %q are no longer retained (the retention is %v, see --event-retention); GetTranscript has every stored message",
-			runID, sessionID, a.opts.EventRetention)
+		return a.eventsExpired(sessionID, runID)
 	}
 	if run.Ended() && after > run.LastSeq {
 		// The client saw events the store does not hold (lost to a crash
@@ -229,6 +228,10 @@ func (a *Agent) followStored(ctx context.Context, sessionID, runID string, after
 		if run, err = a.store.GetRun(ctx, runID); err != nil {
 			return err
 		}
+		if run.EventsPruned {
+			// Pruned while we followed: what is left will never come.
+			return a.eventsExpired(sessionID, runID)
+		}
 		if run.Ended() && after >= run.LastSeq {
 			// A run's last events (agent_end) are stored just after its
 			// end is recorded, by its replica or by the one that closed
@@ -257,6 +260,12 @@ func (a *Agent) followStored(ctx context.Context, sessionID, runID string, after
 			return ctx.Err()
 		}
 	}
+}
+
+// eventsExpired refuses to follow a run whose events were pruned.
+func (a *Agent) eventsExpired(sessionID, runID string) error {
+	return refuse(agentdv1.ErrorReason_ERROR_REASON_EVENTS_EXPIRED, "the events of run %q of session %q are no longer retained (the retention is %v, see --event-retention); GetTranscript has every stored message",
+		runID, sessionID, a.opts.EventRetention)
 }
 
 // storedEnd returns the stored event of run runID with seq last when it is

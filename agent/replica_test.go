@@ -30,7 +30,10 @@ type replicas struct {
 
 func newReplicas(t *testing.T, tools ...agentloop.Tool) *replicas {
 	t.Helper()
-	clock := memory.NewManualClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
+	// The store's clock starts at the agents' (real) time: the agents prune
+	// event logs the store dates older than their retention by their own
+	// clock, which would otherwise take a fresh run's log for an old one.
+	clock := memory.NewManualClock(time.Now().UTC().Truncate(time.Second))
 	r := &replicas{clock: clock, store: memory.NewShared(memory.WithClock(clock.Now))}
 	open := func(id string, s persistence.Shared) *agent.Agent {
 		a, err := agent.New(context.Background(), s, agent.Options{ReplicaID: id, Lease: replicaLease, Tools: tools})

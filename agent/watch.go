@@ -83,6 +83,9 @@ type Change struct {
 	Pending *agentdv1.PendingInteraction
 
 	seq uint64
+	// remote: another replica made the change (watchfeed.go); it is not
+	// forwarded to the others again.
+	remote bool
 }
 
 // ResyncError ends a watch whose watcher missed changes: read the state
@@ -121,8 +124,14 @@ type watchHub struct {
 	buffer  int
 	now     func() time.Time
 
+	// forward, set on a shared store only, hands each change this
+	// process made (but its runs' events) to the feed the other replicas
+	// read (watchfeed.go). It runs under mu and must not block.
+	forward func(*Change)
+
 	mu       sync.Mutex
 	seq      uint64    // of the last change published
+	floor    uint64    // cursors before it missed changes of other replicas
 	ring     []*Change // circular, len(ring) == history once full
 	watchers map[*watcher]struct{}
 	pending  map[string]*Change // ChangePendingAdded changes, by pendingKey
@@ -166,6 +175,9 @@ func (h *watchHub) publishLocked(c *Change) {
 	if c.Time.IsZero() {
 		c.Time = h.now()
 	}
+	if h.forward != nil && !c.remote && c.Kind != ChangeEvent {
+		h.forward(c)
+	}
 	if len(h.ring) < h.history {
 		h.ring = append(h.ring, c)
 	} else {
@@ -208,7 +220,7 @@ func (h *watchHub) parseCursorLocked(field, cursor string) (uint64, error) {
 	if seq > h.seq {
 		return 0, invalid(field, "%q is ahead of every change agentd issued; pass a cursor from a watch event", truncate(cursor, 40))
 	}
-	if seq+1 < h.oldestLocked() {
+	if seq+1 < h.oldestLocked() || seq < h.floor {
 		return 0, &ResyncError{Cursor: h.cursor(h.seq), Reason: "cursor expired"}
 	}
 	return seq, nil
@@ -325,22 +337,27 @@ func (h *watchHub) runEvent(r *Run, ev *agentdv1.AgentEvent) {
 		h.pending[pendingKey(r.id, p.GetKind(), p.GetId())] = &added
 	}
 	if end := ev.GetAgentEnd(); end != nil {
-		// Nothing of an ended run waits any more.
-		var left []*Change
-		for k, p := range h.pending {
-			if p.RunID == r.id {
-				left = append(left, p)
-				delete(h.pending, k)
-			}
-		}
-		sortChanges(left)
-		for _, p := range left {
-			h.removeLocked(p)
-		}
-		c := base
-		c.Kind, c.Outcome = ChangeRunEnded, end.GetOutcome()
-		h.publishLocked(&c)
+		h.endRunLocked(base, end.GetOutcome())
 	}
+}
+
+// endRunLocked publishes the end of the run base names, after the removal
+// of what still waits of it: nothing of an ended run waits any more.
+func (h *watchHub) endRunLocked(base Change, outcome agentdv1.RunOutcome) {
+	var left []*Change
+	for k, p := range h.pending {
+		if p.RunID == base.RunID {
+			left = append(left, p)
+			delete(h.pending, k)
+		}
+	}
+	sortChanges(left)
+	for _, p := range left {
+		h.removeLocked(p)
+	}
+	c := base
+	c.Kind, c.Outcome = ChangeRunEnded, outcome
+	h.publishLocked(&c)
 }
 
 // settled reports that a request of run r no longer waits.

@@ -81,6 +81,35 @@ type Shared interface {
 	Watch(topic string) (<-chan struct{}, func())
 	// Ping reports whether the database is reachable.
 	Ping(ctx context.Context) error
+
+	// AppendFeed stores payloads, in order, as changes origin made, and
+	// wakes FeedTopic once they are committed. Seqs increase in commit
+	// order across every handle: a reader that has seen seq n never
+	// finds a change with a lower seq committed later.
+	AppendFeed(ctx context.Context, origin string, payloads ...[]byte) error
+	// ReadFeed returns up to limit stored changes with a seq greater than
+	// after, oldest first, and the seq of the last change pruned
+	// (PruneFeed; 0 for none): a reader whose after is lower missed the
+	// changes up to it, and every change returned comes after it.
+	ReadFeed(ctx context.Context, after int64, limit int) (changes []FeedChange, pruned int64, err error)
+	// FeedHead returns the seq of the last change stored (0 for none), to
+	// read the feed from now.
+	FeedHead(ctx context.Context) (int64, error)
+	// PruneFeed deletes the changes stored longer ago than age (by the
+	// database's clock), oldest first.
+	PruneFeed(ctx context.Context, age time.Duration) error
+}
+
+// FeedChange is one change in the feed replicas share so that each can
+// tell its watchers what the others did (Shared.AppendFeed). The store
+// does not read the payload.
+type FeedChange struct {
+	// Seq is the change's place in the feed, from 1.
+	Seq int64
+	// Origin is the replica that stored it.
+	Origin string
+	// Payload is what it stored, as given.
+	Payload []byte
 }
 
 // RunWriter is the writes a run makes, with the signatures of the
@@ -158,6 +187,10 @@ func EventsTopic(runID string) string { return "events:" + runID }
 
 // ControlTopic is woken when a control for a run of owner is stored.
 func ControlTopic(owner string) string { return "control:" + owner }
+
+// FeedTopic is woken when changes are appended to the feed
+// (Shared.AppendFeed).
+const FeedTopic = "feed"
 
 // AnswerTopic is woken when control id is answered.
 func AnswerTopic(id int64) string { return "answer:" + strconv.FormatInt(id, 10) }

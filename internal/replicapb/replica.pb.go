@@ -17,6 +17,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	structpb "google.golang.org/protobuf/types/known/structpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -605,11 +606,163 @@ func (x *ReplicaControlAnswer) GetCleared() *v1.ClearQueueResponse {
 	return nil
 }
 
+// WatchChange is one change a replica made that watches on the other
+// replicas report (WatchSession, WatchSessions, WatchPendingInteractions):
+// every change of a replica's change feed except its runs' events, which
+// the others read from the run's event log. Replicas store it,
+// binary-encoded, in watch_feed.payload. A session's state after a
+// created or updated change is not carried: the reader reads the session
+// from the store.
+type WatchChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent's kind of change (agent.ChangeKind); 0 with lost.
+	Kind int32 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The session's tenant.
+	Tenant string `protobuf:"bytes,2,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	// The session that changed.
+	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// The session's labels as the writer knew them, for label filters.
+	Labels map[string]string `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The run that started or ended, or whose request waits.
+	RunId string `protobuf:"bytes,5,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// When the writer recorded the change.
+	Time *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=time,proto3" json:"time,omitempty"`
+	// The entries appended.
+	Entries []*v1.Entry `protobuf:"bytes,7,rep,name=entries,proto3" json:"entries,omitempty"`
+	// The entry whose label changed.
+	EntryId string `protobuf:"bytes,8,opt,name=entry_id,json=entryId,proto3" json:"entry_id,omitempty"`
+	// Its new label; empty when it was cleared.
+	Label string `protobuf:"bytes,9,opt,name=label,proto3" json:"label,omitempty"`
+	// How the run ended.
+	Outcome v1.RunOutcome `protobuf:"varint,10,opt,name=outcome,proto3,enum=agentd.v1.RunOutcome" json:"outcome,omitempty"`
+	// The request that started or stopped waiting.
+	Pending *v1.PendingInteraction `protobuf:"bytes,11,opt,name=pending,proto3" json:"pending,omitempty"`
+	// The writer dropped changes it could not store in time: every
+	// watcher must resync.
+	Lost          bool `protobuf:"varint,12,opt,name=lost,proto3" json:"lost,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchChange) Reset() {
+	*x = WatchChange{}
+	mi := &file_agentd_internal_replica_v1_replica_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchChange) ProtoMessage() {}
+
+func (x *WatchChange) ProtoReflect() protoreflect.Message {
+	mi := &file_agentd_internal_replica_v1_replica_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchChange.ProtoReflect.Descriptor instead.
+func (*WatchChange) Descriptor() ([]byte, []int) {
+	return file_agentd_internal_replica_v1_replica_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *WatchChange) GetKind() int32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *WatchChange) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *WatchChange) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *WatchChange) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *WatchChange) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *WatchChange) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *WatchChange) GetEntries() []*v1.Entry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *WatchChange) GetEntryId() string {
+	if x != nil {
+		return x.EntryId
+	}
+	return ""
+}
+
+func (x *WatchChange) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *WatchChange) GetOutcome() v1.RunOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return v1.RunOutcome(0)
+}
+
+func (x *WatchChange) GetPending() *v1.PendingInteraction {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+func (x *WatchChange) GetLost() bool {
+	if x != nil {
+		return x.Lost
+	}
+	return false
+}
+
 var File_agentd_internal_replica_v1_replica_proto protoreflect.FileDescriptor
 
 const file_agentd_internal_replica_v1_replica_proto_rawDesc = "" +
 	"\n" +
-	"(agentd/internal/replica/v1/replica.proto\x12\x1aagentd.internal.replica.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x17agentd/v1/service.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xb7\x04\n" +
+	"(agentd/internal/replica/v1/replica.proto\x12\x1aagentd.internal.replica.v1\x1a\x1eagentd/v1/agent_messages.proto\x1a\x17agentd/v1/content.proto\x1a\x16agentd/v1/events.proto\x1a\x17agentd/v1/service.proto\x1a\x15agentd/v1/watch.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb7\x04\n" +
 	"\x0eReplicaControl\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x15\n" +
@@ -663,7 +816,25 @@ const file_agentd_internal_replica_v1_replica_proto_rawDesc = "" +
 	"\x12ErrorMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x01\x10\x02R\n" +
-	"error_kindB7Z5github.com/agentd/agentd/internal/replicapb;replicapbb\x06proto3"
+	"error_kind\"\x82\x04\n" +
+	"\vWatchChange\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\x05R\x04kind\x12\x16\n" +
+	"\x06tenant\x18\x02 \x01(\tR\x06tenant\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\x12K\n" +
+	"\x06labels\x18\x04 \x03(\v23.agentd.internal.replica.v1.WatchChange.LabelsEntryR\x06labels\x12\x15\n" +
+	"\x06run_id\x18\x05 \x01(\tR\x05runId\x12.\n" +
+	"\x04time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12*\n" +
+	"\aentries\x18\a \x03(\v2\x10.agentd.v1.EntryR\aentries\x12\x19\n" +
+	"\bentry_id\x18\b \x01(\tR\aentryId\x12\x14\n" +
+	"\x05label\x18\t \x01(\tR\x05label\x12/\n" +
+	"\aoutcome\x18\n" +
+	" \x01(\x0e2\x15.agentd.v1.RunOutcomeR\aoutcome\x127\n" +
+	"\apending\x18\v \x01(\v2\x1d.agentd.v1.PendingInteractionR\apending\x12\x12\n" +
+	"\x04lost\x18\f \x01(\bR\x04lost\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B7Z5github.com/agentd/agentd/internal/replicapb;replicapbb\x06proto3"
 
 var (
 	file_agentd_internal_replica_v1_replica_proto_rawDescOnce sync.Once
@@ -677,49 +848,60 @@ func file_agentd_internal_replica_v1_replica_proto_rawDescGZIP() []byte {
 	return file_agentd_internal_replica_v1_replica_proto_rawDescData
 }
 
-var file_agentd_internal_replica_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_agentd_internal_replica_v1_replica_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_agentd_internal_replica_v1_replica_proto_goTypes = []any{
 	(*ReplicaControl)(nil),             // 0: agentd.internal.replica.v1.ReplicaControl
 	(*ReplicaToolResult)(nil),          // 1: agentd.internal.replica.v1.ReplicaToolResult
 	(*ReplicaApproval)(nil),            // 2: agentd.internal.replica.v1.ReplicaApproval
 	(*ReplicaContextAnswer)(nil),       // 3: agentd.internal.replica.v1.ReplicaContextAnswer
 	(*ReplicaControlAnswer)(nil),       // 4: agentd.internal.replica.v1.ReplicaControlAnswer
-	nil,                                // 5: agentd.internal.replica.v1.ReplicaControlAnswer.ErrorMetadataEntry
-	(*v1.AgentMessage)(nil),            // 6: agentd.v1.AgentMessage
-	(*v1.SubmitHookResultRequest)(nil), // 7: agentd.v1.SubmitHookResultRequest
-	(*v1.ClearQueueRequest)(nil),       // 8: agentd.v1.ClearQueueRequest
-	(*v1.ContentBlock)(nil),            // 9: agentd.v1.ContentBlock
-	(*structpb.Value)(nil),             // 10: google.protobuf.Value
-	(v1.ApprovalScope)(0),              // 11: agentd.v1.ApprovalScope
-	(*structpb.Struct)(nil),            // 12: google.protobuf.Struct
-	(*v1.ApprovalRule)(nil),            // 13: agentd.v1.ApprovalRule
-	(*v1.ContextSelection)(nil),        // 14: agentd.v1.ContextSelection
-	(v1.ErrorReason)(0),                // 15: agentd.v1.ErrorReason
-	(*v1.ClearQueueResponse)(nil),      // 16: agentd.v1.ClearQueueResponse
+	(*WatchChange)(nil),                // 5: agentd.internal.replica.v1.WatchChange
+	nil,                                // 6: agentd.internal.replica.v1.ReplicaControlAnswer.ErrorMetadataEntry
+	nil,                                // 7: agentd.internal.replica.v1.WatchChange.LabelsEntry
+	(*v1.AgentMessage)(nil),            // 8: agentd.v1.AgentMessage
+	(*v1.SubmitHookResultRequest)(nil), // 9: agentd.v1.SubmitHookResultRequest
+	(*v1.ClearQueueRequest)(nil),       // 10: agentd.v1.ClearQueueRequest
+	(*v1.ContentBlock)(nil),            // 11: agentd.v1.ContentBlock
+	(*structpb.Value)(nil),             // 12: google.protobuf.Value
+	(v1.ApprovalScope)(0),              // 13: agentd.v1.ApprovalScope
+	(*structpb.Struct)(nil),            // 14: google.protobuf.Struct
+	(*v1.ApprovalRule)(nil),            // 15: agentd.v1.ApprovalRule
+	(*v1.ContextSelection)(nil),        // 16: agentd.v1.ContextSelection
+	(v1.ErrorReason)(0),                // 17: agentd.v1.ErrorReason
+	(*v1.ClearQueueResponse)(nil),      // 18: agentd.v1.ClearQueueResponse
+	(*timestamppb.Timestamp)(nil),      // 19: google.protobuf.Timestamp
+	(*v1.Entry)(nil),                   // 20: agentd.v1.Entry
+	(v1.RunOutcome)(0),                 // 21: agentd.v1.RunOutcome
+	(*v1.PendingInteraction)(nil),      // 22: agentd.v1.PendingInteraction
 }
 var file_agentd_internal_replica_v1_replica_proto_depIdxs = []int32{
-	6,  // 0: agentd.internal.replica.v1.ReplicaControl.steer:type_name -> agentd.v1.AgentMessage
-	6,  // 1: agentd.internal.replica.v1.ReplicaControl.follow_up:type_name -> agentd.v1.AgentMessage
+	8,  // 0: agentd.internal.replica.v1.ReplicaControl.steer:type_name -> agentd.v1.AgentMessage
+	8,  // 1: agentd.internal.replica.v1.ReplicaControl.follow_up:type_name -> agentd.v1.AgentMessage
 	1,  // 2: agentd.internal.replica.v1.ReplicaControl.tool_result:type_name -> agentd.internal.replica.v1.ReplicaToolResult
 	2,  // 3: agentd.internal.replica.v1.ReplicaControl.approval:type_name -> agentd.internal.replica.v1.ReplicaApproval
 	3,  // 4: agentd.internal.replica.v1.ReplicaControl.context:type_name -> agentd.internal.replica.v1.ReplicaContextAnswer
-	7,  // 5: agentd.internal.replica.v1.ReplicaControl.hook:type_name -> agentd.v1.SubmitHookResultRequest
-	8,  // 6: agentd.internal.replica.v1.ReplicaControl.clear_queue:type_name -> agentd.v1.ClearQueueRequest
-	9,  // 7: agentd.internal.replica.v1.ReplicaToolResult.content:type_name -> agentd.v1.ContentBlock
-	10, // 8: agentd.internal.replica.v1.ReplicaToolResult.details:type_name -> google.protobuf.Value
-	11, // 9: agentd.internal.replica.v1.ReplicaApproval.scope:type_name -> agentd.v1.ApprovalScope
-	12, // 10: agentd.internal.replica.v1.ReplicaApproval.arguments:type_name -> google.protobuf.Struct
-	13, // 11: agentd.internal.replica.v1.ReplicaApproval.rule:type_name -> agentd.v1.ApprovalRule
-	14, // 12: agentd.internal.replica.v1.ReplicaContextAnswer.selections:type_name -> agentd.v1.ContextSelection
-	15, // 13: agentd.internal.replica.v1.ReplicaControlAnswer.error_reason:type_name -> agentd.v1.ErrorReason
-	5,  // 14: agentd.internal.replica.v1.ReplicaControlAnswer.error_metadata:type_name -> agentd.internal.replica.v1.ReplicaControlAnswer.ErrorMetadataEntry
-	13, // 15: agentd.internal.replica.v1.ReplicaControlAnswer.rule:type_name -> agentd.v1.ApprovalRule
-	16, // 16: agentd.internal.replica.v1.ReplicaControlAnswer.cleared:type_name -> agentd.v1.ClearQueueResponse
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	9,  // 5: agentd.internal.replica.v1.ReplicaControl.hook:type_name -> agentd.v1.SubmitHookResultRequest
+	10, // 6: agentd.internal.replica.v1.ReplicaControl.clear_queue:type_name -> agentd.v1.ClearQueueRequest
+	11, // 7: agentd.internal.replica.v1.ReplicaToolResult.content:type_name -> agentd.v1.ContentBlock
+	12, // 8: agentd.internal.replica.v1.ReplicaToolResult.details:type_name -> google.protobuf.Value
+	13, // 9: agentd.internal.replica.v1.ReplicaApproval.scope:type_name -> agentd.v1.ApprovalScope
+	14, // 10: agentd.internal.replica.v1.ReplicaApproval.arguments:type_name -> google.protobuf.Struct
+	15, // 11: agentd.internal.replica.v1.ReplicaApproval.rule:type_name -> agentd.v1.ApprovalRule
+	16, // 12: agentd.internal.replica.v1.ReplicaContextAnswer.selections:type_name -> agentd.v1.ContextSelection
+	17, // 13: agentd.internal.replica.v1.ReplicaControlAnswer.error_reason:type_name -> agentd.v1.ErrorReason
+	6,  // 14: agentd.internal.replica.v1.ReplicaControlAnswer.error_metadata:type_name -> agentd.internal.replica.v1.ReplicaControlAnswer.ErrorMetadataEntry
+	15, // 15: agentd.internal.replica.v1.ReplicaControlAnswer.rule:type_name -> agentd.v1.ApprovalRule
+	18, // 16: agentd.internal.replica.v1.ReplicaControlAnswer.cleared:type_name -> agentd.v1.ClearQueueResponse
+	7,  // 17: agentd.internal.replica.v1.WatchChange.labels:type_name -> agentd.internal.replica.v1.WatchChange.LabelsEntry
+	19, // 18: agentd.internal.replica.v1.WatchChange.time:type_name -> google.protobuf.Timestamp
+	20, // 19: agentd.internal.replica.v1.WatchChange.entries:type_name -> agentd.v1.Entry
+	21, // 20: agentd.internal.replica.v1.WatchChange.outcome:type_name -> agentd.v1.RunOutcome
+	22, // 21: agentd.internal.replica.v1.WatchChange.pending:type_name -> agentd.v1.PendingInteraction
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_agentd_internal_replica_v1_replica_proto_init() }
@@ -743,7 +925,7 @@ func file_agentd_internal_replica_v1_replica_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentd_internal_replica_v1_replica_proto_rawDesc), len(file_agentd_internal_replica_v1_replica_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -52,6 +52,11 @@ type data struct {
 	controls    map[int64]*control
 	nextControl int64
 	watchers    map[string]map[*watcher]struct{}
+	// The feed of changes between replicas (Shared.AppendFeed), oldest
+	// first, and the seq of the last change pruned from it.
+	feed       []feedRow
+	feedSeq    int64
+	feedPruned int64
 }
 
 // spendRow is what one stored message cost; it outlives its session.

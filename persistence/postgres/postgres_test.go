@@ -133,8 +133,8 @@ func TestSchema(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open %d: %v", i, err)
 		}
-		if v := stores[i].SchemaVersion(); v != 5 {
-			t.Fatalf("SchemaVersion = %d, want 5", v)
+		if v := stores[i].SchemaVersion(); v != 6 {
+			t.Fatalf("SchemaVersion = %d, want 6", v)
 		}
 		if err := stores[i].Ping(ctx); err != nil {
 			t.Fatalf("Ping: %v", err)
@@ -143,8 +143,8 @@ func TestSchema(t *testing.T) {
 	}
 	raw := rawConn(t, dsn)
 	var applied int
-	if err := raw.QueryRow(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&applied); err != nil || applied != 5 {
-		t.Fatalf("schema_migrations holds %d rows (%v), want 5", applied, err)
+	if err := raw.QueryRow(ctx, `SELECT count(*) FROM schema_migrations`).Scan(&applied); err != nil || applied != 6 {
+		t.Fatalf("schema_migrations holds %d rows (%v), want 6", applied, err)
 	}
 	if _, err := raw.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES (7, '0007_future.sql')`); err != nil {
 		t.Fatal(err)

@@ -41,7 +41,8 @@ const patience = 10 * time.Second
 // RunShared runs the suite of [persistence.Shared] as subtests of t: claims
 // and their conflicts, leases renewed and lost, the fencing of every
 // RunWriter method, the closing of expired runs (each once, oldest
-// first), controls and their answers, and wake-ups across replicas.
+// first), controls and their answers, wake-ups across replicas, and the
+// feed of changes between replicas.
 // open returns a new, empty database's first handle; the suite closes
 // it.
 func RunShared(t *testing.T, open func(t *testing.T) persistence.Shared, caps SharedCaps) {
@@ -60,6 +61,7 @@ func RunShared(t *testing.T, open func(t *testing.T) persistence.Shared, caps Sh
 		{"CloseExpiredRunsConcurrently", testCloseExpiredRuns},
 		{"Controls", testControls},
 		{"Watch", testWatch},
+		{"Feed", testFeed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -754,5 +756,109 @@ func testWatch(t *testing.T, e *sharedEnv) {
 	case <-quiet:
 		t.Fatal("the watch of another topic was woken")
 	default:
+	}
+}
+
+func testFeed(t *testing.T, e *sharedEnv) {
+	ctx := context.Background()
+	s, peer := e.s, e.peer()
+	head, err := s.FeedHead(ctx)
+	if err != nil || head != 0 {
+		t.Fatalf("FeedHead of an empty feed: %d, %v", head, err)
+	}
+	wake, stop := peer.Watch(persistence.FeedTopic)
+	defer stop()
+	drain(wake)
+	if err := s.AppendFeed(ctx, "a", []byte("one"), []byte("two")); err != nil {
+		t.Fatal(err)
+	}
+	wantWake(t, wake, "a feed append on another replica")
+	got, pruned, err := peer.ReadFeed(ctx, 0, 10)
+	if err != nil || pruned != 0 || len(got) != 2 || got[0].Origin != "a" || string(got[0].Payload) != "one" || string(got[1].Payload) != "two" || got[0].Seq >= got[1].Seq {
+		t.Fatalf("ReadFeed: %+v, pruned %d, %v", got, pruned, err)
+	}
+	if head, err := peer.FeedHead(ctx); err != nil || head != got[1].Seq {
+		t.Fatalf("FeedHead %d, %v; want %d", head, err, got[1].Seq)
+	}
+
+	// Replicas appending at once: a reader that always resumes after the
+	// last seq it read sees every change once, in increasing seq order,
+	// each writer's in the order it wrote them.
+	const perWriter = 40
+	var wg sync.WaitGroup
+	writers := []persistence.Shared{s, peer}
+	for i, w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range perWriter {
+				if err := w.AppendFeed(ctx, fmt.Sprint("w", i), []byte(fmt.Sprint(n))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	after := got[1].Seq
+	next := map[string]int{}
+	seen := 0
+	read := func() {
+		for {
+			page, _, err := s.ReadFeed(ctx, after, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range page {
+				if c.Seq <= after {
+					t.Fatalf("seq %d after %d", c.Seq, after)
+				}
+				if want := fmt.Sprint(next[c.Origin]); string(c.Payload) != want {
+					t.Fatalf("writer %s: change %q, want %q (lost or reordered)", c.Origin, c.Payload, want)
+				}
+				next[c.Origin]++
+				after = c.Seq
+				seen++
+			}
+			if len(page) < 7 {
+				return
+			}
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for waiting := true; waiting; {
+		select {
+		case <-done:
+			waiting = false
+		default:
+		}
+		read()
+	}
+	read()
+	if seen != 2*perWriter {
+		t.Fatalf("read %d changes, want %d", seen, 2*perWriter)
+	}
+
+	// Pruning deletes the oldest; a reader behind them learns it missed
+	// some, one after them does not.
+	if e.caps.Advance != nil {
+		e.caps.Advance(time.Minute)
+	} else {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := peer.PruneFeed(ctx, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if got, pruned, err := s.ReadFeed(ctx, 0, 10); err != nil || pruned != after || len(got) != 0 {
+		t.Fatalf("ReadFeed from 0 after pruning: %d changes, pruned up to %d, %v; want none, up to %d", len(got), pruned, err, after)
+	}
+	if head, err := s.FeedHead(ctx); err != nil || head != after {
+		t.Fatalf("FeedHead after pruning %d, %v; want %d", head, err, after)
+	}
+	if err := s.AppendFeed(ctx, "a", []byte("later")); err != nil {
+		t.Fatal(err)
+	}
+	if got, pruned, err := s.ReadFeed(ctx, 0, 10); err != nil || pruned != after || len(got) != 1 || got[0].Seq <= after {
+		t.Fatalf("ReadFeed after pruning and an append: %+v, pruned up to %d, %v", got, pruned, err)
 	}
 }

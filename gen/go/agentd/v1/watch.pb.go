@@ -663,8 +663,10 @@ type WatchResync struct {
 	// Watch from here after reading the state again; changes after it are
 	// sent (some may already show in what you read).
 	Cursor string `protobuf:"bytes,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
-	// Why: "cursor expired", "cursor of another agentd process" or "watcher
-	// too slow".
+	// Why: "cursor expired", "cursor of another agentd process", "watcher
+	// too slow" or, with replicas sharing a database, "missed changes of
+	// other replicas" (this replica could not read what the others did in
+	// time).
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

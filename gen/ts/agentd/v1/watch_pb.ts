@@ -315,8 +315,10 @@ export type WatchResync = Message<"agentd.v1.WatchResync"> & {
   cursor: string;
 
   /**
-   * Why: "cursor expired", "cursor of another agentd process" or "watcher
-   * too slow".
+   * Why: "cursor expired", "cursor of another agentd process", "watcher
+   * too slow" or, with replicas sharing a database, "missed changes of
+   * other replicas" (this replica could not read what the others did in
+   * time).
    *
    * @generated from field: string reason = 2;
    */
