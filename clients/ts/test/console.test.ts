@@ -18,6 +18,7 @@ import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import { createHash } from "node:crypto";
 
 import { ApprovalPolicy, ToolExecutor } from "../../../gen/ts/agentd/v1/session_pb.js";
+import { CONFIG_SOURCE, PROMPTS } from "../examples/two_prompts.js";
 import { connect } from "../src/node.js";
 import { serveAgentd } from "./agentd.js";
 
@@ -47,7 +48,7 @@ describe("web console", { skip }, () => {
     mkdirSync(shots, { recursive: true });
     workspace = mkdtempSync(join(tmpdir(), "agentd-console-"));
     mkdirSync(join(workspace, "src"));
-    writeFileSync(join(workspace, "src/config.ts"), "export const config = {\n  port: 3000,\n};\n");
+    writeFileSync(join(workspace, "src/config.ts"), CONFIG_SOURCE);
     const m = /msg="http serving[^"]*" addr=(\S+)[^\n]* console=(\S+)/.exec(served.agentd.log());
     assert.ok(m, `agentd logs its HTTP address and the console's URL:\n${served.agentd.log()}`);
     url = m[2]!;
@@ -110,7 +111,7 @@ describe("web console", { skip }, () => {
     await page.waitForSelector("#conversation:not([hidden])");
 
     // Prompt 1: a server tool card, then the answer.
-    await send("读取 src/config.ts，告诉我默认端口。");
+    await send(PROMPTS[0]);
     await page.waitForSelector('#items [data-kind=tool][data-tool-call-id=call_read][data-state=success]');
     await page.waitForFunction(() => document.querySelector("#conversation")?.getAttribute("data-running") === "false");
     assert.match((await lastAssistant()).text, /3000/);
@@ -124,7 +125,7 @@ describe("web console", { skip }, () => {
     await screenshot("first-answer");
 
     // Prompt 2: edit_file asks; the dialog opens.
-    await send("把它改成 8080");
+    await send(PROMPTS[1]);
     await page.waitForSelector("#approval-dialog[open]");
     assert.equal(await page.$eval("#approval-tool", (el) => el.textContent), "edit_file");
     assert.match(await page.$eval("#approval-args", (el) => el.textContent ?? ""), /\+port: 8080/);
@@ -150,7 +151,7 @@ describe("web console", { skip }, () => {
     assert.equal(final.streaming, "false");
     assert.equal(await page.$eval("#items [data-kind=approval]", (el) => el.getAttribute("data-decision")), "allowed");
     assert.match(await page.$eval('#items [data-tool-call-id=call_edit] [data-testid=diff]', (el) => el.textContent ?? ""), /\+\s*port: 8080/);
-    assert.equal(readFileSync(join(workspace, "src/config.ts"), "utf8"), "export const config = {\n  port: 8080,\n};\n");
+    assert.equal(readFileSync(join(workspace, "src/config.ts"), "utf8"), CONFIG_SOURCE.replace("3000", "8080"));
     const notice = (await served.client.transcript(session.id)).find((e) => e.payload.case === "message" && e.payload.value.kind.case === "approvalNotice");
     assert.ok(notice?.payload.case === "message" && notice.payload.value.kind.case === "approvalNotice");
     assert.equal(notice.payload.value.kind.value.decidedBy, "console");
