@@ -162,8 +162,26 @@ go-example: ## Run the Go example against `make run`'s agentd.
 .PHONY: test
 test: tools check-generated lint go-test smoke ts-test py-test ## Everything CI checks.
 
-.PHONY: bench
-bench: ## Run the benchmarks and print their figures.
+# `make bench` runs the benchmarks that carry the speed targets and prints
+# each figure beside its target (internal/benchtable); AGENTD_BENCH_*
+# variables scale them and AGENTD_BENCH_PROCS sets their GOMAXPROCS (see
+# README, Benchmarks). BENCH_FLAGS adds go test flags (-count=5, ...).
+# The raw output stays in $(BENCH_OUT), so the table can be printed again:
+# go run ./internal/benchtable < bench.out.
+BENCH_OUT   ?= bench.out
+BENCH_FLAGS ?=
+
+.PHONY: bench bench-all
+bench: ## Run the speed benchmarks and print each figure against its target (a few minutes).
+	@set -o pipefail; { \
+	  go test -run '^$$' -bench 'BenchmarkPromptStream$$' $(BENCH_FLAGS) ./service && \
+	  go test -run '^$$' -bench 'BenchmarkConcurrentSessions/engine=sqlite/^paced' -benchtime 1x $(BENCH_FLAGS) ./service && \
+	  go test -run '^$$' -bench 'BenchmarkContextPipeline|BenchmarkContextPathCompacted' $(BENCH_FLAGS) ./agent ./persistence/sqlite; \
+	} 2>&1 | tee $(BENCH_OUT)
+	@echo
+	@go run ./internal/benchtable < $(BENCH_OUT)
+
+bench-all: ## Run every benchmark of every package and print their figures (long).
 	go test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: clean

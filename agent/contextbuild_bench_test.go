@@ -11,6 +11,7 @@ import (
 	"github.com/agentd/agentd/agent/contextview"
 	"github.com/agentd/agentd/agentloop"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/benchenv"
 	"github.com/agentd/agentd/provider/faux"
 )
 
@@ -42,7 +43,7 @@ func benchPath(n int) []*agentdv1.Entry {
 }
 
 // BenchmarkContextPipeline builds one call's context from a 10,000-message
-// transcript with a session's policies (tool-result elision, a token
+// transcript (AGENTD_BENCH_CONTEXT_MESSAGES) with a session's policies (tool-result elision, a token
 // budget, a context block and the size estimate) and, in the same
 // iteration, with the plain pipeline (convert and replay only). cold is
 // GetContext and a run's first call (the view built from the path, every
@@ -50,7 +51,8 @@ func benchPath(n int) []*agentdv1.Entry {
 // a run, whose view, sizes and placeholders carry over. x-plain is the
 // ratio to the plain pipeline.
 func BenchmarkContextPipeline(b *testing.B) {
-	path := benchPath(10000)
+	messages := benchenv.Int(b, "CONTEXT_MESSAGES", 10_000)
+	path := benchPath(messages)
 	model := faux.DefaultModel()
 	ctx := context.Background()
 	sh := newShaper(&agentdv1.SessionConfig{
@@ -78,6 +80,7 @@ func BenchmarkContextPipeline(b *testing.B) {
 			name = "warm"
 		}
 		b.Run(name, func(b *testing.B) {
+			benchenv.Procs(b)
 			builder := contextview.NewBuilder(path)
 			memo := contextpolicy.NewMemo()
 			shapedPipeline(builder.View(), memo)
@@ -116,6 +119,7 @@ func BenchmarkContextPipeline(b *testing.B) {
 			b.ReportMetric(float64(plain.Microseconds())/float64(b.N)/1e3, "plain-ms")
 			b.ReportMetric(float64(shaped.Microseconds())/float64(b.N)/1e3, "policies-ms")
 			b.ReportMetric(float64(shaped)/float64(plain), "x-plain")
+			b.ReportMetric(float64(messages), "messages")
 		})
 	}
 }

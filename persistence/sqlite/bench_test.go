@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/benchenv"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/persistence/internal/transcriptgen"
 	"github.com/agentd/agentd/persistence/sqlite"
@@ -487,15 +488,17 @@ func benchmarkLoadPath(b *testing.B, compress bool) {
 }
 
 // BenchmarkContextPathCompacted loads what a model context is built from,
-// right after a restart, in a session of benchMessages messages compacted
-// to keep the newest 100: ContextPath reads and decodes only those, Path
-// reads everything; x-full is the ratio of the two, measured in the same
-// run.
+// right after a restart, in a session of benchMessages messages
+// (AGENTD_BENCH_CONTEXT_MESSAGES) compacted to keep the newest 100:
+// ContextPath reads and decodes only those, Path reads everything; x-full
+// is the ratio of the two, measured in the same run.
 func BenchmarkContextPathCompacted(b *testing.B) {
+	benchenv.Procs(b)
+	messages := benchenv.Int(b, "CONTEXT_MESSAGES", benchMessages)
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "compacted.db")
 	s, sess := openWithSession(b, path)
-	entries := transcriptgen.Transcript(1, benchMessages)
+	entries := transcriptgen.Transcript(1, messages)
 	if err := s.Append(ctx, sess.ID, entries...); err != nil {
 		b.Fatal(err)
 	}
@@ -517,7 +520,7 @@ func BenchmarkContextPathCompacted(b *testing.B) {
 	for b.Loop() {
 		start := time.Now()
 		p, err := s.Path(ctx, sess.ID)
-		if err != nil || len(p) != benchMessages+1 {
+		if err != nil || len(p) != messages+1 {
 			b.Fatalf("Path: %d entries, %v", len(p), err)
 		}
 		mid := time.Now()
@@ -531,6 +534,7 @@ func BenchmarkContextPathCompacted(b *testing.B) {
 	b.ReportMetric(float64(compacted.Microseconds())/float64(b.N)/1e3, "ms/context-path")
 	b.ReportMetric(float64(full.Microseconds())/float64(b.N)/1e3, "ms/full-path")
 	b.ReportMetric(float64(compacted)/float64(full), "x-full")
+	b.ReportMetric(float64(messages), "messages")
 }
 
 // BenchmarkTree lists the tree of a session of benchMessages entries

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+const sample = `goos: linux
+pkg: github.com/agentd/agentd/service
+BenchmarkPromptStream/deltas=10000-2         	      13	  84765022 ns/op	         5.251 agentd-cpu-µs/event	         2.147 cpu-ratio-vs-bare	         2.000 procs	         0.6134 ratio-vs-bare
+BenchmarkPromptStream/deltas=10000-2         	      12	  84765022 ns/op	         5.251 agentd-cpu-µs/event	         1.100 cpu-ratio-vs-bare	         2.000 procs	         0.9500 ratio-vs-bare
+BenchmarkPromptStream/deltas=10000-2         	      12	  84765022 ns/op	         5.251 agentd-cpu-µs/event	         1.200 cpu-ratio-vs-bare	         2.000 procs	         0.9100 ratio-vs-bare
+BenchmarkConcurrentSessions/engine=sqlite/paced-8         	       1	 581699590 ns/op	        91.78 first-event-p99-ms	        25.81 message-end-p99-ms	         8.000 procs	         1.197 rss-after/baseline	      1000 sessions
+--- BENCH: BenchmarkConcurrentSessions/engine=sqlite/paced-2
+    bench_test.go:669: *agentdv1.AgentEvent_AgentEnd: n=100 p50=2.6 p99=24.1 max=24.1
+BenchmarkConcurrentSessions/engine=sqlite/unpaced-2                 	       1	 449230390 ns/op	       161.1 first-event-p99-ms	       122.2 message-end-p99-ms	         1.6 rss-after/baseline
+PASS
+`
+
+func TestTableJudgesEachFigureAgainstItsTarget(t *testing.T) {
+	results, err := parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 3 {
+		t.Fatalf("parsed %d benchmarks, want 3 (runs of one name merged): %+v", len(results), results)
+	}
+	rows, missing := evaluate(targets(), results)
+	type key struct{ bench, label string }
+	got := map[key]row{}
+	for _, r := range rows {
+		got[key{r.bench, r.label}] = r
+	}
+	tests := []struct {
+		bench, label, value, meets, procs string
+	}{
+		// Median of 0.6134, 0.95, 0.91.
+		{"PromptStream/deltas=10000", "stream events/s vs bare gRPC", "0.91 (median of 3)", "yes", "2"},
+		{"PromptStream/deltas=10000", "CPU per event vs bare gRPC", "1.20 (median of 3)", "yes", "2"},
+		{"ConcurrentSessions/engine=sqlite/paced", "prompt to first event p99 (ms)", "91.8", "NO", "8"},
+		{"ConcurrentSessions/engine=sqlite/paced", "message_end delivery p99 (ms)", "25.8", "yes", "8"},
+		{"ConcurrentSessions/engine=sqlite/paced", "RSS after load / baseline", "1.20", "yes", "8"},
+		{"ConcurrentSessions/engine=sqlite/unpaced", "RSS after load / baseline", "1.60", "NO", "?"},
+	}
+	for _, tc := range tests {
+		r, ok := got[key{tc.bench, tc.label}]
+		if !ok {
+			t.Errorf("no row for %s %q; rows %+v", tc.bench, tc.label, rows)
+			continue
+		}
+		if r.value != tc.value || r.meets != tc.meets || r.procs != tc.procs {
+			t.Errorf("%s %q = value %q meets %q procs %q; want %q %q %q", tc.bench, tc.label, r.value, r.meets, r.procs, tc.value, tc.meets, tc.procs)
+		}
+	}
+	if r := got[key{"ConcurrentSessions/engine=sqlite/paced", "RSS after load / baseline"}]; r.scale != "1000 sessions" {
+		t.Errorf("paced scale = %q, want the sessions it ran", r.scale)
+	}
+	// The unpaced run saturates the machine by design: its latencies are
+	// not held to the paced targets.
+	if _, ok := got[key{"ConcurrentSessions/engine=sqlite/unpaced", "message_end delivery p99 (ms)"}]; ok {
+		t.Error("the unpaced run's latency was judged against the paced target")
+	}
+	// Nothing of the context benchmarks was in the input, and they have no
+	// target: they are not counted missing.
+	if missing != 0 {
+		t.Errorf("missing = %d, want 0", missing)
+	}
+}
+
+func TestTableCountsTargetsWithoutFigures(t *testing.T) {
+	results, err := parse(strings.NewReader("BenchmarkPromptStream/deltas=10000-2 \t 13 \t 84765022 ns/op \t 0.95 ratio-vs-bare\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, missing := evaluate(targets(), results)
+	// CPU ratio, first event, message_end and RSS have no figure.
+	if missing != 4 {
+		t.Errorf("missing = %d, want 4; rows %+v", missing, rows)
+	}
+	for _, r := range rows {
+		if r.label == "CPU per event vs bare gRPC" && r.value != "not measured" {
+			t.Errorf("CPU row = %+v, want not measured", r)
+		}
+	}
+}
+
+func TestParseRejectsAFigureThatIsNotANumber(t *testing.T) {
+	if _, err := parse(strings.NewReader("BenchmarkX-2 \t 1 \t 5 ns/op \t fast ratio\n")); err == nil {
+		t.Error("parse accepted a non-numeric figure")
+	}
+}
