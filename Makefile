@@ -176,7 +176,8 @@ bench: ## Run the speed benchmarks and print each figure against its target (a f
 	@set -o pipefail; { \
 	  go test -run '^$$' -bench 'BenchmarkPromptStream$$' $(BENCH_FLAGS) ./service && \
 	  go test -run '^$$' -bench 'BenchmarkConcurrentSessions/engine=sqlite/^paced' -benchtime 1x $(BENCH_FLAGS) ./service && \
-	  go test -run '^$$' -bench 'BenchmarkContextPipeline|BenchmarkContextPathCompacted' $(BENCH_FLAGS) ./agent ./persistence/sqlite; \
+	  go test -run '^$$' -bench 'BenchmarkContextPipeline|BenchmarkContextPathCompacted' $(BENCH_FLAGS) ./agent ./persistence/sqlite && \
+	  go test -run '^$$' -bench 'BenchmarkReplicas$$' -benchtime 1x $(BENCH_FLAGS) ./cmd/agentd; \
 	} 2>&1 | tee $(BENCH_OUT)
 	@echo
 	@go run ./internal/benchtable < $(BENCH_OUT)

@@ -40,7 +40,7 @@ func targets() []target {
 	stream := regexp.MustCompile(`^BenchmarkPromptStream/`)
 	paced := regexp.MustCompile(`^BenchmarkConcurrentSessions/engine=\w+/paced`)
 	sessions := regexp.MustCompile(`^BenchmarkConcurrentSessions/`)
-	return []target{
+	list := []target{
 		{stream, "ratio-vs-bare", "stream events/s vs bare gRPC", "≥", 0.9},
 		{stream, "cpu-ratio-vs-bare", "CPU per event vs bare gRPC", "≤", 1.3},
 		{paced, "first-event-p99-ms", "prompt to first event p99 (ms)", "≤", 50},
@@ -49,6 +49,15 @@ func targets() []target {
 		{regexp.MustCompile(`^BenchmarkContextPipeline/`), "x-plain", "context build vs plain pipeline", "", 0},
 		{regexp.MustCompile(`^BenchmarkContextPathCompacted$`), "ms/context-path", "context restore after restart (ms)", "", 0},
 	}
+	// Replica scaling (cmd/agentd BenchmarkReplicas, PostgreSQL) has no
+	// target: the figures per replica count are shown side by side.
+	replicas := regexp.MustCompile(`^BenchmarkReplicas$`)
+	for n := 1; n <= 3; n++ {
+		list = append(list,
+			target{replicas, fmt.Sprintf("events/s-%dreplica", n), fmt.Sprintf("%d replica(s): events/s", n), "", 0},
+			target{replicas, fmt.Sprintf("first-event-p99-ms-%dreplica", n), fmt.Sprintf("%d replica(s): first event p99 (ms)", n), "", 0})
+	}
+	return list
 }
 
 // result is one benchmark's figures, the runs of a name merged.
