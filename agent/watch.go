@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
 )
@@ -56,8 +58,8 @@ const (
 // Change is one entry of the agent's change feed. It is shared by every
 // watcher: nobody modifies it once published.
 type Change struct {
-	// Cursor names the change's place in the feed.
-	Cursor string
+	// epoch and seq name the change's place in the feed (see Cursor).
+	epoch string
 	// Time is when the agent recorded it.
 	Time time.Time
 	// Kind says which of the fields below are set.
@@ -158,7 +160,14 @@ func newWatchHub(history, buffer int, now func() time.Time) *watchHub {
 		watchers: map[*watcher]struct{}{}, pending: map[string]*Change{}}
 }
 
-func (h *watchHub) cursor(seq uint64) string { return h.epoch + "." + strconv.FormatUint(seq, 10) }
+func (h *watchHub) cursor(seq uint64) string { return formatCursor(h.epoch, seq) }
+
+// Cursor names the change's place in the feed: pass it to a watch to
+// resume after it. It is made when asked for, since most changes (a run's
+// events) are published with nobody watching.
+func (c *Change) Cursor() string { return formatCursor(c.epoch, c.seq) }
+
+func formatCursor(epoch string, seq uint64) string { return epoch + "." + strconv.FormatUint(seq, 10) }
 
 // publish appends c to the feed and hands it to the watchers it matches.
 // A watcher whose buffer is full is dropped with a resync: a slow watcher
@@ -171,7 +180,7 @@ func (h *watchHub) publish(c *Change) {
 
 func (h *watchHub) publishLocked(c *Change) {
 	h.seq++
-	c.seq, c.Cursor = h.seq, h.cursor(h.seq)
+	c.seq, c.epoch = h.seq, h.epoch
 	if c.Time.IsZero() {
 		c.Time = h.now()
 	}
@@ -392,20 +401,22 @@ func (k waitKind) interaction() agentdv1.PendingInteractionKind {
 
 // pendingOf is the request an event makes wait, or nil.
 func pendingOf(r *Run, ev *agentdv1.AgentEvent) *agentdv1.PendingInteraction {
-	p := &agentdv1.PendingInteraction{SessionId: r.sessionID, RunId: r.id, Request: ev}
+	// Most events make nothing wait: allocate only for those that do (this
+	// runs for every streamed event).
+	pending := func(kind agentdv1.PendingInteractionKind, id string, deadline *timestamppb.Timestamp) *agentdv1.PendingInteraction {
+		return &agentdv1.PendingInteraction{SessionId: r.sessionID, RunId: r.id, Request: ev, Kind: kind, Id: id, Deadline: deadline}
+	}
 	switch e := ev.GetEvent().(type) {
 	case *agentdv1.AgentEvent_ApprovalRequested:
-		p.Kind, p.Id, p.Deadline = agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_APPROVAL, e.ApprovalRequested.GetToolCallId(), e.ApprovalRequested.GetDeadline()
+		return pending(agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_APPROVAL, e.ApprovalRequested.GetToolCallId(), e.ApprovalRequested.GetDeadline())
 	case *agentdv1.AgentEvent_ToolCallRequested:
-		p.Kind, p.Id, p.Deadline = agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_CLIENT_TOOL, e.ToolCallRequested.GetToolCallId(), e.ToolCallRequested.GetDeadline()
+		return pending(agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_CLIENT_TOOL, e.ToolCallRequested.GetToolCallId(), e.ToolCallRequested.GetDeadline())
 	case *agentdv1.AgentEvent_HookRequested:
-		p.Kind, p.Id, p.Deadline = agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_HOOK, e.HookRequested.GetRequestId(), e.HookRequested.GetDeadline()
+		return pending(agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_HOOK, e.HookRequested.GetRequestId(), e.HookRequested.GetDeadline())
 	case *agentdv1.AgentEvent_ContextRequested:
-		p.Kind, p.Id, p.Deadline = agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_CONTEXT, e.ContextRequested.GetRequestId(), e.ContextRequested.GetDeadline()
-	default:
-		return nil
+		return pending(agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_CONTEXT, e.ContextRequested.GetRequestId(), e.ContextRequested.GetDeadline())
 	}
-	return p
+	return nil
 }
 
 // sessionChanged publishes a change of a session, reading the session

@@ -53,7 +53,7 @@ func (s *Service) WatchSession(req *agentdv1.WatchSessionRequest, stream grpc.Se
 		return true
 	}
 	send := func(c *agent.Change) error {
-		out := &agentdv1.SessionWatchEvent{Cursor: c.Cursor, SessionId: c.SessionID, Time: timestamppb.New(c.Time)}
+		out := &agentdv1.SessionWatchEvent{Cursor: c.Cursor(), SessionId: c.SessionID, Time: timestamppb.New(c.Time)}
 		switch c.Kind {
 		case agent.ChangeRunStarted:
 			out.Change = &agentdv1.SessionWatchEvent_RunStarted{RunStarted: &agentdv1.RunStarted{RunId: c.RunID}}
@@ -116,7 +116,7 @@ func (s *Service) WatchSessions(req *agentdv1.WatchSessionsRequest, stream grpc.
 		return true
 	}
 	send := func(c *agent.Change) error {
-		out := &agentdv1.SessionsWatchEvent{Cursor: c.Cursor, SessionId: c.SessionID, Time: timestamppb.New(c.Time)}
+		out := &agentdv1.SessionsWatchEvent{Cursor: c.Cursor(), SessionId: c.SessionID, Time: timestamppb.New(c.Time)}
 		switch c.Kind {
 		case agent.ChangeCreated:
 			out.Change = &agentdv1.SessionsWatchEvent_Created{Created: s.wireSession(ctx, c.Session)}
@@ -183,7 +183,7 @@ func (s *Service) WatchPendingInteractions(req *agentdv1.WatchPendingInteraction
 		return err
 	}
 	send := func(c *agent.Change) error {
-		out := &agentdv1.PendingInteractionsEvent{Cursor: c.Cursor}
+		out := &agentdv1.PendingInteractionsEvent{Cursor: c.Cursor()}
 		if c.Kind == agent.ChangePendingAdded {
 			out.Change = &agentdv1.PendingInteractionsEvent_Added{Added: c.Pending}
 		} else {
