@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -32,39 +33,6 @@ type errorDetail struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
-// httpStatus maps a gRPC code onto the HTTP status of the same meaning
-// (as google.rpc.Code documents it).
-func httpStatus(c codes.Code) int {
-	switch c {
-	case codes.OK:
-		return http.StatusOK
-	case codes.Canceled:
-		return 499 // client closed request
-	case codes.InvalidArgument, codes.OutOfRange:
-		return http.StatusBadRequest
-	case codes.DeadlineExceeded:
-		return http.StatusGatewayTimeout
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.AlreadyExists, codes.Aborted:
-		return http.StatusConflict
-	case codes.PermissionDenied:
-		return http.StatusForbidden
-	case codes.Unauthenticated:
-		return http.StatusUnauthorized
-	case codes.ResourceExhausted:
-		return http.StatusTooManyRequests
-	case codes.FailedPrecondition:
-		return http.StatusBadRequest
-	case codes.Unimplemented:
-		return http.StatusNotImplemented
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusInternalServerError
-	}
-}
-
 // writeError answers with err's status as JSON.
 func writeError(w http.ResponseWriter, err error) {
 	st := status.Convert(err)
@@ -84,7 +52,8 @@ func writeError(w http.ResponseWriter, err error) {
 	if st.Code() == codes.Unauthenticated {
 		h.Set("WWW-Authenticate", `Bearer realm="agentd"`)
 	}
-	w.WriteHeader(httpStatus(st.Code()))
+	// The HTTP status of the same meaning, as google.rpc.Code documents it.
+	w.WriteHeader(runtime.HTTPStatusFromCode(st.Code()))
 	_ = json.NewEncoder(w).Encode(errorBody{Error: d})
 }
 
