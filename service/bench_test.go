@@ -289,19 +289,24 @@ func countStream(b *testing.B, stream grpc.ServerStreamingClient[agentdv1.AgentE
 // iteration, and reports both times and their ratio (target ≤ 1.05).
 func BenchmarkPromptStreamTracing(b *testing.B) {
 	text := strings.Repeat("port 3000, ", 10_000*16/11+1)[:10_000*16]
-	stream := func(c agentdv1.AgentServiceClient) time.Duration {
-		resp, err := c.CreateSession(context.Background(), &agentdv1.CreateSessionRequest{Config: &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Echo: true}}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		st, err := c.Prompt(context.Background(), &agentdv1.PromptRequest{SessionId: resp.GetSession().GetId(), Content: texts(text)})
-		countStream(b, st, err, nil)
-		return time.Since(start)
-	}
 	off := benchClient(b, startChild(b, roleAgentd, b.TempDir(), true).addr)
 	on := benchClient(b, startChild(b, roleTraced, b.TempDir(), true).addr)
-	compareAlternating(b, "untraced", func() time.Duration { return stream(off) }, "traced", func() time.Duration { return stream(on) })
+	compareAlternating(b, "untraced", func() time.Duration { return timeEchoPrompt(b, off, text) }, "traced", func() time.Duration { return timeEchoPrompt(b, on, text) })
+}
+
+// timeEchoPrompt creates a session of the echoing faux model on c, and
+// returns how long prompting it with text took, to the stream's end.
+func timeEchoPrompt(b *testing.B, c agentdv1.AgentServiceClient, text string) time.Duration {
+	resp, err := c.CreateSession(context.Background(), &agentdv1.CreateSessionRequest{Config: &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Echo: true}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	st, err := c.Prompt(context.Background(), &agentdv1.PromptRequest{SessionId: resp.GetSession().GetId(), Content: texts(text)})
+	if _, deltas := countStream(b, st, err, nil); deltas < len(text)/32 {
+		b.Fatalf("%d deltas for %d characters, want about one per 16", deltas, len(text))
+	}
+	return time.Since(start)
 }
 
 // compareAlternating times b.N rounds of base and other, after one warm-up

@@ -1,14 +1,12 @@
 package service_test
 
 import (
-	"context"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentd/agentd/agent"
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/service"
 )
 
@@ -32,19 +30,7 @@ func BenchmarkPromptStreamMultiplexed(b *testing.B) {
 		h.stop()
 		<-served
 	})
-	stream := func(c agentdv1.AgentServiceClient) time.Duration {
-		resp, err := c.CreateSession(context.Background(), &agentdv1.CreateSessionRequest{Config: &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Echo: true}}})
-		if err != nil {
-			b.Fatal(err)
-		}
-		start := time.Now()
-		st, err := c.Prompt(context.Background(), &agentdv1.PromptRequest{SessionId: resp.GetSession().GetId(), Content: texts(text)})
-		if _, deltas := countStream(b, st, err, nil); deltas < 5000 {
-			b.Fatalf("%d deltas, want about 10,000", deltas)
-		}
-		return time.Since(start)
-	}
 	plain := benchClient(b, h.addr)
 	mux := benchClient(b, lis.Addr().String())
-	compareAlternating(b, "plain", func() time.Duration { return stream(plain) }, "multiplexed", func() time.Duration { return stream(mux) })
+	compareAlternating(b, "plain", func() time.Duration { return timeEchoPrompt(b, plain, text) }, "multiplexed", func() time.Duration { return timeEchoPrompt(b, mux, text) })
 }
