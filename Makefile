@@ -8,6 +8,8 @@ export CGO_ENABLED := 1
 # Pinned code-generation tools, installed into bin/ and node_modules/.
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+# The same version as the vtprotobuf runtime go.mod requires.
+PROTOC_GEN_GO_VTPROTO_VERSION := v0.6.1-0.20240319094008-0393e58bdf10
 GRPCURL_VERSION            := v1.9.4
 STATICCHECK_VERSION        := v0.8.2
 
@@ -15,6 +17,7 @@ BIN  := $(CURDIR)/bin
 BUF  := $(CURDIR)/node_modules/.bin/buf
 GO_TOOLS := $(BIN)/.protoc-gen-go-$(PROTOC_GEN_GO_VERSION) \
             $(BIN)/.protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION) \
+            $(BIN)/.protoc-gen-go-vtproto-$(PROTOC_GEN_GO_VTPROTO_VERSION) \
             $(BIN)/.grpcurl-$(GRPCURL_VERSION) \
             $(BIN)/.staticcheck-$(STATICCHECK_VERSION)
 
@@ -76,6 +79,10 @@ $(BIN)/.protoc-gen-go-$(PROTOC_GEN_GO_VERSION):
 
 $(BIN)/.protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION):
 	GOBIN=$(BIN) go install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
+	@touch $@
+
+$(BIN)/.protoc-gen-go-vtproto-$(PROTOC_GEN_GO_VTPROTO_VERSION):
+	GOBIN=$(BIN) go install github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@$(PROTOC_GEN_GO_VTPROTO_VERSION)
 	@touch $@
 
 $(BIN)/.grpcurl-$(GRPCURL_VERSION):

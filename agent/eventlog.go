@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -96,6 +97,33 @@ func isAgentEnd(data []byte) bool {
 		data = data[n:]
 	}
 	return false
+}
+
+// encodeEvent encodes a logged event. The deltas of a streaming answer,
+// nearly every event of a run, take the generated fast marshaller
+// (vtprotobuf's MarshalVT: the same bytes as proto.Marshal at about a third
+// of the cost, measured in BenchmarkEncodeEvent); it does not check UTF-8,
+// so a delta's one string is checked first. Every other event, fields
+// anywhere in it, goes through proto.Marshal, which refuses invalid UTF-8.
+func encodeEvent(ev *agentdv1.AgentEvent) ([]byte, error) {
+	if delta, ok := deltaText(ev.GetMessageUpdate()); ok && utf8.ValidString(delta) {
+		return ev.MarshalVT()
+	}
+	return proto.Marshal(ev)
+}
+
+// deltaText returns the string a text, thinking or tool call delta
+// appends, and whether u is one.
+func deltaText(u *agentdv1.MessageUpdate) (string, bool) {
+	switch d := u.GetDelta().(type) {
+	case *agentdv1.MessageUpdate_TextDelta:
+		return d.TextDelta.GetDelta(), true
+	case *agentdv1.MessageUpdate_ThinkingDelta:
+		return d.ThinkingDelta.GetDelta(), true
+	case *agentdv1.MessageUpdate_ToolCallDelta:
+		return d.ToolCallDelta.GetDelta(), true
+	}
+	return "", false
 }
 
 // eventLog is the event log of one active run: the events not stored yet
@@ -231,7 +259,7 @@ func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged bool) {
 		l.reservedLocked(through, err)
 	}
 	ev.SessionId, ev.RunId, ev.Seq, ev.TraceId = l.sessionID, l.runID, l.next, l.traceID
-	data, err := proto.Marshal(ev)
+	data, err := encodeEvent(ev)
 	if err != nil {
 		// Generated messages always encode; an invalid UTF-8 string from a
 		// broken provider is the one way this fails. Replace it by an
