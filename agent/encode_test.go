@@ -23,8 +23,9 @@ func update(u *agentdv1.MessageUpdate) *agentdv1.AgentEvent {
 }
 
 // TestEncodeEventIsProtoMarshal checks that the fast path for deltas writes
-// exactly what proto.Marshal writes, and that invalid UTF-8, which the fast
-// marshaller would let through, is refused as proto.Marshal refuses it.
+// exactly what proto.Marshal writes and returns facts that rebuild it, and
+// that invalid UTF-8, which the fast marshaller would let through, is
+// refused as proto.Marshal refuses it.
 func TestEncodeEventIsProtoMarshal(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -41,7 +42,7 @@ func TestEncodeEventIsProtoMarshal(t *testing.T) {
 		{"invalid UTF-8 in a tool call delta", update(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ToolCallDelta{ToolCallDelta: &agentdv1.ToolCallDelta{Delta: "\xc3"}}}), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := encodeEvent(tc.ev)
+			got, delta, err := encodeEvent(tc.ev)
 			want, wantErr := proto.Marshal(tc.ev)
 			if tc.wantErr {
 				if err == nil || wantErr == nil {
@@ -55,6 +56,15 @@ func TestEncodeEventIsProtoMarshal(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Fatalf("encodeEvent wrote\n%x\nproto.Marshal\n%x", got, want)
 			}
+			// A delta's facts rebuild it, and only a delta has facts.
+			if isDelta := tc.ev.GetMessageUpdate().GetTextDelta() != nil || tc.ev.GetMessageUpdate().GetThinkingDelta() != nil || tc.ev.GetMessageUpdate().GetToolCallDelta() != nil; isDelta != (delta.Kind != 0) {
+				t.Fatalf("delta facts %+v for a delta: %v", delta, isDelta)
+			}
+			if delta.Kind != 0 {
+				if rebuilt, err := delta.Encode(); err != nil || !bytes.Equal(rebuilt, want) {
+					t.Fatalf("the delta's facts rebuild %x, %v; want %x", rebuilt, err, want)
+				}
+			}
 		})
 	}
 }
@@ -66,7 +76,10 @@ func BenchmarkEncodeEvent(b *testing.B) {
 	for _, bc := range []struct {
 		name   string
 		encode func(*agentdv1.AgentEvent) ([]byte, error)
-	}{{"encodeEvent", encodeEvent}, {"proto.Marshal", func(ev *agentdv1.AgentEvent) ([]byte, error) { return proto.Marshal(ev) }}} {
+	}{
+		{"encodeEvent", func(ev *agentdv1.AgentEvent) ([]byte, error) { data, _, err := encodeEvent(ev); return data, err }},
+		{"proto.Marshal", func(ev *agentdv1.AgentEvent) ([]byte, error) { return proto.Marshal(ev) }},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {

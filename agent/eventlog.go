@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -68,6 +67,9 @@ type Event struct {
 	Time time.Time
 	// End says the event is agent_end, the last of its run.
 	End bool
+	// delta holds the facts of an event that is a streamed delta (Kind
+	// is zero for any other), which the store may keep instead of Data.
+	delta persistence.Delta
 }
 
 // Decode returns the event as a message.
@@ -99,31 +101,19 @@ func isAgentEnd(data []byte) bool {
 	return false
 }
 
-// encodeEvent encodes a logged event. The deltas of a streaming answer,
-// nearly every event of a run, take the generated fast marshaller
-// (vtprotobuf's MarshalVT: the same bytes as proto.Marshal at about a third
-// of the cost, measured in BenchmarkEncodeEvent); it does not check UTF-8,
-// so a delta's one string is checked first. Every other event, fields
-// anywhere in it, goes through proto.Marshal, which refuses invalid UTF-8.
-func encodeEvent(ev *agentdv1.AgentEvent) ([]byte, error) {
-	if delta, ok := deltaText(ev.GetMessageUpdate()); ok && utf8.ValidString(delta) {
-		return ev.MarshalVT()
+// encodeEvent encodes a logged event. A streamed delta, nearly every
+// event of a run, takes vtprotobuf's generated marshaller (the same bytes
+// as proto.Marshal at about a third of the cost, measured in
+// BenchmarkEncodeEvent), and its facts come back so the store can keep
+// them instead of the bytes (persistence.Event.Delta). Every other event
+// goes through proto.Marshal, which refuses invalid UTF-8 anywhere in it.
+func encodeEvent(ev *agentdv1.AgentEvent) ([]byte, persistence.Delta, error) {
+	if d, ok := persistence.DeltaOf(ev); ok {
+		data, err := ev.MarshalVT()
+		return data, d, err
 	}
-	return proto.Marshal(ev)
-}
-
-// deltaText returns the string a text, thinking or tool call delta
-// appends, and whether u is one.
-func deltaText(u *agentdv1.MessageUpdate) (string, bool) {
-	switch d := u.GetDelta().(type) {
-	case *agentdv1.MessageUpdate_TextDelta:
-		return d.TextDelta.GetDelta(), true
-	case *agentdv1.MessageUpdate_ThinkingDelta:
-		return d.ThinkingDelta.GetDelta(), true
-	case *agentdv1.MessageUpdate_ToolCallDelta:
-		return d.ToolCallDelta.GetDelta(), true
-	}
-	return "", false
+	data, err := proto.Marshal(ev)
+	return data, persistence.Delta{}, err
 }
 
 // eventLog is the event log of one active run: the events not stored yet
@@ -259,17 +249,18 @@ func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged bool) {
 		l.reservedLocked(through, err)
 	}
 	ev.SessionId, ev.RunId, ev.Seq, ev.TraceId = l.sessionID, l.runID, l.next, l.traceID
-	data, err := encodeEvent(ev)
+	data, delta, err := encodeEvent(ev)
 	if err != nil {
 		// Generated messages always encode; an invalid UTF-8 string from a
 		// broken provider is the one way this fails. Replace it by an
 		// error event rather than leave a gap in the seqs.
+		delta = persistence.Delta{}
 		l.logger.Error("cannot encode an event; logging an error event instead", "session", l.sessionID, "run", l.runID, "err", err)
 		data, _ = proto.Marshal(&agentdv1.AgentEvent{SessionId: l.sessionID, RunId: l.runID, Seq: l.next, Time: ev.GetTime(),
 			Event: &agentdv1.AgentEvent_Error{Error: &agentdv1.AgentError{Stage: "encode", Message: "an event could not be encoded: " + err.Error()}}})
 	}
 	end := ev.GetAgentEnd() != nil
-	l.tail = append(l.tail, Event{Seq: l.next, Data: data, Time: ev.GetTime().AsTime(), End: end})
+	l.tail = append(l.tail, Event{Seq: l.next, Data: data, Time: ev.GetTime().AsTime(), End: end, delta: delta})
 	l.next++
 	if end {
 		l.ended = true
@@ -404,8 +395,12 @@ func (l *eventLog) flush(ctx context.Context) error {
 	}
 	pending := l.tail[from-l.first:]
 	batch := make([]persistence.Event, len(pending))
-	for i, e := range pending {
-		batch[i] = persistence.Event{Seq: e.Seq, Data: e.Data}
+	for i := range pending {
+		batch[i] = persistence.Event{Seq: pending[i].Seq, Data: pending[i].Data}
+		if pending[i].delta.Kind != 0 {
+			// The tail's events are never modified once logged.
+			batch[i].Delta = &pending[i].delta
+		}
 	}
 	l.mu.Unlock()
 	if err := l.store.AppendEvents(context.WithoutCancel(ctx), l.runID, batch); err != nil {

@@ -353,8 +353,14 @@ type Event struct {
 	// Seq is the event's position in its run, from 1.
 	Seq uint64
 	// Data is the binary protobuf encoding of the agentd.v1.AgentEvent,
-	// stored and returned as given: the store does not decode it.
+	// returned as given: the store does not decode it.
 	Data []byte
+	// Delta, when set on an appended event, says the event is that
+	// [Delta] and Data is what [Delta.Encode] returns: the store may keep
+	// the facts instead of Data (a batch's deltas then take about a fifth
+	// of the bytes to compress and store) and rebuild Data from them. It
+	// is nil on events read back.
+	Delta *Delta
 }
 
 // Ended reports whether the run has an outcome.

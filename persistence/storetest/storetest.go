@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -64,6 +65,7 @@ func Run(t *testing.T, h Harness) {
 		{"RunRecords", testRunRecords},
 		{"ListRuns", testListRuns},
 		{"EventLog", testEventLog},
+		{"EventLogDeltas", testEventLogDeltas},
 		{"EventLogReservation", testEventReservation},
 		{"EventLogConcurrentRuns", testEventLogConcurrentRuns},
 		{"EventRetention", testEventRetention},
@@ -1670,5 +1672,101 @@ func testRedact(t *testing.T, h Harness) {
 	tree, err := s.Tree(ctx, sess.ID, persistence.EntriesRequest{})
 	if err != nil || strings.Contains(tree.Nodes[0].Preview, "4111") {
 		t.Fatalf("the tree keeps the redacted preview: %+v, %v", tree, err)
+	}
+}
+
+// StreamedEvents returns the events with seqs from..from+n-1 of a run
+// that streams as runs do: a message_start, then text deltas, a thinking
+// block's and a tool call's deltas (with their times out of order once,
+// as clocks allow), another text block, a delta of another run mixed in
+// and a message_end, repeating. Deltas carry their persistence.Delta
+// facts as the run's log sets them.
+func StreamedEvents(t testing.TB, sessionID, runID string, from uint64, n int) []persistence.Event {
+	t.Helper()
+	base := time.Date(2026, 12, 7, 4, 0, 0, 999_999_000, time.UTC)
+	update := func(u *agentdv1.MessageUpdate) *agentdv1.AgentEvent {
+		return &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_MessageUpdate{MessageUpdate: u}}
+	}
+	text := func(i uint32, s string) *agentdv1.AgentEvent {
+		return update(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_TextDelta{TextDelta: &agentdv1.TextDelta{ContentIndex: i, Delta: s}}})
+	}
+	cycle := []func() *agentdv1.AgentEvent{
+		func() *agentdv1.AgentEvent {
+			return &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_MessageStart{MessageStart: &agentdv1.MessageStart{}}}
+		},
+		func() *agentdv1.AgentEvent { return text(0, "port ") },
+		func() *agentdv1.AgentEvent { return text(0, "3000, 端口") },
+		func() *agentdv1.AgentEvent { return text(0, "") },
+		func() *agentdv1.AgentEvent {
+			return update(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ThinkingDelta{ThinkingDelta: &agentdv1.ThinkingDelta{ContentIndex: 1, Delta: "hmm"}}})
+		},
+		func() *agentdv1.AgentEvent {
+			return update(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ToolCallDelta{ToolCallDelta: &agentdv1.ToolCallDelta{ContentIndex: 2, Delta: `{"path":`}}})
+		},
+		func() *agentdv1.AgentEvent {
+			return update(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ToolCallDelta{ToolCallDelta: &agentdv1.ToolCallDelta{ContentIndex: 2, Delta: `"a.go"}`}}})
+		},
+		func() *agentdv1.AgentEvent { return text(3, "done") },
+		func() *agentdv1.AgentEvent { ev := text(3, "!"); ev.RunId = "another-run"; return ev },
+		func() *agentdv1.AgentEvent {
+			return &agentdv1.AgentEvent{Event: &agentdv1.AgentEvent_MessageEnd{MessageEnd: &agentdv1.MessageEnd{}}}
+		},
+	}
+	out := make([]persistence.Event, 0, n)
+	for i := range n {
+		seq := from + uint64(i)
+		ev := cycle[i%len(cycle)]()
+		if ev.RunId == "" {
+			ev.RunId = runID
+		}
+		ev.SessionId, ev.Seq, ev.TraceId = sessionID, seq, []byte("0123456789abcdef")
+		at := base.Add(time.Duration(i) * 1337 * time.Microsecond)
+		if i%len(cycle) == 5 {
+			at = at.Add(-time.Hour) // a clock that stepped back
+		}
+		ev.Time = timestamppb.New(at)
+		data, err := proto.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := persistence.Event{Seq: seq, Data: data}
+		if d, ok := persistence.DeltaOf(ev); ok {
+			e.Delta = &d
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// testEventLogDeltas checks that a batch of streamed deltas reads back as
+// the very bytes appended, whether the engine kept the bytes or the facts.
+func testEventLogDeltas(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := h.Open(t)
+	t.Cleanup(func() { _ = s.Close() })
+	sess := mustCreate(t, s, persistence.CreateSessionParams{})
+	if err := s.StartRun(ctx, sess.ID, "rd1", nil); err != nil {
+		t.Fatal(err)
+	}
+	want := StreamedEvents(t, sess.ID, "rd1", 1, 5000)
+	for _, batch := range [][]persistence.Event{want[:7], want[7:4100], want[4100:]} {
+		if err := s.AppendEvents(ctx, "rd1", batch); err != nil {
+			t.Fatalf("AppendEvents(%d..%d): %v", batch[0].Seq, batch[len(batch)-1].Seq, err)
+		}
+	}
+	for _, after := range []uint64{0, 3, 7, 4099, 4100, 4999} {
+		got := mustEvents(t, s, "rd1", after, 10_000)
+		if len(got) != len(want)-int(after) {
+			t.Fatalf("Events(after %d) = %d events, want %d", after, len(got), len(want)-int(after))
+		}
+		for i, ev := range got {
+			w := want[int(after)+i]
+			if ev.Seq != w.Seq || !bytes.Equal(ev.Data, w.Data) {
+				t.Fatalf("Events(after %d): event %d is seq %d, %x; want seq %d, %x", after, i, ev.Seq, ev.Data, w.Seq, w.Data)
+			}
+		}
+	}
+	if got := mustEvents(t, s, "rd1", 4095, 3); len(got) != 3 || got[0].Seq != 4096 || !bytes.Equal(got[2].Data, want[4097].Data) {
+		t.Fatalf("Events(after 4095, limit 3) = %d events", len(got))
 	}
 }

@@ -3,7 +3,8 @@
 // SQLite and PostgreSQL: entry payloads (entries.payload with
 // entries.encoding) and event batches (run_events.payload with
 // run_events.encoding). The formats are documented in the SQLite
-// migrations 0002, 0003 and 0004 and in the PostgreSQL migration 0001.
+// migrations 0002, 0003 and 0004 and in the PostgreSQL migration 0001,
+// but for the compact event batch, documented in events.go.
 package rowcodec
 
 import (
@@ -245,20 +246,6 @@ func DecodePath(sessionID string, rows []Row) ([]*agentdv1.Entry, error) {
 	return out, nil
 }
 
-// EncodeEvents is a batch's plain payload: the events' protobufs, each
-// preceded by its length as a varint.
-func EncodeEvents(events []persistence.Event) []byte {
-	size := 0
-	for _, ev := range events {
-		size += protowire.SizeBytes(len(ev.Data))
-	}
-	payload := make([]byte, 0, size)
-	for _, ev := range events {
-		payload = protowire.AppendBytes(payload, ev.Data)
-	}
-	return payload
-}
-
 // AppendBatch decodes the stored batch of run runID that holds events
 // first..last and appends to out those with a seq greater than after,
 // until out holds limit events. A batch that does not inflate, does not
@@ -275,6 +262,9 @@ func AppendBatch(out []persistence.Event, runID string, first, last uint64, enco
 	})
 	if err != nil {
 		return out, &persistence.Error{Kind: persistence.ErrCorrupt, RunID: runID, Detail: fmt.Sprintf("events %d to %d: %v", first, last, err)}
+	}
+	if isCompactBatch(payload) {
+		return appendCompactBatch(out, runID, first, last, payload, after, limit)
 	}
 	seq := first
 	for len(payload) > 0 && len(out) < limit {

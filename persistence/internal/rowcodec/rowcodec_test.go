@@ -5,14 +5,17 @@ import (
 	"compress/zlib"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/persistence/internal/rowcodec"
+	"github.com/agentd/agentd/persistence/storetest"
 )
 
 func entry(id, parent, text string) *agentdv1.Entry {
@@ -117,5 +120,73 @@ func TestBatchRoundTrip(t *testing.T) {
 	}
 	if _, err := rowcodec.AppendBatch(nil, "r", 1, 1, rowcodec.EncodingProto, []byte{0x7f}, 0, 100); !errors.Is(err, persistence.ErrCorrupt) {
 		t.Fatalf("a truncated batch: %v, want ErrCorrupt", err)
+	}
+}
+
+// TestCompactBatch checks the compact batch of streamed events: it reads
+// back as the bytes appended from any seq and up to any limit, its deltas
+// take less than a third of the plain format's bytes, and every
+// truncation of it is refused as corrupt rather than read short.
+func TestCompactBatch(t *testing.T) {
+	events := storetest.StreamedEvents(t, "s1", "r1", 5, 1000)
+	plain := rowcodec.EncodeEvents(slices.Clone(events))
+	var noFacts []persistence.Event
+	for _, ev := range events {
+		noFacts = append(noFacts, persistence.Event{Seq: ev.Seq, Data: ev.Data})
+	}
+	full := rowcodec.EncodeEvents(noFacts)
+	if plain[0] != 0 || full[0] == 0 {
+		t.Fatalf("first bytes %#x with deltas, %#x without; want 0 (compact) and an event length", plain[0], full[0])
+	}
+	var deltas, deltasNoFacts []persistence.Event
+	for i, ev := range events {
+		if ev.Delta != nil && ev.Delta.RunID == "r1" {
+			deltas, deltasNoFacts = append(deltas, ev), append(deltasNoFacts, noFacts[i])
+		}
+	}
+	if compact, full := len(rowcodec.EncodeEvents(deltas)), len(rowcodec.EncodeEvents(deltasNoFacts)); 3*compact >= full {
+		t.Fatalf("%d deltas take %d bytes compact, %d plain; want less than a third", len(deltas), compact, full)
+	}
+	var enc rowcodec.Encoder
+	stored, encoding, err := enc.Encode(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored = bytes.Clone(stored)
+	last := events[len(events)-1].Seq
+	for _, after := range []uint64{0, 4, 5, 6, 11, 500, last - 1, last} {
+		for _, limit := range []int{1, 7, 10_000} {
+			got, err := rowcodec.AppendBatch(nil, "r1", 5, last, encoding, stored, after, limit)
+			first := max(after, 4) + 1
+			want := events[first-5:][:min(limit, int(last+1-first))]
+			if err != nil || len(got) != len(want) {
+				t.Fatalf("AppendBatch(after %d, limit %d) = %d events, %v; want %d", after, limit, len(got), err, len(want))
+			}
+			for i := range got {
+				if got[i].Seq != want[i].Seq || !bytes.Equal(got[i].Data, want[i].Data) {
+					t.Fatalf("AppendBatch(after %d, limit %d): event %d is seq %d %x, want seq %d %x", after, limit, i, got[i].Seq, got[i].Data, want[i].Seq, want[i].Data)
+				}
+			}
+		}
+	}
+	if _, err := rowcodec.AppendBatch(nil, "r1", 5, last+1, encoding, stored, 0, 10_000); !errors.Is(err, persistence.ErrCorrupt) {
+		t.Fatalf("a batch shorter than its row says: %v, want ErrCorrupt", err)
+	}
+	for n := 1; n < len(plain); n += 1 + n/64 {
+		if got, err := rowcodec.AppendBatch(nil, "r1", 5, last, rowcodec.EncodingProto, plain[:n], 0, 10_000); !errors.Is(err, persistence.ErrCorrupt) {
+			t.Fatalf("the batch cut to %d of %d bytes = %d events, %v; want ErrCorrupt", n, len(plain), len(got), err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		payload []byte
+	}{
+		{"unknown version", []byte{0, 9}},
+		{"unknown record kind", protowire.AppendVarint(protowire.AppendBytes([]byte{0, 1}, nil), 7)},
+		{"unknown delta kind", protowire.AppendVarint(protowire.AppendVarint(protowire.AppendBytes([]byte{0, 1}, nil), 2), 9)},
+	} {
+		if _, err := rowcodec.AppendBatch(nil, "r1", 5, last, rowcodec.EncodingProto, tc.payload, 0, 10_000); !errors.Is(err, persistence.ErrCorrupt) {
+			t.Fatalf("%s: %v, want ErrCorrupt", tc.name, err)
+		}
 	}
 }
