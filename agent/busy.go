@@ -54,6 +54,8 @@ func (a *Agent) StartAndFollow(ctx context.Context, req StartRequest, opts Follo
 		if active == "" || req.Prompt == nil || round+1 >= maxBusyRounds {
 			return err
 		}
+		// The next round starts after another run: read the session again.
+		req.Session = nil
 		switch policy {
 		case agentdv1.BusyPolicy_BUSY_POLICY_INTERRUPT:
 			if _, aerr := a.Abort(ctx, req.SessionID, active); aerr != nil && !errors.Is(aerr, ErrIdle) {

@@ -148,6 +148,9 @@ type StartRequest struct {
 	// Method, RequestID, ParentEntryID and FromRoot are filled in from the
 	// fields above.
 	Run *agentdv1.RunRequest
+	// Session is the session as the caller just read it (to check who may
+	// run it), so Start does not read it again; nil makes Start read it.
+	Session *persistence.Session
 	// parent is the live run whose spawn_agent call starts this run of a
 	// subagent's session; nil otherwise.
 	parent *Run
@@ -208,9 +211,12 @@ func (a *Agent) checkDailyCost(ctx context.Context, tenant string, l TenantLimit
 // run waits for that, and gets its outcome.
 func (a *Agent) Start(ctx context.Context, req StartRequest) (string, error) {
 	sessionID, requestID := req.SessionID, req.RequestID
-	sess, err := a.store.GetSession(ctx, sessionID)
-	if err != nil {
-		return "", err
+	sess := req.Session
+	if sess == nil || sess.ID != sessionID {
+		var err error
+		if sess, err = a.store.GetSession(ctx, sessionID); err != nil {
+			return "", err
+		}
 	}
 	cfg := proto.CloneOf(sess.Config)
 	if err := a.applyRunSettings(sess.Tenant, cfg, req.Run); err != nil {

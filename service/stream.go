@@ -71,7 +71,7 @@ func (s *Service) run(ctx context.Context, req agent.StartRequest, detach bool, 
 	if err != nil {
 		return err
 	}
-	req.TenantLimits = s.tenantLimits(rec.Tenant)
+	req.TenantLimits, req.Session = s.tenantLimits(rec.Tenant), rec
 	if queuesWhenBusy(req.Run.GetIfBusy()) {
 		return s.promptBusy(ctx, req, detach, stream)
 	}
