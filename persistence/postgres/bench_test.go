@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/transcriptgen"
 	"github.com/agentd/agentd/persistence"
-	"github.com/agentd/agentd/persistence/internal/transcriptgen"
 	"github.com/agentd/agentd/persistence/postgres"
 	"github.com/agentd/agentd/persistence/postgres/pgtest"
 	"github.com/agentd/agentd/persistence/sqlite"

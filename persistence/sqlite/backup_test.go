@@ -9,8 +9,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentd/agentd/internal/transcriptgen"
 	"github.com/agentd/agentd/persistence"
-	"github.com/agentd/agentd/persistence/internal/transcriptgen"
 	"github.com/agentd/agentd/persistence/sqlite"
 )
 

@@ -17,8 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/transcriptgen"
 	"github.com/agentd/agentd/persistence"
-	"github.com/agentd/agentd/persistence/internal/transcriptgen"
 	"github.com/agentd/agentd/persistence/sqlite"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd/internal/transcriptgen"
 	"github.com/agentd/agentd/persistence"
-	"github.com/agentd/agentd/persistence/internal/transcriptgen"
 	"github.com/agentd/agentd/persistence/sqlite"
 )
 

@@ -16,8 +16,8 @@ import (
 	_ "github.com/mattn/go-sqlite3" // the raw driver, for tampering with files behind the store's back
 	"go.uber.org/goleak"
 
+	"github.com/agentd/agentd/internal/transcriptgen"
 	"github.com/agentd/agentd/persistence"
-	"github.com/agentd/agentd/persistence/internal/transcriptgen"
 	"github.com/agentd/agentd/persistence/sqlite"
 	"github.com/agentd/agentd/persistence/storetest"
 )

@@ -19,8 +19,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/transcriptgen"
 	"github.com/agentd/agentd/persistence"
-	"github.com/agentd/agentd/persistence/internal/transcriptgen"
 )
 
 // Harness adapts an engine to the suite.

@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/agentd/agentd/persistence/internal/transcriptgen"
+	"github.com/agentd/agentd/internal/transcriptgen"
 )
 
 // TestCorpus checks that corpus text ends up in the entries, cut so that
