@@ -177,17 +177,27 @@ test: tools check-generated lint go-test smoke ts-test py-test ## Everything CI 
 # go run ./internal/benchtable < bench.out.
 BENCH_OUT   ?= bench.out
 BENCH_FLAGS ?=
+# BenchmarkRestore compares a restart with pi's SessionManager on the same
+# transcript: pi is installed here, outside the repository, on first use
+# (never a dependency of agentd).
+BENCH_PI_DIR     ?= $(or $(TMPDIR),/tmp)/agentd-bench-pi
+BENCH_PI_VERSION := 0.73.1
 
 .PHONY: bench bench-all
-bench: ## Run the speed benchmarks and print each figure against its target (a few minutes).
+bench: $(BENCH_PI_DIR)/node_modules/@mariozechner/pi-coding-agent ## Run the speed benchmarks and print each figure against its target (a few minutes).
 	@set -o pipefail; { \
 	  go test -run '^$$' -bench 'BenchmarkPromptStream$$' $(BENCH_FLAGS) ./service && \
 	  go test -run '^$$' -bench 'BenchmarkConcurrentSessions/engine=sqlite/^paced' -benchtime 1x $(BENCH_FLAGS) ./service && \
 	  go test -run '^$$' -bench 'BenchmarkContextPipeline|BenchmarkContextPathCompacted' $(BENCH_FLAGS) ./agent ./persistence/sqlite && \
-	  go test -run '^$$' -bench 'BenchmarkReplicas$$' -benchtime 1x $(BENCH_FLAGS) ./cmd/agentd; \
+	  go test -run '^$$' -bench 'BenchmarkReplicas$$' -benchtime 1x $(BENCH_FLAGS) ./cmd/agentd && \
+	  AGENTD_BENCH_PI_DIR=$(BENCH_PI_DIR) go test -run '^$$' -bench 'BenchmarkRestore$$' -benchtime 5x $(BENCH_FLAGS) ./cmd/agentd; \
 	} 2>&1 | tee $(BENCH_OUT)
 	@echo
 	@go run ./internal/benchtable < $(BENCH_OUT)
+
+$(BENCH_PI_DIR)/node_modules/@mariozechner/pi-coding-agent:
+	mkdir -p $(BENCH_PI_DIR)
+	npm install --prefix $(BENCH_PI_DIR) --no-audit --no-fund --loglevel=error @mariozechner/pi-coding-agent@$(BENCH_PI_VERSION)
 
 bench-all: ## Run every benchmark of every package and print their figures (long).
 	go test -run '^$$' -bench . -benchmem ./...

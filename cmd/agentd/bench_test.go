@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/benchenv"
 	"github.com/agentd/agentd/persistence/postgres/pgtest"
 	"github.com/agentd/agentd/tools/sandbox"
 	"github.com/agentd/agentd/tools/sandbox/sandboxtest"
@@ -81,21 +82,6 @@ func BenchmarkBashCall(b *testing.B) {
 	b.ReportMetric(float64((on-off).Microseconds())/n/1000, "ms-added/call")
 }
 
-// benchEnvInt is the positive integer in the environment variable name,
-// or def when it is unset.
-func benchEnvInt(b *testing.B, name string, def int) int {
-	b.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		b.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
-}
-
 // BenchmarkReplicas runs AGENTD_BENCH_SESSIONS sessions (default 1000)
 // on each of three deployments of agentd on PostgreSQL (pgtest: skipped
 // without a server outside CI) — 1, 2 and 3 replicas, each on its own
@@ -110,8 +96,8 @@ func benchEnvInt(b *testing.B, name string, def int) int {
 // includes claiming the run and storing the prompt. Run it with
 // -benchtime 1x: an iteration is the whole batch.
 func BenchmarkReplicas(b *testing.B) {
-	sessions := benchEnvInt(b, "AGENTD_BENCH_SESSIONS", 1000)
-	workers := benchEnvInt(b, "AGENTD_BENCH_CONCURRENCY", 64)
+	sessions := benchenv.Int(b, "SESSIONS", 1000)
+	workers := benchenv.Int(b, "CONCURRENCY", 64)
 	const round = 100
 	ws := b.TempDir()
 	for _, name := range []string{"go.mod", "main.go", "README.md"} {

@@ -40,6 +40,7 @@ func targets() []target {
 	stream := regexp.MustCompile(`^BenchmarkPromptStream/`)
 	paced := regexp.MustCompile(`^BenchmarkConcurrentSessions/engine=\w+/paced`)
 	sessions := regexp.MustCompile(`^BenchmarkConcurrentSessions/`)
+	restore := regexp.MustCompile(`^BenchmarkRestore$`)
 	list := []target{
 		{stream, "ratio-vs-bare", "stream events/s vs bare gRPC", "≥", 0.9},
 		{stream, "cpu-ratio-vs-bare", "CPU per event vs bare gRPC", "≤", 1.3},
@@ -48,6 +49,9 @@ func targets() []target {
 		{sessions, "rss-after/baseline", "RSS after load / baseline", "≤", 1.5},
 		{regexp.MustCompile(`^BenchmarkContextPipeline/`), "x-plain", "context build vs plain pipeline", "", 0},
 		{regexp.MustCompile(`^BenchmarkContextPathCompacted$`), "ms/context-path", "context restore after restart (ms)", "", 0},
+		{restore, "first-GetContext-ms", "first GetContext after restart (ms)", "", 0},
+		{restore, "restore-vs-pi", "first GetContext vs pi open+build", "≤", 0.15},
+		{restore, "rss-vs-pi", "RSS holding the session vs pi", "≤", 0.6},
 	}
 	// Replica scaling (cmd/agentd BenchmarkReplicas, PostgreSQL) has no
 	// target: the figures per replica count are shown side by side.

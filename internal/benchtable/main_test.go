@@ -14,6 +14,8 @@ BenchmarkConcurrentSessions/engine=sqlite/paced-8         	       1	 581699590 n
 --- BENCH: BenchmarkConcurrentSessions/engine=sqlite/paced-2
     bench_test.go:669: *agentdv1.AgentEvent_AgentEnd: n=100 p50=2.6 p99=24.1 max=24.1
 BenchmarkConcurrentSessions/engine=sqlite/unpaced-2                 	       1	 449230390 ns/op	       161.1 first-event-p99-ms	       122.2 message-end-p99-ms	         1.6 rss-after/baseline
+pkg: github.com/agentd/agentd/cmd/agentd
+BenchmarkRestore-2   	       5	 324462348 ns/op	       321.7 first-GetContext-ms	     10000 messages	       261.1 pi-open+build-ms	       228.9 pi-rss-MiB	         1.232 restore-vs-pi	       132.4 rss-MiB	         0.5786 rss-vs-pi
 PASS
 `
 
@@ -22,8 +24,8 @@ func TestTableJudgesEachFigureAgainstItsTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 3 {
-		t.Fatalf("parsed %d benchmarks, want 3 (runs of one name merged): %+v", len(results), results)
+	if len(results) != 4 {
+		t.Fatalf("parsed %d benchmarks, want 4 (runs of one name merged): %+v", len(results), results)
 	}
 	rows, missing := evaluate(targets(), results)
 	type key struct{ bench, label string }
@@ -41,6 +43,8 @@ func TestTableJudgesEachFigureAgainstItsTarget(t *testing.T) {
 		{"ConcurrentSessions/engine=sqlite/paced", "message_end delivery p99 (ms)", "25.8", "yes", "8"},
 		{"ConcurrentSessions/engine=sqlite/paced", "RSS after load / baseline", "1.20", "yes", "8"},
 		{"ConcurrentSessions/engine=sqlite/unpaced", "RSS after load / baseline", "1.60", "NO", "?"},
+		{"Restore", "first GetContext vs pi open+build", "1.23", "NO", "?"},
+		{"Restore", "RSS holding the session vs pi", "0.58", "yes", "?"},
 	}
 	for _, tc := range tests {
 		r, ok := got[key{tc.bench, tc.label}]
@@ -73,9 +77,10 @@ func TestTableCountsTargetsWithoutFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows, missing := evaluate(targets(), results)
-	// CPU ratio, first event, message_end and RSS have no figure.
-	if missing != 4 {
-		t.Errorf("missing = %d, want 4; rows %+v", missing, rows)
+	// CPU ratio, first event, message_end, RSS and the two restore ratios
+	// have no figure.
+	if missing != 6 {
+		t.Errorf("missing = %d, want 6; rows %+v", missing, rows)
 	}
 	for _, r := range rows {
 		if r.label == "CPU per event vs bare gRPC" && r.value != "not measured" {

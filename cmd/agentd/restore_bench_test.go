@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/agentd/agentd/clients/go/sessionfile"
+	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
+	"github.com/agentd/agentd/internal/benchenv"
+	"github.com/agentd/agentd/internal/transcriptgen"
+)
+
+// piRestoreScript times pi's SessionManager.open and buildSessionContext
+// of one session file, warm (the best of three in one process), and
+// reports the process's RSS while it holds the session. It runs from the
+// folder pi is installed in, so its import resolves there.
+const piRestoreScript = `import { SessionManager } from "@mariozechner/pi-coding-agent";
+import { dirname } from "node:path";
+const file = process.argv[2];
+let best = Infinity, sm = null, ctx = null;
+for (let i = 0; i < 3; i++) {
+  sm = ctx = null;
+  globalThis.gc?.();
+  const t0 = performance.now();
+  sm = SessionManager.open(file, dirname(file));
+  ctx = sm.buildSessionContext();
+  best = Math.min(best, performance.now() - t0);
+}
+globalThis.gc?.();
+console.log(JSON.stringify({ ms: best, rss: process.memoryUsage().rss, messages: ctx.messages.length }));
+`
+
+// BenchmarkRestore measures a restart with a long session: a transcript
+// of AGENTD_BENCH_RESTORE_MESSAGES messages (10,000; internal/transcriptgen)
+// is imported into agentd on SQLite, then, each iteration, agentd starts
+// again and answers GetContext for it. It reports the first GetContext's
+// milliseconds and agentd's RSS after it, while the session was just read.
+// With AGENTD_BENCH_PI_DIR naming a folder where pi is installed (npm
+// install @mariozechner/pi-coding-agent@0.73.1 in a scratch folder; never
+// a dependency of agentd), each iteration also runs pi on the same
+// transcript (agentd's pi export of it): the best of three
+// SessionManager.open + buildSessionContext in one node process, and that
+// process's RSS holding the session; it then reports the ratios (targets
+// ≤ 0.15 for the time, ≤ 0.6 for RSS). Run it with -benchtime 5x or so:
+// an iteration is a restart.
+func BenchmarkRestore(b *testing.B) {
+	ctx := context.Background()
+	benchenv.Procs(b)
+	var env []string // agentd runs with the benchmark's GOMAXPROCS
+	if procs := os.Getenv(benchenv.ProcsEnv); procs != "" {
+		env = []string{"GOMAXPROCS=" + procs}
+	}
+	n := benchenv.Int(b, "RESTORE_MESSAGES", 10_000)
+	piDir := os.Getenv(benchenv.Prefix + "PI_DIR")
+	dir := b.TempDir()
+	db := filepath.Join(dir, "agentd.db")
+	entries := transcriptgen.Transcript(1, n)
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for i, e := range entries {
+		e.Id, e.Time = fmt.Sprintf("e%06d", i), timestamppb.New(at.Add(time.Duration(i)*time.Second))
+		if i > 0 {
+			e.ParentId = entries[i-1].GetId()
+		}
+	}
+	setup := startProcEnv(b, env, db)
+	id := importTranscript(b, setup.client(), entries)
+	piFile := filepath.Join(dir, "session.jsonl")
+	if f, err := os.Create(piFile); err != nil {
+		b.Fatal(err)
+	} else if err := sessionfile.Export(ctx, setup.client(), id, sessionfile.Pi, f); err != nil {
+		b.Fatal(err)
+	} else if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if err := setup.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		b.Fatal(err)
+	}
+	if err := setup.waitExit(30 * time.Second); err != nil {
+		b.Fatalf("agentd's shutdown: %v", err)
+	}
+	var script string
+	if piDir != "" {
+		script = filepath.Join(piDir, fmt.Sprintf("agentd-restore-bench-%d.mjs", os.Getpid()))
+		if err := os.WriteFile(script, []byte(piRestoreScript), 0o600); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { os.Remove(script) })
+	}
+
+	var agentdMs, agentdRSS, piMs, piRSS []float64
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		p := startProcEnv(b, env, db)
+		c := p.client()
+		b.StartTimer()
+		start := time.Now()
+		resp, err := c.GetContext(ctx, &agentdv1.GetContextRequest{SessionId: id})
+		elapsed := time.Since(start)
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if got := len(resp.GetContext().GetMessages()); got != n {
+			b.Fatalf("GetContext holds %d messages, want %d", got, n)
+		}
+		agentdMs = append(agentdMs, float64(elapsed.Microseconds())/1000)
+		agentdRSS = append(agentdRSS, procRSSMiB(b, p.cmd.Process.Pid))
+		p.kill()
+		if script != "" {
+			ms, rss := runPiRestore(b, script, piFile, n)
+			piMs, piRSS = append(piMs, ms), append(piRSS, rss)
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(n), "messages")
+	b.ReportMetric(median(agentdMs), "first-GetContext-ms")
+	b.ReportMetric(median(agentdRSS), "rss-MiB")
+	if script != "" {
+		b.ReportMetric(median(piMs), "pi-open+build-ms")
+		b.ReportMetric(median(piRSS), "pi-rss-MiB")
+		b.ReportMetric(median(agentdMs)/median(piMs), "restore-vs-pi")
+		b.ReportMetric(median(agentdRSS)/median(piRSS), "rss-vs-pi")
+	}
+}
+
+// importTranscript imports entries, a chain from the first, as a new
+// session and returns its id.
+func importTranscript(b *testing.B, c agentdv1.AgentServiceClient, entries []*agentdv1.Entry) string {
+	b.Helper()
+	stream, err := c.ImportSession(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	header := &agentdv1.SessionHeader{LeafEntryId: entries[len(entries)-1].GetId(), EntryCount: int64(len(entries))}
+	if err := stream.Send(&agentdv1.ImportSessionRequest{Record: &agentdv1.SessionRecord{Record: &agentdv1.SessionRecord_Header{Header: header}}}); err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := stream.Send(&agentdv1.ImportSessionRequest{Record: &agentdv1.SessionRecord{Record: &agentdv1.SessionRecord_Entry{Entry: e}}}); err != nil {
+			break // CloseAndRecv says why
+		}
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return resp.GetSession().GetId()
+}
+
+// runPiRestore runs piRestoreScript on file and returns its milliseconds
+// and RSS in MiB.
+func runPiRestore(b *testing.B, script, file string, messages int) (ms, rssMiB float64) {
+	b.Helper()
+	cmd := exec.Command("node", "--expose-gc", script, file)
+	cmd.Dir = filepath.Dir(script)
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("pi: %v\n%s", err, out)
+	}
+	var res struct {
+		Ms       float64
+		RSS      float64
+		Messages int
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		b.Fatalf("pi printed %q: %v", out, err)
+	}
+	if res.Messages != messages {
+		b.Fatalf("pi's context holds %d messages, want %d", res.Messages, messages)
+	}
+	return res.Ms, res.RSS / (1 << 20)
+}
+
+// procRSSMiB is the resident set of process pid, from /proc.
+func procRSSMiB(b *testing.B, pid int) float64 {
+	b.Helper()
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+			if err != nil {
+				b.Fatalf("VmRSS %q: %v", rest, err)
+			}
+			return kb / 1024
+		}
+	}
+	b.Fatalf("no VmRSS in /proc/%d/status", pid)
+	return 0
+}
+
+// median of xs (not empty).
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
