@@ -811,21 +811,7 @@ func percentile(sorted []float64, p int) float64 {
 // first one run alone gives the cleanest ratio.
 func settledRSS(b *testing.B) uint64 {
 	debug.FreeOSMemory()
-	raw, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kib, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				b.Fatalf("VmRSS %q: %v", rest, err)
-			}
-			return kib << 10
-		}
-	}
-	b.Fatal("no VmRSS in /proc/self/status")
-	return 0
+	return benchenv.RSS(b, 0)
 }
 
 // BenchmarkAttachThroughReplica streams one long answer (20,000 words,

@@ -8,8 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -117,7 +115,7 @@ func BenchmarkRestore(b *testing.B) {
 			b.Fatalf("GetContext holds %d messages, want %d", got, n)
 		}
 		agentdMs = append(agentdMs, float64(elapsed.Microseconds())/1000)
-		agentdRSS = append(agentdRSS, procRSSMiB(b, p.cmd.Process.Pid))
+		agentdRSS = append(agentdRSS, float64(benchenv.RSS(b, p.cmd.Process.Pid))/(1<<20))
 		p.kill()
 		if script != "" {
 			ms, rss := runPiRestore(b, script, piFile, n)
@@ -183,26 +181,6 @@ func runPiRestore(b *testing.B, script, file string, messages int) (ms, rssMiB f
 		b.Fatalf("pi's context holds %d messages, want %d", res.Messages, messages)
 	}
 	return res.Ms, res.RSS / (1 << 20)
-}
-
-// procRSSMiB is the resident set of process pid, from /proc.
-func procRSSMiB(b *testing.B, pid int) float64 {
-	b.Helper()
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Fatal(err)
-	}
-	for line := range strings.SplitSeq(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
-			if err != nil {
-				b.Fatalf("VmRSS %q: %v", rest, err)
-			}
-			return kb / 1024
-		}
-	}
-	b.Fatalf("no VmRSS in /proc/%d/status", pid)
-	return 0
 }
 
 // median of xs (not empty).

@@ -144,3 +144,28 @@ func parseDuration(s string, def time.Duration) (time.Duration, error) {
 	}
 	return d, nil
 }
+
+// RSS returns the resident set size in bytes of process pid (0: this
+// process), as Linux reports it in /proc/PID/status.
+func RSS(tb testing.TB, pid int) uint64 {
+	tb.Helper()
+	file := "/proc/self/status"
+	if pid != 0 {
+		file = fmt.Sprintf("/proc/%d/status", pid)
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kib, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				tb.Fatalf("VmRSS %q in %s: %v", rest, file, err)
+			}
+			return kib << 10
+		}
+	}
+	tb.Fatalf("no VmRSS in %s", file)
+	return 0
+}

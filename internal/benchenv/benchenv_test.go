@@ -1,6 +1,7 @@
 package benchenv
 
 import (
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -131,4 +132,18 @@ func TestProcsIsReportedAfterResetTimer(t *testing.T) {
 	if got := runtime.GOMAXPROCS(0); got != prev {
 		t.Errorf("GOMAXPROCS after the benchmark = %d, want it restored to %d", got, prev)
 	}
+}
+
+// TestRSS checks that RSS reads this process's resident set, which grows
+// by what it touches, and another process's by its pid.
+func TestRSS(t *testing.T) {
+	before := RSS(t, 0)
+	touched := make([]byte, 64<<20)
+	for i := range touched {
+		touched[i] = byte(i)
+	}
+	if after := RSS(t, os.Getpid()); after < before+48<<20 {
+		t.Fatalf("RSS went from %d to %d bytes after touching 64 MiB", before, after)
+	}
+	runtime.KeepAlive(touched)
 }
