@@ -242,6 +242,9 @@ func TestDeleteSessionWhileRunning(t *testing.T) {
 	id := h.session(waitConfig(t))
 	s := h.promptRun(id, "go")
 	<-g.entered
+	// The follower must be attached before the delete: one that attaches
+	// only afterwards finds no run, which is right for it but not this test.
+	s.until(func(ev *agentdv1.AgentEvent) bool { return ev.GetToolExecutionStart() != nil })
 	wantReason(t, h.a.DeleteSession(ctx, id, false), agentdv1.ErrorReason_ERROR_REASON_SESSION_BUSY, "force")
 	if err := h.a.DeleteSession(ctx, id, true); err != nil {
 		t.Fatal(err)
