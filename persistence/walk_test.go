@@ -42,7 +42,7 @@ func TestWalkToRoot(t *testing.T) {
 				index[n.ID] = i
 			}
 			reads := 0
-			path, err := persistence.WalkToRoot(context.Background(), "s", tree, index, index[tc.leaf], persistence.WalkOptions{
+			path, err := persistence.WalkToRoot(context.Background(), "s", tree, index[tc.leaf], persistence.WalkOptions{
 				ContextOnly: tc.contextOnly,
 				FirstKept: func(_ context.Context, id string) (string, error) {
 					reads++
@@ -80,11 +80,68 @@ func TestWalkToRootRefusesBrokenParents(t *testing.T) {
 			for i, n := range tc.tree {
 				index[n.ID] = i
 			}
-			_, err := persistence.WalkToRoot(context.Background(), "s", tc.tree, index, len(tc.tree)-1, persistence.WalkOptions{})
+			_, err := persistence.WalkToRoot(context.Background(), "s", tc.tree, len(tc.tree)-1, persistence.WalkOptions{})
 			var ce *persistence.CorruptEntryError
 			if !errors.As(err, &ce) || ce.SessionID != "s" || !errors.Is(err, persistence.ErrCorrupt) {
 				t.Fatalf("got %v, want a *CorruptEntryError of session s", err)
 			}
 		})
+	}
+}
+
+// A Walker is done as soon as no older entry can be on the path, so an
+// engine reading newest first stops there.
+func TestWalkerStopsWhereThePathEnds(t *testing.T) {
+	// a ← b ← s1(keeps b) ← c ← s2(keeps c) ← d, with y, a child of b,
+	// appended last.
+	tree := []persistence.PathNode{
+		{Seq: 1, ID: "a"},
+		{Seq: 2, ID: "b", Parent: "a"},
+		{Seq: 3, ID: "s1", Parent: "b", Summary: true},
+		{Seq: 4, ID: "c", Parent: "s1"},
+		{Seq: 5, ID: "s2", Parent: "c", Summary: true},
+		{Seq: 6, ID: "d", Parent: "s2"},
+		{Seq: 7, ID: "y", Parent: "b"},
+	}
+	keeps := map[string]string{"s1": "b", "s2": "c"}
+	tests := []struct {
+		name        string
+		leaf        string
+		contextOnly bool
+		wantPath    int
+		wantOffered int // newest first, until done
+	}{
+		{"at the latest summary's first kept entry", "d", true, 3, 4}, // y d s2 c
+		{"at the root without ContextOnly", "d", false, 6, 7},         // all
+		{"an older branch's summary", "y", true, 3, 7},                // y ... a: s1 is not on y's path
+		{"the newest entry's own summary", "s2", true, 2, 4},          // y d s2 c
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := persistence.NewWalker("s", tc.leaf, persistence.WalkOptions{ContextOnly: tc.contextOnly,
+				FirstKept: func(_ context.Context, id string) (string, error) { return keeps[id], nil }})
+			offered := 0
+			for at := len(tree) - 1; at >= 0; at-- {
+				offered++
+				_, done, err := w.Offer(context.Background(), tree[at])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if done {
+					break
+				}
+			}
+			n, err := w.End()
+			if err != nil || n != tc.wantPath || offered != tc.wantOffered {
+				t.Fatalf("path of %d after %d entries (%v), want %d after %d", n, offered, err, tc.wantPath, tc.wantOffered)
+			}
+		})
+	}
+	w := persistence.NewWalker("s", "gone", persistence.WalkOptions{})
+	for at := len(tree) - 1; at >= 0; at-- {
+		w.Offer(context.Background(), tree[at])
+	}
+	if _, err := w.End(); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("a leaf that is not there: %v, want ErrNotFound", err)
 	}
 }

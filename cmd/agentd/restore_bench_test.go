@@ -45,6 +45,16 @@ console.log(JSON.stringify({ ms: best, rss: process.memoryUsage().rss, messages:
 // is imported into agentd on SQLite, then, each iteration, agentd starts
 // again and answers GetContext for it. It reports the first GetContext's
 // milliseconds and agentd's RSS after it, while the session was just read.
+//
+// It runs on two shapes of the same messages. context=compacted is the
+// session a long conversation really is: no model takes 10,000 messages
+// (~16 MB here), so a compaction summary follows every
+// AGENTD_BENCH_RESTORE_COMPACT_EVERY messages (500, about a 200k-token
+// window of these messages) and keeps the last 50 before it, as pi's
+// defaults do; the context is the latest summary, what it kept and what
+// followed. context=whole has no compaction, so the context is every
+// message: a bound on the read path, not a session a model could take.
+//
 // With AGENTD_BENCH_PI_DIR naming a folder where pi is installed (npm
 // install @mariozechner/pi-coding-agent@0.73.1 in a scratch folder; never
 // a dependency of agentd), each iteration also runs pi on the same
@@ -54,24 +64,55 @@ console.log(JSON.stringify({ ms: best, rss: process.memoryUsage().rss, messages:
 // ≤ 0.15 for the time, ≤ 0.6 for RSS). Run it with -benchtime 5x or so:
 // an iteration is a restart.
 func BenchmarkRestore(b *testing.B) {
-	ctx := context.Background()
-	benchenv.Procs(b)
-	var env []string // agentd runs with the benchmark's GOMAXPROCS
-	if procs := os.Getenv(benchenv.ProcsEnv); procs != "" {
-		env = []string{"GOMAXPROCS=" + procs}
-	}
 	n := benchenv.Int(b, "RESTORE_MESSAGES", 10_000)
-	piDir := os.Getenv(benchenv.Prefix + "PI_DIR")
-	dir := b.TempDir()
-	db := filepath.Join(dir, "agentd.db")
-	entries := transcriptgen.Transcript(1, n)
+	every := benchenv.Int(b, "RESTORE_COMPACT_EVERY", 500)
+	b.Run("context=compacted", func(b *testing.B) {
+		entries, contextLen := restoreTranscript(n, every, 50)
+		benchmarkRestore(b, n, entries, contextLen)
+	})
+	b.Run("context=whole", func(b *testing.B) {
+		entries, contextLen := restoreTranscript(n, 0, 0)
+		benchmarkRestore(b, n, entries, contextLen)
+	})
+}
+
+// restoreTranscript returns n messages as a chain of entries, with a
+// compaction summary after every every-th message (none when every is 0)
+// that keeps the keep messages before it, and the number of messages the
+// context at its leaf holds.
+func restoreTranscript(n, every, keep int) ([]*agentdv1.Entry, int) {
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	gen := transcriptgen.New(1)
+	var entries []*agentdv1.Entry
+	contextLen := 0
+	for i := 0; i < n; i++ {
+		entries = append(entries, gen.Next())
+		contextLen++
+		if every > 0 && (i+1)%every == 0 && i+1 < n {
+			entries = append(entries, &agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_CompactionSummary{
+				CompactionSummary: &agentdv1.CompactionSummary{Summary: "The work so far, summarised.", FirstKeptEntryId: fmt.Sprintf("e%06d", len(entries)-keep), TokensBefore: 200_000}}}}})
+			contextLen = keep + 1 // the summary and what it kept
+		}
+	}
 	for i, e := range entries {
 		e.Id, e.Time = fmt.Sprintf("e%06d", i), timestamppb.New(at.Add(time.Duration(i)*time.Second))
 		if i > 0 {
 			e.ParentId = entries[i-1].GetId()
 		}
 	}
+	return entries, contextLen
+}
+
+func benchmarkRestore(b *testing.B, n int, entries []*agentdv1.Entry, contextLen int) {
+	ctx := context.Background()
+	benchenv.Procs(b)
+	var env []string // agentd runs with the benchmark's GOMAXPROCS
+	if procs := os.Getenv(benchenv.ProcsEnv); procs != "" {
+		env = []string{"GOMAXPROCS=" + procs}
+	}
+	piDir := os.Getenv(benchenv.Prefix + "PI_DIR")
+	dir := b.TempDir()
+	db := filepath.Join(dir, "agentd.db")
 	setup := startProcEnv(b, env, db)
 	id := importTranscript(b, setup.client(), entries)
 	piFile := filepath.Join(dir, "session.jsonl")
@@ -111,20 +152,21 @@ func BenchmarkRestore(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if got := len(resp.GetContext().GetMessages()); got != n {
-			b.Fatalf("GetContext holds %d messages, want %d", got, n)
+		if got := len(resp.GetContext().GetMessages()); got != contextLen {
+			b.Fatalf("GetContext holds %d messages, want %d", got, contextLen)
 		}
 		agentdMs = append(agentdMs, float64(elapsed.Microseconds())/1000)
 		agentdRSS = append(agentdRSS, float64(benchenv.RSS(b, p.cmd.Process.Pid))/(1<<20))
 		p.kill()
 		if script != "" {
-			ms, rss := runPiRestore(b, script, piFile, n)
+			ms, rss := runPiRestore(b, script, piFile, contextLen)
 			piMs, piRSS = append(piMs, ms), append(piRSS, rss)
 		}
 		b.StartTimer()
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(n), "messages")
+	b.ReportMetric(float64(contextLen), "context-messages")
 	b.ReportMetric(median(agentdMs), "first-GetContext-ms")
 	b.ReportMetric(median(agentdRSS), "rss-MiB")
 	if script != "" {

@@ -40,7 +40,7 @@ func targets() []target {
 	stream := regexp.MustCompile(`^BenchmarkPromptStream/`)
 	paced := regexp.MustCompile(`^BenchmarkConcurrentSessions/engine=\w+/paced`)
 	sessions := regexp.MustCompile(`^BenchmarkConcurrentSessions/`)
-	restore := regexp.MustCompile(`^BenchmarkRestore$`)
+	restore := regexp.MustCompile(`^BenchmarkRestore/`)
 	list := []target{
 		{stream, "ratio-vs-bare", "stream events/s vs bare gRPC", "≥", 0.9},
 		{stream, "cpu-ratio-vs-bare", "CPU per event vs bare gRPC", "≤", 1.3},

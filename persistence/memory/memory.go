@@ -83,6 +83,7 @@ type session struct {
 type storedEntry struct {
 	seq        int64
 	id, parent string
+	summary    bool   // a compaction summary
 	payload    []byte // agentd.v1.Entry
 }
 
@@ -260,11 +261,53 @@ func (s *Store) UpdateSession(_ context.Context, sessionID string, u persistence
 
 // ContextPath implements [persistence.Store].
 func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
-	path, err := s.Path(ctx, sessionID)
-	if err != nil {
-		return nil, err
-	}
-	return path[persistence.ContextStart(path):], nil
+	var out []*agentdv1.Entry
+	err := s.read(func(d *data) error {
+		sess, err := d.session(sessionID)
+		if err != nil {
+			return err
+		}
+		out = []*agentdv1.Entry{}
+		if sess.leaf == "" {
+			return nil
+		}
+		// Like the SQLite engine: the entries newest first, decoding only
+		// the path from the leaf to the context's start.
+		walk := persistence.NewWalker(sessionID, sess.leaf, persistence.WalkOptions{
+			ContextOnly: true,
+			FirstKept: func(_ context.Context, id string) (string, error) {
+				e, err := sess.decode(sess.entries[sess.index[id]])
+				return e.GetMessage().GetCompactionSummary().GetFirstKeptEntryId(), err
+			},
+		})
+		var path []storedEntry // leaf first
+		for at := len(sess.entries) - 1; at >= 0; at-- {
+			st := sess.entries[at]
+			onPath, done, err := walk.Offer(ctx, persistence.PathNode{Seq: st.seq, ID: st.id, Parent: st.parent, Summary: st.summary})
+			if err != nil {
+				return err
+			}
+			if onPath {
+				path = append(path, st)
+			}
+			if done {
+				break
+			}
+		}
+		n, err := walk.End()
+		if err != nil {
+			return err
+		}
+		for i := n - 1; i >= 0; i-- {
+			e, err := sess.decode(path[i])
+			if err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // ListSessions implements [persistence.Store]. Page tokens carry the pk of
@@ -414,7 +457,8 @@ func (d *data) append(sess *session, entries []*agentdv1.Entry) error {
 		if err != nil {
 			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: c.Id, Detail: fmt.Sprintf("encode: %v", err)}
 		}
-		stored[i] = storedEntry{seq: int64(len(sess.entries) + i + 1), id: c.Id, parent: c.ParentId, payload: raw}
+		stored[i] = storedEntry{seq: int64(len(sess.entries) + i + 1), id: c.Id, parent: c.ParentId, payload: raw,
+			summary: c.GetMessage().GetCompactionSummary() != nil}
 	}
 	for _, st := range stored {
 		sess.index[st.id] = len(sess.entries)

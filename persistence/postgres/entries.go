@@ -277,7 +277,7 @@ func (s *Store) path(ctx context.Context, sessionID, to string, contextOnly bool
 		if !ok {
 			return persistence.EntryNotFound(sessionID, to)
 		}
-		path, err := persistence.WalkToRoot(ctx, sessionID, all, index, at, persistence.WalkOptions{
+		path, err := persistence.WalkToRoot(ctx, sessionID, all, at, persistence.WalkOptions{
 			ContextOnly: contextOnly,
 			FirstKept: func(ctx context.Context, id string) (string, error) {
 				e, err := entryInTx(ctx, tx, sessionID, sess.pk, id)

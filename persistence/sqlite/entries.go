@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -22,7 +23,7 @@ const (
 	sqlEntryExists = `SELECT 1 FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 AND id = ?2 LIMIT 1`
 	sqlEntryIDs    = `SELECT id FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296`
 	// sqlEntryByID finds one entry of a session in its key range.
-	sqlEntryByID   = `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 AND id = ?2`
+	sqlEntryByID   = `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE session_pk = ?1 AND id = ?2`
 	sqlInsertEntry = `INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload, encoding, append_time, preview) VALUES (?1 * 4294967296 + ?2, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)`
 )
 
@@ -273,7 +274,7 @@ func (s *Store) loadPath(ctx context.Context, tx *sql.Tx, sessionID string, pk i
 	if !ok {
 		return nil, persistence.EntryNotFound(sessionID, to)
 	}
-	path, err := persistence.WalkToRoot(ctx, sessionID, nodes, index, at, persistence.WalkOptions{})
+	path, err := persistence.WalkToRoot(ctx, sessionID, nodes, at, persistence.WalkOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -284,10 +285,12 @@ func (s *Store) loadPath(ctx context.Context, tx *sql.Tx, sessionID string, pk i
 	return rowcodec.DecodePath(sessionID, found)
 }
 
-// ContextPath implements [persistence.Store]: it walks the session's tree
-// without payloads, decodes the latest compaction summary on the path to
-// find its first kept entry, and reads and decodes only the entries from
-// there to the leaf.
+// ContextPath implements [persistence.Store]: it reads the session's
+// entries newest first, following the path from the leaf (a
+// [persistence.Walker]), and stops where the context starts, so a long
+// compacted session costs the entries since its latest compaction's first
+// kept entry (and any branches among them), not its whole transcript. Only
+// the entries on the path are decoded.
 func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
 	var out []*agentdv1.Entry
 	err := s.read(ctx, func(tx *sql.Tx) error {
@@ -296,69 +299,52 @@ func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.
 			out = []*agentdv1.Entry{}
 			return err
 		}
-		rows, err := tx.StmtContext(ctx, s.rStructure).QueryContext(ctx, pk)
+		rows, err := tx.StmtContext(ctx, s.rNewestFirst).QueryContext(ctx, pk)
 		if err != nil {
 			return err
 		}
-		var all []persistence.PathNode
-		index := map[string]int{}
-		for rows.Next() {
-			var n persistence.PathNode
-			var kind string
-			if err := rows.Scan(&n.Seq, &n.ID, &n.Parent, &kind); err != nil {
-				rows.Close()
-				return err
-			}
-			n.Summary = kind == "compaction_summary"
-			index[n.ID] = len(all)
-			all = append(all, n)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		at, ok := index[leaf]
-		if !ok {
-			return persistence.EntryNotFound(sessionID, leaf)
-		}
-		path, err := persistence.WalkToRoot(ctx, sessionID, all, index, at, persistence.WalkOptions{
+		defer rows.Close()
+		var (
+			path []rowcodec.Row // leaf first
+			row  rowcodec.Row
+			kind string
+			raw  sql.RawBytes
+		)
+		walk := persistence.NewWalker(sessionID, leaf, persistence.WalkOptions{
 			ContextOnly: true,
-			FirstKept: func(ctx context.Context, id string) (string, error) {
-				e, err := s.entryInTx(ctx, tx, sessionID, pk, id)
+			// The summary is the row just read.
+			FirstKept: func(context.Context, string) (string, error) {
+				row.Payload = raw
+				e, err := row.Decode(sessionID)
 				return e.GetMessage().GetCompactionSummary().GetFirstKeptEntryId(), err
 			},
 		})
-		if err != nil {
-			return err
-		}
-		want := make(map[int64]int, len(path)) // seq → position
-		for i, at := range path {
-			want[all[at].Seq] = i
-		}
-		lo, hi := all[path[0]].Seq, all[path[len(path)-1]].Seq
-		all = nil
-		rows, err = tx.StmtContext(ctx, s.rRange).QueryContext(ctx, pk, lo, hi)
-		if err != nil {
-			return err
-		}
-		found := make([]rowcodec.Row, len(path))
-		var raw sql.RawBytes
 		for rows.Next() {
-			var r rowcodec.Row
-			if err := rows.Scan(&r.Seq, &r.ID, &r.Parent, &r.Encoding, &raw); err != nil {
-				rows.Close()
+			if err := rows.Scan(&row.Seq, &row.ID, &row.Parent, &kind, &row.Encoding, &raw); err != nil {
 				return err
 			}
-			if i, ok := want[r.Seq]; ok {
-				r.Payload = bytes.Clone(raw)
-				found[i] = r
+			onPath, done, err := walk.Offer(ctx, persistence.PathNode{Seq: row.Seq, ID: row.ID, Parent: row.Parent, Summary: kind == "compaction_summary"})
+			if err != nil {
+				return err
+			}
+			if onPath {
+				row.Payload = bytes.Clone(raw)
+				path = append(path, row)
+			}
+			if done {
+				break
 			}
 		}
-		rows.Close()
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		out, err = rowcodec.DecodePath(sessionID, found)
+		n, err := walk.End()
+		if err != nil {
+			return err
+		}
+		path = path[:n]
+		slices.Reverse(path)
+		out, err = rowcodec.DecodePath(sessionID, path)
 		return err
 	})
 	return out, opError(err, "load the context path of session %q", sessionID)

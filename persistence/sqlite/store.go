@@ -55,9 +55,9 @@ type Store struct {
 	// Read statements, prepared lazily per reader connection by database/sql.
 	rSession *sql.Stmt
 	rTree    *sql.Stmt
-	// rStructure is the tree without payloads; rRange a seq range with
-	// payloads (ContextPath).
-	rStructure, rRange *sql.Stmt
+	// rNewestFirst is a session's entries from the newest (ContextPath's
+	// walk, which stops where the path ends).
+	rNewestFirst *sql.Stmt
 	// rTreePage is a page of tree nodes: payloads only where no preview
 	// was stored; rLabels the Label entries.
 	rTreePage, rLabels *sql.Stmt
@@ -102,10 +102,9 @@ func newStore(ctx context.Context, path string, o options, w *writer, reader, ch
 		{&s.rSession, sqlSessionByID},
 		{&s.rSessions, `SELECT ` + sessionColumns + sessionFrom + ` WHERE s.session_id = ?`},
 		{&s.rTree, sqlTree},
-		{&s.rStructure, `SELECT seq, id, coalesce(parent_id, ''), kind FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 ORDER BY key`},
+		{&s.rNewestFirst, `SELECT seq, id, coalesce(parent_id, ''), kind, encoding, payload FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 ORDER BY key DESC`},
 		{&s.rTreePage, `SELECT seq, id, coalesce(parent_id, ''), kind, create_time, preview, encoding, CASE WHEN preview IS NULL THEN payload END FROM entries WHERE key > ?1 * 4294967296 + ?2 AND key < (?1 + 1) * 4294967296 ORDER BY key LIMIT ?3`},
 		{&s.rLabels, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE session_pk = ?1 AND kind = 'label' ORDER BY session_pk, key`},
-		{&s.rRange, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key >= ?1 * 4294967296 + ?2 AND key <= ?1 * 4294967296 + ?3 ORDER BY key`},
 		{&s.rEntry, sqlEntryByID},
 		{&s.rPage, `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE key > ?1 * 4294967296 + ?2 AND key < (?1 + 1) * 4294967296 ORDER BY key LIMIT ?3`},
 		{&s.rEvents, `SELECT first_seq, last_seq, encoding, payload FROM run_events WHERE run_id = ?1 AND first_seq <= max(?2, ?4) + ?3 AND last_seq > ?2 ORDER BY first_seq`},
@@ -216,7 +215,7 @@ func (s *Store) close() error {
 	close(s.checkpointStop)
 	s.checkpointDone.Wait()
 	errs := []error{s.checkpointer.Close()}
-	for _, st := range []*sql.Stmt{s.rSession, s.rSessions, s.rTree, s.rStructure, s.rRange, s.rTreePage, s.rLabels, s.rEntry, s.rPage, s.rEvents, s.rRun} {
+	for _, st := range []*sql.Stmt{s.rSession, s.rSessions, s.rTree, s.rNewestFirst, s.rTreePage, s.rLabels, s.rEntry, s.rPage, s.rEvents, s.rRun} {
 		errs = append(errs, st.Close())
 	}
 	errs = append(errs, s.reader.Close())

@@ -61,6 +61,7 @@ func Run(t *testing.T, h Harness) {
 		{"ConcurrentReadsDuringWrites", testConcurrentReads},
 		{"ReopenIdenticalBytes", testReopen},
 		{"CorruptPayload", testCorrupt},
+		{"ContextPathReadsOnlyTheContext", testContextPathReadsOnlyTheContext},
 		{"Runs", testRuns},
 		{"RunRecords", testRunRecords},
 		{"ListRuns", testListRuns},
@@ -1187,6 +1188,33 @@ func testCorrupt(t *testing.T, h Harness) {
 				t.Fatalf("intact neighbour: %v, %v", got, err)
 			}
 		})
+	}
+}
+
+// A compacted session's context is read from its latest summary's first
+// kept entry on: an entry before that, even a damaged one, is never
+// decoded, while Path still reports it.
+func testContextPathReadsOnlyTheContext(t *testing.T, h Harness) {
+	if h.CorruptPayload == nil {
+		t.Fatal("Harness.CorruptPayload is required")
+	}
+	ctx := context.Background()
+	s := open(t, h)
+	sess := mustCreate(t, s, persistence.CreateSessionParams{})
+	e := func(id string) *agentdv1.Entry { x := userEntry(id); x.Id = id; return x }
+	sum := summaryEntry("c")
+	sum.Id = "s1"
+	mustAppend(t, s, sess.ID, e("a"), e("b"), e("c"), sum, e("d"))
+	h.CorruptPayload(t, s, sess.ID, "b", []byte{0x0a, 0x40, 'a', 'b'})
+	got, err := s.ContextPath(ctx, sess.ID)
+	if err != nil {
+		t.Fatalf("ContextPath read before its start: %v", err)
+	}
+	if g := strings.Join(ids(got), " "); g != "c s1 d" {
+		t.Fatalf("ContextPath = %q, want %q", g, "c s1 d")
+	}
+	if _, err := s.Path(ctx, sess.ID); !errors.Is(err, persistence.ErrCorrupt) {
+		t.Fatalf("Path of the damaged session: %v, want ErrCorrupt", err)
 	}
 }
 
