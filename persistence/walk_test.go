@@ -9,9 +9,11 @@ import (
 	"github.com/agentd/agentd/persistence"
 )
 
-func TestWalkToRoot(t *testing.T) {
-	// a ← b ← s1(keeps b) ← c ← s2(keeps c) ← d, and a branch b ← x.
-	tree := []persistence.PathNode{
+// walkTree is a ← b ← s1(keeps b) ← c ← s2(keeps c) ← d, and a branch
+// b ← x ← s3, a summary keeping an entry off its path; keeps says what
+// each summary keeps.
+func walkTree() (tree []persistence.PathNode, keeps map[string]string) {
+	return []persistence.PathNode{
 		{Seq: 1, ID: "a"},
 		{Seq: 2, ID: "b", Parent: "a"},
 		{Seq: 3, ID: "s1", Parent: "b", Summary: true},
@@ -19,9 +21,12 @@ func TestWalkToRoot(t *testing.T) {
 		{Seq: 5, ID: "s2", Parent: "c", Summary: true},
 		{Seq: 6, ID: "d", Parent: "s2"},
 		{Seq: 7, ID: "x", Parent: "b"},
-		{Seq: 8, ID: "s3", Parent: "x", Summary: true}, // keeps an entry off its path
-	}
-	keeps := map[string]string{"s1": "b", "s2": "c", "s3": "c"}
+		{Seq: 8, ID: "s3", Parent: "x", Summary: true},
+	}, map[string]string{"s1": "b", "s2": "c", "s3": "c"}
+}
+
+func TestWalkToRoot(t *testing.T) {
+	tree, keeps := walkTree()
 	tests := []struct {
 		name        string
 		leaf        string
@@ -92,18 +97,7 @@ func TestWalkToRootRefusesBrokenParents(t *testing.T) {
 // A Walker is done as soon as no older entry can be on the path, so an
 // engine reading newest first stops there.
 func TestWalkerStopsWhereThePathEnds(t *testing.T) {
-	// a ← b ← s1(keeps b) ← c ← s2(keeps c) ← d, with y, a child of b,
-	// appended last.
-	tree := []persistence.PathNode{
-		{Seq: 1, ID: "a"},
-		{Seq: 2, ID: "b", Parent: "a"},
-		{Seq: 3, ID: "s1", Parent: "b", Summary: true},
-		{Seq: 4, ID: "c", Parent: "s1"},
-		{Seq: 5, ID: "s2", Parent: "c", Summary: true},
-		{Seq: 6, ID: "d", Parent: "s2"},
-		{Seq: 7, ID: "y", Parent: "b"},
-	}
-	keeps := map[string]string{"s1": "b", "s2": "c"}
+	tree, keeps := walkTree()
 	tests := []struct {
 		name        string
 		leaf        string
@@ -111,10 +105,11 @@ func TestWalkerStopsWhereThePathEnds(t *testing.T) {
 		wantPath    int
 		wantOffered int // newest first, until done
 	}{
-		{"at the latest summary's first kept entry", "d", true, 3, 4}, // y d s2 c
-		{"at the root without ContextOnly", "d", false, 6, 7},         // all
-		{"an older branch's summary", "y", true, 3, 7},                // y ... a: s1 is not on y's path
-		{"the newest entry's own summary", "s2", true, 2, 4},          // y d s2 c
+		{"at the latest summary's first kept entry", "d", true, 3, 5}, // s3 x d s2 c
+		{"at the root without ContextOnly", "d", false, 6, 8},
+		{"at the root when no summary is on the path", "x", true, 3, 8},
+		{"at the root when the first kept entry is off the path", "s3", true, 1, 8},
+		{"a summary as the leaf", "s2", true, 2, 5},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

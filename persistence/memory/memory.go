@@ -271,35 +271,27 @@ func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.
 		if sess.leaf == "" {
 			return nil
 		}
-		// Like the SQLite engine: the entries newest first, decoding only
-		// the path from the leaf to the context's start.
-		walk := persistence.NewWalker(sessionID, sess.leaf, persistence.WalkOptions{
+		leaf, ok := sess.index[sess.leaf]
+		if !ok {
+			return persistence.EntryNotFound(sessionID, sess.leaf)
+		}
+		// Decode only the path from the leaf to the context's start.
+		nodes := make([]persistence.PathNode, len(sess.entries))
+		for i, st := range sess.entries {
+			nodes[i] = persistence.PathNode{Seq: st.seq, ID: st.id, Parent: st.parent, Summary: st.summary}
+		}
+		path, err := persistence.WalkToRoot(ctx, sessionID, nodes, leaf, persistence.WalkOptions{
 			ContextOnly: true,
 			FirstKept: func(_ context.Context, id string) (string, error) {
 				e, err := sess.decode(sess.entries[sess.index[id]])
 				return e.GetMessage().GetCompactionSummary().GetFirstKeptEntryId(), err
 			},
 		})
-		var path []storedEntry // leaf first
-		for at := len(sess.entries) - 1; at >= 0; at-- {
-			st := sess.entries[at]
-			onPath, done, err := walk.Offer(ctx, persistence.PathNode{Seq: st.seq, ID: st.id, Parent: st.parent, Summary: st.summary})
-			if err != nil {
-				return err
-			}
-			if onPath {
-				path = append(path, st)
-			}
-			if done {
-				break
-			}
-		}
-		n, err := walk.End()
 		if err != nil {
 			return err
 		}
-		for i := n - 1; i >= 0; i-- {
-			e, err := sess.decode(path[i])
+		for _, at := range path {
+			e, err := sess.decode(sess.entries[at])
 			if err != nil {
 				return err
 			}
