@@ -256,8 +256,8 @@ func TestSchemaVersionError(t *testing.T) {
 	}
 	_, err := sqlite.Open(context.Background(), path)
 	var sv *sqlite.SchemaVersionError
-	if !errors.As(err, &sv) || sv.Found != 99 || sv.Supported != sqlite.SchemaVersion() || sv.Supported != 10 {
-		t.Fatalf("Open: %v, want *SchemaVersionError{Found: 99, Supported: 10}", err)
+	if !errors.As(err, &sv) || sv.Found != 99 || sv.Supported != sqlite.SchemaVersion() || sv.Supported != 11 {
+		t.Fatalf("Open: %v, want *SchemaVersionError{Found: 99, Supported: 11}", err)
 	}
 }
 

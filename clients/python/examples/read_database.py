@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.abspath(_GEN))
 from agentd.v1 import agent_messages_pb2  # noqa: E402
 
 APPLICATION_ID = 0x61676E64  # "agnd"
-KNOWN_VERSIONS = range(8, 11)  # the schema versions this reader understands (9 and 10 add columns only)
+KNOWN_VERSIONS = range(8, 12)  # the schema versions this reader understands (9 and 10 add columns, 11 rebuilds run_events only)
 
 
 def connect(path: str) -> sqlite3.Connection:
