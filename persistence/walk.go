@@ -38,8 +38,8 @@ type WalkOptions struct {
 
 // WalkToRoot returns the positions in nodes of the path from nodes[leaf]
 // up to the root (or the context's start, see [WalkOptions]), root first.
-// nodes are in append order. It is a [Walker] offered nodes[leaf], nodes[leaf-1], ... down to
-// the first.
+// nodes are in append order. It is a [Walker] offered nodes[leaf],
+// nodes[leaf-1], ... down to the first.
 func WalkToRoot(ctx context.Context, sessionID string, nodes []PathNode, leaf int, opts WalkOptions) ([]int, error) {
 	w := NewWalker(sessionID, nodes[leaf].ID, opts)
 	var path []int // leaf first

@@ -50,8 +50,8 @@ console.log(JSON.stringify({ ms: best, rss: process.memoryUsage().rss, messages:
 // session a long conversation really is: no model takes 10,000 messages
 // (~16 MB here), so a compaction summary follows every
 // AGENTD_BENCH_RESTORE_COMPACT_EVERY messages (500, about a 200k-token
-// window of these messages) and keeps the last 50 before it, as pi's
-// defaults do; the context is the latest summary, what it kept and what
+// window of these messages) and keeps the last 50 before it (~20,000
+// tokens, pi's default for recent context kept); the context is the latest summary, what it kept and what
 // followed. context=whole has no compaction, so the context is every
 // message: a bound on the read path, not a session a model could take.
 //
@@ -103,6 +103,8 @@ func restoreTranscript(n, every, keep int) ([]*agentdv1.Entry, int) {
 	return entries, contextLen
 }
 
+// benchmarkRestore imports entries once, then restarts agentd each
+// iteration and times its first GetContext (contextLen messages).
 func benchmarkRestore(b *testing.B, n int, entries []*agentdv1.Entry, contextLen int) {
 	ctx := context.Background()
 	benchenv.Procs(b)

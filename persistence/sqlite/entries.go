@@ -22,7 +22,7 @@ const (
 	// no index by id (see migrations/0003_event_log_and_implied_leaf.sql).
 	sqlEntryExists = `SELECT 1 FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 AND id = ?2 LIMIT 1`
 	sqlEntryIDs    = `SELECT id FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296`
-	// sqlEntryByID finds one entry of a session in its key range.
+	// sqlEntryByID finds one entry of a session through entries_by_id.
 	sqlEntryByID   = `SELECT seq, id, coalesce(parent_id, ''), encoding, payload FROM entries WHERE session_pk = ?1 AND id = ?2`
 	sqlInsertEntry = `INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload, encoding, append_time, preview) VALUES (?1 * 4294967296 + ?2, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)`
 )
