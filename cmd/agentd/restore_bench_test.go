@@ -84,20 +84,22 @@ func restoreTranscript(n, every, keep int) ([]*agentdv1.Entry, int) {
 	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	gen := transcriptgen.New(1)
 	var entries []*agentdv1.Entry
-	contextLen := 0
-	for i := 0; i < n; i++ {
-		entries = append(entries, gen.Next())
-		contextLen++
-		if every > 0 && (i+1)%every == 0 && i+1 < n {
-			entries = append(entries, &agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_CompactionSummary{
-				CompactionSummary: &agentdv1.CompactionSummary{Summary: "The work so far, summarised.", FirstKeptEntryId: fmt.Sprintf("e%06d", len(entries)-keep), TokensBefore: 200_000}}}}})
-			contextLen = keep + 1 // the summary and what it kept
+	add := func(e *agentdv1.Entry) {
+		e.Id, e.Time = fmt.Sprintf("e%06d", len(entries)), timestamppb.New(at.Add(time.Duration(len(entries))*time.Second))
+		if len(entries) > 0 {
+			e.ParentId = entries[len(entries)-1].GetId()
 		}
+		entries = append(entries, e)
 	}
-	for i, e := range entries {
-		e.Id, e.Time = fmt.Sprintf("e%06d", i), timestamppb.New(at.Add(time.Duration(i)*time.Second))
-		if i > 0 {
-			e.ParentId = entries[i-1].GetId()
+	contextLen := 0
+	for i := 1; i <= n; i++ {
+		add(gen.Next())
+		contextLen++
+		if every > 0 && i%every == 0 && i < n {
+			kept := entries[len(entries)-keep].GetId()
+			add(&agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_CompactionSummary{
+				CompactionSummary: &agentdv1.CompactionSummary{Summary: "The work so far, summarised.", FirstKeptEntryId: kept, TokensBefore: 200_000}}}}})
+			contextLen = keep + 1 // the summary and what it kept
 		}
 	}
 	return entries, contextLen
