@@ -47,6 +47,9 @@ const maxUnstoredBatches = 4
 // at a time: one store write per reserveStep/2 events.
 const reserveStep = maxUnstoredBatches * FlushBatch
 
+// tailChunkSize is how many events one chunk of a log's tail holds.
+const tailChunkSize = 512
+
 // followerWindow is how many events a run may produce beyond what its
 // slowest connected follower has sent. It keeps event latency bounded when
 // runs produce faster than clients read (the loop waits instead of queueing
@@ -134,11 +137,15 @@ type eventLog struct {
 	sessionID, runID string
 	traceID          []byte // the run's trace, set before its first event
 
-	mu      sync.Mutex
-	tail    []Event // seqs first..next-1
-	first   uint64  // seq of tail[0], or next when the tail is empty
-	next    uint64  // seq the next event gets
-	durable uint64  // last seq stored
+	mu sync.Mutex
+	// tail holds the events of seqs first..next-1 in chunks of
+	// tailChunkSize, each filled in place and dropped whole once stored
+	// and sent (trimLocked): appending never copies the events logged
+	// before, and a follower reads a chunk's events while more are added.
+	tail    [][]Event
+	first   uint64 // seq of tail[0][0], or next when the tail is empty
+	next    uint64 // seq the next event gets
+	durable uint64 // last seq stored
 	// reserved is the last seq reserved in the store: followers see the
 	// events up to max(durable, reserved) (see released for agent_end).
 	reserved uint64
@@ -260,7 +267,11 @@ func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged bool) {
 			Event: &agentdv1.AgentEvent_Error{Error: &agentdv1.AgentError{Stage: "encode", Message: "an event could not be encoded: " + err.Error()}}})
 	}
 	end := ev.GetAgentEnd() != nil
-	l.tail = append(l.tail, Event{Seq: l.next, Data: data, Time: ev.GetTime().AsTime(), End: end, delta: delta})
+	if n := len(l.tail); n == 0 || len(l.tail[n-1]) == tailChunkSize {
+		l.tail = append(l.tail, make([]Event, 0, tailChunkSize))
+	}
+	last := &l.tail[len(l.tail)-1]
+	*last = append(*last, Event{Seq: l.next, Data: data, Time: ev.GetTime().AsTime(), End: end, delta: delta})
 	l.next++
 	if end {
 		l.ended = true
@@ -393,14 +404,18 @@ func (l *eventLog) flush(ctx context.Context) error {
 		l.mu.Unlock()
 		return nil
 	}
-	pending := l.tail[from-l.first:]
-	batch := make([]persistence.Event, len(pending))
-	for i := range pending {
-		batch[i] = persistence.Event{Seq: pending[i].Seq, Data: pending[i].Data}
-		if pending[i].delta.Kind != 0 {
-			// The tail's events are never modified once logged.
-			batch[i].Delta = &pending[i].delta
+	batch := make([]persistence.Event, 0, l.next-from)
+	for seq := from; seq < l.next; {
+		chunk, i := l.chunkLocked(seq)
+		for ; i < len(chunk); i++ {
+			e := &chunk[i]
+			batch = append(batch, persistence.Event{Seq: e.Seq, Data: e.Data})
+			if e.delta.Kind != 0 {
+				// The tail's events are never modified once logged.
+				batch[len(batch)-1].Delta = &e.delta
+			}
 		}
+		seq = chunk[len(chunk)-1].Seq + 1
 	}
 	l.mu.Unlock()
 	if err := l.store.AppendEvents(context.WithoutCancel(ctx), l.runID, batch); err != nil {
@@ -435,20 +450,33 @@ func (l *eventLog) releaseLocked() {
 	l.wakeLocked()
 }
 
-// trimLocked drops the stored events that every follower reading from
-// memory has sent.
+// trimLocked drops the chunks of stored events that every follower
+// reading from memory has sent. A follower still sending a dropped
+// chunk's events keeps them; nobody modifies them.
 func (l *eventLog) trimLocked() {
-	keep := l.durable
-	for _, sent := range l.followers {
-		keep = min(keep, sent)
+	sent := l.durable
+	for _, s := range l.followers {
+		sent = min(sent, s)
 	}
-	if keep < l.first {
+	drop := 0
+	for drop < len(l.tail) && l.tail[drop][len(l.tail[drop])-1].Seq <= sent {
+		drop++
+	}
+	if drop == 0 {
 		return
 	}
-	// A new slice, so the dropped events are freed; the events themselves
-	// are shared with followers, who never modify them.
-	l.tail = slices.Clone(l.tail[keep+1-l.first:])
-	l.first = keep + 1
+	l.tail = slices.Delete(l.tail, 0, drop)
+	l.first = l.next
+	if len(l.tail) > 0 {
+		l.first = l.tail[0][0].Seq
+	}
+}
+
+// chunkLocked returns the chunk of the tail that holds seq (first <= seq <
+// next) and seq's index in it. Every chunk but the last is full.
+func (l *eventLog) chunkLocked(seq uint64) ([]Event, int) {
+	at := seq - l.first
+	return l.tail[at/tailChunkSize], int(at % tailChunkSize)
 }
 
 // isEnded reports whether agent_end is in the log.
@@ -472,7 +500,8 @@ func (l *eventLog) shownLocked() uint64 {
 	return min(shown, l.next-1)
 }
 
-// since returns the events after seq after that are in memory (read-only),
+// since returns the events after seq after that are in memory (read-only;
+// those of one chunk of the tail at most, so call it again for more),
 // whether the run has ended with them, and a channel closed when more
 // arrive. inStore says the events right after after are no longer in
 // memory: read them from the store (they are stored) up to seq first-1.
@@ -485,7 +514,10 @@ func (l *eventLog) since(after uint64) (evs []Event, ended bool, wake <-chan str
 	if after+1 < l.first {
 		return nil, false, nil, true, l.first, nil
 	}
-	evs = l.tail[after+1-l.first:]
+	if after+1 < l.next {
+		chunk, i := l.chunkLocked(after + 1)
+		evs = chunk[i:]
+	}
 	if shown := l.shownLocked(); shown < l.next-1 {
 		evs = evs[:min(uint64(len(evs)), max(shown, after)-after)]
 	}

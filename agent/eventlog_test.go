@@ -45,7 +45,7 @@ func TestEventLogOrderAndEnds(t *testing.T) {
 		t.Fatal("an event before agent_start was logged")
 	}
 	l.append(agentStart())
-	startData := l.tail[0].Data
+	startData := l.tail[0][0].Data
 	for range 4 {
 		l.append(turnStart())
 	}
@@ -114,14 +114,14 @@ func TestEventLogKeepsOnlyWhatIsNotStoredOrStillRead(t *testing.T) {
 	for range 999 {
 		l.append(turnStart())
 	}
-	if len(l.tail) != 1000 {
-		t.Fatalf("%d events in memory before a flush", len(l.tail))
+	if n := l.inMemory(); n != 1000 {
+		t.Fatalf("%d events in memory before a flush", n)
 	}
 	if err := l.flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(l.tail) != 0 || l.first != 1001 {
-		t.Fatalf("after the flush %d events are in memory from seq %d; want none", len(l.tail), l.first)
+	if n := l.inMemory(); n != 0 || l.first != 1001 {
+		t.Fatalf("after the flush %d events are in memory from seq %d; want none", n, l.first)
 	}
 	_, _, _, inStore, first, err := l.since(10)
 	if err != nil || !inStore || first != 1001 {
@@ -132,19 +132,80 @@ func TestEventLogKeepsOnlyWhatIsNotStoredOrStillRead(t *testing.T) {
 		t.Fatalf("stored: %d events from %d, %v", len(stored), stored[0].Seq, err)
 	}
 
-	// A follower reading from memory keeps what it has not sent.
+	// A follower reading from memory keeps what it has not sent, a chunk
+	// of the tail at a time.
 	me := l.join(1000)
-	for range 10 {
+	for i := range uint64(tailChunkSize + 10) {
 		l.append(turnStart())
+		// Keep up, so the window never holds the log back.
+		l.progress(me, min(1001+i, 1000+tailChunkSize-1))
 	}
-	l.progress(me, 1004)
 	if err := l.flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if l.first != 1005 || len(l.tail) != 6 {
-		t.Fatalf("with a follower at 1004: memory holds %d events from %d", len(l.tail), l.first)
+	if l.first != 1001 || l.inMemory() != tailChunkSize+10 {
+		t.Fatalf("with a follower one event short of a chunk: memory holds %d events from %d", l.inMemory(), l.first)
+	}
+	l.progress(me, 1000+tailChunkSize)
+	l.append(turnStart()) // the next flush trims
+	if err := l.flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if l.first != 1001+tailChunkSize || l.inMemory() != 11 {
+		t.Fatalf("with a follower through a chunk: memory holds %d events from %d", l.inMemory(), l.first)
+	}
+	evs, _, _, inStore, _, err := l.since(1000 + tailChunkSize)
+	if err != nil || inStore || len(evs) != 11 || evs[0].Seq != 1001+tailChunkSize {
+		t.Fatalf("since the chunk's end: %d events, in store %v, %v", len(evs), inStore, err)
 	}
 	l.leave(me)
+}
+
+// inMemory is how many events the log's tail holds.
+func (l *eventLog) inMemory() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, chunk := range l.tail {
+		n += len(chunk)
+	}
+	return n
+}
+
+// A follower reads the tail a chunk at a time, every event once, in order,
+// also from a seq in the middle of a chunk.
+func TestEventLogSinceReadsAcrossChunks(t *testing.T) {
+	l, _ := newTestLog(t)
+	l.append(agentStart())
+	for range 3*tailChunkSize + 7 {
+		l.append(turnStart())
+	}
+	l.release()
+	for _, from := range []uint64{0, 5, tailChunkSize - 1, tailChunkSize, 2*tailChunkSize + 3} {
+		after, reads := from, 0
+		for {
+			evs, _, _, inStore, _, err := l.since(after)
+			if err != nil || inStore {
+				t.Fatalf("since(%d): in store %v, %v", after, inStore, err)
+			}
+			if len(evs) == 0 {
+				break
+			}
+			for _, e := range evs {
+				if e.Seq != after+1 {
+					t.Fatalf("from %d: seq %d after %d", from, e.Seq, after)
+				}
+				after = e.Seq
+			}
+			reads++
+		}
+		if want := uint64(3*tailChunkSize + 8); after != want {
+			t.Fatalf("from %d: read through %d, want %d", from, after, want)
+		}
+		if reads > 4 {
+			t.Fatalf("from %d: %d reads for 4 chunks", from, reads)
+		}
+	}
 }
 
 func TestEventLogWaitsForASlowFollower(t *testing.T) {
