@@ -131,10 +131,13 @@ type watchHub struct {
 	// read (watchfeed.go). It runs under mu and must not block.
 	forward func(*Change)
 
-	mu       sync.Mutex
-	seq      uint64    // of the last change published
-	floor    uint64    // cursors before it missed changes of other replicas
-	ring     []*Change // circular, len(ring) == history once full
+	mu    sync.Mutex
+	seq   uint64 // of the last change published
+	floor uint64 // cursors before it missed changes of other replicas
+	// ring holds copies of the last changes, circular (len(ring) ==
+	// history once full): values, so that a run's event, published with
+	// nobody watching, costs no allocation.
+	ring     []Change
 	watchers map[*watcher]struct{}
 	pending  map[string]*Change // ChangePendingAdded changes, by pendingKey
 }
@@ -179,19 +182,49 @@ func (h *watchHub) publish(c *Change) {
 }
 
 func (h *watchHub) publishLocked(c *Change) {
+	h.stampLocked(c)
+	if h.forward != nil && !c.remote && c.Kind != ChangeEvent {
+		h.forward(c)
+	}
+	h.keepLocked(c)
+	h.deliverLocked(c)
+}
+
+// publishEventLocked publishes a run's event change. It takes c by value
+// and copies it to the heap only for watchers it matches: most events are
+// published with nobody watching. Events are never forwarded (another
+// replica's client follows the run through the store).
+func (h *watchHub) publishEventLocked(c Change) {
+	h.stampLocked(&c)
+	h.keepLocked(&c)
+	if len(h.watchers) > 0 {
+		shared := new(Change)
+		*shared = c
+		h.deliverLocked(shared)
+	}
+}
+
+// stampLocked gives c the next place in the feed, and a time if it has
+// none.
+func (h *watchHub) stampLocked(c *Change) {
 	h.seq++
 	c.seq, c.epoch = h.seq, h.epoch
 	if c.Time.IsZero() {
 		c.Time = h.now()
 	}
-	if h.forward != nil && !c.remote && c.Kind != ChangeEvent {
-		h.forward(c)
-	}
+}
+
+// keepLocked copies c to the ring, for watchers that resume.
+func (h *watchHub) keepLocked(c *Change) {
 	if len(h.ring) < h.history {
-		h.ring = append(h.ring, c)
+		h.ring = append(h.ring, *c)
 	} else {
-		h.ring[(c.seq-1)%uint64(h.history)] = c
+		h.ring[(c.seq-1)%uint64(h.history)] = *c
 	}
+}
+
+// deliverLocked hands c to the watchers it matches.
+func (h *watchHub) deliverLocked(c *Change) {
 	for w := range h.watchers {
 		if !w.match(c) {
 			continue
@@ -250,8 +283,8 @@ func (a *Agent) Watch(ctx context.Context, opts WatchOptions, send func(*Change)
 	}
 	var backlog []*Change
 	for s := after + 1; s <= h.seq; s++ {
-		if c := h.ring[(s-1)%uint64(h.history)]; opts.Match(c) {
-			backlog = append(backlog, c)
+		if c := h.ring[(s-1)%uint64(h.history)]; opts.Match(&c) {
+			backlog = append(backlog, &c)
 		}
 	}
 	w := &watcher{match: opts.Match, ch: make(chan *Change, h.buffer)}
@@ -338,7 +371,10 @@ func (h *watchHub) runEvent(r *Run, ev *agentdv1.AgentEvent) {
 	}
 	c := base
 	c.Kind, c.Event = ChangeEvent, ev
-	h.publishLocked(&c)
+	if t := ev.GetTime(); t != nil {
+		c.Time = t.AsTime() // when the run produced it; saves reading the clock
+	}
+	h.publishEventLocked(c)
 	if p := pendingOf(r, ev); p != nil {
 		added := base
 		added.Kind, added.Pending = ChangePendingAdded, p
