@@ -191,7 +191,7 @@ func (h *watchHub) publishLocked(c *Change) {
 }
 
 // publishEventLocked publishes a run's event change. It takes c by value
-// and copies it to the heap only for watchers it matches: most events are
+// and copies it to the heap only when someone watches: most events are
 // published with nobody watching. Events are never forwarded (another
 // replica's client follows the run through the store).
 func (h *watchHub) publishEventLocked(c Change) {
@@ -283,7 +283,9 @@ func (a *Agent) Watch(ctx context.Context, opts WatchOptions, send func(*Change)
 	}
 	var backlog []*Change
 	for s := after + 1; s <= h.seq; s++ {
-		if c := h.ring[(s-1)%uint64(h.history)]; opts.Match(&c) {
+		// Match reads the ring's entry in place; only a match is copied.
+		if kept := &h.ring[(s-1)%uint64(h.history)]; opts.Match(kept) {
+			c := *kept
 			backlog = append(backlog, &c)
 		}
 	}
