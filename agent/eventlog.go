@@ -50,6 +50,9 @@ const reserveStep = maxUnstoredBatches * FlushBatch
 // tailChunkSize is how many events one chunk of a log's tail holds.
 const tailChunkSize = 512
 
+// firstChunkCap is the least room a chunk of a log's tail starts with.
+const firstChunkCap = 16
+
 // followerWindow is how many events a run may produce beyond what its
 // slowest connected follower has sent. It keeps event latency bounded when
 // runs produce faster than clients read (the loop waits instead of queueing
@@ -139,9 +142,11 @@ type eventLog struct {
 
 	mu sync.Mutex
 	// tail holds the events of seqs first..next-1 in chunks of
-	// tailChunkSize, each filled in place and dropped whole once stored
-	// and sent (trimLocked): appending never copies the events logged
-	// before, and a follower reads a chunk's events while more are added.
+	// tailChunkSize, dropped whole once stored and sent (trimLocked). A
+	// short run's chunk grows as it fills; a long run's are made whole and
+	// filled in place, so its appends never copy. Logged events
+	// are never modified: a follower reads a chunk's events while more
+	// are added, even from a copy the first chunk outgrew.
 	tail    [][]Event
 	first   uint64 // seq of tail[0][0], or next when the tail is empty
 	next    uint64 // seq the next event gets
@@ -268,7 +273,14 @@ func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged bool) {
 	}
 	end := ev.GetAgentEnd() != nil
 	if n := len(l.tail); n == 0 || len(l.tail[n-1]) == tailChunkSize {
-		l.tail = append(l.tail, make([]Event, 0, tailChunkSize))
+		// A chunk starts with room for as many events as the run logged
+		// before it and grows as it fills: most runs log a few hundred
+		// events, and a thousand of them at once would hold a thousand
+		// mostly empty chunks for the collector to clear and scan. A run
+		// that streamed a chunk's worth gets whole chunks, so its appends
+		// no longer copy.
+		size := min(tailChunkSize, max(firstChunkCap, int(l.next-1)))
+		l.tail = append(l.tail, make([]Event, 0, size))
 	}
 	last := &l.tail[len(l.tail)-1]
 	*last = append(*last, Event{Seq: l.next, Data: data, Time: ev.GetTime().AsTime(), End: end, delta: delta})
