@@ -140,3 +140,41 @@ func TestAttachAfterACrashGetsTheEndOfTheRun(t *testing.T) {
 		}
 	}
 }
+
+// reservationCounter counts the reservations a run's log writes beyond
+// the one its start recorded.
+type reservationCounter struct {
+	*memory.Store
+	reserves atomic.Int32
+}
+
+func (s *reservationCounter) ReserveEvents(ctx context.Context, runID string, through uint64) error {
+	s.reserves.Add(1)
+	return s.Store.ReserveEvents(ctx, runID, through)
+}
+
+// A run streams its first events under the reservation its start
+// recorded: no write of its own stands between a prompt and its first
+// event, and a short run never reserves again, while the store still
+// knows every seq it may have streamed.
+func TestRunStreamsUnderTheReservationOfItsStart(t *testing.T) {
+	counted := &reservationCounter{Store: memory.New()}
+	a, err := agent.New(context.Background(), counted, agent.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close(context.Background()) })
+	h := &harness{t: t, store: counted.Store, a: a}
+	id := h.session(script(text("hello there")))
+	runID, evs := h.prompt(id, "hi")
+	if len(evs) < 3 {
+		t.Fatalf("the run streamed %d events", len(evs))
+	}
+	if n := counted.reserves.Load(); n != 0 {
+		t.Fatalf("a %d-event run reserved seqs %d times; want none beyond its start's", len(evs), n)
+	}
+	run, err := counted.GetRun(context.Background(), runID)
+	if err != nil || run.ReservedSeq != persistence.StartReservedSeq || run.LastSeq != uint64(len(evs)) {
+		t.Fatalf("stored run = %+v, %v; want ReservedSeq %d, LastSeq %d", run, err, persistence.StartReservedSeq, len(evs))
+	}
+}

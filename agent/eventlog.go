@@ -29,10 +29,11 @@ import (
 // The events of the last batches may still be lost to a crash; a client
 // may have seen them. So that the agent_end that closes such a run (see
 // repair) comes after every seq a client saw, the log reserves seqs in the
-// store (persistence.Store.ReserveEvents) before it streams them:
-// reserveStep seqs at a time, the next reservation starting in the
-// background when half of one is used, so a run never waits for it unless
-// the store falls that far behind. An event past the reservation (the
+// store before it streams them. A run starts with the reservation its
+// start recorded (persistence.StartReservedSeq); later ones
+// (persistence.Store.ReserveEvents) take reserveStep seqs at a time, the
+// next starting in the background when half of one is used, so a run
+// never waits for it unless the store falls that far behind. An event past the reservation (the
 // store failed) reaches followers once it is stored.
 const (
 	FlushInterval = 250 * time.Millisecond
@@ -50,7 +51,7 @@ const reserveStep = maxUnstoredBatches * FlushBatch
 // tailChunkSize is how many events one chunk of a log's tail holds.
 const tailChunkSize = 512
 
-// firstChunkCap is the least room a chunk of a log's tail starts with.
+// firstChunkCap is the room a chunk of a short run's tail starts with.
 const firstChunkCap = 16
 
 // followerWindow is how many events a run may produce beyond what its
@@ -273,13 +274,15 @@ func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged bool) {
 	}
 	end := ev.GetAgentEnd() != nil
 	if n := len(l.tail); n == 0 || len(l.tail[n-1]) == tailChunkSize {
-		// A chunk starts with room for as many events as the run logged
-		// before it and grows as it fills: most runs log a few hundred
-		// events, and a thousand of them at once would hold a thousand
-		// mostly empty chunks for the collector to clear and scan. A run
-		// that streamed a chunk's worth gets whole chunks, so its appends
-		// no longer copy.
-		size := min(tailChunkSize, max(firstChunkCap, int(l.next-1)))
+		// Until a run has logged a chunk's worth, its chunks start small
+		// and grow as they fill: most runs log a few hundred events, and a
+		// thousand of them at once would hold a thousand mostly empty
+		// chunks for the collector to clear and scan. A run that streams
+		// long gets whole chunks, so its appends no longer copy.
+		size := tailChunkSize
+		if l.next <= tailChunkSize {
+			size = firstChunkCap
+		}
 		l.tail = append(l.tail, make([]Event, 0, size))
 	}
 	last := &l.tail[len(l.tail)-1]
@@ -320,6 +323,15 @@ func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged bool) {
 // of the reservation is used, and no reservation is being stored or due.
 func (l *eventLog) reserveDueLocked() bool {
 	return !l.reserving && !l.retrying && !l.ended && !l.released && l.next-1+reserveStep/2 > l.reserved
+}
+
+// startReserved records the reservation the store made when it recorded
+// the run's start (persistence.StartReservedSeq): the run's first events
+// reach followers without waiting for a reservation of their own.
+func (l *eventLog) startReserved() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reservedLocked(persistence.StartReservedSeq, nil)
 }
 
 // reserve stores a reservation up to seq through in the background.

@@ -43,7 +43,11 @@ func busyRefusal(sessionID, runID string) *Error {
 // replica, whose writes are fenced from then on.
 func (a *Agent) startRun(ctx context.Context, r *Run) error {
 	if a.shared == nil {
-		return a.store.StartRun(ctx, r.sessionID, r.id, r.request)
+		if err := a.store.StartRun(ctx, r.sessionID, r.id, r.request); err != nil {
+			return err
+		}
+		r.log.startReserved()
+		return nil
 	}
 	fence, err := a.shared.ClaimRun(ctx, r.sessionID, r.id, a.opts.ReplicaID, a.opts.Lease, r.request)
 	var active *persistence.ActiveRunError
@@ -60,6 +64,7 @@ func (a *Agent) startRun(ctx context.Context, r *Run) error {
 	r.writer = w
 	a.mu.Unlock()
 	r.log.store = w
+	r.log.startReserved()
 	return nil
 }
 

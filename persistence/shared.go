@@ -31,7 +31,8 @@ type Shared interface {
 	// run id used before fails with ErrConflict, like StartRun; a session
 	// that already has an active claimed run fails with an
 	// *ActiveRunError (matching ErrConflict) that names it.
-	// req is the run's request, stored as StartRun stores it.
+	// req is the run's request, stored as StartRun stores it, and the run
+	// starts with StartRun's reservation.
 	ClaimRun(ctx context.Context, sessionID, runID, owner string, lease time.Duration, req *agentdv1.RunRequest) (Fence, error)
 	// RenewLeases extends by lease the leases of those of runIDs that owner
 	// still holds (active, claimed by owner, lease not expired) and returns

@@ -10,6 +10,12 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
+// StartReservedSeq is the reservation a run starts with: StartRun and
+// ClaimRun record it as the run's ReservedSeq, so its log streams its
+// first events without waiting for a ReserveEvents write, which under load
+// queues behind other sessions' commits.
+const StartReservedSeq = 1 << 14
+
 // Store keeps sessions, their transcripts, their runs and the runs' event
 // logs. Implementations are safe for concurrent use. Every method that names a session or entry that
 // does not exist fails with an error matching ErrNotFound; no failing call
@@ -85,7 +91,8 @@ type Store interface {
 
 	// StartRun records that a run of the session started, so a crash before
 	// EndRun is detectable later, with the request that started it (nil:
-	// none). A run id that was used before fails with ErrConflict.
+	// none), and reserves its first StartReservedSeq seqs (see
+	// ReserveEvents). A run id that was used before fails with ErrConflict.
 	StartRun(ctx context.Context, sessionID, runID string, req *agentdv1.RunRequest) error
 	// SetRunPrompt records the entry id of the run's prompt, once it is
 	// stored: the run's Request.PromptEntryId.

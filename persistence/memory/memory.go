@@ -707,7 +707,7 @@ func (s *Store) StartRun(_ context.Context, sessionID, runID string, req *agentd
 		if _, dup := d.runs[runID]; dup {
 			return &persistence.Error{Kind: persistence.ErrConflict, RunID: runID, Detail: "a run with this id exists"}
 		}
-		d.runs[runID] = &run{rec: persistence.Run{ID: runID, SessionID: sessionID, StartTime: d.nowTime(), Request: storedRequest(req)}}
+		d.runs[runID] = &run{rec: persistence.Run{ID: runID, SessionID: sessionID, StartTime: d.nowTime(), Request: storedRequest(req), ReservedSeq: persistence.StartReservedSeq}}
 		return nil
 	})
 }

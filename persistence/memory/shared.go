@@ -134,7 +134,7 @@ func (s *Shared) ClaimRun(_ context.Context, sessionID, runID, owner string, lea
 			return &persistence.ActiveRunError{Run: &rec}
 		}
 		now := d.nowTime()
-		d.runs[runID] = &run{rec: persistence.Run{ID: runID, SessionID: sessionID, StartTime: now, Owner: owner, LeaseExpiry: now.Add(lease), Request: storedRequest(req)}, generation: 1}
+		d.runs[runID] = &run{rec: persistence.Run{ID: runID, SessionID: sessionID, StartTime: now, Owner: owner, LeaseExpiry: now.Add(lease), Request: storedRequest(req), ReservedSeq: persistence.StartReservedSeq}, generation: 1}
 		f = persistence.Fence{RunID: runID, Owner: owner, Generation: 1}
 		return nil
 	})

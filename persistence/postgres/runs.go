@@ -46,9 +46,9 @@ func (s *Store) StartRun(ctx context.Context, sessionID, runID string, req *agen
 	}
 	keys, values := runMetadataArrays(req)
 	var one int
-	err = s.pool.QueryRow(ctx, `WITH run AS (INSERT INTO runs (id, session_pk, start_time, request) SELECT $1, pk, $3, $4 FROM sessions WHERE id = $2 RETURNING id)`+
+	err = s.pool.QueryRow(ctx, `WITH run AS (INSERT INTO runs (id, session_pk, start_time, request, reserved_seq) SELECT $1, pk, $3, $4, $7 FROM sessions WHERE id = $2 RETURNING id)`+
 		fmt.Sprintf(insertRunMetadata, "$5", "$6")+` SELECT 1 FROM run`,
-		runID, sessionID, s.timeNow(), request, keys, values).Scan(&one)
+		runID, sessionID, s.timeNow(), request, keys, values, persistence.StartReservedSeq).Scan(&one)
 	switch _, unique := uniqueViolation(err); {
 	case unique:
 		err = &persistence.Error{Kind: persistence.ErrConflict, RunID: runID, Detail: "a run with this id exists"}

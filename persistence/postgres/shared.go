@@ -37,10 +37,10 @@ func (s *Store) ClaimRun(ctx context.Context, sessionID, runID, owner string, le
 	keys, values := runMetadataArrays(req)
 	for range claimAttempts {
 		var gen int64
-		err := s.pool.QueryRow(ctx, `WITH run AS (INSERT INTO runs (id, session_pk, start_time, owner, generation, lease_expiry, request)
-			SELECT $1, pk, $3, $4, 1, now() + $5 * interval '1 microsecond', $6 FROM sessions WHERE id = $2 RETURNING id, generation)`+
+		err := s.pool.QueryRow(ctx, `WITH run AS (INSERT INTO runs (id, session_pk, start_time, owner, generation, lease_expiry, request, reserved_seq)
+			SELECT $1, pk, $3, $4, 1, now() + $5 * interval '1 microsecond', $6, $9 FROM sessions WHERE id = $2 RETURNING id, generation)`+
 			fmt.Sprintf(insertRunMetadata, "$7", "$8")+` SELECT generation FROM run`,
-			runID, sessionID, s.timeNow(), owner, lease.Microseconds(), request, keys, values).Scan(&gen)
+			runID, sessionID, s.timeNow(), owner, lease.Microseconds(), request, keys, values, persistence.StartReservedSeq).Scan(&gen)
 		if err == nil {
 			return persistence.Fence{RunID: runID, Owner: owner, Generation: gen}, nil
 		}

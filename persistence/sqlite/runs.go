@@ -35,7 +35,7 @@ func (s *Store) StartRun(ctx context.Context, sessionID, runID string, req *agen
 		if err != nil {
 			return err
 		}
-		if _, err := t.exec(`INSERT INTO runs (id, session_pk, start_time, request) VALUES (?, ?, ?, ?)`, runID, sess.pk, s.now().UnixNano(), request); isUnique(err) {
+		if _, err := t.exec(`INSERT INTO runs (id, session_pk, start_time, request, reserved_seq) VALUES (?, ?, ?, ?, ?)`, runID, sess.pk, s.now().UnixNano(), request, persistence.StartReservedSeq); isUnique(err) {
 			return &persistence.Error{Kind: persistence.ErrConflict, RunID: runID, Detail: "a run with this id exists"}
 		} else if err != nil {
 			return err

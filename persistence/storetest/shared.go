@@ -524,25 +524,29 @@ func testEventsAfterEnd(t *testing.T, e *sharedEnv) {
 	// Its reservation comes with it, and the replica that closed it ends
 	// the log after the reservation.
 	g := e.claim(s, sid, "r2", "a", Lease)
-	if err := s.Fenced(g).ReserveEvents(ctx, "r2", 40); err != nil {
+	const r0 = persistence.StartReservedSeq // what a claim reserves
+	if r := e.run("r2"); r.ReservedSeq != r0 {
+		t.Fatalf("claimed run r2 = %+v; want ReservedSeq %d", r, r0)
+	}
+	if err := s.Fenced(g).ReserveEvents(ctx, "r2", r0+40); err != nil {
 		t.Fatal(err)
 	}
 	e.expire("r2")
 	closed, err := s.CloseExpiredRuns(ctx)
-	if err != nil || !slices.ContainsFunc(closed, func(r *persistence.Run) bool { return r.ID == "r2" && r.ReservedSeq == 40 }) {
-		t.Fatalf("CloseExpiredRuns = %+v, %v; want r2 with ReservedSeq 40", closed, err)
+	if err != nil || !slices.ContainsFunc(closed, func(r *persistence.Run) bool { return r.ID == "r2" && r.ReservedSeq == r0+40 }) {
+		t.Fatalf("CloseExpiredRuns = %+v, %v; want r2 with ReservedSeq %d", closed, err, r0+40)
 	}
 	if err := s.Fenced(g).AppendEvents(ctx, "r2", ev(1)); !errors.Is(err, persistence.ErrFenced) {
 		t.Fatalf("AppendEvents after CloseExpiredRuns: %v, want ErrFenced", err)
 	}
-	if err := s.Fenced(g).ReserveEvents(ctx, "r2", 80); !errors.Is(err, persistence.ErrFenced) {
+	if err := s.Fenced(g).ReserveEvents(ctx, "r2", r0+80); !errors.Is(err, persistence.ErrFenced) {
 		t.Fatalf("ReserveEvents after CloseExpiredRuns: %v, want ErrFenced", err)
 	}
-	if err := s.AppendEvents(ctx, "r2", ev(41)); err != nil {
+	if err := s.AppendEvents(ctx, "r2", ev(r0+41)); err != nil {
 		t.Fatalf("AppendEvents after the reservation of a closed run: %v", err)
 	}
-	if r := e.run("r2"); r.LastSeq != 41 || r.ReservedSeq != 40 {
-		t.Fatalf("closed run r2 = %+v; want LastSeq 41, ReservedSeq 40", r)
+	if r := e.run("r2"); r.LastSeq != r0+41 || r.ReservedSeq != r0+40 {
+		t.Fatalf("closed run r2 = %+v; want LastSeq %d, ReservedSeq %d", r, r0+41, r0+40)
 	}
 }
 

@@ -1415,25 +1415,28 @@ func testEventReservation(t *testing.T, h Harness) {
 	if err := s.StartRun(ctx, sess.ID, "r1", nil); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := s.GetRun(ctx, "r1"); err != nil || r.ReservedSeq != 0 {
-		t.Fatalf("GetRun of a new run = %+v, %v; want ReservedSeq 0", r, err)
+	// A run starts with a reservation, so its log streams its first
+	// events without waiting for a write.
+	const r0 = persistence.StartReservedSeq
+	if r, err := s.GetRun(ctx, "r1"); err != nil || r.ReservedSeq != r0 {
+		t.Fatalf("GetRun of a new run = %+v, %v; want ReservedSeq %d", r, err, r0)
 	}
 	if err := s.AppendEvents(ctx, "r1", events("r1", 1, 3)); err != nil {
 		t.Fatal(err)
 	}
-	for _, through := range []uint64{20, 10} { // a smaller one changes nothing
+	for _, through := range []uint64{r0 + 20, r0 + 10} { // a smaller one changes nothing
 		if err := s.ReserveEvents(ctx, "r1", through); err != nil {
 			t.Fatalf("ReserveEvents(%d): %v", through, err)
 		}
 	}
-	if r, err := s.GetRun(ctx, "r1"); err != nil || r.ReservedSeq != 20 || r.LastSeq != 3 {
-		t.Fatalf("GetRun after ReserveEvents = %+v, %v; want ReservedSeq 20, LastSeq 3", r, err)
+	if r, err := s.GetRun(ctx, "r1"); err != nil || r.ReservedSeq != r0+20 || r.LastSeq != 3 {
+		t.Fatalf("GetRun after ReserveEvents = %+v, %v; want ReservedSeq %d, LastSeq 3", r, err, r0+20)
 	}
 	if err := s.ReserveEvents(ctx, "nope", 5); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("ReserveEvents of an unknown run: %v, want ErrNotFound", err)
 	}
 	// While the run is active its log continues after its last event only.
-	if err := s.AppendEvents(ctx, "r1", events("r1", 21, 21)); !errors.Is(err, persistence.ErrConflict) {
+	if err := s.AppendEvents(ctx, "r1", events("r1", r0+21, r0+21)); !errors.Is(err, persistence.ErrConflict) {
 		t.Fatalf("AppendEvents after the reservation of an active run: %v, want ErrConflict", err)
 	}
 	if err := s.AppendEvents(ctx, "r1", events("r1", 4, 5)); err != nil {
@@ -1443,38 +1446,38 @@ func testEventReservation(t *testing.T, h Harness) {
 	s = h.Reopen(t, s)
 	t.Cleanup(func() { _ = s.Close() })
 	closed, err := s.CloseInterruptedRuns(ctx)
-	if err != nil || len(closed) != 1 || closed[0].ReservedSeq != 20 || closed[0].LastSeq != 5 {
-		t.Fatalf("CloseInterruptedRuns after reopen = %+v, %v; want r1 with ReservedSeq 20, LastSeq 5", closed, err)
+	if err != nil || len(closed) != 1 || closed[0].ReservedSeq != r0+20 || closed[0].LastSeq != 5 {
+		t.Fatalf("CloseInterruptedRuns after reopen = %+v, %v; want r1 with ReservedSeq %d, LastSeq 5", closed, err, r0+20)
 	}
 	for name, batch := range map[string][]persistence.Event{
 		"inside the gap":            events("r1", 7, 7),
-		"beyond the reservation":    events("r1", 22, 22),
-		"gap after the reservation": {{Seq: 21, Data: []byte("a")}, {Seq: 23, Data: []byte("b")}},
+		"beyond the reservation":    events("r1", r0+22, r0+22),
+		"gap after the reservation": {{Seq: r0 + 21, Data: []byte("a")}, {Seq: r0 + 23, Data: []byte("b")}},
 	} {
 		if err := s.AppendEvents(ctx, "r1", batch); !errors.Is(err, persistence.ErrConflict) {
 			t.Fatalf("%s: AppendEvents = %v, want ErrConflict", name, err)
 		}
 	}
-	if err := s.AppendEvents(ctx, "r1", events("r1", 21, 22)); err != nil {
+	if err := s.AppendEvents(ctx, "r1", events("r1", r0+21, r0+22)); err != nil {
 		t.Fatalf("AppendEvents right after the reservation of a closed run: %v", err)
 	}
 	if err := s.AppendEvents(ctx, "r1", events("r1", 6, 6)); !errors.Is(err, persistence.ErrConflict) {
 		t.Fatalf("AppendEvents into the gap after the reservation was used: %v, want ErrConflict", err)
 	}
-	if err := s.AppendEvents(ctx, "r1", events("r1", 23, 23)); err != nil {
+	if err := s.AppendEvents(ctx, "r1", events("r1", r0+23, r0+23)); err != nil {
 		t.Fatalf("AppendEvents after the closing batch: %v", err)
 	}
-	want := append(events("r1", 1, 5), events("r1", 21, 23)...)
+	want := append(events("r1", 1, 5), events("r1", r0+21, r0+23)...)
 	if d := diff(want, mustEvents(t, s, "r1", 0, 100)); d != "" {
 		t.Fatalf("events of the closed run: %s", d)
 	}
 	for _, after := range []uint64{5, 12} {
-		if d := diff(events("r1", 21, 22), mustEvents(t, s, "r1", after, 2)); d != "" {
+		if d := diff(events("r1", r0+21, r0+22), mustEvents(t, s, "r1", after, 2)); d != "" {
 			t.Fatalf("Events(after %d, limit 2) across the gap: %s", after, d)
 		}
 	}
-	if r, err := s.GetRun(ctx, "r1"); err != nil || r.LastSeq != 23 || r.ReservedSeq != 20 {
-		t.Fatalf("GetRun of the closed run = %+v, %v; want LastSeq 23, ReservedSeq 20", r, err)
+	if r, err := s.GetRun(ctx, "r1"); err != nil || r.LastSeq != r0+23 || r.ReservedSeq != r0+20 {
+		t.Fatalf("GetRun of the closed run = %+v, %v; want LastSeq %d, ReservedSeq %d", r, err, r0+23, r0+20)
 	}
 }
 
