@@ -110,6 +110,11 @@ type WatchOptions struct {
 	// Match selects the changes the watcher gets. It runs while the feed
 	// is locked: it must be quick and must not call the agent.
 	Match func(*Change) bool
+	// SessionID, when set, limits the watch to that session's changes
+	// (Match still chooses among them). The feed then hands the watcher
+	// only that session's changes: a watch of one session costs nothing
+	// when others change.
+	SessionID string
 	// Started is called once the changes after Cursor were sent, with the
 	// cursor of the last change the watcher has seen.
 	Started func(cursor string) error
@@ -137,16 +142,28 @@ type watchHub struct {
 	// ring holds copies of the last changes, circular (len(ring) ==
 	// history once full): values, so that a run's event, published with
 	// nobody watching, costs no allocation.
-	ring     []Change
-	watchers map[*watcher]struct{}
-	pending  map[string]*Change // ChangePendingAdded changes, by pendingKey
+	ring []Change
+	// anySession holds the watchers of every session's changes,
+	// bySession those of one session's.
+	anySession map[*watcher]struct{}
+	bySession  map[string]map[*watcher]struct{}
+	pending    map[string]*Change // ChangePendingAdded changes, by pendingKey
 }
 
-// watcher is one watch's buffer.
+// watcher is one watch's buffer: the changes matched and not yet sent, at
+// most the hub's buffer. It grows as changes come, so an idle watch holds
+// none.
 type watcher struct {
-	match func(*Change) bool
-	ch    chan *Change
-	// resync is set, and ch closed, when the buffer overflowed.
+	match   func(*Change) bool
+	session string // "" for every session's changes
+	queue   []*Change
+	// sending is how many changes the watch took from queue and is
+	// sending: they count against the buffer until it takes more.
+	sending int
+	// ready gets a token when queue gets a change or the watch ends.
+	ready chan struct{}
+	// ended says the hub dropped the watcher; resync says why.
+	ended  bool
 	resync *ResyncError
 }
 
@@ -160,7 +177,7 @@ func newWatchHub(history, buffer int, now func() time.Time) *watchHub {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return &watchHub{epoch: hex.EncodeToString(b[:]), history: history, buffer: buffer, now: now,
-		watchers: map[*watcher]struct{}{}, pending: map[string]*Change{}}
+		anySession: map[*watcher]struct{}{}, bySession: map[string]map[*watcher]struct{}{}, pending: map[string]*Change{}}
 }
 
 func (h *watchHub) cursor(seq uint64) string { return formatCursor(h.epoch, seq) }
@@ -197,7 +214,7 @@ func (h *watchHub) publishLocked(c *Change) {
 func (h *watchHub) publishEventLocked(c Change) {
 	h.stampLocked(&c)
 	h.keepLocked(&c)
-	if len(h.watchers) > 0 {
+	if len(h.anySession) > 0 || len(h.bySession[c.SessionID]) > 0 {
 		shared := new(Change)
 		*shared = c
 		h.deliverLocked(shared)
@@ -225,17 +242,69 @@ func (h *watchHub) keepLocked(c *Change) {
 
 // deliverLocked hands c to the watchers it matches.
 func (h *watchHub) deliverLocked(c *Change) {
-	for w := range h.watchers {
-		if !w.match(c) {
-			continue
+	for w := range h.anySession {
+		h.offerLocked(w, c)
+	}
+	for w := range h.bySession[c.SessionID] {
+		h.offerLocked(w, c)
+	}
+}
+
+// offerLocked queues c for w if it matches; a watcher whose buffer is full
+// is dropped with a resync.
+func (h *watchHub) offerLocked(w *watcher, c *Change) {
+	if !w.match(c) {
+		return
+	}
+	if len(w.queue)+w.sending >= h.buffer {
+		h.endLocked(w, &ResyncError{Cursor: h.cursor(c.seq - 1), Reason: "watcher too slow"})
+		return
+	}
+	w.queue = append(w.queue, c)
+	w.wake()
+}
+
+// addLocked starts delivering changes to w.
+func (h *watchHub) addLocked(w *watcher) {
+	if w.session == "" {
+		h.anySession[w] = struct{}{}
+		return
+	}
+	set := h.bySession[w.session]
+	if set == nil {
+		set = map[*watcher]struct{}{}
+		h.bySession[w.session] = set
+	}
+	set[w] = struct{}{}
+}
+
+// dropLocked stops delivering changes to w.
+func (h *watchHub) dropLocked(w *watcher) {
+	if w.session == "" {
+		delete(h.anySession, w)
+		return
+	}
+	if set := h.bySession[w.session]; set != nil {
+		delete(set, w)
+		if len(set) == 0 {
+			delete(h.bySession, w.session)
 		}
-		select {
-		case w.ch <- c:
-		default:
-			w.resync = &ResyncError{Cursor: h.cursor(c.seq - 1), Reason: "watcher too slow"}
-			delete(h.watchers, w)
-			close(w.ch)
-		}
+	}
+}
+
+// endLocked drops w and ends its watch with resync once it has sent what
+// it holds.
+func (h *watchHub) endLocked(w *watcher, resync *ResyncError) {
+	h.dropLocked(w)
+	w.ended, w.resync = true, resync
+	w.wake()
+}
+
+// wake tells the watch that its watcher changed; it never blocks.
+func (w *watcher) wake() {
+	select {
+	case w.ready <- struct{}{}:
+	default:
 	}
 }
 
@@ -289,13 +358,13 @@ func (a *Agent) Watch(ctx context.Context, opts WatchOptions, send func(*Change)
 			backlog = append(backlog, &c)
 		}
 	}
-	w := &watcher{match: opts.Match, ch: make(chan *Change, h.buffer)}
-	h.watchers[w] = struct{}{}
+	w := &watcher{match: opts.Match, session: opts.SessionID, ready: make(chan struct{}, 1)}
+	h.addLocked(w)
 	head := h.seq
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
-		delete(h.watchers, w)
+		h.dropLocked(w)
 		h.mu.Unlock()
 	}()
 	for _, c := range backlog {
@@ -308,18 +377,29 @@ func (a *Agent) Watch(ctx context.Context, opts WatchOptions, send func(*Change)
 			return err
 		}
 	}
+	var batch []*Change
 	for {
-		select {
-		case c, ok := <-w.ch:
-			if !ok {
-				h.mu.Lock()
-				r := w.resync
-				h.mu.Unlock()
-				return r
-			}
+		h.mu.Lock()
+		// The queue and the batch last sent swap places, so a busy watch
+		// reuses two slices and an idle one keeps what it had.
+		batch, w.queue = w.queue, batch[:0]
+		w.sending = len(batch)
+		ended, resync := w.ended, w.resync
+		h.mu.Unlock()
+		for i, c := range batch {
 			if err := send(c); err != nil {
 				return err
 			}
+			batch[i] = nil // sent: the watch no longer keeps it
+		}
+		if len(batch) > 0 {
+			continue
+		}
+		if ended {
+			return resync
+		}
+		select {
+		case <-w.ready:
 		case <-ctx.Done():
 			return ctx.Err()
 		}

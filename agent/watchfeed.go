@@ -418,9 +418,13 @@ func (h *watchHub) resyncAll(reason string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.floor = h.seq
-	for w := range h.watchers {
-		w.resync = &ResyncError{Cursor: h.cursor(h.seq), Reason: reason}
-		delete(h.watchers, w)
-		close(w.ch)
+	resync := &ResyncError{Cursor: h.cursor(h.seq), Reason: reason}
+	for w := range h.anySession {
+		h.endLocked(w, resync)
+	}
+	for _, set := range h.bySession {
+		for w := range set {
+			h.endLocked(w, resync)
+		}
 	}
 }

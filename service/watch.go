@@ -88,7 +88,7 @@ func (s *Service) WatchSession(req *agentdv1.WatchSessionRequest, stream grpc.Se
 		return stream.Send(&agentdv1.SessionWatchEvent{Cursor: r.GetCursor(), SessionId: id, Time: timestamppb.New(s.now()),
 			Change: &agentdv1.SessionWatchEvent_Resync{Resync: r}})
 	}
-	return s.watch(ctx, "watch session", agent.WatchOptions{Cursor: req.GetCursor(), Match: match, Started: started}, send, resync)
+	return s.watch(ctx, "watch session", agent.WatchOptions{Cursor: req.GetCursor(), SessionID: id, Match: match, Started: started}, send, resync)
 }
 
 // WatchSessions implements agentdv1.AgentServiceServer: the changes of the
