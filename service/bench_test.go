@@ -25,6 +25,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -180,7 +181,9 @@ type benchChild struct {
 	cmd    *exec.Cmd
 	cancel context.CancelFunc
 	stdout io.Reader
-	addr   string
+	// stdin tells a load generator to go on (see loadPlan.Idle).
+	stdin io.Writer
+	addr  string
 }
 
 // startChild starts the test binary in a bench role and waits for its
@@ -208,7 +211,7 @@ func startChild(b *testing.B, role, arg string, waitAddr bool) *benchChild {
 		cancel()
 		b.Fatal(err)
 	}
-	c := &benchChild{cmd: cmd, cancel: cancel, stdout: stdout}
+	c := &benchChild{cmd: cmd, cancel: cancel, stdout: stdout, stdin: stdin}
 	b.Cleanup(c.stop)
 	if waitAddr {
 		lines := bufio.NewScanner(stdout)
@@ -463,7 +466,16 @@ type loadPlan struct {
 	// Spread is the time over which the sessions' prompts are sent, evenly
 	// apart; 0 sends them all at once.
 	Spread time.Duration
+	// Idle are sessions the generator holds open with WatchSession, as a
+	// client showing them would, until its stdin closes. Once every watch
+	// has started it prints idleOpenLine and waits for a line on its
+	// stdin before prompting.
+	Idle []string
 }
+
+// idleOpenLine is what the load generator prints once every idle session
+// of its plan is watched.
+const idleOpenLine = "idle sessions open"
 
 // loadResult is what the load generator reports.
 type loadResult struct {
@@ -502,6 +514,17 @@ func generateLoad(file string) error {
 		clients[i] = agentdv1.NewAgentServiceClient(conn)
 		if _, err := clients[i].ListModels(context.Background(), &agentdv1.ListModelsRequest{}); err != nil {
 			return err
+		}
+	}
+	if len(plan.Idle) > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if err := watchIdle(ctx, clients, plan.Idle); err != nil {
+			return err
+		}
+		fmt.Println(idleOpenLine)
+		if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+			return fmt.Errorf("waiting to go on after opening the idle sessions: %w", err)
 		}
 	}
 	var mu sync.Mutex
@@ -568,7 +591,42 @@ func generateLoad(file string) error {
 	for _, v := range res.ByKind {
 		slices.Sort(v)
 	}
-	return json.NewEncoder(os.Stdout).Encode(res)
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil || len(plan.Idle) == 0 {
+		return err
+	}
+	// The idle sessions stay open until agentd has measured its memory
+	// after the load and stops the generator.
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return nil
+}
+
+// watchIdle opens a WatchSession stream on each session, spread over the
+// clients, and returns once every one has started; the streams are read
+// (and so stay open) until ctx ends.
+func watchIdle(ctx context.Context, clients []agentdv1.AgentServiceClient, ids []string) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(64)
+	for i, id := range ids {
+		g.Go(func() error {
+			stream, err := clients[i%len(clients)].WatchSession(ctx, &agentdv1.WatchSessionRequest{SessionId: id})
+			if err != nil {
+				return fmt.Errorf("watching idle session %s: %w", id, err)
+			}
+			first, err := stream.Recv()
+			if err != nil || first.GetStarted() == nil {
+				return fmt.Errorf("watching idle session %s: first change %v, %w", id, first, err)
+			}
+			go func() {
+				for {
+					if _, err := stream.Recv(); err != nil {
+						return
+					}
+				}
+			}()
+			return gctx.Err()
+		})
+	}
+	return g.Wait()
 }
 
 // BenchmarkConcurrentSessions runs 1,000 sessions (AGENTD_BENCH_SESSIONS)
@@ -586,6 +644,13 @@ func generateLoad(file string) error {
 // message ends and tool calls at the same moments, the worst case for the
 // commit at message_end. "paced_staggered" sends the same prompts evenly
 // over one second (AGENTD_BENCH_SPREAD), as independent users would.
+// "paced_idle" runs "paced" beside 10,000 idle sessions
+// (AGENTD_BENCH_IDLE_SESSIONS) that each answered one prompt and that the
+// load generator keeps open with WatchSession, and reports what agentd
+// holds per idle session (RSS and live heap, against the same harness
+// before they existed); its RSS after the load is measured with them
+// still open. agentd-cpu-µs/event is agentd's CPU during the load over
+// the events delivered (prompts, tool calls and stores included).
 // "unpaced" streams as fast as the CPU allows, which saturates this
 // machine and measures throughput (events/s) rather than latency: every
 // event then queues behind the others. Each runs on SQLite and on
@@ -594,18 +659,20 @@ func generateLoad(file string) error {
 func BenchmarkConcurrentSessions(b *testing.B) {
 	tps := uint32(benchenv.Int(b, "TPS", 50))
 	spread := benchenv.Duration(b, "SPREAD", time.Second)
+	idle := benchenv.Int(b, "IDLE_SESSIONS", 10_000)
 	for _, engine := range []string{"sqlite", "postgres"} {
 		for _, tc := range []struct {
 			name   string
 			tps    uint32
 			spread time.Duration
-		}{{"paced", tps, 0}, {"paced_staggered", tps, spread}, {"unpaced", 0, 0}} {
-			b.Run("engine="+engine+"/"+tc.name, func(b *testing.B) { benchConcurrentSessions(b, engine, tc.tps, tc.spread) })
+			idle   int
+		}{{"paced", tps, 0, 0}, {"paced_staggered", tps, spread, 0}, {"paced_idle", tps, 0, idle}, {"unpaced", 0, 0, 0}} {
+			b.Run("engine="+engine+"/"+tc.name, func(b *testing.B) { benchConcurrentSessions(b, engine, tc.tps, tc.spread, tc.idle) })
 		}
 	}
 }
 
-func benchConcurrentSessions(b *testing.B, engine string, tokensPerSecond uint32, spread time.Duration) {
+func benchConcurrentSessions(b *testing.B, engine string, tokensPerSecond uint32, spread time.Duration, idle int) {
 	benchenv.Procs(b)
 	sessions, turns, conns := benchenv.Int(b, "SESSIONS", 1000), benchenv.Int(b, "TURNS", 10), benchenv.Int(b, "CONNS", 8)
 	tool := testkit.ReadOnlyTool{FuncTool: agentloop.FuncTool{
@@ -636,6 +703,8 @@ func benchConcurrentSessions(b *testing.B, engine string, tokensPerSecond uint32
 		for range sessions {
 			plan.Sessions = append(plan.Sessions, h.createSession(cfg))
 		}
+		rssEmpty, heapEmpty := settledRSS(b), liveHeap()
+		plan.Idle = idleSessions(b, h, idle)
 		file := filepath.Join(b.TempDir(), "plan.json")
 		raw, _ := json.Marshal(plan)
 		if err := os.WriteFile(file, raw, 0o644); err != nil {
@@ -643,15 +712,37 @@ func benchConcurrentSessions(b *testing.B, engine string, tokensPerSecond uint32
 		}
 		runtime.GC()
 		baseline := runtime.NumGoroutine()
+		load := startChild(b, roleLoad, file, false)
+		out := bufio.NewReader(load.stdout)
+		if idle > 0 {
+			if line, err := out.ReadString('\n'); strings.TrimSpace(line) != idleOpenLine {
+				b.Fatalf("the load generator did not open the idle sessions: %q, %v", line, err)
+			}
+		}
 		rssBefore := settledRSS(b)
+		if idle > 0 {
+			b.ReportMetric(float64(idle), "idle-sessions")
+			b.ReportMetric(float64(rssBefore-rssEmpty)/float64(idle)/1024, "rss-KiB/idle-session")
+			b.ReportMetric(float64(liveHeap()-heapEmpty)/float64(idle)/1024, "heap-KiB/idle-session")
+			if _, err := io.WriteString(load.stdin, "go\n"); err != nil {
+				b.Fatal(err)
+			}
+		}
 		var peak uint64
 		stopSampling := sampleHeap(&peak)
+		cpu0 := cpuTime(b, os.Getpid())
 		b.StartTimer()
 
-		load := startChild(b, roleLoad, file, false)
 		var res loadResult
-		if err := json.NewDecoder(load.stdout).Decode(&res); err != nil {
+		if err := json.NewDecoder(out).Decode(&res); err != nil {
 			b.Fatalf("the load generator reported nothing useful: %v", err)
+		}
+		cpu := cpuTime(b, os.Getpid()) - cpu0
+		// With idle sessions, the memory after the load is measured while
+		// they are still open, as the baseline was.
+		var rssAfter uint64
+		if idle > 0 {
+			rssAfter = settledRSS(b)
 		}
 		load.stop()
 		b.StopTimer()
@@ -663,6 +754,7 @@ func benchConcurrentSessions(b *testing.B, engine string, tokensPerSecond uint32
 		b.ReportMetric(float64(sessions), "sessions")
 		b.ReportMetric(float64(len(lat)), "events/op")
 		b.ReportMetric(float64(len(lat))/res.Seconds, "events/s")
+		b.ReportMetric(float64(cpu.Nanoseconds())/float64(len(lat))/1e3, "agentd-cpu-µs/event")
 		b.ReportMetric(lat[len(lat)/2], "p50-ms")
 		b.ReportMetric(lat[len(lat)*99/100], "p99-ms")
 		b.ReportMetric(percentile(res.ByKind[fmt.Sprintf("%T", &agentdv1.AgentEvent_MessageEnd{})], 99), "message-end-p99-ms")
@@ -680,7 +772,9 @@ func benchConcurrentSessions(b *testing.B, engine string, tokensPerSecond uint32
 			time.Sleep(10 * time.Millisecond)
 		}
 		b.ReportMetric(float64(runtime.NumGoroutine()-baseline), "goroutines-over-baseline")
-		rssAfter := settledRSS(b)
+		if idle == 0 {
+			rssAfter = settledRSS(b)
+		}
 		b.ReportMetric(float64(rssBefore)/(1<<20), "rss-baseline-MiB")
 		b.ReportMetric(float64(rssAfter)/(1<<20), "rss-after-MiB")
 		b.ReportMetric(float64(rssAfter)/float64(rssBefore), "rss-after/baseline")
@@ -743,6 +837,49 @@ func BenchmarkStartWith10kSessions(b *testing.B) {
 	}
 	b.ReportMetric(float64(sessions), "sessions")
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-to-SERVING")
+}
+
+// idleSessions creates n sessions that have each answered one prompt, the
+// state of sessions people used and left open, and returns their ids.
+func idleSessions(b *testing.B, h *harness, n int) []string {
+	cfg := &agentdv1.SessionConfig{Faux: &agentdv1.FauxScript{Responses: []*agentdv1.AssistantMessage{textAnswer("Hello, how can I help?")}}}
+	ids := make([]string, n)
+	g := new(errgroup.Group)
+	g.SetLimit(8)
+	for i := range ids {
+		g.Go(func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			created, err := h.client.CreateSession(ctx, &agentdv1.CreateSessionRequest{Config: cfg})
+			if err != nil {
+				return fmt.Errorf("creating idle session %d: %w", i, err)
+			}
+			ids[i] = created.GetSession().GetId()
+			stream, err := h.client.Prompt(ctx, &agentdv1.PromptRequest{SessionId: ids[i], Content: texts("hi")})
+			if err != nil {
+				return fmt.Errorf("prompting idle session %s: %w", ids[i], err)
+			}
+			for {
+				if _, err := stream.Recv(); err == io.EOF {
+					return nil
+				} else if err != nil {
+					return fmt.Errorf("prompting idle session %s: %w", ids[i], err)
+				}
+			}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	return ids
+}
+
+// liveHeap is the heap in use after a collection, in bytes.
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
 
 // sampleHeap records the peak live heap until the returned func is called.
