@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -131,6 +132,12 @@ func serveAgentdForBench(dir string, traced bool) error {
 		return err
 	}
 	go d.Serve(lis)
+	stopProfiles, err := profileChild()
+	if err != nil {
+		_ = d.Shutdown(ctx)
+		return err
+	}
+	defer stopProfiles()
 	fmt.Println(benchReadyLine + lis.Addr().String())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return d.Shutdown(ctx)
@@ -184,6 +191,40 @@ type benchChild struct {
 	// stdin tells a load generator to go on (see loadPlan.Idle).
 	stdin io.Writer
 	addr  string
+}
+
+// profileChild starts the profiles AGENTD_BENCH_CPUPROFILE and
+// AGENTD_BENCH_MEMPROFILE ask of an agentd child (the file each writes;
+// every child of a run writes it again, so the last one's stays), and
+// returns what writes them when the child stops.
+func profileChild() (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for _, f := range stops {
+			f()
+		}
+	}
+	if path := os.Getenv("AGENTD_BENCH_CPUPROFILE"); path != "" {
+		out, err := os.Create(path)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(out); err != nil {
+			out.Close()
+			return nil, err
+		}
+		stops = append(stops, func() { pprof.StopCPUProfile(); out.Close() })
+	}
+	if path := os.Getenv("AGENTD_BENCH_MEMPROFILE"); path != "" {
+		runtime.MemProfileRate = 4096 // fine enough for per-event allocations
+		stops = append(stops, func() {
+			if out, err := os.Create(path); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(out, 0)
+				out.Close()
+			}
+		})
+	}
+	return stop, nil
 }
 
 // startChild starts the test binary in a bench role and waits for its
@@ -591,11 +632,11 @@ func generateLoad(file string) error {
 	for _, v := range res.ByKind {
 		slices.Sort(v)
 	}
-	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil || len(plan.Idle) == 0 {
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
 		return err
 	}
-	// The idle sessions stay open until agentd has measured its memory
-	// after the load and stops the generator.
+	// The generator (and the idle sessions it holds open) stays until
+	// agentd has measured its CPU and memory after the load and stops it.
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	return nil
 }
@@ -730,14 +771,14 @@ func benchConcurrentSessions(b *testing.B, engine string, tokensPerSecond uint32
 		}
 		var peak uint64
 		stopSampling := sampleHeap(&peak)
-		cpu0 := cpuTime(b, os.Getpid())
+		cpu0, loadCPU0 := cpuTime(b, os.Getpid()), cpuTime(b, load.cmd.Process.Pid)
 		b.StartTimer()
 
 		var res loadResult
 		if err := json.NewDecoder(out).Decode(&res); err != nil {
 			b.Fatalf("the load generator reported nothing useful: %v", err)
 		}
-		cpu := cpuTime(b, os.Getpid()) - cpu0
+		cpu, loadCPU := cpuTime(b, os.Getpid())-cpu0, cpuTime(b, load.cmd.Process.Pid)-loadCPU0
 		// With idle sessions, the memory after the load is measured while
 		// they are still open, as the baseline was.
 		var rssAfter uint64
@@ -755,6 +796,11 @@ func benchConcurrentSessions(b *testing.B, engine string, tokensPerSecond uint32
 		b.ReportMetric(float64(len(lat)), "events/op")
 		b.ReportMetric(float64(len(lat))/res.Seconds, "events/s")
 		b.ReportMetric(float64(cpu.Nanoseconds())/float64(len(lat))/1e3, "agentd-cpu-µs/event")
+		// How busy the machine was: agentd's and the load generator's CPU
+		// over what the machine's cores could give in the load's time.
+		// Near 1, every event queues for a core, whatever agentd does.
+		b.ReportMetric((cpu+loadCPU).Seconds()/(res.Seconds*float64(runtime.NumCPU())), "cpu-busy-fraction")
+		b.ReportMetric(float64(cpu)/float64(cpu+loadCPU), "agentd-cpu-share")
 		b.ReportMetric(lat[len(lat)/2], "p50-ms")
 		b.ReportMetric(lat[len(lat)*99/100], "p99-ms")
 		b.ReportMetric(percentile(res.ByKind[fmt.Sprintf("%T", &agentdv1.AgentEvent_MessageEnd{})], 99), "message-end-p99-ms")

@@ -48,6 +48,7 @@ func targets() []target {
 		{paced, "message-end-p99-ms", "message_end delivery p99 (ms)", "≤", 50},
 		{sessions, "rss-after/baseline", "RSS after load / baseline", "≤", 1.5},
 		{sessions, "agentd-cpu-µs/event", "agentd CPU per event delivered (µs)", "", 0},
+		{sessions, "cpu-busy-fraction", "machine CPU busy during the load (agentd + clients)", "", 0},
 		{sessions, "rss-KiB/idle-session", "RSS per idle open session (KiB)", "", 0},
 		{sessions, "heap-KiB/idle-session", "live heap per idle open session (KiB)", "", 0},
 		{regexp.MustCompile(`^BenchmarkContextPipeline/`), "x-plain", "context build vs plain pipeline", "", 0},
