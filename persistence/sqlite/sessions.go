@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -110,23 +111,26 @@ func (s *Store) UpdateSession(ctx context.Context, sessionID string, u persisten
 
 // GetSession implements [persistence.Store].
 func (s *Store) GetSession(ctx context.Context, sessionID string) (*persistence.Session, error) {
-	var out *persistence.Session
-	err := s.read(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.StmtContext(ctx, s.rSessions).QueryContext(ctx, sessionID)
-		if err != nil {
-			return err
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	// A point read is over in microseconds: a cancellable context would
+	// only make database/sql and go-sqlite3 watch it from goroutines of
+	// their own.
+	var labels []byte
+	sess, _, err := scanSession(s.rSessions.QueryRowContext(context.WithoutCancel(ctx), sessionID), &labels)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, persistence.SessionNotFound(sessionID)
+	}
+	if err == nil && len(labels) > len("{}") {
+		if jerr := json.Unmarshal(labels, &sess.Labels); jerr != nil {
+			err = &persistence.Error{Kind: persistence.ErrCorrupt, SessionID: sessionID, Detail: fmt.Sprintf("labels: %v", jerr)}
 		}
-		list, pks, err := scanSessions(rows)
-		if err != nil {
-			return err
-		}
-		if len(list) == 0 {
-			return persistence.SessionNotFound(sessionID)
-		}
-		out = list[0]
-		return loadLabels(ctx, tx, list, pks)
-	})
-	return out, opError(err, "get session %q", sessionID)
+	}
+	if err != nil {
+		return nil, opError(err, "get session %q", sessionID)
+	}
+	return sess, nil
 }
 
 // ListSessions implements [persistence.Store]. Page tokens carry the pk of
@@ -184,28 +188,38 @@ func scanSessions(rows *sql.Rows) ([]*persistence.Session, []int64, error) {
 	var list []*persistence.Session
 	var pks []int64
 	for rows.Next() {
-		var (
-			pk, lastSeq, created, updated int64
-			sess                          persistence.Session
-			cfg                           []byte
-		)
-		var originSession, originEntry, originRun, originCall, originProfile sql.NullString
-		if err := rows.Scan(&pk, &sess.LeafEntryID, &lastSeq, &sess.ID, &created, &updated, &sess.Title, &cfg, &originSession, &originEntry, &sess.Tenant,
-			&originRun, &originCall, &originProfile); err != nil {
+		sess, pk, err := scanSession(rows)
+		if err != nil {
 			return nil, nil, err
 		}
-		sess.CreateTime, sess.UpdateTime = time.Unix(0, created), time.Unix(0, updated)
-		sess.Origin = persistence.Origin{SessionID: originSession.String, EntryID: originEntry.String,
-			RunID: originRun.String, ToolCallID: originCall.String, Profile: originProfile.String}
-		sess.Config = &agentdv1.SessionConfig{}
-		if err := proto.Unmarshal(cfg, sess.Config); err != nil {
-			return nil, nil, &persistence.Error{Kind: persistence.ErrCorrupt, SessionID: sess.ID, Detail: fmt.Sprintf("config: %v", err)}
-		}
-		sess.Labels = map[string]string{}
-		list = append(list, &sess)
+		list = append(list, sess)
 		pks = append(pks, pk)
 	}
 	return list, pks, rows.Err()
+}
+
+// scanSession reads a row of sessionColumns, followed by the columns extra
+// reads, and returns the session (with no labels yet) and its pk.
+func scanSession(row interface{ Scan(...any) error }, extra ...any) (*persistence.Session, int64, error) {
+	var (
+		pk, lastSeq, created, updated int64
+		sess                          persistence.Session
+		cfg                           []byte
+	)
+	var originSession, originEntry, originRun, originCall, originProfile sql.NullString
+	if err := row.Scan(append([]any{&pk, &sess.LeafEntryID, &lastSeq, &sess.ID, &created, &updated, &sess.Title, &cfg, &originSession, &originEntry, &sess.Tenant,
+		&originRun, &originCall, &originProfile}, extra...)...); err != nil {
+		return nil, 0, err
+	}
+	sess.CreateTime, sess.UpdateTime = time.Unix(0, created), time.Unix(0, updated)
+	sess.Origin = persistence.Origin{SessionID: originSession.String, EntryID: originEntry.String,
+		RunID: originRun.String, ToolCallID: originCall.String, Profile: originProfile.String}
+	sess.Config = &agentdv1.SessionConfig{}
+	if err := proto.Unmarshal(cfg, sess.Config); err != nil {
+		return nil, 0, &persistence.Error{Kind: persistence.ErrCorrupt, SessionID: sess.ID, Detail: fmt.Sprintf("config: %v", err)}
+	}
+	sess.Labels = map[string]string{}
+	return &sess, pk, nil
 }
 
 // loadLabels fills Labels of the given sessions with one query.

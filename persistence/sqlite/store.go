@@ -100,7 +100,10 @@ func newStore(ctx context.Context, path string, o options, w *writer, reader, ch
 		text string
 	}{
 		{&s.rSession, sqlSessionByID},
-		{&s.rSessions, `SELECT ` + sessionColumns + sessionFrom + ` WHERE s.session_id = ?`},
+		// One statement, so the row and its labels are one snapshot
+		// without a transaction around them.
+		{&s.rSessions, `SELECT ` + sessionColumns + `, (SELECT json_group_object(l.key, l.value) FROM session_labels l WHERE l.session_pk = s.session_pk)` +
+			sessionFrom + ` WHERE s.session_id = ?`},
 		{&s.rTree, sqlTree},
 		{&s.rNewestFirst, `SELECT seq, id, coalesce(parent_id, ''), kind, encoding, payload FROM entries WHERE key > ?1 * 4294967296 AND key < (?1 + 1) * 4294967296 ORDER BY key DESC`},
 		{&s.rTreePage, `SELECT seq, id, coalesce(parent_id, ''), kind, create_time, preview, encoding, CASE WHEN preview IS NULL THEN payload END FROM entries WHERE key > ?1 * 4294967296 + ?2 AND key < (?1 + 1) * 4294967296 ORDER BY key LIMIT ?3`},
