@@ -43,6 +43,10 @@ const (
 	DefaultMaxConcurrentRuns = 1024
 )
 
+// maxCachedSchemas bounds the compiled tool schemas the agent keeps: a
+// few hundred kilobytes, room for every tool of many different sessions.
+const maxCachedSchemas = 1024
+
 // Options configure an Agent. The zero value of each field means its
 // default.
 type Options struct {
@@ -189,6 +193,9 @@ type Agent struct {
 	protected []protectedDir
 	tracer    *tracer // nil without a TracerProvider
 	watch     *watchHub
+	// schemas keeps the tools' compiled parameter schemas: every run
+	// builds its tool set, mostly of the same tools.
+	schemas *agentloop.SchemaCache
 
 	mu        sync.Mutex
 	bySession map[string]*Run // active runs
@@ -243,6 +250,7 @@ func New(ctx context.Context, store persistence.Store, opts Options) (*Agent, er
 		compacting: map[string]*hookSet{},
 		stop:       make(chan struct{}),
 		watch:      newWatchHub(opts.WatchHistory, opts.WatchBuffer, opts.Now),
+		schemas:    agentloop.NewSchemaCache(maxCachedSchemas),
 	}
 	if opts.TracerProvider != nil {
 		t := newTracer(opts.TracerProvider, opts.CaptureContent)

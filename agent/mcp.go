@@ -95,7 +95,7 @@ func (a *Agent) addMCPTools(cfg *agentdv1.SessionConfig, ceiling Ceiling, tools 
 				continue
 			}
 			tool := a.opts.MCP.Tool(use.GetName(), spec)
-			if _, err := agentloop.NewToolSet(tool); err != nil {
+			if _, err := a.schemas.NewToolSet(tool); err != nil {
 				a.opts.Logger.Warn("MCP tool left out: its input schema does not compile", "server", use.GetName(), "tool", spec.GetName(), "err", err)
 				continue
 			}

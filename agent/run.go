@@ -414,13 +414,13 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 	if err != nil {
 		return toolsUnusable(r.sessionID, err)
 	}
-	if kit.set, err = runToolSubset(kit.set, req.Run.GetTools()); err != nil {
+	if kit.set, err = runToolSubset(a.schemas, kit.set, req.Run.GetTools()); err != nil {
 		return err
 	}
 	if r.output, err = newRunOutput(cfg, r.request, model, len(kit.set.Definitions()) > 0, a.opts.Now); err != nil {
 		return err
 	}
-	if kit.set, err = r.output.withTool(kit.set); err != nil {
+	if kit.set, err = r.output.withTool(a.schemas, kit.set); err != nil {
 		return toolsUnusable(r.sessionID, err)
 	}
 	streamOpts, err := runStreamOptions(model, cfg, r.sessionID, kit.set)

@@ -104,7 +104,7 @@ func MergeModelSettings(base, over *agentdv1.ModelSettings) *agentdv1.ModelSetti
 // runToolSubset narrows the run's tools to the names the request lists,
 // in the session's order; no names keeps them all. A name the run does
 // not have is refused naming tools[i].
-func runToolSubset(set *agentloop.ToolSet, names []string) (*agentloop.ToolSet, error) {
+func runToolSubset(schemas *agentloop.SchemaCache, set *agentloop.ToolSet, names []string) (*agentloop.ToolSet, error) {
 	if len(names) == 0 {
 		return set, nil
 	}
@@ -126,7 +126,7 @@ func runToolSubset(set *agentloop.ToolSet, names []string) (*agentloop.ToolSet, 
 			list = append(list, t)
 		}
 	}
-	sub, err := agentloop.NewToolSet(list...)
+	sub, err := schemas.NewToolSet(list...)
 	if err != nil {
 		return nil, invalid("tools", "%v", err)
 	}

@@ -38,7 +38,7 @@ func (a *Agent) Context(ctx context.Context, sessionID, leafEntryID string) (*Co
 	// A run with the session's default output schema offers the
 	// finalizer tool, where its model answers through it.
 	if out, err := newRunOutput(sess.Config, nil, model, len(kit.set.Definitions()) > 0, a.opts.Now); err == nil {
-		if set, err := out.withTool(kit.set); err == nil {
+		if set, err := out.withTool(a.schemas, kit.set); err == nil {
 			kit.set = set
 		}
 	}

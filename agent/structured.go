@@ -181,7 +181,7 @@ func newRunOutput(cfg *agentdv1.SessionConfig, run *agentdv1.RunRequest, model p
 
 // withTool returns set with the finalizer tool added when the run
 // answers through it, else set unchanged.
-func (o *runOutput) withTool(set *agentloop.ToolSet) (*agentloop.ToolSet, error) {
+func (o *runOutput) withTool(schemas *agentloop.SchemaCache, set *agentloop.ToolSet) (*agentloop.ToolSet, error) {
 	if o == nil || o.native {
 		return set, nil
 	}
@@ -198,7 +198,7 @@ func (o *runOutput) withTool(set *agentloop.ToolSet) (*agentloop.ToolSet, error)
 			return agentloop.Result{Content: []*agentdv1.ContentBlock{textBlock(submitOutputAcceptedText)}}, nil
 		},
 	})
-	return agentloop.NewToolSet(list...)
+	return schemas.NewToolSet(list...)
 }
 
 // streamOptions asks the provider for the schema natively, in native mode.

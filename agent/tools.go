@@ -144,7 +144,7 @@ func (a *Agent) toolKit(tenant string, cfg *agentdv1.SessionConfig, r *Run, mcp 
 	if r != nil && a.tracer != nil {
 		list = a.tracer.tools(list)
 	}
-	set, err := agentloop.NewToolSet(list...)
+	set, err := a.schemas.NewToolSet(list...)
 	if err != nil {
 		return nil, invalid("config.tools", "%v", err)
 	}

@@ -102,6 +102,12 @@ type toolEntry struct {
 // NewToolSet compiles the tools' schemas. It fails on a missing or
 // duplicate name and on a schema that does not compile.
 func NewToolSet(tools ...Tool) (*ToolSet, error) {
+	return (*SchemaCache)(nil).NewToolSet(tools...)
+}
+
+// NewToolSet is the package's NewToolSet with each schema compiled once
+// for every tool set c builds; a nil c compiles every schema.
+func (c *SchemaCache) NewToolSet(tools ...Tool) (*ToolSet, error) {
 	ts := &ToolSet{byName: make(map[string]*toolEntry, len(tools))}
 	for i, t := range tools {
 		def := t.Definition()
@@ -111,7 +117,7 @@ func NewToolSet(tools ...Tool) (*ToolSet, error) {
 		if _, dup := ts.byName[def.GetName()]; dup {
 			return nil, fmt.Errorf("agentloop: duplicate tool name %q", def.GetName())
 		}
-		sch, err := compileArgSchema(i, def.GetParameters())
+		sch, err := c.compile(i, def.GetParameters())
 		if err != nil {
 			return nil, fmt.Errorf("agentloop: tool %q: invalid parameters schema: %w", def.GetName(), err)
 		}
