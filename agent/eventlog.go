@@ -33,8 +33,9 @@ import (
 // start recorded (persistence.StartReservedSeq); later ones
 // (persistence.Store.ReserveEvents) take reserveStep seqs at a time, the
 // next starting in the background when half of one is used, so a run
-// never waits for it unless the store falls that far behind. An event past the reservation (the
-// store failed) reaches followers once it is stored.
+// never waits for it unless the store falls that far behind. An event
+// past the reservation (the store failed) reaches followers once it is
+// stored.
 const (
 	FlushInterval = 250 * time.Millisecond
 	FlushBatch    = 4096
