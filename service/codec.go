@@ -9,12 +9,12 @@ import (
 )
 
 // encodedEvent is an AgentEvent already encoded by a run's event log,
-// which stores the same bytes. Sent with SendMsg on a stream of a server
-// built by NewServer, it goes out as it is: an event is encoded once, not
-// once more per follower.
+// which stores the same bytes. Sent (as a pointer) with SendMsg on a
+// stream of a server built by NewServer, it goes out as it is: an event is
+// encoded once, not once more per follower.
 type encodedEvent []byte
 
-// eventCodec is grpc's proto codec, except that it sends an encodedEvent
+// eventCodec is grpc's proto codec, except that it sends an *encodedEvent
 // without encoding it again, and encodes every other message
 // deterministically (map entries, such as a google.protobuf.Struct's
 // fields, in key order), so two reads of the same state are the same
@@ -30,8 +30,8 @@ func newEventCodecOption() grpc.ServerOption {
 // Marshal implements encoding.CodecV2.
 func (c eventCodec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
-	case encodedEvent:
-		return mem.BufferSlice{mem.SliceBuffer(m)}, nil
+	case *encodedEvent:
+		return mem.BufferSlice{mem.SliceBuffer(*m)}, nil
 	case proto.Message:
 		deterministic := proto.MarshalOptions{Deterministic: true}
 		size := deterministic.Size(m)

@@ -37,8 +37,15 @@ func (s *Service) promptBusy(ctx context.Context, req agent.StartRequest, detach
 // sender sends a run's events on stream, each as the bytes its log
 // encoded once.
 func (s *Service) sender(stream grpc.ServerStream) func(agent.Event) error {
+	// One message per stream, refilled for each event: SendMsg has encoded
+	// it when it returns, and a pointer becomes an `any` without the
+	// allocation a slice needs.
+	msg := new(encodedEvent)
 	return func(e agent.Event) error {
-		if err := stream.SendMsg(encodedEvent(e.Data)); err != nil {
+		*msg = e.Data
+		err := stream.SendMsg(msg)
+		*msg = nil
+		if err != nil {
 			return err
 		}
 		s.metrics.EventSent(e.Time)
