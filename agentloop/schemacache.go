@@ -37,7 +37,12 @@ func (c *SchemaCache) compile(index int, params *structpb.Struct) (*argSchema, e
 	if err != nil {
 		return compileArgSchema(index, params)
 	}
-	key := string(raw)
+	// No parameters compile as {"type":"object"}, an empty Struct as {}:
+	// both marshal to nothing, so the key says which it is.
+	key := "{" + string(raw)
+	if params == nil {
+		key = "nil"
+	}
 	c.mu.Lock()
 	sch := c.schemas[key]
 	c.mu.Unlock()

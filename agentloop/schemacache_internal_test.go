@@ -48,6 +48,16 @@ func TestSchemaCacheCompilesEachSchemaOnce(t *testing.T) {
 		t.Fatalf("NewToolSet without a cache reused a compiled schema (err %v)", err)
 	}
 
+	// No parameters ({"type":"object"}) and empty ones ({}) are two schemas.
+	bare := FuncTool{Def: &agentdv1.Tool{Name: "bare"}, Fn: func(context.Context, Call) (Result, error) { return Result{}, nil }}
+	mixed, err := c.NewToolSet(bare, cacheTool(t, "empty", `{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mixed.lookup("bare").schema == mixed.lookup("empty").schema {
+		t.Fatal("a tool without parameters shares the compiled schema of one with an empty schema")
+	}
+
 	for range 2 {
 		_, err := c.NewToolSet(cacheTool(t, "ok", count), cacheTool(t, "broken", `{"type":"nonsense"}`))
 		if err == nil || !strings.Contains(err.Error(), `"broken"`) {
