@@ -148,7 +148,7 @@ type eventLog struct {
 	// short run's chunk grows as it fills; a long run's are made whole and
 	// filled in place, so its appends never copy. Logged events
 	// are never modified: a follower reads a chunk's events while more
-	// are added, even from a copy the first chunk outgrew.
+	// are added, even from a copy the chunk outgrew.
 	tail    [][]Event
 	first   uint64 // seq of tail[0][0], or next when the tail is empty
 	next    uint64 // seq the next event gets
