@@ -160,6 +160,10 @@ type Session struct {
 	UpdateTime time.Time
 	// LeafEntryID is the current leaf; empty for an empty transcript.
 	LeafEntryID string
+	// LastSeq is the seq of the session's newest entry, 0 for none. Every
+	// change to the tree appends an entry (a redaction its notice), so a
+	// session whose LeafEntryID and LastSeq are unchanged has the same path.
+	LastSeq uint64
 	// Origin is where the session was forked from; zero when it was not.
 	Origin Origin
 	// Tenant is the tenant the session belongs to; empty for a session of

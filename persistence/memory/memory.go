@@ -202,13 +202,21 @@ func (s *Store) CreateSession(_ context.Context, p persistence.CreateSessionPara
 	return out, err
 }
 
+// lastSeq is the seq of the session's newest entry, 0 for none.
+func (sess *session) lastSeq() uint64 {
+	if len(sess.entries) == 0 {
+		return 0
+	}
+	return uint64(sess.entries[len(sess.entries)-1].seq)
+}
+
 func (sess *session) record() (*persistence.Session, error) {
 	cfg := &agentdv1.SessionConfig{}
 	if err := proto.Unmarshal(sess.config, cfg); err != nil {
 		return nil, &persistence.Error{Kind: persistence.ErrCorrupt, SessionID: sess.id, Detail: fmt.Sprintf("config: %v", err)}
 	}
 	return &persistence.Session{ID: sess.id, Title: sess.title, Labels: maps.Clone(sess.labels), Config: cfg, Origin: sess.origin, Tenant: sess.tenant,
-		CreateTime: sess.create, UpdateTime: sess.update, LeafEntryID: sess.leaf}, nil
+		CreateTime: sess.create, UpdateTime: sess.update, LeafEntryID: sess.leaf, LastSeq: sess.lastSeq()}, nil
 }
 
 // GetSession implements [persistence.Store].

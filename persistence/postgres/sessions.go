@@ -18,7 +18,7 @@ import (
 )
 
 // sessionColumns are a whole session record, with its pk.
-const sessionColumns = `s.pk, s.id, s.create_time, s.update_time, coalesce(s.leaf_entry_id, ''), s.title, s.config, coalesce(s.origin_session_id, ''), coalesce(s.origin_entry_id, ''), s.tenant, coalesce(s.origin_run_id, ''), coalesce(s.origin_tool_call_id, ''), coalesce(s.origin_profile, '')`
+const sessionColumns = `s.pk, s.id, s.create_time, s.update_time, coalesce(s.leaf_entry_id, ''), s.title, s.config, coalesce(s.origin_session_id, ''), coalesce(s.origin_entry_id, ''), s.tenant, coalesce(s.origin_run_id, ''), coalesce(s.origin_tool_call_id, ''), coalesce(s.origin_profile, ''), s.last_seq`
 
 // CreateSession implements [persistence.Store].
 func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionParams) (*persistence.Session, error) {
@@ -215,7 +215,7 @@ func scanSessions(rows pgx.Rows) ([]*persistence.Session, []int64, error) {
 			created, updated time.Time
 		)
 		if err := rows.Scan(&pk, &sess.ID, &created, &updated, &sess.LeafEntryID, &sess.Title, &cfg, &sess.Origin.SessionID, &sess.Origin.EntryID, &sess.Tenant,
-			&sess.Origin.RunID, &sess.Origin.ToolCallID, &sess.Origin.Profile); err != nil {
+			&sess.Origin.RunID, &sess.Origin.ToolCallID, &sess.Origin.Profile, &sess.LastSeq); err != nil {
 			return nil, nil, err
 		}
 		sess.CreateTime, sess.UpdateTime = created, updated

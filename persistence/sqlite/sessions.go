@@ -211,7 +211,7 @@ func scanSession(row interface{ Scan(...any) error }, extra ...any) (*persistenc
 		&originRun, &originCall, &originProfile}, extra...)...); err != nil {
 		return nil, 0, err
 	}
-	sess.CreateTime, sess.UpdateTime = time.Unix(0, created), time.Unix(0, updated)
+	sess.CreateTime, sess.UpdateTime, sess.LastSeq = time.Unix(0, created), time.Unix(0, updated), uint64(lastSeq)
 	sess.Origin = persistence.Origin{SessionID: originSession.String, EntryID: originEntry.String,
 		RunID: originRun.String, ToolCallID: originCall.String, Profile: originProfile.String}
 	sess.Config = &agentdv1.SessionConfig{}

@@ -72,6 +72,7 @@ func Run(t *testing.T, h Harness) {
 		{"EventRetention", testEventRetention},
 		{"PageTokensBoundToTheirListing", testPageTokenBinding},
 		{"Redact", testRedact},
+		{"LastSeq", testLastSeq},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h) })
@@ -1799,5 +1800,52 @@ func testEventLogDeltas(t *testing.T, h Harness) {
 	}
 	if got := mustEvents(t, s, "rd1", 4095, 3); len(got) != 3 || got[0].Seq != 4096 || !bytes.Equal(got[2].Data, want[4097].Data) {
 		t.Fatalf("Events(after 4095, limit 3) = %d events", len(got))
+	}
+}
+
+// testLastSeq checks that Session.LastSeq counts the entries appended, a
+// redaction's notice included, and that moving the leaf leaves it alone:
+// the agent trusts a cached context only while leaf and LastSeq are
+// unchanged.
+func testLastSeq(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	lastSeq := func(id string) uint64 {
+		t.Helper()
+		got, err := s.GetSession(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.LastSeq
+	}
+	sess := mustCreate(t, s, persistence.CreateSessionParams{})
+	if sess.LastSeq != 0 || lastSeq(sess.ID) != 0 {
+		t.Fatalf("a new session's LastSeq is %d, want 0", sess.LastSeq)
+	}
+	first, second := userEntry("one"), userEntry("two")
+	mustAppend(t, s, sess.ID, first, second)
+	mustAppend(t, s, sess.ID, userEntry("three"))
+	if got := lastSeq(sess.ID); got != 3 {
+		t.Fatalf("LastSeq after three entries: %d, want 3", got)
+	}
+	if err := s.SetLeaf(ctx, sess.ID, first.GetId()); err != nil {
+		t.Fatal(err)
+	}
+	if got := lastSeq(sess.ID); got != 3 {
+		t.Fatalf("LastSeq after SetLeaf: %d, want 3 (the leaf moved, no entry was added)", got)
+	}
+	tomb := userEntry("[redacted]")
+	tomb.Id = second.GetId()
+	notice := &agentdv1.Entry{Payload: &agentdv1.Entry_RedactionNotice{RedactionNotice: &agentdv1.RedactionNotice{EntryIds: []string{second.GetId()}}}}
+	if err := s.Redact(ctx, sess.ID, []*agentdv1.Entry{tomb}, notice); err != nil {
+		t.Fatal(err)
+	}
+	if got := lastSeq(sess.ID); got != 4 {
+		t.Fatalf("LastSeq after a redaction: %d, want 4 (its notice)", got)
+	}
+	other := mustCreate(t, s, persistence.CreateSessionParams{})
+	mustAppend(t, s, other.ID, userEntry("elsewhere"))
+	if got := lastSeq(sess.ID); got != 4 {
+		t.Fatalf("LastSeq after another session's append: %d, want 4", got)
 	}
 }
