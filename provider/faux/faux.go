@@ -459,9 +459,12 @@ func argumentsJSON(s *structpb.Struct) string {
 
 // estimateUsage fills usage the way pi's faux provider does: ceil(chars/4)
 // of the serialized context as input and of the answer's content as output.
+// The context is measured, not built: it holds the whole conversation.
 func (s *streamer) estimateUsage(m *agentdv1.AssistantMessage) {
-	in := provider.EstimateTokens(serializeContext(s.c))
-	out := provider.EstimateTokens(assistantText(m.GetContent()))
+	var ctxLen, outLen utf16Counter
+	writeContext(&ctxLen, s.c)
+	writeAssistant(&outLen, m.GetContent())
+	in, out := (int64(ctxLen)+3)/4, (int64(outLen)+3)/4
 	m.Usage = &agentdv1.Usage{Input: in, Output: out, TotalTokens: in + out, Cost: &agentdv1.Cost{}}
 }
 
@@ -475,40 +478,63 @@ func lastUserText(c *agentdv1.Context) string {
 	return ""
 }
 
+// textWriter is where the faux model's serialization of messages goes: a
+// strings.Builder, or a utf16Counter that only measures it.
+type textWriter interface {
+	WriteString(s string) (int, error)
+	WriteByte(c byte) error
+}
+
+// utf16Counter counts the UTF-16 code units written to it (provider.UTF16Len
+// adds up over concatenation: it classifies each byte alone).
+type utf16Counter int64
+
+func (c *utf16Counter) WriteString(s string) (int, error) {
+	*c += utf16Counter(provider.UTF16Len(s))
+	return len(s), nil
+}
+
+func (c *utf16Counter) WriteByte(b byte) error {
+	*c += utf16Counter(provider.UTF16Len(string(b)))
+	return nil
+}
+
 func contentText(blocks []*agentdv1.ContentBlock) string {
 	var b strings.Builder
-	for i, c := range blocks {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		switch x := c.Block.(type) {
-		case *agentdv1.ContentBlock_Text:
-			b.WriteString(x.Text.GetText())
-		case *agentdv1.ContentBlock_Image:
-			b.WriteString("[image:" + x.Image.GetMimeType() + ":")
-			b.WriteString(strconv.Itoa(len(x.Image.GetData())))
-			b.WriteString("]")
-		}
-	}
+	writeContent(&b, blocks)
 	return b.String()
 }
 
-func assistantText(blocks []*agentdv1.ContentBlock) string {
-	var b strings.Builder
+func writeContent(w textWriter, blocks []*agentdv1.ContentBlock) {
 	for i, c := range blocks {
 		if i > 0 {
-			b.WriteByte('\n')
+			w.WriteByte('\n')
 		}
 		switch x := c.Block.(type) {
 		case *agentdv1.ContentBlock_Text:
-			b.WriteString(x.Text.GetText())
-		case *agentdv1.ContentBlock_Thinking:
-			b.WriteString(x.Thinking.GetThinking())
-		case *agentdv1.ContentBlock_ToolCall:
-			b.WriteString(x.ToolCall.GetName() + ":" + argumentsJSON(orEmpty(x.ToolCall.GetArguments())))
+			w.WriteString(x.Text.GetText())
+		case *agentdv1.ContentBlock_Image:
+			w.WriteString("[image:" + x.Image.GetMimeType() + ":")
+			w.WriteString(strconv.Itoa(len(x.Image.GetData())))
+			w.WriteString("]")
 		}
 	}
-	return b.String()
+}
+
+func writeAssistant(w textWriter, blocks []*agentdv1.ContentBlock) {
+	for i, c := range blocks {
+		if i > 0 {
+			w.WriteByte('\n')
+		}
+		switch x := c.Block.(type) {
+		case *agentdv1.ContentBlock_Text:
+			w.WriteString(x.Text.GetText())
+		case *agentdv1.ContentBlock_Thinking:
+			w.WriteString(x.Thinking.GetThinking())
+		case *agentdv1.ContentBlock_ToolCall:
+			w.WriteString(x.ToolCall.GetName() + ":" + argumentsJSON(orEmpty(x.ToolCall.GetArguments())))
+		}
+	}
 }
 
 func orEmpty(s *structpb.Struct) *structpb.Struct {
@@ -518,27 +544,44 @@ func orEmpty(s *structpb.Struct) *structpb.Struct {
 	return s
 }
 
-func serializeContext(c *agentdv1.Context) string {
-	var parts []string
+// writeContext writes the context as pi's faux provider serializes it for
+// its estimate: the system prompt, each message with its role, then the
+// tools, separated by blank lines.
+func writeContext(w textWriter, c *agentdv1.Context) {
+	first := true
+	part := func(prefix string) {
+		if !first {
+			w.WriteString("\n\n")
+		}
+		first = false
+		w.WriteString(prefix)
+	}
 	if c.GetSystemPrompt() != "" {
-		parts = append(parts, "system:"+c.GetSystemPrompt())
+		part("system:")
+		w.WriteString(c.GetSystemPrompt())
 	}
 	for _, m := range c.GetMessages() {
 		switch r := m.Role.(type) {
 		case *agentdv1.Message_User:
-			parts = append(parts, "user:"+contentText(r.User.GetContent()))
+			part("user:")
+			writeContent(w, r.User.GetContent())
 		case *agentdv1.Message_Assistant:
-			parts = append(parts, "assistant:"+assistantText(r.Assistant.GetContent()))
+			part("assistant:")
+			writeAssistant(w, r.Assistant.GetContent())
 		case *agentdv1.Message_ToolResult:
-			parts = append(parts, "toolResult:"+r.ToolResult.GetToolName()+"\n"+contentText(r.ToolResult.GetContent()))
+			part("toolResult:")
+			w.WriteString(r.ToolResult.GetToolName())
+			w.WriteByte('\n')
+			writeContent(w, r.ToolResult.GetContent())
 		}
 	}
 	if len(c.GetTools()) > 0 {
-		var names []string
-		for _, t := range c.GetTools() {
-			names = append(names, t.GetName()+":"+t.GetDescription())
+		part("tools:")
+		for i, t := range c.GetTools() {
+			if i > 0 {
+				w.WriteByte(',')
+			}
+			w.WriteString(t.GetName() + ":" + t.GetDescription())
 		}
-		parts = append(parts, "tools:"+strings.Join(names, ","))
 	}
-	return strings.Join(parts, "\n\n")
 }
