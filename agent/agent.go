@@ -126,6 +126,12 @@ type Options struct {
 	// WatchBuffer is how many changes one watcher may fall behind before
 	// it is told to resync. Default DefaultWatchBuffer.
 	WatchBuffer int
+	// ContextCacheBytes bounds the context paths kept in memory for the
+	// sessions that ran last, so their next prompt does not read its
+	// conversation from the store again (an entry counts its encoded size
+	// and 1 KiB, about what it takes decoded). Default
+	// DefaultContextCacheBytes; negative keeps none.
+	ContextCacheBytes int
 }
 
 // Protected is a file no workspace may expose, and what it is.
@@ -156,6 +162,8 @@ type Metrics interface {
 	LeaseLost()
 	// SessionExpired counts a session the retention sweep deleted.
 	SessionExpired()
+	// ContextCacheBytes reports what the context cache holds now.
+	ContextCacheBytes(n int)
 }
 
 // noMetrics records nothing.
@@ -168,6 +176,7 @@ func (noMetrics) StoreLatency(string, time.Duration) {}
 func (noMetrics) LeasesHeld(int)                     {}
 func (noMetrics) LeaseLost()                         {}
 func (noMetrics) SessionExpired()                    {}
+func (noMetrics) ContextCacheBytes(int)              {}
 
 // Agent runs the agent loop for the sessions of one store: the Go
 // counterpart of pi's Agent class, for many sessions at once. It owns one
@@ -196,6 +205,9 @@ type Agent struct {
 	// schemas keeps the tools' compiled parameter schemas: every run
 	// builds its tool set, mostly of the same tools.
 	schemas *agentloop.SchemaCache
+	// contexts keeps the context paths of the sessions that ran last; nil
+	// when Options.ContextCacheBytes is negative.
+	contexts *contextCache
 
 	mu        sync.Mutex
 	bySession map[string]*Run // active runs
@@ -251,6 +263,7 @@ func New(ctx context.Context, store persistence.Store, opts Options) (*Agent, er
 		stop:       make(chan struct{}),
 		watch:      newWatchHub(opts.WatchHistory, opts.WatchBuffer, opts.Now),
 		schemas:    agentloop.NewSchemaCache(maxCachedSchemas),
+		contexts:   newContextCache(opts.ContextCacheBytes, opts.Metrics.ContextCacheBytes),
 	}
 	if opts.TracerProvider != nil {
 		t := newTracer(opts.TracerProvider, opts.CaptureContent)
@@ -542,6 +555,7 @@ func (a *Agent) DeleteSession(ctx context.Context, sessionID string, force bool)
 	if err := a.store.DeleteSession(ctx, sessionID); err != nil {
 		return err
 	}
+	a.contexts.drop(sessionID)
 	a.publishSession(gone, ChangeDeleted, nil)
 	return nil
 }

@@ -130,4 +130,5 @@ func (*expiryCounter) EventProduced()                     {}
 func (*expiryCounter) StoreLatency(string, time.Duration) {}
 func (*expiryCounter) LeasesHeld(int)                     {}
 func (*expiryCounter) LeaseLost()                         {}
+func (*expiryCounter) ContextCacheBytes(int)              {}
 func (m *expiryCounter) SessionExpired()                  { m.expired.Add(1) }

@@ -63,6 +63,9 @@ type Run struct {
 	done chan struct{}
 	// context is the run's context pipeline state; nil until launched.
 	context *runContext
+	// transcript follows the run's path for the context cache; nil
+	// without one.
+	transcript *runTranscript
 	// budget enforces the session's budget; nil until launched.
 	budget *budget
 	// span is the run's invoke_agent span; nil without tracing.
@@ -381,13 +384,11 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 	cfg := sess.Config
 	// The run needs only what its model calls see: after a compaction,
 	// the summary's kept entries and what follows.
-	var path []*agentdv1.Entry
-	var err error
-	if req.FromRoot {
-		if prompt == nil || req.ParentEntryID != "" {
-			return invalid("from_root", "starts a new root with a prompt; it cannot go with Continue or parent_entry_id")
-		}
-	} else if path, err = a.contextPathTo(ctx, r.sessionID, req.ParentEntryID); err != nil {
+	if req.FromRoot && (prompt == nil || req.ParentEntryID != "") {
+		return invalid("from_root", "starts a new root with a prompt; it cannot go with Continue or parent_entry_id")
+	}
+	path, err := a.runContextPath(ctx, r, req.ParentEntryID, req.FromRoot)
+	if err != nil {
 		return err
 	}
 	if err := a.checkStartInDoubt(ctx, r, req, path); err != nil {
@@ -493,6 +494,8 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 			return err
 		}
 	}
+	// From here on the run's appends extend the path it read.
+	a.followAppends(r)
 	if len(snapshots) > 0 {
 		// After the leaf moved, so the snapshots hang on the run's branch,
 		// before its prompt.
@@ -630,6 +633,8 @@ func (a *Agent) endRun(ctx context.Context, r *Run, end *agentdv1.AgentEnd) {
 		a.opts.Logger.ErrorContext(ctx, "could not record the end of a run; it will be closed as interrupted at the next start",
 			"session", r.sessionID, "run", r.id, "err", err)
 	}
+	// Before the session is free, so its next prompt finds the path.
+	a.cacheContext(r)
 	if undelivered := a.finish(r); len(undelivered) > 0 {
 		r.publish(&agentdv1.AgentEvent{Time: timestamppb.New(a.opts.Now()), Event: &agentdv1.AgentEvent_Error{Error: &agentdv1.AgentError{
 			Message: fmt.Sprintf("%d queued message(s) arrived after the run had stopped and were not delivered; send them again with Prompt", len(undelivered)),

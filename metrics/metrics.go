@@ -36,6 +36,7 @@ type Metrics struct {
 	leasesLost     prometheus.Counter
 	notifyLag      prometheus.Histogram
 	expired        prometheus.Counter
+	contextCache   prometheus.Gauge
 }
 
 // New creates the metrics in a registry of their own (plus the Go runtime
@@ -74,13 +75,16 @@ func New() *Metrics {
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "agentd_sessions_expired_total", Help: "Sessions the retention sweep deleted after they were idle longer than their retention.",
 		}),
+		contextCache: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "agentd_context_cache_bytes", Help: "Memory of the context paths kept for the sessions that ran last, as the cache counts it: each entry's encoded size and 1 KiB (--context-cache-mib bounds it).",
+		}),
 		notifyLag: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "agentd_notify_lag_seconds", Help: "Time from a NOTIFY of another replica (or this one) to its receipt here.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 5},
 		}),
 	}
 	m.registry.MustRegister(m.grpc, m.activeRuns, m.runsStarted, m.eventsProduced, m.eventsSent, m.eventDelivery, m.storeSeconds,
-		m.leasesHeld, m.leasesLost, m.notifyLag, m.expired,
+		m.leasesHeld, m.leasesLost, m.notifyLag, m.expired, m.contextCache,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -116,6 +120,13 @@ func (m *Metrics) EventProduced() {
 func (m *Metrics) StoreLatency(op string, d time.Duration) {
 	if m != nil {
 		m.storeSeconds.WithLabelValues(op).Observe(d.Seconds())
+	}
+}
+
+// ContextCacheBytes implements agent.Metrics.
+func (m *Metrics) ContextCacheBytes(n int) {
+	if m != nil {
+		m.contextCache.Set(float64(n))
 	}
 }
 

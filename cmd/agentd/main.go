@@ -92,6 +92,7 @@ type config struct {
 	tlsKey          string
 	metricsListen   string
 	maxRuns         int
+	contextCacheMiB int
 	maxMessageBytes int
 	syncFull        bool
 	plainPayloads   bool
@@ -156,6 +157,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&cfg.metricsListen, "metrics-listen", getenv("AGENTD_METRICS_LISTEN"),
 		"host:port to serve Prometheus metrics on at /metrics, and Go profiles at /debug/pprof/; empty disables (env AGENTD_METRICS_LISTEN)")
 	fs.IntVar(&cfg.maxRuns, "max-runs", 1024, "most runs active at once; more Prompts get RESOURCE_EXHAUSTED")
+	fs.IntVar(&cfg.contextCacheMiB, "context-cache-mib", agent.DefaultContextCacheBytes>>20,
+		"MiB of context paths kept in memory for the sessions that ran last, so their next prompt does not read the conversation from the database again (an entry counts its encoded size and 1 KiB; 0 keeps none)")
 	fs.IntVar(&cfg.maxMessageBytes, "max-message-bytes", 32<<20, "largest gRPC message agentd accepts or sends")
 	fs.BoolVar(&cfg.syncFull, "sync-full", false, "fsync the database on every commit (SQLite synchronous=FULL) instead of NORMAL")
 	fs.BoolVar(&cfg.plainPayloads, "plain-payloads", false,
@@ -222,6 +225,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if cfg.maxRuns < 1 {
 		return config{}, fmt.Errorf("--max-runs %d: want at least 1", cfg.maxRuns)
+	}
+	if cfg.contextCacheMiB < 0 || cfg.contextCacheMiB > maxContextCacheMiB {
+		return config{}, fmt.Errorf("--context-cache-mib %d: want 0 (no cache) to %d", cfg.contextCacheMiB, maxContextCacheMiB)
 	}
 	if cfg.retention < 0 {
 		return config{}, fmt.Errorf("--retention %v: want 0 (keep sessions) or a positive duration", cfg.retention)
@@ -318,6 +324,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			ReplicaID:         cfg.replicaID,
 			Lease:             cfg.lease,
 			MaxConcurrentRuns: cfg.maxRuns,
+			ContextCacheBytes: contextCacheBytes(cfg.contextCacheMiB),
 			Models:            models,
 			Sandbox:           toolSandbox,
 			ToolEnv:           toolEnv,
@@ -542,4 +549,16 @@ func listenAddr(lis net.Listener) string {
 		return "unix://" + lis.Addr().String()
 	}
 	return lis.Addr().String()
+}
+
+// maxContextCacheMiB bounds --context-cache-mib (1 TiB).
+const maxContextCacheMiB = 1 << 20
+
+// contextCacheBytes is agent.Options.ContextCacheBytes for
+// --context-cache-mib: negative keeps no cache.
+func contextCacheBytes(mib int) int {
+	if mib == 0 {
+		return -1
+	}
+	return mib << 20
 }

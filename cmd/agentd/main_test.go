@@ -80,6 +80,8 @@ func TestParseConfigRejectsBadInput(t *testing.T) {
 		{[]string{"--http-listen", "127.0.0.1:0", "--cors-origins", "app.example"}, `origin "app.example": want scheme://host[:port]`},
 		{[]string{"--http-listen", "127.0.0.1:0", "--cors-origins", "http://a.example/path"}, `origin "http://a.example/path"`},
 		{[]string{"--ui"}, "--ui needs --http-listen"},
+		{[]string{"--context-cache-mib", "-1"}, "--context-cache-mib -1: want 0 (no cache) to"},
+		{[]string{"--context-cache-mib", "2000000"}, "--context-cache-mib 2000000"},
 		{[]string{"--http-listen", "127.0.0.1:0", "--ui=maybe"}, "-ui: want true or false"},
 	}
 	for _, tt := range tests {
@@ -215,7 +217,7 @@ func TestRunServesPrometheusMetrics(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{"agentd_active_runs 0", "agentd_events_sent_total 0", "grpc_server_handled_total", "go_goroutines"} {
+	for _, want := range []string{"agentd_active_runs 0", "agentd_events_sent_total 0", "agentd_context_cache_bytes 0", "grpc_server_handled_total", "go_goroutines"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
