@@ -14,7 +14,6 @@ import (
 // DefaultContextCacheBytes is Options.ContextCacheBytes when it is 0.
 const DefaultContextCacheBytes = 32 << 20
 
-
 // contextCache keeps, for the sessions whose runs ended most recently, the
 // context path the run ended with (what the store's ContextPath would
 // return), so the session's next prompt neither reads nor decodes its
