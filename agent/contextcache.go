@@ -54,6 +54,9 @@ type cachedContext struct {
 	key       contextKey
 	path      []*agentdv1.Entry
 	size      int
+	// tokens are the estimates of path's messages
+	// (contextview.Builder.SizesOf).
+	tokens map[*agentdv1.AgentMessage]int64
 }
 
 // newContextCache returns a cache of at most limit bytes (0:
@@ -69,26 +72,27 @@ func newContextCache(limit int, report func(bytes int)) *contextCache {
 	return &contextCache{limit: limit, report: report, byID: map[string]*list.Element{}}
 }
 
-// get returns the session's cached path and its size when it was cached
-// for key. The slice is the caller's to append to.
-func (c *contextCache) get(sessionID string, key contextKey) ([]*agentdv1.Entry, int, bool) {
+// take removes the session's cached context and returns it when it was
+// cached for key: the run that takes it owns it (its token map grows as
+// the run goes on) and puts its own back when it ends.
+func (c *contextCache) take(sessionID string, key contextKey) (*cachedContext, bool) {
 	if c == nil {
-		return nil, 0, false
+		return nil, false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.byID[sessionID]
 	if !ok {
-		return nil, 0, false
+		return nil, false
 	}
 	cc := el.Value.(*cachedContext)
+	c.removeLocked(el)
+	c.report(c.bytes)
 	if cc.key != key {
-		c.removeLocked(el)
-		c.report(c.bytes)
-		return nil, 0, false
+		return nil, false
 	}
-	c.order.MoveToFront(el)
-	return cc.path[:len(cc.path):len(cc.path)], cc.size, true
+	cc.path = cc.path[:len(cc.path):len(cc.path)]
+	return cc, true
 }
 
 // put caches path for key, replacing what the session had, and drops the
@@ -97,7 +101,7 @@ func (c *contextCache) get(sessionID string, key contextKey) ([]*agentdv1.Entry,
 // small entries, reads back in well under a millisecond: many short
 // sessions would fill the cache for little), nor one larger than half of
 // it: one long conversation must not evict every other.
-func (c *contextCache) put(sessionID string, key contextKey, path []*agentdv1.Entry, size int) {
+func (c *contextCache) put(sessionID string, key contextKey, path []*agentdv1.Entry, size int, tokens map[*agentdv1.AgentMessage]int64) {
 	if c == nil {
 		return
 	}
@@ -110,7 +114,7 @@ func (c *contextCache) put(sessionID string, key contextKey, path []*agentdv1.En
 		c.report(c.bytes)
 		return
 	}
-	c.byID[sessionID] = c.order.PushFront(&cachedContext{sessionID: sessionID, key: key, path: path, size: size})
+	c.byID[sessionID] = c.order.PushFront(&cachedContext{sessionID: sessionID, key: key, path: path, size: size, tokens: tokens})
 	c.bytes += size
 	for c.bytes > c.limit {
 		c.removeLocked(c.order.Back())
@@ -165,6 +169,9 @@ type runTranscript struct {
 	key      contextKey // the session when the run read base
 	base     []*agentdv1.Entry
 	baseSize int // -1 until measured
+	// tokens are the estimates known of base's messages, for the run's
+	// context view; nil when base was read from the store.
+	tokens   map[*agentdv1.AgentMessage]int64
 	appended []*agentdv1.Entry
 	broken   bool
 }
@@ -274,8 +281,8 @@ func (a *Agent) runContextPath(ctx context.Context, r *Run, parentEntryID string
 	switch {
 	case fromRoot:
 	case parentEntryID == "":
-		if path, size, ok := a.contexts.get(r.sessionID, t.key); ok {
-			t.base, t.baseSize = path, size
+		if cc, ok := a.contexts.take(r.sessionID, t.key); ok {
+			t.base, t.baseSize, t.tokens = cc.path, cc.size, cc.tokens
 			break
 		}
 		fallthrough
@@ -306,8 +313,23 @@ func (a *Agent) cacheContext(r *Run) {
 		return
 	}
 	if key, path, size, ok := r.transcript.result(); ok {
-		a.contexts.put(r.sessionID, key, path, size)
+		var tokens map[*agentdv1.AgentMessage]int64
+		if rc := r.context; rc != nil {
+			rc.mu.Lock()
+			tokens = rc.view.SizesOf(path)
+			rc.mu.Unlock()
+		}
+		a.contexts.put(r.sessionID, key, path, size, tokens)
 		return
 	}
 	a.contexts.drop(r.sessionID)
+}
+
+// transcriptTokens are the token estimates the run's cached path came
+// with; nil without.
+func (r *Run) transcriptTokens() map[*agentdv1.AgentMessage]int64 {
+	if r.transcript == nil {
+		return nil
+	}
+	return r.transcript.tokens
 }

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentd/agentd/agent/contextview"
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/persistence/memory"
@@ -91,7 +92,10 @@ func (f *cacheFixture) checkCached(sessionID, when string) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	cached, size, ok := f.a.contexts.get(sessionID, keyOf(sess))
+	cc, ok := f.a.contexts.take(sessionID, keyOf(sess))
+	if ok {
+		defer f.a.contexts.put(sessionID, cc.key, cc.path, cc.size, cc.tokens)
+	}
 	if !ok {
 		f.t.Fatalf("%s: nothing cached for the session as it is (leaf %q, last seq %d)", when, sess.LeafEntryID, sess.LastSeq)
 	}
@@ -99,16 +103,26 @@ func (f *cacheFixture) checkCached(sessionID, when string) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if len(cached) != len(stored) {
-		f.t.Fatalf("%s: cached path has %d entries, the store's %d", when, len(cached), len(stored))
+	if len(cc.path) != len(stored) {
+		f.t.Fatalf("%s: cached path has %d entries, the store's %d", when, len(cc.path), len(stored))
 	}
 	for i := range stored {
-		if !proto.Equal(cached[i], stored[i]) {
-			f.t.Fatalf("%s: entry %d differs:\ncached %v\nstored %v", when, i, cached[i], stored[i])
+		if !proto.Equal(cc.path[i], stored[i]) {
+			f.t.Fatalf("%s: entry %d differs:\ncached %v\nstored %v", when, i, cc.path[i], stored[i])
 		}
 	}
-	if want := pathSize(stored); size != want {
-		f.t.Fatalf("%s: cached size %d, the path's %d", when, size, want)
+	if want := pathSize(stored); cc.size != want {
+		f.t.Fatalf("%s: cached size %d, the path's %d", when, cc.size, want)
+	}
+	// The token estimates come along, each the message's.
+	last := cc.path[len(cc.path)-1].GetMessage()
+	if _, ok := cc.tokens[last]; last != nil && !ok {
+		f.t.Fatalf("%s: no token estimate cached for the last message", when)
+	}
+	for m, n := range cc.tokens {
+		if n != contextview.Tokens(m) {
+			f.t.Fatalf("%s: cached estimate %d, the message's %d", when, n, contextview.Tokens(m))
+		}
 	}
 }
 
@@ -256,40 +270,47 @@ func TestContextCacheTellsSessionsOfOneIDApart(t *testing.T) {
 }
 
 // TestContextCacheStaysWithinItsLimit: the least recently used sessions go
-// first, a path under 1/256 or over half of the cache is not kept, and a
-// stale key is a miss that frees the entry.
+// first, a path under 1/256 or over half of the cache is not kept, a run
+// takes its session's context (so none other shares it), and a stale key
+// is a miss that frees the entry.
 func TestContextCacheStaysWithinItsLimit(t *testing.T) {
 	const u = 1 << 20 // one path
 	var reported int
 	c := newContextCache(9*u/2, func(n int) { reported = n })
 	key := func(seq uint64) contextKey { return contextKey{leaf: "l", lastSeq: seq} }
 	for i := range 4 {
-		c.put(fmt.Sprint(i), key(1), nil, u)
+		c.put(fmt.Sprint(i), key(1), nil, u, nil)
 	}
-	if c.bytes != 4*u {
-		t.Fatalf("%d bytes held, want %d", c.bytes, 4*u)
+	if c.bytes != 4*u || reported != c.bytes {
+		t.Fatalf("%d bytes held (%d reported), want %d", c.bytes, reported, 4*u)
 	}
-	if _, _, ok := c.get("0", key(1)); !ok { // 0 is now the most recent
+	// A run of session 0 takes its context and puts its own back.
+	cc, ok := c.take("0", key(1))
+	if !ok {
 		t.Fatal("session 0 missing")
 	}
-	c.put("4", key(1), nil, u)
-	if _, _, ok := c.get("1", key(1)); ok {
+	if _, again := c.take("0", key(1)); again || reported != 3*u {
+		t.Fatalf("a taken context is still there (again %v, %d bytes reported)", again, reported)
+	}
+	c.put("0", key(2), cc.path, u, nil)
+	c.put("4", key(1), nil, u, nil)
+	if _, ok := c.take("1", key(1)); ok {
 		t.Fatal("session 1, the least recently used, was kept past the limit")
 	}
-	if _, _, ok := c.get("0", key(1)); !ok {
+	if _, ok := c.take("0", key(2)); !ok {
 		t.Fatal("session 0, used recently, was dropped")
 	}
 	if c.bytes > c.limit || reported != c.bytes {
 		t.Fatalf("%d bytes held (%d reported), limit %d", c.bytes, reported, c.limit)
 	}
 	for _, size := range []int{c.limit/2 + 1, c.limit/256 - 1} {
-		c.put("odd", key(1), nil, size)
-		if _, _, ok := c.get("odd", key(1)); ok {
+		c.put("odd", key(1), nil, size, nil)
+		if _, ok := c.take("odd", key(1)); ok {
 			t.Fatalf("a path of %d bytes was kept in a cache of %d", size, c.limit)
 		}
 	}
 	held := c.bytes
-	if _, _, ok := c.get("0", key(2)); ok {
+	if _, ok := c.take("2", key(2)); ok {
 		t.Fatal("a stale key hit")
 	}
 	if c.bytes != held-u || reported != c.bytes || len(c.byID) != c.order.Len() {

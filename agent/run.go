@@ -459,7 +459,7 @@ func (a *Agent) launch(ctx context.Context, r *Run, sess *persistence.Session, m
 	r.hooks.configure(r, &loopCfg)
 	r.output.streamOptions(&loopCfg.StreamOptions)
 	r.output.configure(&loopCfg)
-	rc := &runContext{run: r, shaper: newShaper(cfg, model), stream: stream, view: contextview.NewBuilder(path), memo: contextpolicy.NewMemo()}
+	rc := &runContext{run: r, shaper: newShaper(cfg, model), stream: stream, view: contextview.NewBuilderSized(path, r.transcriptTokens()), memo: contextpolicy.NewMemo()}
 	loopCfg.Context = rc.build
 	loopCfg.Retry = rc.retry(retry)
 	r.context = rc

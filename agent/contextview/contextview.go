@@ -276,10 +276,34 @@ type Builder struct {
 
 // NewBuilder returns a builder over path.
 func NewBuilder(path []*agentdv1.Entry) *Builder {
-	b := &Builder{sizes: map[*agentdv1.AgentMessage]int64{}}
+	return NewBuilderSized(path, nil)
+}
+
+// NewBuilderSized is NewBuilder when the sizes of some of path's messages
+// are known (SizesOf of an earlier builder over the same entries): they
+// are not estimated again. The builder owns sizes from then on.
+func NewBuilderSized(path []*agentdv1.Entry, sizes map[*agentdv1.AgentMessage]int64) *Builder {
+	if sizes == nil {
+		sizes = map[*agentdv1.AgentMessage]int64{}
+	}
+	b := &Builder{sizes: sizes}
 	b.path = append(b.path, path...)
 	b.rebuild()
 	return b
+}
+
+// SizesOf returns, in a map of its own, the sizes the builder knows of the
+// messages of path (its own path or a part of it).
+func (b *Builder) SizesOf(path []*agentdv1.Entry) map[*agentdv1.AgentMessage]int64 {
+	out := make(map[*agentdv1.AgentMessage]int64, len(path))
+	for _, e := range path {
+		if m := e.GetMessage(); m != nil {
+			if n, ok := b.sizes[m]; ok {
+				out[m] = n
+			}
+		}
+	}
+	return out
 }
 
 // Append adds an entry at the end of the path.
