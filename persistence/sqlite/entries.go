@@ -117,7 +117,7 @@ func (t *writeTx) append(sessionID string, kinds []string, entries []*agentdv1.E
 			}
 		}
 	}
-	t.stage(sessionID, sessionCache{pk: sess.pk, leaf: leaf, lastSeq: sess.lastSeq + int64(len(entries))})
+	t.stageAppend(sessionID, sessionCache{pk: sess.pk, leaf: leaf, lastSeq: sess.lastSeq + int64(len(entries))}, now)
 	return nil
 }
 
@@ -175,6 +175,7 @@ func (s *Store) SetLeaf(ctx context.Context, sessionID, entryID string) error {
 			return err
 		}
 		t.stage(sessionID, sessionCache{pk: sess.pk, leaf: entryID, lastSeq: sess.lastSeq})
+		t.touch(sessionID)
 		return nil
 	})
 	return opError(err, "move the leaf of session %q to entry %q", sessionID, entryID)

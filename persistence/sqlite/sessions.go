@@ -24,6 +24,16 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 		return nil, err
 	}
 	now := s.now()
+	labels := maps.Clone(p.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	cfg := &agentdv1.SessionConfig{}
+	if p.Config != nil {
+		cfg = proto.CloneOf(p.Config)
+	}
+	created := &persistence.Session{ID: id, Title: p.Title, Labels: labels, Config: cfg, Origin: p.Origin, Tenant: p.Tenant,
+		CreateTime: time.Unix(0, now.UnixNano()), UpdateTime: time.Unix(0, now.UnixNano())}
 	err = s.write(ctx, func(t *writeTx) error {
 		var originSession, originEntry, originRun, originCall, originProfile any
 		if o := p.Origin; o.SessionID != "" {
@@ -49,21 +59,14 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 			}
 		}
 		t.stage(id, sessionCache{pk: pk})
+		t.created(id, created)
 		return nil
 	})
 	if err != nil {
 		return nil, opError(err, "create session %q", id)
 	}
-	labels := maps.Clone(p.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	cfg := &agentdv1.SessionConfig{}
-	if p.Config != nil {
-		cfg = proto.CloneOf(p.Config)
-	}
-	return &persistence.Session{ID: id, Title: p.Title, Labels: labels, Config: cfg, Origin: p.Origin, Tenant: p.Tenant,
-		CreateTime: time.Unix(0, now.UnixNano()), UpdateTime: time.Unix(0, now.UnixNano())}, nil
+	// The record cache keeps created: the caller gets a copy.
+	return copySession(created), nil
 }
 
 // UpdateSession implements [persistence.Store].
@@ -100,8 +103,12 @@ func (s *Store) UpdateSession(ctx context.Context, sessionID string, u persisten
 				}
 			}
 		}
-		_, err = t.exec(`UPDATE sessions SET update_time = ? WHERE pk = ?`, s.now().UnixNano(), sess.pk)
-		return err
+		if _, err = t.exec(`UPDATE sessions SET update_time = ? WHERE pk = ?`, s.now().UnixNano(), sess.pk); err != nil {
+			return err
+		}
+		t.stage(sessionID, sess)
+		t.touch(sessionID)
+		return nil
 	})
 	if err != nil {
 		return nil, opError(err, "update session %q", sessionID)
@@ -114,6 +121,20 @@ func (s *Store) GetSession(ctx context.Context, sessionID string) (*persistence.
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if sess, ok := s.records.get(sessionID); ok {
+		return sess, nil
+	}
+	gen := s.records.generation(sessionID)
+	sess, err := s.readSession(ctx, sessionID)
+	if err != nil {
+		return nil, err
+	}
+	s.records.fill(gen, sess)
+	return sess, nil
+}
+
+// readSession reads the session's record from the database.
+func (s *Store) readSession(ctx context.Context, sessionID string) (*persistence.Session, error) {
 	// A point read is over in microseconds: a cancellable context would
 	// only make database/sql and go-sqlite3 watch it from goroutines of
 	// their own.

@@ -48,6 +48,10 @@ type Store struct {
 	// owner is this process's claim on the file, released last.
 	owner *ownerLock
 
+	// records are the session records GetSession read, kept true by the
+	// writer (records.go).
+	records *recordCache
+
 	// eventEncoders compress event batches on their callers' goroutines
 	// (*rowcodec.Encoder, with compression as the writer's).
 	eventEncoders sync.Pool
@@ -94,7 +98,7 @@ const (
 func newStore(ctx context.Context, path string, o options, w *writer, reader, checkpointer *sql.DB) (*Store, error) {
 	s := &Store{file: path, writer: w, reader: reader, now: time.Now, checkpointer: checkpointer,
 		checkpointKick: make(chan struct{}, 1), checkpointStop: make(chan struct{}),
-		walLimit: o.walLimit, logger: o.logger}
+		walLimit: o.walLimit, logger: o.logger, records: newRecordCache()}
 	prep := []struct {
 		dst  **sql.Stmt
 		text string

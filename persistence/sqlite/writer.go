@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/persistence/internal/rowcodec"
@@ -68,10 +69,15 @@ type sessionCache struct {
 }
 
 // stagedSession is a change to the writer's session cache that takes effect
-// only once the batch commits.
+// only once the batch commits, and what the write did to the session's
+// record (recordCache): nothing (it only read the session), created it,
+// appended at this time, changed it otherwise, or deleted it.
 type stagedSession struct {
-	state   sessionCache
-	deleted bool
+	state    sessionCache
+	deleted  bool
+	changed  bool
+	created  *persistence.Session
+	appended int64 // Unix nanoseconds; 0 without an append
 }
 
 // maxCachedSessions bounds the writer's session cache (about 100 bytes a
@@ -292,7 +298,34 @@ func (t *writeTx) stage(sessionID string, st sessionCache) {
 	if t.staged == nil {
 		t.staged = map[string]stagedSession{}
 	}
-	t.staged[sessionID] = stagedSession{state: st}
+	c := t.staged[sessionID]
+	c.state, c.deleted = st, false
+	t.staged[sessionID] = c
+}
+
+// stageAppend records the session's state after this write appended to it
+// at time now.
+func (t *writeTx) stageAppend(sessionID string, st sessionCache, now time.Time) {
+	t.stage(sessionID, st)
+	c := t.staged[sessionID]
+	c.appended = max(c.appended, now.UnixNano())
+	t.staged[sessionID] = c
+}
+
+// created records that this write created the session, whose record is
+// rec (never changed afterwards).
+func (t *writeTx) created(sessionID string, rec *persistence.Session) {
+	c := t.staged[sessionID]
+	c.created = rec
+	t.staged[sessionID] = c
+}
+
+// touch records that this write changes the session's record other than
+// by appending (its title, config, labels or leaf), after stage.
+func (t *writeTx) touch(sessionID string) {
+	c := t.staged[sessionID]
+	c.changed = true
+	t.staged[sessionID] = c
 }
 
 // forget records that this write deletes the session, and with it runs
@@ -301,7 +334,7 @@ func (t *writeTx) forget(sessionID string) {
 	if t.staged == nil {
 		t.staged = map[string]stagedSession{}
 	}
-	t.staged[sessionID] = stagedSession{deleted: true}
+	t.staged[sessionID] = stagedSession{deleted: true, changed: true}
 	t.forgetting = true
 }
 
@@ -347,6 +380,14 @@ func (s *Store) commitBatch(batch []*writeRequest) []error {
 				break
 			}
 			for id, c := range t.staged {
+				if prev, ok := t.batch[id]; ok {
+					// The record sees the batch's writes together.
+					c.changed = c.changed || prev.changed
+					c.appended = max(c.appended, prev.appended)
+					if c.created == nil {
+						c.created = prev.created
+					}
+				}
 				t.batch[id] = c
 			}
 			for id, seq := range t.stagedSeqs {
@@ -385,6 +426,7 @@ func (s *Store) commitBatch(batch []*writeRequest) []error {
 		for id, seq := range t.batchSeqs {
 			w.lastSeqs[id] = seq
 		}
+		s.records.committed(t.batch)
 		s.committed()
 		return errs
 	}
@@ -395,6 +437,7 @@ func (s *Store) failBatch(errs []error, done []bool, err error) []error {
 	// The transaction's state is unknown: trust nothing.
 	clear(s.writer.sessions)
 	clear(s.writer.lastSeqs)
+	s.records.clear()
 	for i := range errs {
 		if !done[i] {
 			errs[i] = err
