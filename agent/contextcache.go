@@ -261,16 +261,12 @@ func (w recordingWriter) SetLeaf(ctx context.Context, sessionID, entryID string)
 }
 
 // runContextPath is the context path a run starts from (see
-// contextPathTo), from the cache when the session is as the last run here
-// left it. It reads the session again, now that the run holds it: the
-// record the caller read may predate an append that finished since.
+// contextPathTo): none for a session whose leaf is before any entry (a new
+// one, or a new root), the cached one when the session is as the last run
+// here left it, the store's otherwise. It reads the session again, now
+// that the run holds it: the record the caller read may predate an append
+// that finished since.
 func (a *Agent) runContextPath(ctx context.Context, r *Run, parentEntryID string, fromRoot bool) ([]*agentdv1.Entry, error) {
-	if a.contexts == nil {
-		if fromRoot {
-			return nil, nil
-		}
-		return a.contextPathTo(ctx, r.sessionID, parentEntryID)
-	}
 	// Read before the path: an append in between then only makes the
 	// key older than the path, which misses later, never hits wrongly.
 	sess, err := a.store.GetSession(ctx, r.sessionID)
@@ -278,8 +274,12 @@ func (a *Agent) runContextPath(ctx context.Context, r *Run, parentEntryID string
 		return nil, err
 	}
 	t := &runTranscript{key: keyOf(sess), baseSize: -1}
+	if a.contexts != nil {
+		r.transcript = t
+	}
 	switch {
-	case fromRoot:
+	case fromRoot, parentEntryID == "" && sess.LeafEntryID == "":
+		t.baseSize = 0
 	case parentEntryID == "":
 		if cc, ok := a.contexts.take(r.sessionID, t.key); ok {
 			t.base, t.baseSize, t.tokens = cc.path, cc.size, cc.tokens
@@ -291,7 +291,6 @@ func (a *Agent) runContextPath(ctx context.Context, r *Run, parentEntryID string
 			return nil, err
 		}
 	}
-	r.transcript = t
 	return t.base, nil
 }
 

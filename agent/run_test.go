@@ -43,6 +43,10 @@ func (s *heldPath) ContextPath(ctx context.Context, sessionID string) ([]*agentd
 func TestRetryWhileTheFirstAttemptStarts(t *testing.T) {
 	h := newHarness(t, agent.Options{})
 	id := h.session(script(text("ok")))
+	// The launch reads the path only of a transcript that has one.
+	if err := h.store.Append(context.Background(), id, &agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: user("before")}}); err != nil {
+		t.Fatal(err)
+	}
 	held := &heldPath{Store: h.store, entered: make(chan struct{}), release: make(chan struct{})}
 	a, err := agent.New(context.Background(), held, agent.Options{})
 	if err != nil {
@@ -86,7 +90,7 @@ func TestRetryWhileTheFirstAttemptStarts(t *testing.T) {
 		t.Fatal("the run did not reach agent_end")
 	}
 	path, _ := h.store.Path(context.Background(), id)
-	if len(path) != 2 || path[0].GetMessage().GetUser() == nil {
+	if len(path) != 3 || path[1].GetMessage().GetUser() == nil {
 		t.Fatalf("transcript %v: the prompt must be stored once", path)
 	}
 	// Once ended, the same request id replays the run, and still adds
@@ -95,7 +99,7 @@ func TestRetryWhileTheFirstAttemptStarts(t *testing.T) {
 	if err != nil || again != runID {
 		t.Fatalf("retry after the end: %q, %v", again, err)
 	}
-	if path, _ := h.store.Path(context.Background(), id); len(path) != 2 {
+	if path, _ := h.store.Path(context.Background(), id); len(path) != 3 {
 		t.Fatalf("the retry appended again: %d entries", len(path))
 	}
 }
