@@ -14,7 +14,7 @@ import (
 // recordCache keeps the session records GetSession read, so that reading
 // a session again costs no query: after any commit a reader's page cache
 // is stale, and the query (the session, its implied leaf and its labels)
-// took ~100 us. The file has one owner, whose writer is the only one that
+// took 100-230 us. The file has one owner, whose writer is the only one that
 // changes sessions, so the writer keeps the cache true: when a batch
 // commits, an append moves a cached record's leaf, LastSeq and update time,
 // and any other change to a session (its title, config, labels or leaf,
