@@ -3,6 +3,7 @@ package persistence
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -218,6 +219,21 @@ func (p CreateSessionParams) Prepare() (id string, config []byte, err error) {
 		return "", nil, &Error{Kind: ErrInvalid, SessionID: id, Detail: fmt.Sprintf("config: %v", err)}
 	}
 	return id, config, nil
+}
+
+// Created is the record of the session these params create with id at
+// time at (which engines store at the precision they keep): empty, and
+// sharing nothing with p.
+func (p CreateSessionParams) Created(id string, at time.Time) *Session {
+	labels := maps.Clone(p.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	cfg := &agentdv1.SessionConfig{}
+	if p.Config != nil {
+		cfg = proto.CloneOf(p.Config)
+	}
+	return &Session{ID: id, Title: p.Title, Labels: labels, Config: cfg, Origin: p.Origin, Tenant: p.Tenant, CreateTime: at, UpdateTime: at}
 }
 
 // SessionUpdate names the fields UpdateSession changes; nil fields stay.

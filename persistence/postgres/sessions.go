@@ -48,15 +48,7 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 	if err != nil {
 		return nil, opError(err, "create session %q", id)
 	}
-	labels := maps.Clone(p.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	cfg := &agentdv1.SessionConfig{}
-	if p.Config != nil {
-		cfg = proto.CloneOf(p.Config)
-	}
-	return &persistence.Session{ID: id, Title: p.Title, Labels: labels, Config: cfg, Origin: p.Origin, Tenant: p.Tenant, CreateTime: now, UpdateTime: now}, nil
+	return p.Created(id, now), nil
 }
 
 // insertLabels stores a session's labels in one statement.

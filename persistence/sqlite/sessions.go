@@ -24,16 +24,7 @@ func (s *Store) CreateSession(ctx context.Context, p persistence.CreateSessionPa
 		return nil, err
 	}
 	now := s.now()
-	labels := maps.Clone(p.Labels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	cfg := &agentdv1.SessionConfig{}
-	if p.Config != nil {
-		cfg = proto.CloneOf(p.Config)
-	}
-	created := &persistence.Session{ID: id, Title: p.Title, Labels: labels, Config: cfg, Origin: p.Origin, Tenant: p.Tenant,
-		CreateTime: time.Unix(0, now.UnixNano()), UpdateTime: time.Unix(0, now.UnixNano())}
+	created := p.Created(id, time.Unix(0, now.UnixNano()))
 	err = s.write(ctx, func(t *writeTx) error {
 		var originSession, originEntry, originRun, originCall, originProfile any
 		if o := p.Origin; o.SessionID != "" {
