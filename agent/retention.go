@@ -72,6 +72,7 @@ func (a *Agent) SweepRetention(ctx context.Context) (int, error) {
 			}
 			if err == nil {
 				deleted++
+				a.contexts.drop(s.ID)
 				a.opts.Metrics.SessionExpired()
 				a.opts.Logger.Info("retention: deleted an idle session", "session", s.ID, "tenant", s.Tenant,
 					"idle", now.Sub(s.UpdateTime).Round(time.Second), "retention", keep)
