@@ -95,22 +95,26 @@ func (c *contextCache) take(sessionID string, key contextKey) (*cachedContext, b
 	return cc, true
 }
 
+// keeps says whether the cache keeps a path of size bytes: not one
+// smaller than 1/256 of the cache (128 KiB of the default, about a
+// hundred small entries, reads back in well under a millisecond: many
+// short sessions would fill the cache for little), nor one larger than
+// half of it (one long conversation must not evict every other).
+func (c *contextCache) keeps(size int) bool {
+	return c != nil && size >= c.limit/256 && size <= c.limit/2
+}
+
 // put caches path for key, replacing what the session had, and drops the
-// least recently used sessions beyond the limit. A path smaller than
-// 1/256 of the cache is not kept (128 KiB of the default, about a hundred
-// small entries, reads back in well under a millisecond: many short
-// sessions would fill the cache for little), nor one larger than half of
-// it: one long conversation must not evict every other.
+// least recently used sessions beyond the limit; a path the cache does not
+// keep only drops what the session had.
 func (c *contextCache) put(sessionID string, key contextKey, path []*agentdv1.Entry, size int, tokens map[*agentdv1.AgentMessage]int64) {
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.byID[sessionID]; ok {
-		c.removeLocked(el)
-	}
-	if size < c.limit/256 || size > c.limit/2 {
+	c.forgetLocked(sessionID)
+	if !c.keeps(size) {
 		c.report(c.bytes)
 		return
 	}
@@ -129,10 +133,18 @@ func (c *contextCache) drop(sessionID string) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.byID[sessionID]; ok {
-		c.removeLocked(el)
+	if c.forgetLocked(sessionID) {
 		c.report(c.bytes)
 	}
+}
+
+// forgetLocked removes the session's path, if the cache holds one.
+func (c *contextCache) forgetLocked(sessionID string) bool {
+	el, ok := c.byID[sessionID]
+	if ok {
+		c.removeLocked(el)
+	}
+	return ok
 }
 
 func (c *contextCache) removeLocked(el *list.Element) {
@@ -314,7 +326,8 @@ func (a *Agent) cacheContext(r *Run) {
 	}
 	if key, path, size, ok := r.transcript.result(); ok {
 		var tokens map[*agentdv1.AgentMessage]int64
-		if rc := r.context; rc != nil {
+		// Most paths are too short to keep: no map for those.
+		if rc := r.context; rc != nil && a.contexts.keeps(size) {
 			rc.mu.Lock()
 			tokens = rc.view.SizesOf(path)
 			rc.mu.Unlock()
