@@ -19,6 +19,17 @@ func recordsEntry(text string) *agentdv1.Entry {
 		User: &agentdv1.UserMessage{Content: []*agentdv1.ContentBlock{{Block: &agentdv1.ContentBlock_Text{Text: &agentdv1.TextContent{Text: text}}}}}}}}}
 }
 
+// openRecordsStore opens a store in a scratch folder, closed after t.
+func openRecordsStore(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "records.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // sameSession fails unless got and want are the same record.
 func sameSession(t *testing.T, when string, got, want *persistence.Session) {
 	t.Helper()
@@ -34,11 +45,7 @@ func sameSession(t *testing.T, when string, got, want *persistence.Session) {
 // holds, and a caller changing a returned record changes nothing stored.
 func TestSessionRecordsStayTrue(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "records.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openRecordsStore(t)
 	sess, err := s.CreateSession(ctx, persistence.CreateSessionParams{Title: "t", Labels: map[string]string{"team": "a"},
 		Config: &agentdv1.SessionConfig{SystemPrompt: "one"}})
 	if err != nil {
@@ -118,11 +125,7 @@ func TestSessionRecordsStayTrue(t *testing.T) {
 // while appends commit never leave a stale record behind (run with -race).
 func TestSessionRecordsUnderConcurrentWrites(t *testing.T) {
 	ctx := context.Background()
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "records.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openRecordsStore(t)
 	sess, err := s.CreateSession(ctx, persistence.CreateSessionParams{})
 	if err != nil {
 		t.Fatal(err)
