@@ -187,7 +187,7 @@ BENCH_PI_VERSION := 0.73.1
 bench: $(BENCH_PI_DIR)/node_modules/@mariozechner/pi-coding-agent ## Run the speed benchmarks and print each figure against its target (a few minutes).
 	@set -o pipefail; { \
 	  go test -run '^$$' -bench 'BenchmarkPromptStream$$' $(BENCH_FLAGS) ./service && \
-	  go test -run '^$$' -bench 'BenchmarkConcurrentSessions/engine=sqlite/^paced' -benchtime 1x $(BENCH_FLAGS) ./service && \
+	  go test -run '^$$' -bench 'BenchmarkConcurrentSessions/engine=sqlite/^(paced|unpaced)' -benchtime 1x $(BENCH_FLAGS) ./service && \
 	  go test -run '^$$' -bench 'BenchmarkContextPipeline|BenchmarkContextPathCompacted' $(BENCH_FLAGS) ./agent ./persistence/sqlite && \
 	  go test -run '^$$' -bench 'BenchmarkReplicas$$' -benchtime 1x $(BENCH_FLAGS) ./cmd/agentd && \
 	  AGENTD_BENCH_PI_DIR=$(BENCH_PI_DIR) go test -run '^$$' -bench 'BenchmarkRestore$$' -benchtime 5x $(BENCH_FLAGS) ./cmd/agentd; \

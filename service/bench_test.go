@@ -149,6 +149,12 @@ type bareStreamer struct {
 	events []*agentdv1.AgentEvent
 }
 
+// ListModels implements agentdv1.AgentServiceServer: the load generator
+// opens each connection with it.
+func (b *bareStreamer) ListModels(context.Context, *agentdv1.ListModelsRequest) (*agentdv1.ListModelsResponse, error) {
+	return &agentdv1.ListModelsResponse{}, nil
+}
+
 // Prompt implements agentdv1.AgentServiceServer.
 func (b *bareStreamer) Prompt(_ *agentdv1.PromptRequest, stream grpc.ServerStreamingServer[agentdv1.AgentEvent]) error {
 	for _, ev := range b.events {
@@ -433,19 +439,7 @@ func benchPromptStream(b *testing.B, deltas, prompts int, oneSession bool) {
 	// Run once to learn the exact events, which the baseline replays.
 	var events []*agentdv1.AgentEvent
 	prompt(&events)
-	file := filepath.Join(b.TempDir(), "events.bin")
-	var raw []byte
-	for _, ev := range events {
-		data, err := proto.Marshal(ev)
-		if err != nil {
-			b.Fatal(err)
-		}
-		raw = protowire.AppendBytes(raw, data)
-	}
-	if err := os.WriteFile(file, raw, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	bareSrv := startChild(b, roleBare, file, true)
+	bareSrv := startChild(b, roleBare, writeEvents(b, events), true)
 	bare := benchClient(b, bareSrv.addr)
 	// Both servers have streamed once before the clock starts, as agentd
 	// did above: a cold HTTP/2 connection (small flow-control windows, cold
@@ -496,6 +490,24 @@ func benchPromptStream(b *testing.B, deltas, prompts int, oneSession bool) {
 	b.ReportMetric(agentdCPUPerEvent, "agentd-cpu-µs/event")
 	b.ReportMetric(bareCPUPerEvent, "bare-cpu-µs/event")
 	b.ReportMetric(agentdCPUPerEvent/bareCPUPerEvent, "cpu-ratio-vs-bare")
+}
+
+// writeEvents writes events, length-delimited, to a new file for the bare
+// server (serveBareForBench) to replay, and returns its path.
+func writeEvents(b *testing.B, events []*agentdv1.AgentEvent) string {
+	var raw []byte
+	for _, ev := range events {
+		data, err := proto.Marshal(ev)
+		if err != nil {
+			b.Fatal(err)
+		}
+		raw = protowire.AppendBytes(raw, data)
+	}
+	file := filepath.Join(b.TempDir(), "events.bin")
+	if err := os.WriteFile(file, raw, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return file
 }
 
 // loadPlan is what the load generator process is told: where agentd is
@@ -694,28 +706,46 @@ func watchIdle(ctx context.Context, clients []agentdv1.AgentServiceClient, ids [
 // the events delivered (prompts, tool calls and stores included).
 // "unpaced" streams as fast as the CPU allows, which saturates this
 // machine and measures throughput (events/s) rather than latency: every
-// event then queues behind the others. Each runs on SQLite and on
+// event then queues behind the others; the same load generator then
+// receives the same streams from a bare grpc-go server replaying one
+// prompt's events, for events/s and CPU per event against it.
+//
+// Before the load, one prompt runs alone: its time is what a prompt takes
+// when nothing queues, so the load offers sessions × its events over that
+// time (plus the spread) per second. offered/delivered above 1 says the
+// machine could not keep up: the latencies then measure the queue. The
+// staggered variant also runs at the smaller session counts
+// AGENTD_BENCH_SESSION_STEPS (250 and 500), to show up to where the
+// latency targets hold on the machine. Each runs on SQLite and on
 // PostgreSQL (engine=postgres: one replica on a new database; skipped
 // without a server, see pgtest).
 func BenchmarkConcurrentSessions(b *testing.B) {
 	tps := uint32(benchenv.Int(b, "TPS", 50))
 	spread := benchenv.Duration(b, "SPREAD", time.Second)
 	idle := benchenv.Int(b, "IDLE_SESSIONS", 10_000)
+	sessions := benchenv.Int(b, "SESSIONS", 1000)
+	steps := benchenv.Ints(b, "SESSION_STEPS", 250, 500)
 	for _, engine := range []string{"sqlite", "postgres"} {
-		for _, tc := range []struct {
-			name   string
-			tps    uint32
-			spread time.Duration
-			idle   int
-		}{{"paced", tps, 0, 0}, {"paced_staggered", tps, spread, 0}, {"paced_idle", tps, 0, idle}, {"unpaced", 0, 0, 0}} {
-			b.Run("engine="+engine+"/"+tc.name, func(b *testing.B) { benchConcurrentSessions(b, engine, tc.tps, tc.spread, tc.idle) })
+		type variant struct {
+			name     string
+			sessions int
+			tps      uint32
+			spread   time.Duration
+			idle     int
+		}
+		variants := []variant{{"paced", sessions, tps, 0, 0}, {"paced_staggered", sessions, tps, spread, 0}, {"paced_idle", sessions, tps, 0, idle}, {"unpaced", sessions, 0, 0, 0}}
+		for _, n := range steps {
+			variants = append(variants, variant{fmt.Sprintf("paced_staggered/sessions=%d", n), n, tps, spread, 0})
+		}
+		for _, v := range variants {
+			b.Run("engine="+engine+"/"+v.name, func(b *testing.B) { benchConcurrentSessions(b, engine, v.sessions, v.tps, v.spread, v.idle) })
 		}
 	}
 }
 
-func benchConcurrentSessions(b *testing.B, engine string, tokensPerSecond uint32, spread time.Duration, idle int) {
+func benchConcurrentSessions(b *testing.B, engine string, sessions int, tokensPerSecond uint32, spread time.Duration, idle int) {
 	benchenv.Procs(b)
-	sessions, turns, conns := benchenv.Int(b, "SESSIONS", 1000), benchenv.Int(b, "TURNS", 10), benchenv.Int(b, "CONNS", 8)
+	turns, conns := benchenv.Int(b, "TURNS", 10), benchenv.Int(b, "CONNS", 8)
 	tool := testkit.ReadOnlyTool{FuncTool: agentloop.FuncTool{
 		Def: &agentdv1.Tool{Name: "step", Description: "One step.", Parameters: mustStruct(b, map[string]any{"type": "object"})},
 		Fn: func(context.Context, agentloop.Call) (agentloop.Result, error) {
@@ -744,16 +774,16 @@ func benchConcurrentSessions(b *testing.B, engine string, tokensPerSecond uint32
 		for range sessions {
 			plan.Sessions = append(plan.Sessions, h.createSession(cfg))
 		}
+		// One prompt alone: what each session of the load asks of agentd,
+		// and how long it takes when nothing queues.
+		soloStart := time.Now()
+		solo := h.prompt(h.createSession(cfg), "go")
+		soloTime := time.Since(soloStart)
 		rssEmpty, heapEmpty := settledRSS(b), liveHeap()
 		plan.Idle = idleSessions(b, h, idle)
-		file := filepath.Join(b.TempDir(), "plan.json")
-		raw, _ := json.Marshal(plan)
-		if err := os.WriteFile(file, raw, 0o644); err != nil {
-			b.Fatal(err)
-		}
 		runtime.GC()
 		baseline := runtime.NumGoroutine()
-		load := startChild(b, roleLoad, file, false)
+		load := startChild(b, roleLoad, writePlan(b, plan), false)
 		out := bufio.NewReader(load.stdout)
 		if idle > 0 {
 			if line, err := out.ReadString('\n'); strings.TrimSpace(line) != idleOpenLine {
@@ -792,10 +822,15 @@ func benchConcurrentSessions(b *testing.B, engine string, tokensPerSecond uint32
 			b.Fatalf("%d sessions failed, the first: %s", len(res.Errors), res.Errors[0])
 		}
 		lat := res.Latencies
+		delivered := float64(len(lat)) / res.Seconds
+		cpuPerEvent := float64(cpu.Nanoseconds()) / float64(len(lat)) / 1e3
+		offered := float64(sessions*len(solo)) / (soloTime + spread).Seconds()
 		b.ReportMetric(float64(sessions), "sessions")
 		b.ReportMetric(float64(len(lat)), "events/op")
-		b.ReportMetric(float64(len(lat))/res.Seconds, "events/s")
-		b.ReportMetric(float64(cpu.Nanoseconds())/float64(len(lat))/1e3, "agentd-cpu-µs/event")
+		b.ReportMetric(delivered, "events/s")
+		b.ReportMetric(offered, "offered-events/s")
+		b.ReportMetric(offered/delivered, "offered/delivered")
+		b.ReportMetric(cpuPerEvent, "agentd-cpu-µs/event")
 		// How busy the machine was: agentd's and the load generator's CPU
 		// over what the machine's cores could give in the load's time.
 		// Near 1, every event queues for a core, whatever agentd does.
@@ -825,8 +860,51 @@ func benchConcurrentSessions(b *testing.B, engine string, tokensPerSecond uint32
 		b.ReportMetric(float64(rssAfter)/(1<<20), "rss-after-MiB")
 		b.ReportMetric(float64(rssAfter)/float64(rssBefore), "rss-after/baseline")
 		h.stop()
+		if tokensPerSecond == 0 && idle == 0 {
+			bareRate, bareCPU := bareConcurrent(b, solo, plan)
+			b.ReportMetric(bareRate, "bare-grpc-events/s")
+			b.ReportMetric(delivered/bareRate, "events/s-vs-bare")
+			b.ReportMetric(bareCPU, "bare-cpu-µs/event")
+			b.ReportMetric(cpuPerEvent/bareCPU, "cpu/event-vs-bare")
+		}
 		b.StartTimer()
 	}
+}
+
+// writePlan writes plan to a new file for the load generator and returns
+// its path.
+func writePlan(b *testing.B, plan loadPlan) string {
+	raw, err := json.Marshal(plan)
+	if err != nil {
+		b.Fatal(err)
+	}
+	file := filepath.Join(b.TempDir(), "plan.json")
+	if err := os.WriteFile(file, raw, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return file
+}
+
+// bareConcurrent runs the load generator of plan against a bare grpc-go
+// server that answers every Prompt with events, and returns the events
+// per second the clients received and the server's CPU per event (µs).
+func bareConcurrent(b *testing.B, events []*agentdv1.AgentEvent, plan loadPlan) (eventsPerSecond, cpuPerEvent float64) {
+	srv := startChild(b, roleBare, writeEvents(b, events), true)
+	defer srv.stop()
+	plan.Addr, plan.Idle = srv.addr, nil
+	cpu0 := cpuTime(b, srv.cmd.Process.Pid)
+	load := startChild(b, roleLoad, writePlan(b, plan), false)
+	defer load.stop()
+	var res loadResult
+	if err := json.NewDecoder(load.stdout).Decode(&res); err != nil {
+		b.Fatalf("the load generator reported nothing useful against the bare server: %v", err)
+	}
+	cpu := cpuTime(b, srv.cmd.Process.Pid) - cpu0
+	if len(res.Errors) > 0 {
+		b.Fatalf("%d streams from the bare server failed, the first: %s", len(res.Errors), res.Errors[0])
+	}
+	n := float64(len(res.Latencies))
+	return n / res.Seconds, float64(cpu.Nanoseconds()) / n / 1e3
 }
 
 // BenchmarkStartWith10kSessions measures agentd's start-up to health
