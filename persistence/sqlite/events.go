@@ -34,7 +34,11 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, events []persist
 	if err == nil {
 		err = s.write(ctx, func(t *writeTx) error { return t.appendEvents(runID, events, payload, encoding) })
 	}
-	return opError(err, "append events %d to %d of run %q", events[0].Seq, events[len(events)-1].Seq, runID)
+	if err != nil {
+		// Only here: boxing the arguments costs an allocation per batch.
+		return opError(err, "append events %d to %d of run %q", events[0].Seq, events[len(events)-1].Seq, runID)
+	}
+	return nil
 }
 
 // appendEvents stores a batch of a run's events, encoded as payload with

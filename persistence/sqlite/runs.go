@@ -48,7 +48,10 @@ func (s *Store) StartRun(ctx context.Context, sessionID, runID string, req *agen
 		t.stageLastSeq(runID, 0)
 		return nil
 	})
-	return opError(err, "record the start of run %q of session %q", runID, sessionID)
+	if err != nil {
+		return opError(err, "record the start of run %q of session %q", runID, sessionID)
+	}
+	return nil
 }
 
 // EndRun implements [persistence.Store].
@@ -74,19 +77,26 @@ func (s *Store) EndRun(ctx context.Context, runID string, end persistence.RunEnd
 			s.now().UnixNano(), int32(end.Outcome), end.ErrorMessage, usage, output, runID)
 		return err
 	})
-	return opError(err, "record the end of run %q", runID)
+	if err != nil {
+		return opError(err, "record the end of run %q", runID)
+	}
+	return nil
 }
 
 // ReserveEvents implements [persistence.Store].
 func (s *Store) ReserveEvents(ctx context.Context, runID string, through uint64) error {
-	return opError(s.updateRun(ctx, runID, `UPDATE runs SET reserved_seq = max(reserved_seq, ?) WHERE id = ?`, through, runID),
-		"reserve the events of run %q up to seq %d", runID, through)
+	if err := s.updateRun(ctx, runID, `UPDATE runs SET reserved_seq = max(reserved_seq, ?) WHERE id = ?`, through, runID); err != nil {
+		return opError(err, "reserve the events of run %q up to seq %d", runID, through)
+	}
+	return nil
 }
 
 // SetRunPrompt implements [persistence.Store].
 func (s *Store) SetRunPrompt(ctx context.Context, runID, entryID string) error {
-	return opError(s.updateRun(ctx, runID, `UPDATE runs SET prompt_entry_id = ? WHERE id = ?`, entryID, runID),
-		"record the prompt of run %q", runID)
+	if err := s.updateRun(ctx, runID, `UPDATE runs SET prompt_entry_id = ? WHERE id = ?`, entryID, runID); err != nil {
+		return opError(err, "record the prompt of run %q", runID)
+	}
+	return nil
 }
 
 // updateRun runs an UPDATE of one run's row; no such row is
