@@ -394,9 +394,23 @@ func (l *eventLog) started() bool {
 	return l.next > 1
 }
 
-// timedFlush stores what waits, FlushInterval after the first of it.
+// timedFlush stores what waits once its oldest event is FlushInterval
+// old. The timer was set by the first event after a batch; when a batch
+// stored since (at a message_end) left only younger events, it waits for
+// them instead: a run that reaches a message_end at least every
+// FlushInterval stores nothing but those batches.
 func (l *eventLog) timedFlush() {
 	l.mu.Lock()
+	if from := l.durable + 1; from < l.next && from >= l.first {
+		chunk, i := l.chunkLocked(from)
+		// The event's time is the run's clock: a wait is never longer than
+		// FlushInterval, whatever that clock says.
+		if wait := FlushInterval - time.Since(chunk[i].Time); wait > 0 {
+			time.AfterFunc(min(wait, FlushInterval), l.timedFlush)
+			l.mu.Unlock()
+			return
+		}
+	}
 	l.armed = false
 	l.mu.Unlock()
 	l.flushOrWarn()

@@ -4,8 +4,12 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/persistence"
@@ -275,6 +279,67 @@ func TestEventLogTimedFlush(t *testing.T) {
 			t.Fatalf("after %v only %d events are stored", 5*time.Second, len(stored))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// batchTimesStore records when each batch of events was stored and the
+// seq it ended with.
+type batchTimesStore struct {
+	persistence.Store
+	mu      sync.Mutex
+	batches []storedBatch
+}
+
+type storedBatch struct {
+	at   time.Time
+	last uint64
+}
+
+func (s *batchTimesStore) AppendEvents(ctx context.Context, runID string, events []persistence.Event) error {
+	err := s.Store.AppendEvents(ctx, runID, events)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.batches = append(s.batches, storedBatch{time.Now(), events[len(events)-1].Seq})
+	return err
+}
+
+func (s *batchTimesStore) stored() []storedBatch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.batches)
+}
+
+// A batch stored at a message_end restarts the wait: the events after it
+// are stored once the oldest of them is FlushInterval old, not when the
+// timer the first events set goes off, so a run that stores a batch at
+// least every FlushInterval stores no others.
+func TestEventLogTimedFlushWaitsForTheOldestUnstoredEvent(t *testing.T) {
+	l, store := newTestLog(t)
+	batches := &batchTimesStore{Store: store}
+	l.store = batches
+	first := agentStart()
+	first.Time = timestamppb.Now()
+	l.append(first) // sets the timer
+	time.Sleep(FlushInterval / 2)
+	if err := l.flush(context.Background()); err != nil { // as at a message_end
+		t.Fatal(err)
+	}
+	logged := time.Now()
+	next := turnStart()
+	next.Time = timestamppb.New(logged)
+	l.append(next)
+	for deadline := time.Now().Add(5 * time.Second); len(batches.stored()) < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second event was not stored within 5 s: batches %+v", batches.stored())
+		}
+	}
+	time.Sleep(FlushInterval) // no further batch comes
+	got := batches.stored()
+	if len(got) != 2 || got[0].last != 1 || got[1].last != 2 {
+		t.Fatalf("batches = %+v; want one ending at seq 1 (the message_end's) and one at seq 2", got)
+	}
+	if waited := got[1].at.Sub(logged); waited < FlushInterval-time.Millisecond {
+		t.Errorf("the second event was stored %v after it was logged; want FlushInterval (%v)", waited, FlushInterval)
 	}
 }
 
