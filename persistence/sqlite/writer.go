@@ -15,8 +15,9 @@ import (
 
 // writer is the one connection that writes, with group commit: writes
 // queue up, and whichever caller holds the leader token runs every queued
-// write in one transaction, each inside its own savepoint, so one commit
-// serves many sessions' appends and a failing write is rolled back alone.
+// write in one transaction, so one commit serves many sessions' appends;
+// when one write fails, the transaction is rolled back and the others run
+// again without it.
 // A caller that finds nobody leading runs its own write at once, on its
 // own goroutine: an append that does not contend hands nothing to another
 // goroutine (each handoff costs futex wake-ups). Queued writes run in
