@@ -21,7 +21,7 @@
 // The database runs in WAL mode with foreign keys on. All writes go through
 // one connection (SQLite allows one writer at a time, so a pool would only
 // add lock waits), with group commit: concurrent writes share one
-// transaction, a savepoint each, and an uncontended append runs on its
+// transaction (one that fails is left out of a rerun), and an uncontended append runs on its
 // caller's goroutine (writer.go). Reads use a separate pool of query-only
 // connections, which WAL lets run concurrently with the writer; a third
 // connection checkpoints the WAL in the background, so appends normally
