@@ -168,6 +168,8 @@ type eventLog struct {
 	wake     chan struct{}
 	armed    bool // a timed flush is pending
 	sizing   bool // a size-triggered flush is running
+	// armedDurable is durable when the pending timed flush was set.
+	armedDurable uint64
 
 	// followers maps each follower reading from the tail to the last seq
 	// it sent; room is signalled when one makes progress or leaves.
@@ -294,7 +296,9 @@ func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged bool) {
 	}
 	l.wakeLocked()
 	arm := !l.armed && !end
-	l.armed = l.armed || arm
+	if arm {
+		l.armed, l.armedDurable = true, l.durable
+	}
 	unstored := l.next - 1 - l.durable
 	sized := !l.sizing && unstored >= FlushBatch
 	l.sizing = l.sizing || sized
@@ -401,11 +405,12 @@ func (l *eventLog) started() bool {
 // FlushInterval stores nothing but those batches.
 func (l *eventLog) timedFlush() {
 	l.mu.Lock()
-	if from := l.durable + 1; from < l.next && from >= l.first {
+	if from := l.durable + 1; l.durable > l.armedDurable && from < l.next && from >= l.first {
 		chunk, i := l.chunkLocked(from)
-		// The event's time is the run's clock: a wait is never longer than
-		// FlushInterval, whatever that clock says.
+		// The event's time is the run's clock, which may run ahead: a wait
+		// is at most FlushInterval, and the next one needs another batch.
 		if wait := FlushInterval - time.Since(chunk[i].Time); wait > 0 {
+			l.armedDurable = l.durable
 			time.AfterFunc(min(wait, FlushInterval), l.timedFlush)
 			l.mu.Unlock()
 			return

@@ -343,6 +343,42 @@ func TestEventLogTimedFlushWaitsForTheOldestUnstoredEvent(t *testing.T) {
 	}
 }
 
+// A run whose clock runs ahead still has its events stored by the timer:
+// they look younger than FlushInterval for good.
+func TestEventLogTimedFlushWithAClockAhead(t *testing.T) {
+	l, store := newTestLog(t)
+	ahead := timestamppb.New(time.Now().Add(time.Hour))
+	first := agentStart()
+	first.Time = ahead
+	l.append(first)
+	if err := l.flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	next := turnStart()
+	next.Time = ahead
+	l.append(next) // sets the timer
+	l.append(turnStart())
+	time.Sleep(FlushInterval / 2)
+	if err := l.flush(context.Background()); err != nil { // as at a message_end
+		t.Fatal(err)
+	}
+	last := turnStart()
+	last.Time = ahead
+	l.append(last)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		stored, err := store.Events(context.Background(), "r", 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(stored) == 4 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("5 s after the last event only %d of 4 are stored", len(stored))
+		}
+	}
+}
+
 // blockingStore holds every AppendEvents until release is closed.
 type blockingStore struct {
 	persistence.Store
