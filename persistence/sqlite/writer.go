@@ -375,7 +375,10 @@ func (s *Store) commitBatch(batch []*writeRequest) []error {
 				errs[i], done[i] = err, true
 				continue
 			}
-			t.staged, t.stagedSeqs, t.forgetting = nil, nil, false
+			// Emptied, not dropped: the maps serve the batch's writes in turn.
+			clear(t.staged)
+			clear(t.stagedSeqs)
+			t.forgetting = false
 			if err := r.fn(t); err != nil {
 				errs[i], done[i], failed = err, true, true
 				break
