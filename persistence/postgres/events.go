@@ -31,7 +31,7 @@ func (s *Store) appendEvents(ctx context.Context, f *persistence.Fence, runID st
 	// Encode and compress before the transaction, which holds the lock.
 	enc, release := s.encoder()
 	defer release()
-	payload, encoding, err := enc.Encode(rowcodec.EncodeEvents(events))
+	payload, encoding, err := enc.EncodeEvents(events)
 	if err == nil {
 		err = s.write(ctx, func(tx pgx.Tx) error {
 			r, err := lockRun(ctx, tx, runID, "FOR UPDATE")

@@ -30,7 +30,7 @@ func (s *Store) AppendEvents(ctx context.Context, runID string, events []persist
 		enc.Trim()
 		s.eventEncoders.Put(enc)
 	}()
-	payload, encoding, err := enc.Encode(rowcodec.EncodeEvents(events))
+	payload, encoding, err := enc.EncodeEvents(events)
 	if err == nil {
 		err = s.write(ctx, func(t *writeTx) error { return t.appendEvents(runID, events, payload, encoding) })
 	}

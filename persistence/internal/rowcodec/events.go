@@ -3,6 +3,7 @@ package rowcodec
 import (
 	"fmt"
 	"math"
+	"slices"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -44,6 +45,20 @@ const (
 // EncodeEvents is a batch's plain payload: compact when one of the events
 // is a delta, plain otherwise.
 func EncodeEvents(events []persistence.Event) []byte {
+	return appendEvents(nil, events)
+}
+
+// EncodeEvents returns what to store for a batch of events and its
+// encoding, as Encode does for the batch's plain payload (EncodeEvents),
+// which it builds in a buffer of its own. The returned slice is valid
+// until the next call.
+func (p *Encoder) EncodeEvents(events []persistence.Event) ([]byte, int64, error) {
+	p.plain = appendEvents(p.plain[:0], events)
+	return p.Encode(p.plain)
+}
+
+// appendEvents appends the plain payload of a batch to dst.
+func appendEvents(dst []byte, events []persistence.Event) []byte {
 	var identity *persistence.Delta
 	// size is the plain format's size; compact estimates the compact
 	// one's (a delta takes its time, a few bytes, and its text; a record
@@ -63,14 +78,14 @@ func EncodeEvents(events []persistence.Event) []byte {
 		}
 	}
 	if identity == nil {
-		payload := make([]byte, 0, size)
+		payload := slices.Grow(dst, size)
 		for _, ev := range events {
 			payload = protowire.AppendBytes(payload, ev.Data)
 		}
 		return payload
 	}
 	shared, _ := proto.Marshal(&agentdv1.AgentEvent{SessionId: identity.SessionID, RunId: identity.RunID, TraceId: identity.TraceID})
-	payload := make([]byte, 0, compact)
+	payload := slices.Grow(dst, compact)
 	payload = append(payload, 0, compactVersion)
 	payload = protowire.AppendBytes(payload, shared)
 	compactable := func(ev persistence.Event) bool {

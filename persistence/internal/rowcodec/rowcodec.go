@@ -69,9 +69,10 @@ const (
 // Not safe for concurrent use.
 type Encoder struct {
 	// Off stores everything plain (compression disabled).
-	Off bool
-	zw  *zlib.Writer
-	out bytes.Buffer
+	Off   bool
+	zw    *zlib.Writer
+	out   bytes.Buffer
+	plain []byte // EncodeEvents's plain payload
 }
 
 // Encode returns what to store for the plain protobuf pb and its
@@ -102,11 +103,14 @@ func (p *Encoder) Encode(pb []byte) ([]byte, int64, error) {
 	return p.out.Bytes(), EncodingZlib, nil
 }
 
-// Trim drops the encoder's output buffer when it grew beyond
+// Trim drops the encoder's buffers when they grew beyond
 // MaxPooledBuffer, before the encoder goes back to a pool.
 func (p *Encoder) Trim() {
 	if p.out.Cap() > MaxPooledBuffer {
 		p.out = bytes.Buffer{}
+	}
+	if cap(p.plain) > MaxPooledBuffer {
+		p.plain = nil
 	}
 }
 

@@ -87,11 +87,17 @@ func TestBatchRoundTrip(t *testing.T) {
 		events = append(events, persistence.Event{Seq: seq, Data: []byte(strings.Repeat("event data ", int(seq)*100))})
 	}
 	var enc rowcodec.Encoder
-	stored, encoding, err := enc.Encode(rowcodec.EncodeEvents(events))
+	stored, encoding, err := enc.EncodeEvents(events)
 	if err != nil || encoding != rowcodec.EncodingZlib {
-		t.Fatalf("Encode: encoding %d, %v", encoding, err)
+		t.Fatalf("EncodeEvents: encoding %d, %v", encoding, err)
 	}
 	stored = bytes.Clone(stored)
+	// The encoder's buffers serve the next batch: a small one is stored
+	// plain, as its payload.
+	small := []persistence.Event{{Seq: 10, Data: []byte("small")}}
+	if plain, smallEncoding, err := enc.EncodeEvents(small); err != nil || smallEncoding != rowcodec.EncodingProto || !bytes.Equal(plain, rowcodec.EncodeEvents(small)) {
+		t.Fatalf("EncodeEvents of a small batch after a big one = %x (encoding %d), %v; want its plain payload %x", plain, smallEncoding, err, rowcodec.EncodeEvents(small))
+	}
 	tests := []struct {
 		after     uint64
 		limit     int
