@@ -266,19 +266,24 @@ func TestEventLogTimedFlush(t *testing.T) {
 	l, store := newTestLog(t)
 	l.append(agentStart())
 	l.append(turnStart())
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		stored, err := store.Events(context.Background(), "r", 0, 10)
+	waitStored(t, store, 2)
+}
+
+// waitStored waits up to 5 s for the test run's first n events to be
+// stored.
+func waitStored(t *testing.T, store persistence.Store, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		stored, err := store.Events(context.Background(), "r", 0, n+1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(stored) == 2 {
-			break
+		if len(stored) == n {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %v only %d events are stored", 5*time.Second, len(stored))
+			t.Fatalf("after 5 s only %d of %d events are stored", len(stored), n)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -365,18 +370,7 @@ func TestEventLogTimedFlushWithAClockAhead(t *testing.T) {
 	last := turnStart()
 	last.Time = ahead
 	l.append(last)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		stored, err := store.Events(context.Background(), "r", 0, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(stored) == 4 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("5 s after the last event only %d of 4 are stored", len(stored))
-		}
-	}
+	waitStored(t, store, 4)
 }
 
 // blockingStore holds every AppendEvents until release is closed.
