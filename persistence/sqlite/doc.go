@@ -21,15 +21,15 @@
 // The database runs in WAL mode with foreign keys on. All writes go through
 // one connection (SQLite allows one writer at a time, so a pool would only
 // add lock waits), with group commit: concurrent writes share one
-// transaction (one that fails is left out of a rerun), and an uncontended append runs on its
-// caller's goroutine (writer.go). Reads use a separate pool of query-only
-// connections, which WAL lets run concurrently with the writer; a third
-// connection checkpoints the WAL in the background, so appends normally
-// never wait for a checkpoint's fsyncs. Commits use synchronous=NORMAL by
-// default: a process crash loses nothing committed, and a power loss can
-// lose at most the last commits but never corrupts the file.
-// WithSynchronous(SyncFull) fsyncs every commit for users who need
-// durability against power loss too.
+// transaction (one that fails is left out of a rerun), and an uncontended
+// append runs on its caller's goroutine (writer.go). Reads use a separate
+// pool of query-only connections, which WAL lets run concurrently with the
+// writer; a third connection checkpoints the WAL in the background, so
+// appends normally never wait for a checkpoint's fsyncs. Commits use
+// synchronous=NORMAL by default: a process crash loses nothing committed,
+// and a power loss can lose at most the last commits but never corrupts
+// the file. WithSynchronous(SyncFull) fsyncs every commit for users who
+// need durability against power loss too.
 //
 // Entry payloads are the binary protobuf of agentdv1.Entry, so any language
 // can read a database back (see migrations/0001_init.sql for the schema).

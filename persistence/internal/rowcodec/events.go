@@ -49,9 +49,9 @@ func EncodeEvents(events []persistence.Event) []byte {
 }
 
 // EncodeEvents returns what to store for a batch of events and its
-// encoding, as Encode does for the batch's plain payload (EncodeEvents),
-// which it builds in a buffer of its own. The returned slice is valid
-// until the next call.
+// encoding, as [Encoder.Encode] does for the batch's plain payload
+// ([EncodeEvents]), which it builds in a buffer of its own. The returned
+// slice is valid until the next call.
 func (p *Encoder) EncodeEvents(events []persistence.Event) ([]byte, int64, error) {
 	p.plain = appendEvents(p.plain[:0], events)
 	return p.Encode(p.plain)
