@@ -85,14 +85,17 @@ func (a *Agent) AppendMessages(ctx context.Context, sessionID string, msgs []*ag
 		return nil, err
 	}
 	defer release()
-	path, err := a.store.Path(ctx, sessionID)
+	// A tool result answers a call of the latest answer, and a call in
+	// doubt is one of its calls too (no run starts while one is open), so
+	// what follows that answer decides; a long session costs no more.
+	tail, err := a.store.PathSinceAnswer(ctx, sessionID)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkNotInDoubt(sessionID, "AppendMessages", path); err != nil {
+	if err := checkNotInDoubt(sessionID, "AppendMessages", tail); err != nil {
 		return nil, err
 	}
-	if err := checkToolResults(transcriptMessages(path), msgs); err != nil {
+	if err := checkToolResults(transcriptMessages(tail), msgs); err != nil {
 		return nil, err
 	}
 	entries := make([]*agentdv1.Entry, len(msgs))

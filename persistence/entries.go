@@ -167,6 +167,18 @@ func ContextStart(path []*agentdv1.Entry) int {
 	return 0
 }
 
+// AnswerStart returns the index in a context path (path[ContextStart(path):])
+// of its latest assistant message, or 0 when it holds none: where
+// [Store.PathSinceAnswer] starts.
+func AnswerStart(path []*agentdv1.Entry) int {
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i].GetMessage().GetAssistant() != nil {
+			return i
+		}
+	}
+	return 0
+}
+
 // MaxPreviewRunes bounds a tree node's preview.
 const MaxPreviewRunes = 120
 

@@ -76,6 +76,13 @@ type Store interface {
 	// (and decode) only those entries, so a long compacted session loads
 	// in time proportional to what the model sees.
 	ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error)
+	// PathSinceAnswer returns the end of the context path (ContextPath)
+	// from its latest assistant message on, or all of it when it holds
+	// none: what decides whether a tool result may be appended, since one
+	// answers a call of that message (see AnswerStart). Engines read only
+	// those entries, so it costs what followed the latest answer, not the
+	// session's length.
+	PathSinceAnswer(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error)
 	// PathTo returns the entries from the root to entryID, which need not be
 	// the leaf (for example to show an abandoned branch).
 	PathTo(ctx context.Context, sessionID, entryID string) ([]*agentdv1.Entry, error)

@@ -16,6 +16,9 @@ type PathNode struct {
 	// Summary is set for a compaction summary, where a model context may
 	// start.
 	Summary bool
+	// Answer is set for an assistant message, whose tool calls the tool
+	// results after it answer.
+	Answer bool
 }
 
 // BrokenParent is the damage an engine reports for an entry whose parent
@@ -34,6 +37,9 @@ type WalkOptions struct {
 	// FirstKept reads the first_kept_entry_id of the summary entry id; it
 	// is called at most once per walk, and only with ContextOnly.
 	FirstKept func(ctx context.Context, id string) (string, error)
+	// SinceAnswer stops at the latest assistant message too, when the walk
+	// reaches it first (see [Store.PathSinceAnswer]).
+	SinceAnswer bool
 }
 
 // WalkToRoot returns the positions in nodes of the path from nodes[leaf]
@@ -106,6 +112,8 @@ func (w *Walker) Offer(ctx context.Context, n PathNode) (onPath, done bool, err 
 		}
 	}
 	switch {
+	case w.opts.SinceAnswer && n.Answer:
+		w.ends = w.onPath
 	case w.firstKept != "" && n.ID == w.firstKept && w.onPath-1 > w.summaryAt:
 		w.ends = w.onPath
 	case n.Parent == "":

@@ -84,6 +84,7 @@ type storedEntry struct {
 	seq        int64
 	id, parent string
 	summary    bool   // a compaction summary
+	answer     bool   // an assistant message
 	payload    []byte // agentd.v1.Entry
 }
 
@@ -269,6 +270,15 @@ func (s *Store) UpdateSession(_ context.Context, sessionID string, u persistence
 
 // ContextPath implements [persistence.Store].
 func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
+	return s.contextPath(ctx, sessionID, false)
+}
+
+// PathSinceAnswer implements [persistence.Store].
+func (s *Store) PathSinceAnswer(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
+	return s.contextPath(ctx, sessionID, true)
+}
+
+func (s *Store) contextPath(ctx context.Context, sessionID string, sinceAnswer bool) ([]*agentdv1.Entry, error) {
 	var out []*agentdv1.Entry
 	err := s.read(func(d *data) error {
 		sess, err := d.session(sessionID)
@@ -286,10 +296,11 @@ func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.
 		// Decode only the path from the leaf to the context's start.
 		nodes := make([]persistence.PathNode, len(sess.entries))
 		for i, st := range sess.entries {
-			nodes[i] = persistence.PathNode{Seq: st.seq, ID: st.id, Parent: st.parent, Summary: st.summary}
+			nodes[i] = persistence.PathNode{Seq: st.seq, ID: st.id, Parent: st.parent, Summary: st.summary, Answer: st.answer}
 		}
 		path, err := persistence.WalkToRoot(ctx, sessionID, nodes, leaf, persistence.WalkOptions{
 			ContextOnly: true,
+			SinceAnswer: sinceAnswer,
 			FirstKept: func(_ context.Context, id string) (string, error) {
 				e, err := sess.decode(sess.entries[sess.index[id]])
 				return e.GetMessage().GetCompactionSummary().GetFirstKeptEntryId(), err
@@ -458,7 +469,7 @@ func (d *data) append(sess *session, entries []*agentdv1.Entry) error {
 			return &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, EntryID: c.Id, Detail: fmt.Sprintf("encode: %v", err)}
 		}
 		stored[i] = storedEntry{seq: int64(len(sess.entries) + i + 1), id: c.Id, parent: c.ParentId, payload: raw,
-			summary: c.GetMessage().GetCompactionSummary() != nil}
+			summary: c.GetMessage().GetCompactionSummary() != nil, answer: c.GetMessage().GetAssistant() != nil}
 	}
 	for _, st := range stored {
 		sess.index[st.id] = len(sess.entries)

@@ -214,7 +214,7 @@ func entryInTx(ctx context.Context, tx pgx.Tx, sessionID string, pk int64, entry
 
 // Path implements [persistence.Store].
 func (s *Store) Path(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
-	out, err := s.path(ctx, sessionID, "", false)
+	out, err := s.path(ctx, sessionID, "", persistence.WalkOptions{})
 	return out, opError(err, "load the path of session %q", sessionID)
 }
 
@@ -223,7 +223,7 @@ func (s *Store) PathTo(ctx context.Context, sessionID, entryID string) ([]*agent
 	if entryID == "" {
 		return nil, &persistence.Error{Kind: persistence.ErrInvalid, SessionID: sessionID, Detail: "entry id is empty"}
 	}
-	out, err := s.path(ctx, sessionID, entryID, false)
+	out, err := s.path(ctx, sessionID, entryID, persistence.WalkOptions{})
 	return out, opError(err, "load the path to entry %q of session %q", entryID, sessionID)
 }
 
@@ -232,15 +232,22 @@ func (s *Store) PathTo(ctx context.Context, sessionID, entryID string) ([]*agent
 // find its first kept entry, and reads and decodes only the entries from
 // there to the leaf.
 func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
-	out, err := s.path(ctx, sessionID, "", true)
+	out, err := s.path(ctx, sessionID, "", persistence.WalkOptions{ContextOnly: true})
 	return out, opError(err, "load the context path of session %q", sessionID)
 }
 
+// PathSinceAnswer implements [persistence.Store]: ContextPath's walk,
+// ending at the latest assistant message too.
+func (s *Store) PathSinceAnswer(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
+	out, err := s.path(ctx, sessionID, "", persistence.WalkOptions{ContextOnly: true, SinceAnswer: true})
+	return out, opError(err, "load the path since the latest answer of session %q", sessionID)
+}
+
 // path loads the entries from the root to entry to (the leaf when
-// empty), or only the part a model context is built from. The tree is
-// read without payloads and walked in memory; only the entries on the
-// path are read whole and decoded.
-func (s *Store) path(ctx context.Context, sessionID, to string, contextOnly bool) ([]*agentdv1.Entry, error) {
+// empty), or only the part walk's options keep (its FirstKept is set
+// here). The tree is read without payloads and walked in memory; only the
+// entries on the path are read whole and decoded.
+func (s *Store) path(ctx context.Context, sessionID, to string, walk persistence.WalkOptions) ([]*agentdv1.Entry, error) {
 	var out []*agentdv1.Entry
 	err := s.read(ctx, func(tx pgx.Tx) error {
 		sess, err := lookupSession(ctx, tx, sessionID)
@@ -254,7 +261,7 @@ func (s *Store) path(ctx context.Context, sessionID, to string, contextOnly bool
 			out = []*agentdv1.Entry{}
 			return nil
 		}
-		rows, err := tx.Query(ctx, `SELECT seq, id, coalesce(parent_id, ''), kind = 'compaction_summary' FROM entries WHERE session_pk = $1 ORDER BY seq`, sess.pk)
+		rows, err := tx.Query(ctx, `SELECT seq, id, coalesce(parent_id, ''), kind = 'compaction_summary', kind = 'assistant' FROM entries WHERE session_pk = $1 ORDER BY seq`, sess.pk)
 		if err != nil {
 			return err
 		}
@@ -262,7 +269,7 @@ func (s *Store) path(ctx context.Context, sessionID, to string, contextOnly bool
 		index := map[string]int{}
 		for rows.Next() {
 			var n persistence.PathNode
-			if err := rows.Scan(&n.Seq, &n.ID, &n.Parent, &n.Summary); err != nil {
+			if err := rows.Scan(&n.Seq, &n.ID, &n.Parent, &n.Summary, &n.Answer); err != nil {
 				rows.Close()
 				return err
 			}
@@ -277,13 +284,11 @@ func (s *Store) path(ctx context.Context, sessionID, to string, contextOnly bool
 		if !ok {
 			return persistence.EntryNotFound(sessionID, to)
 		}
-		path, err := persistence.WalkToRoot(ctx, sessionID, all, at, persistence.WalkOptions{
-			ContextOnly: contextOnly,
-			FirstKept: func(ctx context.Context, id string) (string, error) {
-				e, err := entryInTx(ctx, tx, sessionID, sess.pk, id)
-				return e.GetMessage().GetCompactionSummary().GetFirstKeptEntryId(), err
-			},
-		})
+		walk.FirstKept = func(ctx context.Context, id string) (string, error) {
+			e, err := entryInTx(ctx, tx, sessionID, sess.pk, id)
+			return e.GetMessage().GetCompactionSummary().GetFirstKeptEntryId(), err
+		}
+		path, err := persistence.WalkToRoot(ctx, sessionID, all, at, walk)
 		if err != nil {
 			return err
 		}

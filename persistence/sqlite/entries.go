@@ -293,6 +293,22 @@ func (s *Store) loadPath(ctx context.Context, tx *sql.Tx, sessionID string, pk i
 // kept entry (and any branches among them), not its whole transcript. Only
 // the entries on the path are decoded.
 func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
+	out, err := s.contextPath(ctx, sessionID, false)
+	return out, opError(err, "load the context path of session %q", sessionID)
+}
+
+// PathSinceAnswer implements [persistence.Store]: ContextPath's walk,
+// ending at the latest assistant message too.
+func (s *Store) PathSinceAnswer(ctx context.Context, sessionID string) ([]*agentdv1.Entry, error) {
+	out, err := s.contextPath(ctx, sessionID, true)
+	return out, opError(err, "load the path since the latest answer of session %q", sessionID)
+}
+
+// contextPath reads the session's entries newest first, structure only,
+// until the walk from the leaf ends at the context's start (or, with
+// sinceAnswer, at the latest assistant message), and decodes the entries
+// on the path.
+func (s *Store) contextPath(ctx context.Context, sessionID string, sinceAnswer bool) ([]*agentdv1.Entry, error) {
 	var out []*agentdv1.Entry
 	err := s.read(ctx, func(tx *sql.Tx) error {
 		pk, leaf, err := s.lookupSession(ctx, tx, sessionID)
@@ -313,6 +329,7 @@ func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.
 		)
 		walk := persistence.NewWalker(sessionID, leaf, persistence.WalkOptions{
 			ContextOnly: true,
+			SinceAnswer: sinceAnswer,
 			// The summary is the row just read.
 			FirstKept: func(context.Context, string) (string, error) {
 				row.Payload = raw
@@ -324,7 +341,7 @@ func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.
 			if err := rows.Scan(&row.Seq, &row.ID, &row.Parent, &kind, &row.Encoding, &raw); err != nil {
 				return err
 			}
-			onPath, done, err := walk.Offer(ctx, persistence.PathNode{Seq: row.Seq, ID: row.ID, Parent: row.Parent, Summary: kind == "compaction_summary"})
+			onPath, done, err := walk.Offer(ctx, persistence.PathNode{Seq: row.Seq, ID: row.ID, Parent: row.Parent, Summary: kind == "compaction_summary", Answer: kind == "assistant"})
 			if err != nil {
 				return err
 			}
@@ -348,7 +365,7 @@ func (s *Store) ContextPath(ctx context.Context, sessionID string) ([]*agentdv1.
 		out, err = rowcodec.DecodePath(sessionID, path)
 		return err
 	})
-	return out, opError(err, "load the context path of session %q", sessionID)
+	return out, err
 }
 
 // Entries implements [persistence.Store]. Page tokens carry the seq of the

@@ -62,6 +62,7 @@ func Run(t *testing.T, h Harness) {
 		{"ReopenIdenticalBytes", testReopen},
 		{"CorruptPayload", testCorrupt},
 		{"ContextPathReadsOnlyTheContext", testContextPathReadsOnlyTheContext},
+		{"PathSinceAnswer", testPathSinceAnswer},
 		{"Runs", testRuns},
 		{"RunRecords", testRunRecords},
 		{"ListRuns", testListRuns},
@@ -1216,6 +1217,73 @@ func testContextPathReadsOnlyTheContext(t *testing.T, h Harness) {
 	}
 	if _, err := s.Path(ctx, sess.ID); !errors.Is(err, persistence.ErrCorrupt) {
 		t.Fatalf("Path of the damaged session: %v, want ErrCorrupt", err)
+	}
+}
+
+// PathSinceAnswer is the context path from its latest assistant message
+// on, and reads nothing before that message.
+func testPathSinceAnswer(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	check := func(sessionID, want string) {
+		t.Helper()
+		got, err := s.PathSinceAnswer(ctx, sessionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path, err := s.Path(ctx, sessionID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		context := path[persistence.ContextStart(path):]
+		if g, p := strings.Join(ids(got), " "), strings.Join(ids(context[persistence.AnswerStart(context):]), " "); g != p || g != want {
+			t.Fatalf("PathSinceAnswer = %q, Path from AnswerStart = %q, want %q", g, p, want)
+		}
+	}
+	sess := mustCreate(t, s, persistence.CreateSessionParams{})
+	check(sess.ID, "")
+	user := func(id string) *agentdv1.Entry { x := userEntry(id); x.Id = id; return x }
+	answer := func(id string) *agentdv1.Entry {
+		return &agentdv1.Entry{Id: id, Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{
+			Assistant: &agentdv1.AssistantMessage{Content: []*agentdv1.ContentBlock{{Block: &agentdv1.ContentBlock_ToolCall{ToolCall: &agentdv1.ToolCall{Id: "call-" + id, Name: "read"}}}}}}}}}
+	}
+	result := func(id, call string) *agentdv1.Entry {
+		return &agentdv1.Entry{Id: id, Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_ToolResult{
+			ToolResult: &agentdv1.ToolResultMessage{ToolCallId: call, ToolName: "read"}}}}}
+	}
+	// No answer yet: the whole (context) path.
+	mustAppend(t, s, sess.ID, user("u1"), user("u2"))
+	check(sess.ID, "u1 u2")
+	mustAppend(t, s, sess.ID, answer("a1"), result("r1", "call-a1"))
+	check(sess.ID, "a1 r1")
+	mustAppend(t, s, sess.ID, user("u3"), answer("a2"))
+	check(sess.ID, "a2")
+	// The walk reads nothing older than the latest answer.
+	if h.CorruptPayload != nil {
+		h.CorruptPayload(t, s, sess.ID, "r1", []byte{0x0a, 0x40, 'a', 'b'})
+	}
+	mustAppend(t, s, sess.ID, result("r2", "call-a2"), user("u4"))
+	got, err := s.PathSinceAnswer(ctx, sess.ID)
+	if err != nil {
+		t.Fatalf("PathSinceAnswer read before the latest answer: %v", err)
+	}
+	if g := strings.Join(ids(got), " "); g != "a2 r2 u4" {
+		t.Fatalf("PathSinceAnswer = %q, want %q", g, "a2 r2 u4")
+	}
+	// A compaction after the answer: the context's start bounds it.
+	other := mustCreate(t, s, persistence.CreateSessionParams{})
+	sum := summaryEntry("v2")
+	sum.Id = "s1"
+	mustAppend(t, s, other.ID, answer("b1"), user("v2"), sum, user("v3"))
+	check(other.ID, "v2 s1 v3")
+	// Another branch has its own latest answer.
+	if err := s.SetLeaf(ctx, other.ID, "b1"); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, other.ID, user("v4"))
+	check(other.ID, "b1 v4")
+	if _, err := s.PathSinceAnswer(ctx, "no-such-session"); !errors.Is(err, persistence.ErrNotFound) {
+		t.Fatalf("PathSinceAnswer of a missing session: %v, want ErrNotFound", err)
 	}
 }
 
