@@ -59,6 +59,7 @@ func targets() []target {
 		{restore, "first-GetContext-ms", "first GetContext after restart (ms)", "", 0},
 		{restore, "restore-vs-pi", "first GetContext vs pi open+build", "≤", 0.15},
 		{restore, "rss-vs-pi", "RSS holding the session vs pi", "≤", 0.6},
+		{regexp.MustCompile(`^BenchmarkSessionLength/`), "x-vs-shortest", "one step vs the same step in the shortest session", "≤", 1.2},
 	}
 	// Replica scaling (cmd/agentd BenchmarkReplicas, PostgreSQL) has no
 	// target: the figures per replica count are shown side by side.

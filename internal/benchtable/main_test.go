@@ -17,6 +17,9 @@ BenchmarkConcurrentSessions/engine=sqlite/unpaced-2                 	       1	 4
 pkg: github.com/agentd/agentd/cmd/agentd
 BenchmarkRestore/context=compacted-2 	 5 	 24662193 ns/op 	 551.0 context-messages 	 24.02 first-GetContext-ms 	 10000 messages 	 264.2 pi-open+build-ms 	 223.5 pi-rss-MiB 	 2.000 procs 	 0.09090 restore-vs-pi 	 72.92 rss-MiB 	 0.3263 rss-vs-pi
 BenchmarkRestore/context=whole-2 	 5 	 294232995 ns/op 	 10000 context-messages 	 300.4 first-GetContext-ms 	 10000 messages 	 240.3 pi-open+build-ms 	 243.8 pi-rss-MiB 	 2.000 procs 	 1.250 restore-vs-pi 	 131.6 rss-MiB 	 0.5399 rss-vs-pi
+pkg: github.com/agentd/agentd/service
+BenchmarkSessionLength/op=append-messages/messages=10-2         	       1	  17467303 ns/op	        10.00 messages	         1.000 x-vs-shortest	       909.7 µs-median
+BenchmarkSessionLength/op=append-messages/messages=100000-2     	       1	  13679671 ns/op	    100000 messages	         1.406 x-vs-shortest	       764.7 µs-median
 PASS
 `
 
@@ -25,8 +28,8 @@ func TestTableJudgesEachFigureAgainstItsTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 5 {
-		t.Fatalf("parsed %d benchmarks, want 5 (runs of one name merged): %+v", len(results), results)
+	if len(results) != 7 {
+		t.Fatalf("parsed %d benchmarks, want 7 (runs of one name merged): %+v", len(results), results)
 	}
 	rows, missing := evaluate(targets(), results)
 	type key struct{ bench, label string }
@@ -50,6 +53,8 @@ func TestTableJudgesEachFigureAgainstItsTarget(t *testing.T) {
 		{"Restore/context=compacted", "RSS holding the session vs pi", "0.33", "yes", "2"},
 		{"Restore/context=whole", "first GetContext vs pi open+build", "1.25", "NO", "2"},
 		{"Restore/context=whole", "RSS holding the session vs pi", "0.54", "yes", "2"},
+		{"SessionLength/op=append-messages/messages=10", "one step vs the same step in the shortest session", "1.00", "yes", "?"},
+		{"SessionLength/op=append-messages/messages=100000", "one step vs the same step in the shortest session", "1.41", "NO", "?"},
 	}
 	for _, tc := range tests {
 		r, ok := got[key{tc.bench, tc.label}]
@@ -82,10 +87,10 @@ func TestTableCountsTargetsWithoutFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows, missing := evaluate(targets(), results)
-	// CPU ratio, first event, message_end, RSS and the two restore ratios
-	// have no figure.
-	if missing != 6 {
-		t.Errorf("missing = %d, want 6; rows %+v", missing, rows)
+	// CPU ratio, first event, message_end, RSS, the two restore ratios
+	// and the session-length ratio have no figure.
+	if missing != 7 {
+		t.Errorf("missing = %d, want 7; rows %+v", missing, rows)
 	}
 	for _, r := range rows {
 		if r.label == "CPU per event vs bare gRPC" && r.value != "not measured" {
