@@ -188,7 +188,7 @@ bench: $(BENCH_PI_DIR)/node_modules/@mariozechner/pi-coding-agent ## Run the spe
 	@set -o pipefail; { \
 	  go test -run '^$$' -bench 'BenchmarkPromptStream$$' $(BENCH_FLAGS) ./service && \
 	  go test -run '^$$' -bench 'BenchmarkConcurrentSessions/engine=sqlite/^(paced|unpaced)' -benchtime 1x $(BENCH_FLAGS) ./service && \
-	  go test -run '^$$' -bench 'BenchmarkSessionLength' -benchtime 1x $(BENCH_FLAGS) ./service && \
+	  go test -run '^$$' -bench 'BenchmarkSessionLength|BenchmarkCompactedConversation' -benchtime 1x $(BENCH_FLAGS) ./service && \
 	  go test -run '^$$' -bench 'BenchmarkContextPipeline|BenchmarkContextPathCompacted' $(BENCH_FLAGS) ./agent ./persistence/sqlite && \
 	  go test -run '^$$' -bench 'BenchmarkReplicas$$' -benchtime 1x $(BENCH_FLAGS) ./cmd/agentd && \
 	  AGENTD_BENCH_PI_DIR=$(BENCH_PI_DIR) go test -run '^$$' -bench 'BenchmarkRestore$$' -benchtime 5x $(BENCH_FLAGS) ./cmd/agentd; \

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,4 +184,54 @@ func fillSession(b *testing.B, h *harness, sessionID string, n int) {
 func median(samples []float64) float64 {
 	slices.Sort(samples)
 	return samples[len(samples)/2]
+}
+
+// BenchmarkCompactedConversation prompts one session
+// AGENTD_BENCH_CONVERSATION_TURNS times (500) with automatic compaction
+// on, so its context stays near the same size while its transcript grows,
+// and reports the median time of a turn (prompt to agent_end) over the
+// first 50 turns and over the last 50, and their ratio (last50/first50,
+// target ≤ 1.3): a turn of a long conversation costs what its context
+// does, not what its transcript does.
+func BenchmarkCompactedConversation(b *testing.B) {
+	benchenv.Procs(b)
+	turns := benchenv.Int(b, "CONVERSATION_TURNS", 500)
+	if turns < 100 {
+		b.Fatalf("AGENTD_BENCH_CONVERSATION_TURNS=%d: at least 100, so the first and last 50 are apart", turns)
+	}
+	h := newHarness(b, agent.Options{}, service.ServerOptions{})
+	// About 500 tokens a prompt, as many echoed: a compaction every few
+	// turns, keeping about 4,000 tokens.
+	cfg := &agentdv1.SessionConfig{
+		Faux:       &agentdv1.FauxScript{Echo: true, ContextWindow: 16_000},
+		Compaction: &agentdv1.CompactionSettings{ReserveTokens: 4_000, KeepRecentTokens: 4_000},
+	}
+	question := strings.Repeat("how does the session store its tree? ", 55)
+	for b.Loop() {
+		id := h.createSession(cfg)
+		times := make([]float64, turns)
+		compactions := 0
+		for i := range turns {
+			start := time.Now()
+			evs := h.prompt(id, fmt.Sprint(i, " ", question))
+			times[i] = float64(time.Since(start).Microseconds()) / 1e3
+			for _, ev := range evs {
+				if end := ev.GetAgentEnd(); end != nil && end.GetOutcome() != agentdv1.RunOutcome_RUN_OUTCOME_COMPLETED {
+					b.Fatalf("turn %d ended %v: %s", i, end.GetOutcome(), end.GetErrorMessage())
+				}
+				if ev.GetCompactionEnd().GetEntryId() != "" {
+					compactions++
+				}
+			}
+		}
+		if compactions < turns/20 {
+			b.Fatalf("%d compactions in %d turns: the context did not stay bounded", compactions, turns)
+		}
+		first, last := median(times[:50]), median(times[turns-50:])
+		b.ReportMetric(first, "first50-ms-median")
+		b.ReportMetric(last, "last50-ms-median")
+		b.ReportMetric(last/first, "last50/first50")
+		b.ReportMetric(float64(compactions), "compactions")
+		b.ReportMetric(float64(turns), "turns")
+	}
 }

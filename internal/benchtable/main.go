@@ -60,6 +60,7 @@ func targets() []target {
 		{restore, "restore-vs-pi", "first GetContext vs pi open+build", "≤", 0.15},
 		{restore, "rss-vs-pi", "RSS holding the session vs pi", "≤", 0.6},
 		{regexp.MustCompile(`^BenchmarkSessionLength/`), "x-vs-shortest", "one step vs the same step in the shortest session", "≤", 1.2},
+		{regexp.MustCompile(`^BenchmarkCompactedConversation$`), "last50/first50", "compacted conversation: last 50 turns vs first 50 (median)", "≤", 1.3},
 	}
 	// Replica scaling (cmd/agentd BenchmarkReplicas, PostgreSQL) has no
 	// target: the figures per replica count are shown side by side.
@@ -132,7 +133,7 @@ type row struct {
 func evaluate(ts []target, results []*result) (rows []row, missing int) {
 	// The metrics in which benchmarks report the size they ran at (set by
 	// AGENTD_BENCH_* variables), shown beside their figures.
-	scaleUnits := []string{"sessions", "deltas/prompt", "messages"}
+	scaleUnits := []string{"sessions", "deltas/prompt", "messages", "turns"}
 	for _, t := range ts {
 		found := false
 		for _, r := range results {

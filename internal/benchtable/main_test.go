@@ -20,6 +20,7 @@ BenchmarkRestore/context=whole-2 	 5 	 294232995 ns/op 	 10000 context-messages 
 pkg: github.com/agentd/agentd/service
 BenchmarkSessionLength/op=append-messages/messages=10-2         	       1	  17467303 ns/op	        10.00 messages	         1.000 x-vs-shortest	       909.7 µs-median
 BenchmarkSessionLength/op=append-messages/messages=100000-2     	       1	  13679671 ns/op	    100000 messages	         1.406 x-vs-shortest	       764.7 µs-median
+BenchmarkCompactedConversation-2   	       1	 976276279 ns/op	        81.00 compactions	         2.215 first50-ms-median	         1.550 last50-ms-median	         0.6998 last50/first50	         2.000 procs	       500.0 turns
 PASS
 `
 
@@ -28,8 +29,8 @@ func TestTableJudgesEachFigureAgainstItsTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 7 {
-		t.Fatalf("parsed %d benchmarks, want 7 (runs of one name merged): %+v", len(results), results)
+	if len(results) != 8 {
+		t.Fatalf("parsed %d benchmarks, want 8 (runs of one name merged): %+v", len(results), results)
 	}
 	rows, missing := evaluate(targets(), results)
 	type key struct{ bench, label string }
@@ -55,6 +56,7 @@ func TestTableJudgesEachFigureAgainstItsTarget(t *testing.T) {
 		{"Restore/context=whole", "RSS holding the session vs pi", "0.54", "yes", "2"},
 		{"SessionLength/op=append-messages/messages=10", "one step vs the same step in the shortest session", "1.00", "yes", "?"},
 		{"SessionLength/op=append-messages/messages=100000", "one step vs the same step in the shortest session", "1.41", "NO", "?"},
+		{"CompactedConversation", "compacted conversation: last 50 turns vs first 50 (median)", "0.70", "yes", "2"},
 	}
 	for _, tc := range tests {
 		r, ok := got[key{tc.bench, tc.label}]
@@ -87,10 +89,11 @@ func TestTableCountsTargetsWithoutFigures(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows, missing := evaluate(targets(), results)
-	// CPU ratio, first event, message_end, RSS, the two restore ratios
-	// and the session-length ratio have no figure.
-	if missing != 7 {
-		t.Errorf("missing = %d, want 7; rows %+v", missing, rows)
+	// CPU ratio, first event, message_end, RSS, the two restore ratios,
+	// the session-length and the compacted conversation's ratios have no
+	// figure.
+	if missing != 8 {
+		t.Errorf("missing = %d, want 8; rows %+v", missing, rows)
 	}
 	for _, r := range rows {
 		if r.label == "CPU per event vs bare gRPC" && r.value != "not measured" {
