@@ -3,6 +3,8 @@ package service
 import (
 	_ "embed"
 	"fmt"
+	"log/slog"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protodesc"
@@ -31,6 +33,37 @@ func documentedFiles() (protodesc.Resolver, error) {
 		return nil, err
 	}
 	return layeredFiles{files, withoutInternal{protoregistry.GlobalFiles}}, nil
+}
+
+// lazyFiles is the resolver reflection serves from: documentedFiles,
+// built at the first reflection call rather than at start-up (decoding
+// and linking the documented descriptors takes tens of milliseconds that
+// no other call needs). Should they not decode, reflection serves the
+// compiled-in descriptors, without comments, and says so in the log once.
+type lazyFiles struct {
+	load func() protodesc.Resolver
+}
+
+// newLazyFiles returns a lazyFiles that logs a failure to logger.
+func newLazyFiles(logger *slog.Logger) lazyFiles {
+	return lazyFiles{load: sync.OnceValue(func() protodesc.Resolver {
+		files, err := documentedFiles()
+		if err != nil {
+			logger.Warn("reflection serves descriptors without comments", "err", err)
+			return withoutInternal{protoregistry.GlobalFiles}
+		}
+		return files
+	})}
+}
+
+// FindFileByPath implements protodesc.Resolver.
+func (l lazyFiles) FindFileByPath(path string) (protoreflect.FileDescriptor, error) {
+	return l.load().FindFileByPath(path)
+}
+
+// FindDescriptorByName implements protodesc.Resolver.
+func (l lazyFiles) FindDescriptorByName(name protoreflect.FullName) (protoreflect.Descriptor, error) {
+	return l.load().FindDescriptorByName(name)
 }
 
 // layeredFiles looks a descriptor up in each of its resolvers in turn.

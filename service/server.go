@@ -148,14 +148,9 @@ func NewServer(svc agentdv1.AgentServiceServer, opts ServerOptions) *Server {
 	}
 	agentdv1.RegisterAgentServiceServer(s.grpc, svc)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
-	if files, err := documentedFiles(); err == nil {
-		ropts := reflection.ServerOptions{Services: s.grpc, DescriptorResolver: files}
-		reflectionv1.RegisterServerReflectionServer(s.grpc, reflection.NewServerV1(ropts))
-		reflectionv1alpha.RegisterServerReflectionServer(s.grpc, reflection.NewServer(ropts))
-	} else {
-		logger.Warn("reflection serves descriptors without comments", "err", err)
-		reflection.Register(s.grpc)
-	}
+	ropts := reflection.ServerOptions{Services: s.grpc, DescriptorResolver: newLazyFiles(logger)}
+	reflectionv1.RegisterServerReflectionServer(s.grpc, reflection.NewServerV1(ropts))
+	reflectionv1alpha.RegisterServerReflectionServer(s.grpc, reflection.NewServer(ropts))
 	if opts.Metrics != nil {
 		opts.Metrics.InitializeMetrics(s.grpc)
 	}
