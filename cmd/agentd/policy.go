@@ -152,7 +152,8 @@ func protectedFiles(cfg config) []agent.Protected {
 }
 
 // newSandbox makes the tool sandbox --sandbox asks for and says in the log
-// what confines tool calls; nil when the operator turned it off.
+// what confines tool calls (once its probe is done); nil when the operator
+// turned it off.
 func newSandbox(c confinement, protected []agent.Protected, logger *slog.Logger) *sandbox.Sandbox {
 	if c.sandbox == "off" {
 		logger.Warn("tool sandbox off (--sandbox=off): bash commands and MCP servers run with agentd's own authority, its environment excepted: they can read agentd's database, configuration and every workspace, and reach the network")
@@ -165,11 +166,15 @@ func newSandbox(c confinement, protected []agent.Protected, logger *slog.Logger)
 		opts.Hidden = append(opts.Hidden, p.Path)
 	}
 	sb := sandbox.New(opts)
-	if err := sb.Available(); err != nil {
-		logger.Warn("tool sandbox unavailable: sessions enabling bash are refused, MCP servers marked sandbox fail to start; --sandbox=off runs them unconfined", "reason", sb.Status().Reason)
-	} else {
-		logger.Info("tool sandbox active", "confinement", sb.Status().String())
-	}
+	// The sandbox tries itself while agentd opens its store and starts
+	// serving; what it found is logged once known.
+	go func() {
+		if err := sb.Available(); err != nil {
+			logger.Warn("tool sandbox unavailable: sessions enabling bash are refused, MCP servers marked sandbox fail to start; --sandbox=off runs them unconfined", "reason", sb.Status().Reason)
+		} else {
+			logger.Info("tool sandbox active", "confinement", sb.Status().String())
+		}
+	}()
 	return sb
 }
 

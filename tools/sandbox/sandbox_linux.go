@@ -91,8 +91,10 @@ type limits struct {
 // no capabilities, no_new_privs and a Landlock domain, and runs as an
 // unprivileged identity. It is safe for concurrent use.
 type Sandbox struct {
-	opts     Options
+	opts Options
+	// status is what the probe found, set before probed is closed.
 	status   Status
+	probed   chan struct{}
 	root     bool // agentd runs as root: commands take opts.UID/GID
 	uid, gid int  // the identity commands run as
 	trees    []tree
@@ -102,11 +104,12 @@ type Sandbox struct {
 	idmaps map[[2]int]*os.File // user namespaces mapping a workspace owner to uid/gid
 }
 
-// New returns a sandbox and tries it once, confining `true` in an empty
-// directory; Status and Available tell whether that worked.
+// New returns a sandbox and tries it once in the background, confining
+// `true` in an empty directory; Status and Available wait for that try
+// (tens of milliseconds: a start-up need not) and tell whether it worked.
 func New(opts Options) *Sandbox {
 	o := opts.withDefaults()
-	s := &Sandbox{opts: o, idmaps: map[[2]int]*os.File{}}
+	s := &Sandbox{opts: o, idmaps: map[[2]int]*os.File{}, probed: make(chan struct{})}
 	s.root = os.Geteuid() == 0
 	s.uid, s.gid = os.Geteuid(), os.Getegid()
 	if s.root {
@@ -118,8 +121,11 @@ func New(opts Options) *Sandbox {
 	}
 	s.trees = systemTrees(append(SystemPaths(), o.ReadPaths...))
 	s.masks = masksIn(s.trees, append(append([]string(nil), secretPaths...), o.Hidden...))
-	s.status.Reason = s.probe()
-	s.status.Active = s.status.Reason == ""
+	go func() {
+		s.status.Reason = s.probe()
+		s.status.Active = s.status.Reason == ""
+		close(s.probed)
+	}()
 	return s
 }
 
@@ -127,7 +133,9 @@ func New(opts Options) *Sandbox {
 // what New returns where confinement is impossible, for the code paths
 // that must then refuse.
 func Unavailable(reason string) *Sandbox {
-	return &Sandbox{status: Status{Reason: reason}, idmaps: map[[2]int]*os.File{}}
+	probed := make(chan struct{})
+	close(probed)
+	return &Sandbox{status: Status{Reason: reason}, probed: probed, idmaps: map[[2]int]*os.File{}}
 }
 
 // probe confines `true` and returns why that failed, or "".
@@ -157,11 +165,15 @@ func (s *Sandbox) probe() string {
 }
 
 // Status reports what New found.
-func (s *Sandbox) Status() Status { return s.status }
+func (s *Sandbox) Status() Status {
+	<-s.probed
+	return s.status
+}
 
 // Available returns nil when commands can be confined, otherwise an error
 // (of kind ErrUnavailable) saying why.
 func (s *Sandbox) Available() error {
+	<-s.probed
 	if s.status.Active {
 		return nil
 	}
@@ -170,6 +182,7 @@ func (s *Sandbox) Available() error {
 
 // Close releases the namespaces kept for idmapped workspaces.
 func (s *Sandbox) Close() error {
+	<-s.probed
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, f := range s.idmaps {
