@@ -191,6 +191,7 @@ bench: $(BENCH_PI_DIR)/node_modules/@mariozechner/pi-coding-agent ## Run the spe
 	  go test -run '^$$' -bench 'BenchmarkSessionLength|BenchmarkCompactedConversation' -benchtime 1x $(BENCH_FLAGS) ./service && \
 	  go test -run '^$$' -bench 'BenchmarkContextPipeline|BenchmarkContextPathCompacted' $(BENCH_FLAGS) ./agent ./persistence/sqlite && \
 	  go test -run '^$$' -bench 'BenchmarkReplicas$$' -benchtime 1x $(BENCH_FLAGS) ./cmd/agentd && \
+	  go test -run '^$$' -bench 'BenchmarkColdStart$$' -benchtime 10x $(BENCH_FLAGS) ./cmd/agentd && \
 	  AGENTD_BENCH_PI_DIR=$(BENCH_PI_DIR) go test -run '^$$' -bench 'BenchmarkRestore$$' -benchtime 5x $(BENCH_FLAGS) ./cmd/agentd; \
 	} 2>&1 | tee $(BENCH_OUT)
 	@echo

@@ -61,6 +61,8 @@ func targets() []target {
 		{restore, "rss-vs-pi", "RSS holding the session vs pi", "≤", 0.6},
 		{regexp.MustCompile(`^BenchmarkSessionLength/`), "x-vs-shortest", "one step vs the same step in the shortest session", "≤", 1.2},
 		{regexp.MustCompile(`^BenchmarkCompactedConversation$`), "last50/first50", "compacted conversation: last 50 turns vs first 50 (median)", "≤", 1.3},
+		{regexp.MustCompile(`^BenchmarkColdStart/`), "ms-to-SERVING", "process start to health SERVING (ms)", "≤", 40},
+		{regexp.MustCompile(`^BenchmarkColdStart/`), "init-ms", "package initialization before main (ms)", "", 0},
 	}
 	// Replica scaling (cmd/agentd BenchmarkReplicas, PostgreSQL) has no
 	// target: the figures per replica count are shown side by side.
