@@ -21,6 +21,8 @@ pkg: github.com/agentd/agentd/service
 BenchmarkSessionLength/op=append-messages/messages=10-2         	       1	  17467303 ns/op	        10.00 messages	         1.000 x-vs-shortest	       909.7 µs-median
 BenchmarkSessionLength/op=append-messages/messages=100000-2     	       1	  13679671 ns/op	    100000 messages	         1.406 x-vs-shortest	       764.7 µs-median
 BenchmarkCompactedConversation-2   	       1	 976276279 ns/op	        81.00 compactions	         2.215 first50-ms-median	         1.550 last50-ms-median	         0.6998 last50/first50	         2.000 procs	       500.0 turns
+pkg: github.com/agentd/agentd/cmd/agentd
+BenchmarkColdStart/db=empty-2         	      10	 135197849 ns/op	        88.24 binary-MiB	        40.31 init-ms	       131.8 ms-to-SERVING	         0 sessions
 PASS
 `
 
@@ -29,8 +31,8 @@ func TestTableJudgesEachFigureAgainstItsTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 8 {
-		t.Fatalf("parsed %d benchmarks, want 8 (runs of one name merged): %+v", len(results), results)
+	if len(results) != 9 {
+		t.Fatalf("parsed %d benchmarks, want 9 (runs of one name merged): %+v", len(results), results)
 	}
 	rows, missing := evaluate(targets(), results)
 	type key struct{ bench, label string }
@@ -57,6 +59,8 @@ func TestTableJudgesEachFigureAgainstItsTarget(t *testing.T) {
 		{"SessionLength/op=append-messages/messages=10", "one step vs the same step in the shortest session", "1.00", "yes", "?"},
 		{"SessionLength/op=append-messages/messages=100000", "one step vs the same step in the shortest session", "1.41", "NO", "?"},
 		{"CompactedConversation", "compacted conversation: last 50 turns vs first 50 (median)", "0.70", "yes", "2"},
+		{"ColdStart/db=empty", "process start to health SERVING (ms)", "132", "NO", "?"},
+		{"ColdStart/db=empty", "package initialization before main (ms)", "40.3", "—", "?"},
 	}
 	for _, tc := range tests {
 		r, ok := got[key{tc.bench, tc.label}]
