@@ -190,6 +190,8 @@ bench: $(BENCH_PI_DIR)/node_modules/@mariozechner/pi-coding-agent ## Run the spe
 	  go test -run '^$$' -bench 'BenchmarkConcurrentSessions/engine=sqlite/^(paced|unpaced)' -benchtime 1x $(BENCH_FLAGS) ./service && \
 	  go test -run '^$$' -bench 'BenchmarkSessionLength|BenchmarkCompactedConversation' -benchtime 1x $(BENCH_FLAGS) ./service && \
 	  go test -run '^$$' -bench 'BenchmarkContextPipeline|BenchmarkContextPathCompacted' $(BENCH_FLAGS) ./agent ./persistence/sqlite && \
+	  go test -run '^$$' -bench 'BenchmarkAppend/sync=normal/text=realistic$$' -benchtime 1x $(BENCH_FLAGS) ./persistence/sqlite && \
+	  AGENTD_BENCH_PI_DIR=$(BENCH_PI_DIR) go test -run '^$$' -bench 'BenchmarkAppendVsPi$$' -benchtime 3x $(BENCH_FLAGS) ./cmd/agentd && \
 	  go test -run '^$$' -bench 'BenchmarkReplicas$$' -benchtime 1x $(BENCH_FLAGS) ./cmd/agentd && \
 	  go test -run '^$$' -bench 'BenchmarkColdStart$$' -benchtime 10x $(BENCH_FLAGS) ./cmd/agentd && \
 	  AGENTD_BENCH_PI_DIR=$(BENCH_PI_DIR) go test -run '^$$' -bench 'BenchmarkRestore$$' -benchtime 5x $(BENCH_FLAGS) ./cmd/agentd; \

@@ -61,6 +61,9 @@ func targets() []target {
 		{restore, "rss-vs-pi", "RSS holding the session vs pi", "≤", 0.6},
 		{regexp.MustCompile(`^BenchmarkSessionLength/`), "x-vs-shortest", "one step vs the same step in the shortest session", "≤", 1.2},
 		{regexp.MustCompile(`^BenchmarkCompactedConversation$`), "last50/first50", "compacted conversation: last 50 turns vs first 50 (median)", "≤", 1.3},
+		{regexp.MustCompile(`^BenchmarkAppendVsPi$`), "append-vs-pi", "one store append vs pi's appendMessage", "≤", 1.5},
+		{regexp.MustCompile(`^BenchmarkAppendVsPi$`), "disk-vs-pi", "bytes on disk vs pi's session file", "≤", 0.6},
+		{regexp.MustCompile(`^BenchmarkAppend/`), "x-raw", "one store append vs raw SQLite doing the same work", "≤", 1.5},
 		{regexp.MustCompile(`^BenchmarkColdStart/`), "ms-to-SERVING", "process start to health SERVING (ms)", "≤", 40},
 		{regexp.MustCompile(`^BenchmarkColdStart/`), "init-ms", "package initialization before main (ms)", "", 0},
 	}

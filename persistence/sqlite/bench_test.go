@@ -7,11 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -194,12 +192,6 @@ func jsonlAppend(b *testing.B, entries []*agentdv1.Entry) time.Duration {
 	return time.Since(start)
 }
 
-// piAppendMicros is pi's SessionManager append (pi-coding-agent 0.73,
-// Node.js 20) as measured on this project's 2-core machine: 16-18 µs per
-// message. It is not measured in the run (pi is not installed here); see
-// jsonlAppend for the same file work measured in the run.
-const piAppendMicros = 17.0
-
 // storedPayloadBytes is the sum of the payloads as the store keeps them.
 func storedPayloadBytes(entries []*agentdv1.Entry, compress bool) int64 {
 	var n int64
@@ -214,37 +206,14 @@ func storedPayloadBytes(entries []*agentdv1.Entry, compress bool) int64 {
 	return n
 }
 
-// realisticCorpus is real text for transcripts: the Go standard library's
-// net/http sources as tool output, and their comments as prose. Unlike
-// the generator's 64-word vocabulary it compresses like what agents read
-// and write.
+// realisticCorpus is transcriptgen.GoSourceCorpus; the benchmark is
+// skipped without it.
 func realisticCorpus(b *testing.B) *transcriptgen.Corpus {
-	out, err := exec.Command("go", "env", "GOROOT").Output()
+	c, err := transcriptgen.GoSourceCorpus()
 	if err != nil {
-		b.Skipf("no Go toolchain to take real text from: %v", err)
+		b.Skip(err)
 	}
-	files, err := filepath.Glob(filepath.Join(strings.TrimSpace(string(out)), "src", "net", "http", "*.go"))
-	if err != nil || len(files) == 0 {
-		b.Skipf("no net/http sources in GOROOT: %v", err)
-	}
-	var code, prose strings.Builder
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		code.Write(src)
-		for line := range strings.Lines(string(src)) {
-			if c, ok := strings.CutPrefix(strings.TrimSpace(line), "// "); ok {
-				prose.WriteString(c)
-				prose.WriteString("\n")
-			}
-		}
-	}
-	return &transcriptgen.Corpus{Prose: prose.String(), Code: code.String()}
+	return c
 }
 
 // transcript makes the benchmark transcript with the given text.
@@ -359,7 +328,6 @@ func BenchmarkAppend(b *testing.B) {
 			b.ReportMetric(perAppend/rawPerAppend[rawInsertOnly], "x-raw-insert-only")
 			b.ReportMetric(jsonlPerAppend, "jsonl-µs/append")
 			b.ReportMetric(perAppend/jsonlPerAppend, "x-jsonl")
-			b.ReportMetric(perAppend/piAppendMicros, "x-pi")
 			b.ReportMetric(float64(storedPayloadBytes(entries, tc.compress))/float64(jsonl), "payloads/jsonl")
 			b.ReportMetric(float64(ourDisk)/mib, "MiB-disk")
 			b.ReportMetric(float64(jsonl)/mib, "MiB-jsonl")
