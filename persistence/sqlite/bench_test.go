@@ -116,8 +116,9 @@ const (
 	// rawInsertOnly inserts the plain protobuf and nothing else.
 	rawInsertOnly rawWork = iota
 	// rawSameWork makes the database changes the store makes: the same
-	// stored payload bytes and encoding in the same columns. What remains
-	// is the store's own cost: encoding, compressing, checks, group commit.
+	// stored payload bytes, encoding and preview in the same columns, and
+	// a spend row for each answer that cost tokens. What remains is the
+	// store's own cost: encoding, compressing, checks, group commit.
 	rawSameWork
 )
 
@@ -130,11 +131,19 @@ func rawAppend(b *testing.B, conn *sql.Conn, entries []*agentdv1.Entry, work raw
 	payloads := make([][]byte, len(entries))
 	encodings := make([]int64, len(entries))
 	kinds := make([]string, len(entries))
+	previews := make([]any, len(entries))
+	spends := make([]*persistence.Spend, len(entries))
 	encode := sqlite.NewPayloadEncoder()
 	for i, e := range entries {
 		payloads[i], _ = proto.Marshal(e)
-		if work == rawSameWork && compress {
-			payloads[i], encodings[i] = encode(payloads[i])
+		if work == rawSameWork {
+			if compress {
+				payloads[i], encodings[i] = encode(payloads[i])
+			}
+			previews[i] = persistence.Preview(e)
+			if spent, ok := persistence.EntrySpend(e); ok {
+				spends[i] = &spent
+			}
 		}
 		kinds[i], _ = persistence.EntryKind(e)
 	}
@@ -146,15 +155,21 @@ func rawAppend(b *testing.B, conn *sql.Conn, entries []*agentdv1.Entry, work raw
 		b.Cleanup(func() { st.Close() })
 		return st
 	}
-	ins := prepare(`INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload, encoding, append_time) VALUES (4294967296 + ?1, 1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?5)`)
+	ins := prepare(`INSERT INTO entries (key, session_pk, seq, id, parent_id, kind, create_time, payload, encoding, append_time, preview) VALUES (4294967296 + ?1, 1, ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?5, ?8)`)
+	spend := prepare(`INSERT INTO spend (session_pk, tenant, time, tokens, cost) VALUES (1, '', ?, ?, ?)`)
 	begin, commit := prepare("BEGIN IMMEDIATE"), prepare("COMMIT")
 	start := time.Now()
 	for i, e := range entries {
 		if _, err := begin.ExecContext(ctx); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := ins.ExecContext(ctx, i+1, e.Id, e.ParentId, kinds[i], int64(i), payloads[i], encodings[i]); err != nil {
+		if _, err := ins.ExecContext(ctx, i+1, e.Id, e.ParentId, kinds[i], int64(i), payloads[i], encodings[i], previews[i]); err != nil {
 			b.Fatal(err)
+		}
+		if sp := spends[i]; sp != nil {
+			if _, err := spend.ExecContext(ctx, int64(i), sp.Tokens, sp.CostUSD); err != nil {
+				b.Fatal(err)
+			}
 		}
 		if _, err := commit.ExecContext(ctx); err != nil {
 			b.Fatal(err)
