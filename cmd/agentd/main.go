@@ -429,6 +429,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		logger.Info("metrics serving", "addr", mlis.Addr().String())
 	}
 	logger.Info("agentd serving", "addr", listenAddr(lis), "db", d.StoreName(), "replica", replica, "auth", cfg.authToken != "" || authCfg != nil, "tenants", authCfg != nil, "tls", cfg.tlsCert != "", "mtls", cfg.tlsClientCA != "")
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		reportSandbox(toolSandbox, logger)
+	}()
+	defer func() { <-reported }() // before the sandbox closes
 
 	var runErr error
 	select {

@@ -151,9 +151,8 @@ func protectedFiles(cfg config) []agent.Protected {
 	return out
 }
 
-// newSandbox makes the tool sandbox --sandbox asks for and says in the log
-// what confines tool calls (once its probe is done); nil when the operator
-// turned it off.
+// newSandbox makes the tool sandbox --sandbox asks for (reportSandbox
+// says what confines tool calls); nil when the operator turned it off.
 func newSandbox(c confinement, protected []agent.Protected, logger *slog.Logger) *sandbox.Sandbox {
 	if c.sandbox == "off" {
 		logger.Warn("tool sandbox off (--sandbox=off): bash commands and MCP servers run with agentd's own authority, its environment excepted: they can read agentd's database, configuration and every workspace, and reach the network")
@@ -165,17 +164,22 @@ func newSandbox(c confinement, protected []agent.Protected, logger *slog.Logger)
 	for _, p := range protected {
 		opts.Hidden = append(opts.Hidden, p.Path)
 	}
-	sb := sandbox.New(opts)
-	// The sandbox tries itself while agentd opens its store and starts
-	// serving; what it found is logged once known.
-	go func() {
-		if err := sb.Available(); err != nil {
-			logger.Warn("tool sandbox unavailable: sessions enabling bash are refused, MCP servers marked sandbox fail to start; --sandbox=off runs them unconfined", "reason", sb.Status().Reason)
-		} else {
-			logger.Info("tool sandbox active", "confinement", sb.Status().String())
-		}
-	}()
-	return sb
+	return sandbox.New(opts)
+}
+
+// reportSandbox has the sandbox try itself, which takes tens of
+// milliseconds, and says in the log what it found. agentd calls it once it
+// serves, so that the try neither delays nor competes with the start-up; a
+// call that needs the sandbox before then waits for the same try.
+func reportSandbox(sb *sandbox.Sandbox, logger *slog.Logger) {
+	if sb == nil {
+		return
+	}
+	if err := sb.Available(); err != nil {
+		logger.Warn("tool sandbox unavailable: sessions enabling bash are refused, MCP servers marked sandbox fail to start; --sandbox=off runs them unconfined", "reason", sb.Status().Reason)
+	} else {
+		logger.Info("tool sandbox active", "confinement", sb.Status().String())
+	}
 }
 
 // toolEnvironment reads the values of the --tool-env names from agentd's

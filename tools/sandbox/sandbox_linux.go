@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -92,8 +93,11 @@ type limits struct {
 // unprivileged identity. It is safe for concurrent use.
 type Sandbox struct {
 	opts Options
-	// status is what the probe found, set before probed is closed.
+	// status is what the probe found, set before probed is closed; the
+	// probe starts once, at the first Status or Available.
 	status   Status
+	probe1   sync.Once
+	probing  atomic.Bool
 	probed   chan struct{}
 	root     bool // agentd runs as root: commands take opts.UID/GID
 	uid, gid int  // the identity commands run as
@@ -104,9 +108,10 @@ type Sandbox struct {
 	idmaps map[[2]int]*os.File // user namespaces mapping a workspace owner to uid/gid
 }
 
-// New returns a sandbox and tries it once in the background, confining
-// `true` in an empty directory; Status and Available wait for that try
-// (tens of milliseconds: a start-up need not) and tell whether it worked.
+// New returns a sandbox that tries itself once, confining `true` in an
+// empty directory, at the first Status or Available, which wait for that
+// try (tens of milliseconds, which a start-up need not spend: agentd asks
+// once it serves) and tell whether it worked.
 func New(opts Options) *Sandbox {
 	o := opts.withDefaults()
 	s := &Sandbox{opts: o, idmaps: map[[2]int]*os.File{}, probed: make(chan struct{})}
@@ -121,21 +126,27 @@ func New(opts Options) *Sandbox {
 	}
 	s.trees = systemTrees(append(SystemPaths(), o.ReadPaths...))
 	s.masks = masksIn(s.trees, append(append([]string(nil), secretPaths...), o.Hidden...))
-	go func() {
+	return s
+}
+
+// tried starts the probe unless it ran or runs, and waits for it.
+func (s *Sandbox) tried() {
+	s.probe1.Do(func() {
+		s.probing.Store(true)
 		s.status.Reason = s.probe()
 		s.status.Active = s.status.Reason == ""
 		close(s.probed)
-	}()
-	return s
+	})
+	<-s.probed
 }
 
 // Unavailable returns a sandbox that cannot confine anything, for reason:
 // what New returns where confinement is impossible, for the code paths
 // that must then refuse.
 func Unavailable(reason string) *Sandbox {
-	probed := make(chan struct{})
-	close(probed)
-	return &Sandbox{status: Status{Reason: reason}, probed: probed, idmaps: map[[2]int]*os.File{}}
+	s := &Sandbox{status: Status{Reason: reason}, probed: make(chan struct{}), idmaps: map[[2]int]*os.File{}}
+	s.probe1.Do(func() { close(s.probed) })
+	return s
 }
 
 // probe confines `true` and returns why that failed, or "".
@@ -166,14 +177,14 @@ func (s *Sandbox) probe() string {
 
 // Status reports what New found.
 func (s *Sandbox) Status() Status {
-	<-s.probed
+	s.tried()
 	return s.status
 }
 
 // Available returns nil when commands can be confined, otherwise an error
 // (of kind ErrUnavailable) saying why.
 func (s *Sandbox) Available() error {
-	<-s.probed
+	s.tried()
 	if s.status.Active {
 		return nil
 	}
@@ -182,7 +193,9 @@ func (s *Sandbox) Available() error {
 
 // Close releases the namespaces kept for idmapped workspaces.
 func (s *Sandbox) Close() error {
-	<-s.probed
+	if s.probing.Load() {
+		<-s.probed // the probe's command may map a workspace
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k, f := range s.idmaps {

@@ -256,3 +256,47 @@ func TestAsUnprivilegedUser(t *testing.T) {
 		t.Fatalf("as uid %d the tests did not run:\n%s", uid, out)
 	}
 }
+
+// The sandbox tries itself once, at its first use: callers racing to use
+// it all wait for that one try and see what it found (run with -race).
+func TestFirstUsesShareOneProbe(t *testing.T) {
+	sandboxtest.New(t, sandbox.Options{}) // skips where nothing confines
+	sb := sandbox.New(sandbox.Options{})
+	t.Cleanup(func() { sb.Close() })
+	ws := workspace(t)
+	const callers = 8
+	statuses := make(chan sandbox.Status, callers)
+	errs := make(chan error, callers)
+	for i := range callers {
+		go func() {
+			switch i % 3 {
+			case 0:
+				statuses <- sb.Status()
+			case 1:
+				errs <- sb.Available()
+			default:
+				out, err := run(t, sb, sandbox.Spec{Dir: ws}, "echo confined")
+				if err == nil && out != "confined" {
+					err = fmt.Errorf("output %q", out)
+				}
+				errs <- err
+			}
+		}()
+	}
+	first := sb.Status()
+	for range callers {
+		select {
+		case st := <-statuses:
+			if st != first {
+				t.Errorf("Status = %+v, another caller saw %+v", st, first)
+			}
+		case err := <-errs:
+			if err != nil {
+				t.Errorf("a first use: %v", err)
+			}
+		}
+	}
+	if !first.Active {
+		t.Fatalf("the probe failed: %s", first.Reason)
+	}
+}
