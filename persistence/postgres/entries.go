@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -245,8 +246,8 @@ func (s *Store) PathSinceAnswer(ctx context.Context, sessionID string) ([]*agent
 
 // path loads the entries from the root to entry to (the leaf when
 // empty), or only the part walk's options keep (its FirstKept is set
-// here). The tree is read without payloads and walked in memory; only the
-// entries on the path are read whole and decoded.
+// here). The tree is read without payloads, newest first, only as far as
+// the path goes; only the entries on the path are read whole and decoded.
 func (s *Store) path(ctx context.Context, sessionID, to string, walk persistence.WalkOptions) ([]*agentdv1.Entry, error) {
 	var out []*agentdv1.Entry
 	err := s.read(ctx, func(tx pgx.Tx) error {
@@ -261,45 +262,21 @@ func (s *Store) path(ctx context.Context, sessionID, to string, walk persistence
 			out = []*agentdv1.Entry{}
 			return nil
 		}
-		rows, err := tx.Query(ctx, `SELECT seq, id, coalesce(parent_id, ''), kind = 'compaction_summary', kind = 'assistant' FROM entries WHERE session_pk = $1 ORDER BY seq`, sess.pk)
-		if err != nil {
-			return err
-		}
-		var all []persistence.PathNode
-		index := map[string]int{}
-		for rows.Next() {
-			var n persistence.PathNode
-			if err := rows.Scan(&n.Seq, &n.ID, &n.Parent, &n.Summary, &n.Answer); err != nil {
-				rows.Close()
-				return err
-			}
-			index[n.ID] = len(all)
-			all = append(all, n)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		at, ok := index[to]
-		if !ok {
-			return persistence.EntryNotFound(sessionID, to)
-		}
 		walk.FirstKept = func(ctx context.Context, id string) (string, error) {
 			e, err := entryInTx(ctx, tx, sessionID, sess.pk, id)
 			return e.GetMessage().GetCompactionSummary().GetFirstKeptEntryId(), err
 		}
-		path, err := persistence.WalkToRoot(ctx, sessionID, all, at, walk)
+		path, err := walkNewestFirst(ctx, tx, sessionID, sess.pk, to, walk)
 		if err != nil {
 			return err
 		}
 		seqs := make([]int64, len(path))
 		want := make(map[int64]int, len(path)) // seq → position
-		for i, at := range path {
-			seqs[i] = all[at].Seq
-			want[all[at].Seq] = i
+		for i, n := range path {
+			seqs[i] = n.Seq
+			want[n.Seq] = i
 		}
-		all = nil
-		rows, err = tx.Query(ctx, `SELECT `+entryColumns+` FROM entries WHERE session_pk = $1 AND seq = ANY($2)`, sess.pk, seqs)
+		rows, err := tx.Query(ctx, `SELECT `+entryColumns+` FROM entries WHERE session_pk = $1 AND seq = ANY($2)`, sess.pk, seqs)
 		if err != nil {
 			return err
 		}
@@ -320,6 +297,56 @@ func (s *Store) path(ctx context.Context, sessionID, to string, walk persistence
 		return err
 	})
 	return out, err
+}
+
+// walkNewestFirst reads the session's tree without payloads, newest first
+// in pages that grow from 64 rows, offering each node to a walk from to
+// until it ends, and returns the nodes of the path, root first: a path
+// that ends near the leaf (a compacted context, the tail since the last
+// answer) reads only that far.
+func walkNewestFirst(ctx context.Context, tx pgx.Tx, sessionID string, pk int64, to string, opts persistence.WalkOptions) ([]persistence.PathNode, error) {
+	w := persistence.NewWalker(sessionID, to, opts)
+	var path []persistence.PathNode // leaf first
+	below := int64(math.MaxInt64)
+	for size, done := 64, false; !done; size = min(size*2, 4096) {
+		// A page is read whole before it is offered: the walk may query
+		// (FirstKept) and a connection runs one query at a time.
+		rows, err := tx.Query(ctx, `SELECT seq, id, coalesce(parent_id, ''), kind = 'compaction_summary', kind = 'assistant' FROM entries
+			WHERE session_pk = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`, pk, below, size)
+		if err != nil {
+			return nil, err
+		}
+		page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (persistence.PathNode, error) {
+			var n persistence.PathNode
+			err := r.Scan(&n.Seq, &n.ID, &n.Parent, &n.Summary, &n.Answer)
+			return n, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		done = len(page) < size
+		for _, n := range page {
+			below = n.Seq
+			onPath, end, err := w.Offer(ctx, n)
+			if err != nil {
+				return nil, err
+			}
+			if onPath {
+				path = append(path, n)
+			}
+			if end {
+				done = true
+				break
+			}
+		}
+	}
+	n, err := w.End()
+	if err != nil {
+		return nil, err
+	}
+	path = path[:n]
+	slices.Reverse(path)
+	return path, nil
 }
 
 // Entries implements [persistence.Store]. Page tokens carry the seq of the

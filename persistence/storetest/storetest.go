@@ -63,6 +63,7 @@ func Run(t *testing.T, h Harness) {
 		{"CorruptPayload", testCorrupt},
 		{"ContextPathReadsOnlyTheContext", testContextPathReadsOnlyTheContext},
 		{"PathSinceAnswer", testPathSinceAnswer},
+		{"LongPathWithBranches", testLongPathWithBranches},
 		{"Runs", testRuns},
 		{"RunRecords", testRunRecords},
 		{"ListRuns", testListRuns},
@@ -1284,6 +1285,47 @@ func testPathSinceAnswer(t *testing.T, h Harness) {
 	check(other.ID, "b1 v4")
 	if _, err := s.PathSinceAnswer(ctx, "no-such-session"); !errors.Is(err, persistence.ErrNotFound) {
 		t.Fatalf("PathSinceAnswer of a missing session: %v, want ErrNotFound", err)
+	}
+}
+
+// A path hundreds of entries long, with abandoned branches among them
+// (more than one page of an engine that reads its tree in pages), is the
+// chain from the root to the leaf, whole and from its context's start.
+func testLongPathWithBranches(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := open(t, h)
+	sess := mustCreate(t, s, persistence.CreateSessionParams{})
+	entries := transcriptgen.Transcript(11, 700)
+	var chain []string
+	for i, e := range entries {
+		mustAppend(t, s, sess.ID, e)
+		chain = append(chain, e.GetId())
+		if i%150 == 149 {
+			// A branch of three from two entries back, then back again.
+			if err := s.SetLeaf(ctx, sess.ID, chain[len(chain)-3]); err != nil {
+				t.Fatal(err)
+			}
+			mustAppend(t, s, sess.ID, userEntry("aside 1"), userEntry("aside 2"), userEntry("aside 3"))
+			if err := s.SetLeaf(ctx, sess.ID, chain[len(chain)-1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	path, err := s.Path(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := strings.Join(ids(path), " "), strings.Join(chain, " "); g != w {
+		t.Fatalf("Path holds %d entries, want the chain of %d", len(path), len(chain))
+	}
+	sum := summaryEntry(chain[100])
+	mustAppend(t, s, sess.ID, sum)
+	got, err := s.ContextPath(ctx, sess.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := strings.Join(ids(got), " "), strings.Join(append(chain[100:], sum.GetId()), " "); g != w {
+		t.Fatalf("ContextPath holds %d entries, want %d from the first kept", len(got), len(chain)-100+1)
 	}
 }
 
