@@ -175,7 +175,8 @@ func (s *Sandbox) probe() string {
 	return ""
 }
 
-// Status reports what New found.
+// Status reports what the sandbox found when it tried itself (at the
+// first Status or Available).
 func (s *Sandbox) Status() Status {
 	s.tried()
 	return s.status
