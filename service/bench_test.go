@@ -40,8 +40,8 @@ import (
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/benchenv"
 	"github.com/agentd/agentd/internal/testkit"
+	"github.com/agentd/agentd/internal/transcriptgen"
 	"github.com/agentd/agentd/metrics"
-	"github.com/agentd/agentd/persistence"
 	"github.com/agentd/agentd/persistence/postgres/pgtest"
 	"github.com/agentd/agentd/persistence/sqlite"
 	"github.com/agentd/agentd/service"
@@ -923,15 +923,8 @@ func BenchmarkStartWith10kSessions(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for i := range sessions {
-		s, err := st.CreateSession(context.Background(), persistence.CreateSessionParams{Title: fmt.Sprint("session ", i)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := st.Append(context.Background(), s.ID, &agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{
-			Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{Content: texts("hello")}}}}}); err != nil {
-			b.Fatal(err)
-		}
+	if err := transcriptgen.FillSessions(context.Background(), st, sessions); err != nil {
+		b.Fatal(err)
 	}
 	st.Close()
 

@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -152,20 +150,12 @@ func appendToStore(b *testing.B, path string, entries []*agentdv1.Entry) (usPerA
 // per append and the MiB of the file pi wrote.
 func runPiAppend(b *testing.B, script, file string, messages int) (usPerAppend, mib float64) {
 	b.Helper()
-	cmd := exec.Command("node", script, file)
-	cmd.Dir = filepath.Dir(script)
-	out, err := cmd.Output()
-	if err != nil {
-		b.Fatalf("pi: %v\n%s", err, out)
-	}
 	var res struct {
 		Us       float64
 		Bytes    float64
 		Messages int
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		b.Fatalf("pi printed %q: %v", out, err)
-	}
+	runPi(b, &res, nil, script, file)
 	if res.Messages != messages {
 		b.Fatalf("pi appended %d messages, want %d", res.Messages, messages)
 	}

@@ -17,9 +17,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
 	"github.com/agentd/agentd/internal/benchenv"
-	"github.com/agentd/agentd/persistence"
+	"github.com/agentd/agentd/internal/transcriptgen"
 	"github.com/agentd/agentd/persistence/sqlite"
 )
 
@@ -37,15 +36,8 @@ func BenchmarkColdStart(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for i := range sessions {
-		s, err := st.CreateSession(context.Background(), persistence.CreateSessionParams{Title: fmt.Sprint("session ", i)})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := st.Append(context.Background(), s.ID, &agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: &agentdv1.AgentMessage{
-			Kind: &agentdv1.AgentMessage_User{User: &agentdv1.UserMessage{Content: texts("hello")}}}}}); err != nil {
-			b.Fatal(err)
-		}
+	if err := transcriptgen.FillSessions(context.Background(), st, sessions); err != nil {
+		b.Fatal(err)
 	}
 	if err := st.Close(); err != nil {
 		b.Fatal(err)

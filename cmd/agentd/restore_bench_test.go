@@ -209,24 +209,32 @@ func importTranscript(b *testing.B, c agentdv1.AgentServiceClient, entries []*ag
 // and RSS in MiB.
 func runPiRestore(b *testing.B, script, file string, messages int) (ms, rssMiB float64) {
 	b.Helper()
-	cmd := exec.Command("node", "--expose-gc", script, file)
-	cmd.Dir = filepath.Dir(script)
-	out, err := cmd.Output()
-	if err != nil {
-		b.Fatalf("pi: %v\n%s", err, out)
-	}
 	var res struct {
 		Ms       float64
 		RSS      float64
 		Messages int
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		b.Fatalf("pi printed %q: %v", out, err)
-	}
+	runPi(b, &res, []string{"--expose-gc"}, script, file)
 	if res.Messages != messages {
 		b.Fatalf("pi's context holds %d messages, want %d", res.Messages, messages)
 	}
 	return res.Ms, res.RSS / (1 << 20)
+}
+
+// runPi runs script, in the folder pi is installed in (so that its import
+// resolves there), with node and its flags, and decodes the JSON it prints
+// into out.
+func runPi(b *testing.B, out any, nodeFlags []string, script string, args ...string) {
+	b.Helper()
+	cmd := exec.Command("node", append(append(nodeFlags, script), args...)...)
+	cmd.Dir = filepath.Dir(script)
+	printed, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("pi: %v\n%s", err, printed)
+	}
+	if err := json.Unmarshal(printed, out); err != nil {
+		b.Fatalf("pi printed %q: %v", printed, err)
+	}
 }
 
 // median of xs (not empty).
