@@ -56,6 +56,7 @@ func BenchmarkColdStart(b *testing.B) {
 		{"sessions", func(int) string { return full }, sessions},
 	} {
 		b.Run("db="+tc.name, func(b *testing.B) {
+			benchenv.Procs(b)
 			var total time.Duration
 			i := 0
 			for b.Loop() {
@@ -77,6 +78,9 @@ func timeToServing(b *testing.B, bin, db string) time.Duration {
 	b.Helper()
 	addr := freeAddr(b)
 	cmd := exec.Command(bin, "--listen", addr, "--db", db)
+	if procs := os.Getenv(benchenv.ProcsEnv); procs != "" {
+		cmd.Env = append(os.Environ(), "GOMAXPROCS="+procs)
+	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
