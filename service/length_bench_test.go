@@ -56,9 +56,10 @@ func BenchmarkSessionLength(b *testing.B) {
 	}
 	steps := []struct {
 		name string
-		run  func(b *testing.B, sessionID string, i int)
+		// run takes the step's i-th sample and returns how long it took.
+		run func(b *testing.B, sessionID string, i int) time.Duration
 	}{
-		{"append-messages", func(b *testing.B, id string, i int) {
+		{"append-messages", func(b *testing.B, id string, i int) time.Duration {
 			// A note, then an answer to it, as a host app records a
 			// conversation it ran elsewhere.
 			msg := user(fmt.Sprint("note ", i))
@@ -66,11 +67,14 @@ func BenchmarkSessionLength(b *testing.B) {
 				msg = &agentdv1.AgentMessage{Kind: &agentdv1.AgentMessage_Assistant{Assistant: &agentdv1.AssistantMessage{
 					Content: texts(fmt.Sprint("noted ", i)), StopReason: agentdv1.StopReason_STOP_REASON_STOP}}}
 			}
+			start := time.Now()
 			if _, err := h.client.AppendMessages(ctx, &agentdv1.AppendMessagesRequest{SessionId: id, Messages: []*agentdv1.AgentMessage{msg}}); err != nil {
 				b.Fatal(err)
 			}
+			return time.Since(start)
 		}},
-		{"prompt-first-event", func(b *testing.B, id string, i int) {
+		{"prompt-first-event", func(b *testing.B, id string, i int) time.Duration {
+			start := time.Now()
 			stream, err := h.client.Prompt(ctx, &agentdv1.PromptRequest{SessionId: id, Content: texts(fmt.Sprint("question ", i))})
 			if err != nil {
 				b.Fatal(err)
@@ -78,7 +82,8 @@ func BenchmarkSessionLength(b *testing.B) {
 			if _, err := stream.Recv(); err != nil {
 				b.Fatal(err)
 			}
-			b.StopTimer()
+			first := time.Since(start)
+			// The rest of the run, before the next sample starts.
 			for {
 				ev, err := stream.Recv()
 				if err == io.EOF {
@@ -91,22 +96,27 @@ func BenchmarkSessionLength(b *testing.B) {
 					b.Fatalf("the prompt ended %v: %s", end.GetOutcome(), end.GetErrorMessage())
 				}
 			}
-			b.StartTimer()
+			return first
 		}},
-		{"get-context", func(b *testing.B, id string, _ int) {
+		{"get-context", func(b *testing.B, id string, _ int) time.Duration {
+			start := time.Now()
 			resp, err := h.client.GetContext(ctx, &agentdv1.GetContextRequest{SessionId: id})
+			elapsed := time.Since(start)
 			if err != nil {
 				b.Fatal(err)
 			}
 			if n := len(resp.GetContext().GetMessages()); n == 0 || n > keptByCompaction+1 {
 				b.Fatalf("GetContext: %d messages, want 1 to %d", n, keptByCompaction+1)
 			}
+			return elapsed
 		}},
-		{"store-append", func(b *testing.B, id string, i int) {
+		{"store-append", func(b *testing.B, id string, i int) time.Duration {
 			e := &agentdv1.Entry{Payload: &agentdv1.Entry_Message{Message: user(fmt.Sprint("note ", i))}}
+			start := time.Now()
 			if err := h.store.Append(ctx, id, e); err != nil {
 				b.Fatal(err)
 			}
+			return time.Since(start)
 		}},
 	}
 	// Every session is written first, then agentd restarts: each step
@@ -135,9 +145,7 @@ func BenchmarkSessionLength(b *testing.B) {
 					samples := make([]float64, 0, reps)
 					for b.Loop() {
 						for i := range reps {
-							start := time.Now()
-							step.run(b, id, i)
-							samples = append(samples, float64(time.Since(start).Nanoseconds())/1e3)
+							samples = append(samples, float64(step.run(b, id, i).Nanoseconds())/1e3)
 						}
 					}
 					med := median(samples)
