@@ -61,13 +61,7 @@ func WalkToRoot(ctx context.Context, sessionID string, nodes []PathNode, leaf in
 			break
 		}
 	}
-	n, err := w.End()
-	if err != nil {
-		return nil, err
-	}
-	path = path[:n]
-	slices.Reverse(path)
-	return path, nil
+	return EndWalk(w, path)
 }
 
 // Walker follows the path from a leaf towards the root while an engine
@@ -126,6 +120,19 @@ func (w *Walker) Offer(ctx context.Context, n PathNode) (onPath, done bool, err 
 	}
 	w.next = n.Parent
 	return true, w.ends >= 0, nil
+}
+
+// EndWalk ends w (see [Walker.End]) given what Offer put on the path, leaf
+// first, and returns the path root first: the step every engine's walk
+// ends with.
+func EndWalk[T any](w *Walker, leafFirst []T) ([]T, error) {
+	n, err := w.End()
+	if err != nil {
+		return nil, err
+	}
+	path := leafFirst[:n]
+	slices.Reverse(path)
+	return path, nil
 }
 
 // End is called once the engine has offered what it read: it returns how

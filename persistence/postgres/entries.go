@@ -340,13 +340,7 @@ func walkNewestFirst(ctx context.Context, tx pgx.Tx, sessionID string, pk int64,
 			}
 		}
 	}
-	n, err := w.End()
-	if err != nil {
-		return nil, err
-	}
-	path = path[:n]
-	slices.Reverse(path)
-	return path, nil
+	return persistence.EndWalk(w, path)
 }
 
 // Entries implements [persistence.Store]. Page tokens carry the seq of the

@@ -6,7 +6,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -356,12 +355,9 @@ func (s *Store) contextPath(ctx context.Context, sessionID string, sinceAnswer b
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		n, err := walk.End()
-		if err != nil {
+		if path, err = persistence.EndWalk(walk, path); err != nil {
 			return err
 		}
-		path = path[:n]
-		slices.Reverse(path)
 		out, err = rowcodec.DecodePath(sessionID, path)
 		return err
 	})
