@@ -238,6 +238,15 @@ func (l *eventLog) lagLocked() uint64 {
 // or after agent_end. The log owns the event from now on: nobody changes
 // it. append reports whether the event was logged.
 func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged bool) {
+	return l.appendThen(ev, nil)
+}
+
+// appendThen is append, calling beforeVisible (when not nil) once ev has
+// its seq and before any follower can read it: what a client must find
+// once it has seen ev (the request among the pending interactions) is in
+// place by then. beforeVisible runs under the log's lock, so it must not
+// touch the log.
+func (l *eventLog) appendThen(ev *agentdv1.AgentEvent, beforeVisible func()) (logged bool) {
 	l.mu.Lock()
 	for {
 		for !l.unthrottle && l.lagLocked() >= followerWindow {
@@ -293,6 +302,9 @@ func (l *eventLog) append(ev *agentdv1.AgentEvent) (logged bool) {
 	l.next++
 	if end {
 		l.ended = true
+	}
+	if beforeVisible != nil {
+		beforeVisible()
 	}
 	l.wakeLocked()
 	arm := !l.armed && !end

@@ -444,3 +444,31 @@ func TestEventLogStoresFullBatchesInTheBackground(t *testing.T) {
 		t.Fatalf("stored %d of %d events: %v", len(stored), l.next-1, err)
 	}
 }
+
+// What appendThen runs before an event is visible is done before any
+// follower can read the event.
+func TestEventLogRunsBeforeVisibleFirst(t *testing.T) {
+	l, _ := newTestLog(t)
+	l.append(agentStart())
+	inside, release := make(chan struct{}), make(chan struct{})
+	go l.appendThen(turnStart(), func() {
+		close(inside)
+		<-release
+	})
+	<-inside
+	read := make(chan int, 1)
+	go func() {
+		evs, _, _, _, _, _ := l.since(1)
+		read <- len(evs)
+	}()
+	select {
+	case n := <-read:
+		t.Fatalf("a follower read %d events while the hook of the second still ran", n)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if n := <-read; n != 1 {
+		t.Fatalf("after the hook: %d events past the first, want 1", n)
+	}
+	l.append(agentEnd())
+}

@@ -602,6 +602,14 @@ func (r *Run) sink(ctx context.Context, ev *agentdv1.AgentEvent) error {
 // publish logs an event for followers (the log stores it in a batch).
 func (r *Run) publish(ev *agentdv1.AgentEvent) {
 	r.decorate(ev)
+	if _, _, _, waits := requestOf(ev); waits {
+		// A client that saw the request must find it pending: the watch
+		// has it before the run's followers can read it.
+		if r.log.appendThen(ev, func() { r.a.watch.runEvent(r, ev) }) {
+			r.a.opts.Metrics.EventProduced()
+		}
+		return
+	}
 	if r.log.append(ev) {
 		r.a.opts.Metrics.EventProduced()
 		r.a.watch.runEvent(r, ev)

@@ -517,24 +517,31 @@ func (k waitKind) interaction() agentdv1.PendingInteractionKind {
 	return agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_CLIENT_TOOL
 }
 
-// pendingOf is the request an event makes wait, or nil.
-func pendingOf(r *Run, ev *agentdv1.AgentEvent) *agentdv1.PendingInteraction {
-	// Most events make nothing wait: allocate only for those that do (this
-	// runs for every streamed event).
-	pending := func(kind agentdv1.PendingInteractionKind, id string, deadline *timestamppb.Timestamp) *agentdv1.PendingInteraction {
-		return &agentdv1.PendingInteraction{SessionId: r.sessionID, RunId: r.id, Request: ev, Kind: kind, Id: id, Deadline: deadline}
-	}
+// requestOf returns what ev asks a client for, if it makes anything wait
+// for one: the kind, the id the answer names and the deadline.
+func requestOf(ev *agentdv1.AgentEvent) (kind agentdv1.PendingInteractionKind, id string, deadline *timestamppb.Timestamp, ok bool) {
 	switch e := ev.GetEvent().(type) {
 	case *agentdv1.AgentEvent_ApprovalRequested:
-		return pending(agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_APPROVAL, e.ApprovalRequested.GetToolCallId(), e.ApprovalRequested.GetDeadline())
+		return agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_APPROVAL, e.ApprovalRequested.GetToolCallId(), e.ApprovalRequested.GetDeadline(), true
 	case *agentdv1.AgentEvent_ToolCallRequested:
-		return pending(agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_CLIENT_TOOL, e.ToolCallRequested.GetToolCallId(), e.ToolCallRequested.GetDeadline())
+		return agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_CLIENT_TOOL, e.ToolCallRequested.GetToolCallId(), e.ToolCallRequested.GetDeadline(), true
 	case *agentdv1.AgentEvent_HookRequested:
-		return pending(agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_HOOK, e.HookRequested.GetRequestId(), e.HookRequested.GetDeadline())
+		return agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_HOOK, e.HookRequested.GetRequestId(), e.HookRequested.GetDeadline(), true
 	case *agentdv1.AgentEvent_ContextRequested:
-		return pending(agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_CONTEXT, e.ContextRequested.GetRequestId(), e.ContextRequested.GetDeadline())
+		return agentdv1.PendingInteractionKind_PENDING_INTERACTION_KIND_CONTEXT, e.ContextRequested.GetRequestId(), e.ContextRequested.GetDeadline(), true
 	}
-	return nil
+	return 0, "", nil, false
+}
+
+// pendingOf is the pending interaction ev makes, or nil. Most events make
+// nothing wait: it allocates only for those that do (this runs for every
+// streamed event).
+func pendingOf(r *Run, ev *agentdv1.AgentEvent) *agentdv1.PendingInteraction {
+	kind, id, deadline, ok := requestOf(ev)
+	if !ok {
+		return nil
+	}
+	return &agentdv1.PendingInteraction{SessionId: r.sessionID, RunId: r.id, Request: ev, Kind: kind, Id: id, Deadline: deadline}
 }
 
 // sessionChanged publishes a change of a session, reading the session
