@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsyscall "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -109,7 +111,14 @@ func helper(status *bool) error {
 		unix.Close(ruleset.fd)
 	}
 	// Limits last: the helper itself may hold more memory than a command
-	// may (a race-detector build does).
+	// may (it does under a small limit or in a race-detector build). From
+	// here to the exec nothing may ask the system for memory, which would
+	// fail: the exec's arguments are ready and no collection can start.
+	command, err := prepareExec(cfg.Argv, cfg.Env)
+	if err != nil {
+		return err
+	}
+	debug.SetGCPercent(-1)
 	if err := setLimits(cfg.Limits); err != nil {
 		return err
 	}
@@ -118,8 +127,41 @@ func helper(status *bool) error {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fmt.Errorf("close inherited descriptors: %w", err)
 	}
-	err = unix.Exec(cfg.Argv[0], cfg.Argv, cfg.Env)
-	return fmt.Errorf("exec %s: %w", cfg.Argv[0], err)
+	return fmt.Errorf("exec %s: %w", cfg.Argv[0], command.run())
+}
+
+// preparedExec is an execve(2) whose arguments are already in the form
+// the kernel reads, so that running it allocates nothing.
+type preparedExec struct {
+	path       *byte
+	argv, envv []*byte
+}
+
+func prepareExec(argv, env []string) (preparedExec, error) {
+	if len(argv) == 0 {
+		return preparedExec{}, errors.New("exec: no command")
+	}
+	path, err := unix.BytePtrFromString(argv[0])
+	if err != nil {
+		return preparedExec{}, fmt.Errorf("exec %q: %w", argv[0], err)
+	}
+	argvp, err := syscall.SlicePtrFromStrings(argv)
+	if err != nil {
+		return preparedExec{}, fmt.Errorf("exec %q: arguments: %w", argv[0], err)
+	}
+	envp, err := syscall.SlicePtrFromStrings(env)
+	if err != nil {
+		return preparedExec{}, fmt.Errorf("exec %q: environment: %w", argv[0], err)
+	}
+	return preparedExec{path: path, argv: argvp, envv: envp}, nil
+}
+
+// run replaces the process, or returns why it could not; unlike
+// unix.Exec it converts nothing and so asks the runtime for no memory.
+func (e preparedExec) run() error {
+	_, _, errno := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(e.path)),
+		uintptr(unsafe.Pointer(&e.argv[0])), uintptr(unsafe.Pointer(&e.envv[0])))
+	return errno
 }
 
 // inNewNamespaces checks that the helper is the first process of a new
