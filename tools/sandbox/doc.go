@@ -3,8 +3,8 @@
 // reach, so a tool call never runs with agentd's own authority.
 //
 // On Linux a command runs under a helper: agentd's own binary started
-// again as "agentd-sandbox", which this package's init recognizes before
-// the rest of agentd initializes. The helper starts in new user, mount,
+// again as "agentd-sandbox", which the init of its package
+// internal/confine recognizes before most of agentd initializes. The helper starts in new user, mount,
 // PID, network, IPC and UTS namespaces, assembles a root file system of
 // its own — the system trees read-only with their secrets hidden, the
 // workspace writable (or only some of its subdirectories), a private

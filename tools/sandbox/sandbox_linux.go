@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,73 +17,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/agentd/agentd/internal/fspath"
-)
-
-// The helper is agentd's own binary started again (/proc/self/exe) under
-// these names; see init in helper_linux.go.
-const (
-	// helperName sets up one call's confinement and execs its command.
-	helperName = "agentd-sandbox"
-	// holderName only holds a user namespace open while agentd takes a
-	// handle on it, for the idmapped workspace mounts.
-	holderName = "agentd-sandbox-userns"
-)
-
-// The helper's inherited descriptors: these two, then the detached mounts
-// the config names by descriptor.
-const (
-	configFD = 3 // the helperConfig, JSON in a memfd
-	statusFD = 4 // a setup failure, written before the helper exits
+	"github.com/agentd/agentd/tools/sandbox/internal/confine"
 )
 
 // setupTimeout bounds the wait for a helper to reach its command.
 const setupTimeout = 30 * time.Second
-
-// helperConfig is what the parent tells the helper; the helper trusts it.
-type helperConfig struct {
-	// Trees are the directories (or links) to show read-only.
-	Trees []tree `json:"trees"`
-	// Masks are files and directories inside Trees shown empty.
-	Masks []mask `json:"masks"`
-	// Workspace is the absolute path of the workspace, the working
-	// directory. WorkspaceFD, when not 0, is it as a detached mount the
-	// parent took (idmapped when its owner is not the command's identity).
-	Workspace   string `json:"workspace"`
-	WorkspaceFD int    `json:"workspaceFd,omitempty"`
-	// Writable are the subdirectories of Workspace that may be written;
-	// empty means all of it.
-	Writable []string `json:"writable"`
-	Network  bool     `json:"network"`
-	Limits   limits   `json:"limits"`
-	Argv     []string `json:"argv"`
-	Env      []string `json:"env"`
-	// Status says statusFD is open.
-	Status bool `json:"status"`
-}
-
-// tree is one read-only tree: a directory to bind, or a symbolic link to
-// recreate. FD, when not 0, is the directory as a detached read-only
-// mount the parent took: agentd as root can reach trees whose parents an
-// unprivileged helper could not enter.
-type tree struct {
-	Path string `json:"path"`
-	Link string `json:"link,omitempty"`
-	FD   int    `json:"fd,omitempty"`
-}
-
-// mask hides one path of a tree behind an empty file or directory.
-type mask struct {
-	Path string `json:"path"`
-	Dir  bool   `json:"dir"`
-}
-
-type limits struct {
-	Processes int   `json:"processes"`
-	Memory    int64 `json:"memory"`
-	FileSize  int64 `json:"fileSize"`
-	OpenFiles int   `json:"openFiles"`
-	Tmp       int64 `json:"tmp"`
-}
 
 // Sandbox confines commands on Linux: each runs in new user, mount, PID,
 // network, IPC and UTS namespaces, sees only its workspace (writable),
@@ -101,8 +38,8 @@ type Sandbox struct {
 	probed   chan struct{}
 	root     bool // agentd runs as root: commands take opts.UID/GID
 	uid, gid int  // the identity commands run as
-	trees    []tree
-	masks    []mask
+	trees    []confine.Tree
+	masks    []confine.Mask
 
 	mu     sync.Mutex
 	idmaps map[[2]int]*os.File // user namespaces mapping a workspace owner to uid/gid
@@ -227,13 +164,13 @@ func (s *Sandbox) command(spec Spec, argv []string) (*Cmd, error) {
 			return nil, fmt.Errorf("sandbox: writable path %q does not lie inside the workspace", w)
 		}
 	}
-	cfg := helperConfig{
+	cfg := confine.Config{
 		Trees:     s.trees,
 		Masks:     s.masks,
 		Workspace: spec.Dir,
 		Writable:  spec.Writable,
 		Network:   spec.Network,
-		Limits: limits{Processes: s.opts.MaxProcesses, Memory: s.opts.MaxMemoryBytes, FileSize: s.opts.MaxFileBytes,
+		Limits: confine.Limits{Processes: s.opts.MaxProcesses, Memory: s.opts.MaxMemoryBytes, FileSize: s.opts.MaxFileBytes,
 			OpenFiles: s.opts.MaxOpenFiles, Tmp: s.opts.TmpBytes},
 		Argv:   argv,
 		Env:    spec.Env,
@@ -241,8 +178,8 @@ func (s *Sandbox) command(spec Spec, argv []string) (*Cmd, error) {
 	}
 	if len(spec.ReadPaths) > 0 {
 		extra := systemTrees(spec.ReadPaths)
-		cfg.Trees = append(append([]tree(nil), s.trees...), extra...)
-		cfg.Masks = append(append([]mask(nil), s.masks...), masksIn(extra, append(append([]string(nil), secretPaths...), s.opts.Hidden...))...)
+		cfg.Trees = append(append([]confine.Tree(nil), s.trees...), extra...)
+		cfg.Masks = append(append([]confine.Mask(nil), s.masks...), masksIn(extra, append(append([]string(nil), secretPaths...), s.opts.Hidden...))...)
 	}
 
 	conf, statusR, statusW, mounts, err := s.helperFiles(&cfg)
@@ -265,8 +202,8 @@ func (s *Sandbox) command(spec Spec, argv []string) (*Cmd, error) {
 	}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
-		Args:       []string{helperName},
-		Env:        []string{},
+		Args:       []string{confine.HelperName},
+		Env:        []string{confine.HelperEnv},
 		Dir:        "/",
 		ExtraFiles: files,
 		SysProcAttr: &syscall.SysProcAttr{
@@ -312,20 +249,20 @@ func (s *Sandbox) command(spec Spec, argv []string) (*Cmd, error) {
 // helperFiles makes the descriptors the helper inherits: the config (last,
 // once cfg names the mounts), the status pipe and, when agentd is root,
 // every tree and the workspace as detached mounts.
-func (s *Sandbox) helperFiles(cfg *helperConfig) (conf, statusR, statusW *os.File, mounts []*os.File, err error) {
+func (s *Sandbox) helperFiles(cfg *confine.Config) (conf, statusR, statusW *os.File, mounts []*os.File, err error) {
 	closeMounts := func() {
 		for _, m := range mounts {
 			m.Close()
 		}
 	}
 	if s.root {
-		next := statusFD + 1
-		cfg.Trees = append([]tree(nil), cfg.Trees...)
+		next := confine.StatusFD + 1
+		cfg.Trees = append([]confine.Tree(nil), cfg.Trees...)
 		for i, t := range cfg.Trees {
 			if t.Link != "" {
 				continue
 			}
-			fd, err := cloneTree(unix.AT_FDCWD, t.Path, readOnly)
+			fd, err := confine.CloneTree(unix.AT_FDCWD, t.Path, confine.ReadOnly)
 			if err != nil {
 				closeMounts()
 				return nil, nil, nil, nil, err
@@ -342,7 +279,7 @@ func (s *Sandbox) helperFiles(cfg *helperConfig) (conf, statusR, statusW *os.Fil
 		mounts = append(mounts, ws)
 		cfg.WorkspaceFD = next
 	}
-	if conf, err = configFile(*cfg); err != nil {
+	if conf, err = confine.WriteConfig(*cfg); err != nil {
 		closeMounts()
 		return nil, nil, nil, nil, err
 	}
@@ -370,28 +307,6 @@ func (s *Sandbox) givePipes(cmd *exec.Cmd) {
 	}
 }
 
-// configFile writes cfg into a memfd the helper reads as configFD.
-func configFile(cfg helperConfig) (*os.File, error) {
-	b, err := json.Marshal(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: %w", err)
-	}
-	fd, err := unix.MemfdCreate("agentd-sandbox-config", unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: memfd: %w", err)
-	}
-	f := os.NewFile(uintptr(fd), "agentd-sandbox-config")
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("sandbox: write config: %w", err)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("sandbox: %w", err)
-	}
-	return f, nil
-}
-
 // openNoSymlinks opens dir as an O_PATH handle, refusing a symbolic link
 // anywhere in its path.
 func openNoSymlinks(dir string) (int, error) {
@@ -416,7 +331,7 @@ func (s *Sandbox) workspaceMount(dir string) (*os.File, error) {
 	if err := unix.Fstat(dfd, &st); err != nil {
 		return nil, fmt.Errorf("sandbox: workspace %s: %w", dir, err)
 	}
-	mfd, err := cloneTree(dfd, "", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	mfd, err := confine.CloneTree(dfd, "", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 	if err != nil {
 		return nil, err
 	}
@@ -447,7 +362,7 @@ func (s *Sandbox) idmapNamespace(uid, gid int) (*os.File, error) {
 	}
 	cmd := &exec.Cmd{
 		Path: "/proc/self/exe",
-		Args: []string{holderName},
+		Args: []string{confine.HolderName},
 		Env:  []string{},
 		Dir:  "/",
 		SysProcAttr: &syscall.SysProcAttr{
@@ -476,8 +391,8 @@ func (s *Sandbox) idmapNamespace(uid, gid int) (*os.File, error) {
 
 // systemTrees lists the paths that exist, as directories to bind or links
 // to recreate.
-func systemTrees(paths []string) []tree {
-	var out []tree
+func systemTrees(paths []string) []confine.Tree {
+	var out []confine.Tree
 	seen := map[string]bool{}
 	for _, p := range paths {
 		p = filepath.Clean(p)
@@ -497,14 +412,14 @@ func systemTrees(paths []string) []tree {
 			// A link is kept as it is only when it stays among the
 			// trees; otherwise what it leads to is bound in its place.
 			if real, err := filepath.EvalSymlinks(p); err == nil && underAny(real, paths) {
-				out = append(out, tree{Path: p, Link: link})
+				out = append(out, confine.Tree{Path: p, Link: link})
 			} else if err == nil {
 				if st, err := os.Stat(real); err == nil && st.IsDir() {
-					out = append(out, tree{Path: p})
+					out = append(out, confine.Tree{Path: p})
 				}
 			}
 		case fi.IsDir():
-			out = append(out, tree{Path: p})
+			out = append(out, confine.Tree{Path: p})
 		}
 	}
 	return out
@@ -512,8 +427,8 @@ func systemTrees(paths []string) []tree {
 
 // masksIn returns the paths (patterns expanded, links resolved) that lie
 // inside one of the bound trees.
-func masksIn(trees []tree, patterns []string) []mask {
-	var out []mask
+func masksIn(trees []confine.Tree, patterns []string) []confine.Mask {
+	var out []confine.Mask
 	seen := map[string]bool{}
 	for _, pat := range patterns {
 		matches, _ := filepath.Glob(pat)
@@ -532,7 +447,7 @@ func masksIn(trees []tree, patterns []string) []mask {
 				}
 				if fspath.Inside(t.Path, real) {
 					seen[real] = true
-					out = append(out, mask{Path: real, Dir: fi.IsDir()})
+					out = append(out, confine.Mask{Path: real, Dir: fi.IsDir()})
 					break
 				}
 			}

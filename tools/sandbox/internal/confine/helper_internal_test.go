@@ -1,6 +1,6 @@
 //go:build linux
 
-package sandbox
+package confine
 
 import (
 	"bytes"
@@ -26,16 +26,16 @@ func TestHelperRefusesWithoutItsNamespaces(t *testing.T) {
 		t.Skip("needs root for a mount namespace without a user namespace")
 	}
 	dir := t.TempDir()
-	conf, err := configFile(helperConfig{Workspace: dir, Argv: []string{"/bin/true"}})
+	conf, err := WriteConfig(Config{Workspace: dir, Argv: []string{"/bin/true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conf.Close()
 	var out bytes.Buffer
-	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{helperName}, Stderr: &out, ExtraFiles: []*os.File{conf},
+	cmd := &exec.Cmd{Path: "/proc/self/exe", Args: []string{HelperName}, Stderr: &out, ExtraFiles: []*os.File{conf},
 		SysProcAttr: &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}}
 	err = cmd.Run()
-	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != exitSetupFailed || !strings.Contains(out.String(), "refusing to set up") {
+	if cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != ExitSetupFailed || !strings.Contains(out.String(), "refusing to set up") {
 		t.Fatalf("a helper outside its namespaces: %v, %q", err, out.String())
 	}
 }
@@ -63,7 +63,7 @@ func TestHelperAllocatesNothingOnceLimited(t *testing.T) {
 		}
 		return int64(min(l.Max, math.MaxInt64))
 	}
-	current := limits{Processes: int(hard(unix.RLIMIT_NPROC)), Memory: hard(unix.RLIMIT_DATA),
+	current := Limits{Processes: int(hard(unix.RLIMIT_NPROC)), Memory: hard(unix.RLIMIT_DATA),
 		FileSize: hard(unix.RLIMIT_FSIZE), OpenFiles: int(hard(unix.RLIMIT_NOFILE))}
 	if n := testing.AllocsPerRun(50, func() { runErr = setLimits(current) }); n != 0 || runErr != nil {
 		t.Errorf("setting the limits allocated %v times: %v", n, runErr)

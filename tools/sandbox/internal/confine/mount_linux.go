@@ -1,4 +1,4 @@
-package sandbox
+package confine
 
 import (
 	"fmt"
@@ -6,12 +6,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// readOnly are the attributes of every tree a command may only read.
-const readOnly = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+// ReadOnly are the attributes of every Tree a command may only read.
+const ReadOnly = unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
 
-// cloneTree takes path (relative to dirfd; "" for dirfd itself) with the
+// CloneTree takes path (relative to dirfd; "" for dirfd itself) with the
 // mounts below it as a detached mount with attributes set.
-func cloneTree(dirfd int, path string, set uint64) (int, error) {
+func CloneTree(dirfd int, path string, set uint64) (int, error) {
 	flags := uint(unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC | unix.AT_RECURSIVE)
 	if path == "" {
 		flags |= unix.AT_EMPTY_PATH

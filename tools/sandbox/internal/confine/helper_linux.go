@@ -1,4 +1,4 @@
-package sandbox
+package confine
 
 import (
 	"encoding/json"
@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"path"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,18 +28,18 @@ func init() {
 		return
 	}
 	switch os.Args[0] {
-	case helperName:
+	case HelperName:
 		runHelper()
-	case holderName:
+	case HolderName:
 		// Hold the user namespace until agentd closes stdin.
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
 	}
 }
 
-// exitSetupFailed is the helper's exit status when it could not confine
+// ExitSetupFailed is the helper's exit status when it could not confine
 // the command, like a shell's for a command that cannot run.
-const exitSetupFailed = 126
+const ExitSetupFailed = 126
 
 // runHelper sets up the confinement and execs the command; it never
 // returns.
@@ -51,10 +50,10 @@ func runHelper() {
 	status := false
 	err := helper(&status)
 	if status {
-		_, _ = unix.Write(statusFD, []byte(err.Error()))
+		_, _ = unix.Write(StatusFD, []byte(err.Error()))
 	}
 	fmt.Fprintln(os.Stderr, "agentd sandbox:", err)
-	os.Exit(exitSetupFailed)
+	os.Exit(ExitSetupFailed)
 }
 
 func helper(status *bool) error {
@@ -70,7 +69,7 @@ func helper(status *bool) error {
 		return err
 	}
 	if cfg.Status {
-		unix.CloseOnExec(statusFD)
+		unix.CloseOnExec(StatusFD)
 		*status = true
 	}
 	for _, t := range cfg.Trees {
@@ -113,12 +112,12 @@ func helper(status *bool) error {
 	// Limits last: the helper itself may hold more memory than a command
 	// may (it does under a small limit or in a race-detector build). From
 	// here to the exec nothing may ask the system for memory, which would
-	// fail: the exec's arguments are ready and no collection can start.
+	// fail: the exec's arguments are ready, and no collection starts in
+	// the helper (HelperEnv).
 	command, err := prepareExec(cfg.Argv, cfg.Env)
 	if err != nil {
 		return err
 	}
-	debug.SetGCPercent(-1)
 	if err := setLimits(cfg.Limits); err != nil {
 		return err
 	}
@@ -181,12 +180,12 @@ func inNewNamespaces() error {
 	return nil
 }
 
-func readConfig() (helperConfig, error) {
-	var cfg helperConfig
-	f := os.NewFile(configFD, "config")
+func readConfig() (Config, error) {
+	var cfg Config
+	f := os.NewFile(ConfigFD, "config")
 	defer f.Close()
 	if err := json.NewDecoder(f).Decode(&cfg); err != nil {
-		return cfg, fmt.Errorf("this is agentd's sandbox helper, which agentd starts itself; no configuration on descriptor %d: %w", configFD, err)
+		return cfg, fmt.Errorf("this is agentd's sandbox helper, which agentd starts itself; no configuration on descriptor %d: %w", ConfigFD, err)
 	}
 	if len(cfg.Argv) == 0 || cfg.Workspace == "" {
 		return cfg, errors.New("configuration without a command or workspace")
@@ -203,17 +202,17 @@ func lastCapability() (int, error) {
 }
 
 // newRoot is where the new root file system is assembled: a tmpfs mounted
-// over /tmp in the helper's own mount namespace, after every tree it
+// over /tmp in the helper's own mount namespace, after every Tree it
 // shows was taken as a detached mount (so a workspace under /tmp is not
 // hidden by it).
 const newRoot = "/tmp"
 
 // buildRoot makes the command's view of the file system and enters it.
-func buildRoot(cfg helperConfig) error {
+func buildRoot(cfg Config) error {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
 	}
-	// Take every tree before the new root hides anything.
+	// Take every Tree before the new root hides anything.
 	type detached struct {
 		path string
 		fd   int
@@ -234,7 +233,7 @@ func buildRoot(cfg helperConfig) error {
 		fd := t.FD
 		if fd == 0 {
 			var err error
-			if fd, err = cloneTree(unix.AT_FDCWD, t.Path, readOnly); err != nil {
+			if fd, err = CloneTree(unix.AT_FDCWD, t.Path, ReadOnly); err != nil {
 				return err
 			}
 		}
@@ -249,7 +248,7 @@ func buildRoot(cfg helperConfig) error {
 		if err != nil {
 			return fmt.Errorf("open the workspace %s (a symbolic link in its path is refused): %w", cfg.Workspace, err)
 		}
-		ws, err = cloneTree(dfd, "", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+		ws, err = CloneTree(dfd, "", unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
 		unix.Close(dfd)
 		if err != nil {
 			return err
@@ -270,13 +269,13 @@ func buildRoot(cfg helperConfig) error {
 	if err := unix.Mount("tmpfs", newRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=1m"); err != nil {
 		return fmt.Errorf("mount the new root: %w", err)
 	}
-	at := func(p string) string { return filepath.Join(newRoot, p) }
-	slices.SortFunc(cfg.Trees, func(a, b tree) int { return strings.Count(a.Path, "/") - strings.Count(b.Path, "/") })
+	at := func(p string) string { return path.Join(newRoot, p) }
+	slices.SortFunc(cfg.Trees, func(a, b Tree) int { return strings.Count(a.Path, "/") - strings.Count(b.Path, "/") })
 	for _, t := range cfg.Trees {
 		if t.Link == "" {
 			continue
 		}
-		if err := os.MkdirAll(filepath.Dir(at(t.Path)), 0o755); err != nil {
+		if err := os.MkdirAll(path.Dir(at(t.Path)), 0o755); err != nil {
 			return err
 		}
 		if err := os.Symlink(t.Link, at(t.Path)); err != nil {
@@ -351,7 +350,7 @@ func buildRoot(cfg helperConfig) error {
 			if err != nil {
 				return fmt.Errorf("writable path %q of the workspace: %w", w, err)
 			}
-			clone, err := cloneTree(at, "", 0)
+			clone, err := CloneTree(at, "", 0)
 			if err != nil {
 				return err
 			}
@@ -383,7 +382,7 @@ func buildRoot(cfg helperConfig) error {
 			}
 			continue
 		}
-		fd, err := cloneTree(unix.AT_FDCWD, empty, readOnly|unix.MOUNT_ATTR_NOEXEC)
+		fd, err := CloneTree(unix.AT_FDCWD, empty, ReadOnly|unix.MOUNT_ATTR_NOEXEC)
 		if err != nil {
 			return fmt.Errorf("hide %s: %w", m.Path, err)
 		}
@@ -448,7 +447,7 @@ func loopbackUp() error {
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
 
-func setLimits(l limits) error {
+func setLimits(l Limits) error {
 	for _, r := range []struct {
 		name     string
 		resource int
@@ -520,7 +519,7 @@ type ruleset struct {
 // /tmp, a few devices, and no signals or abstract sockets out of the
 // domain. Without Landlock in the kernel it is empty (fd -1): the
 // namespaces above are the walls then.
-func landlockRuleset(cfg helperConfig) (ruleset, error) {
+func landlockRuleset(cfg Config) (ruleset, error) {
 	var ro []string
 	for _, t := range cfg.Trees {
 		if t.Link == "" {
@@ -539,7 +538,7 @@ func landlockRuleset(cfg helperConfig) (ruleset, error) {
 	} else {
 		rules = append(rules, landlock.RODirs(cfg.Workspace))
 		for _, w := range cfg.Writable {
-			rules = append(rules, landlock.RWDirs(filepath.Join(cfg.Workspace, w)).WithRefer())
+			rules = append(rules, landlock.RWDirs(path.Join(cfg.Workspace, w)).WithRefer())
 		}
 	}
 	c := landlock.Config{HandledAccessFS: landlock.V7.HandledAccessFS, Scoped: landlock.V7.Scoped}.BestEffort()
