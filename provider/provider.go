@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"iter"
+	"math/bits"
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -209,9 +210,28 @@ func EstimateTokens(s string) int64 {
 // UTF16Len counts UTF-16 code units, like JavaScript's String.length,
 // from the UTF-8 bytes: one per leading byte, two for a four-byte
 // sequence (estimates run over whole transcripts, so no rune decoding).
+// Eight bytes are classified at once: a byte is skipped when it is a
+// continuation byte (10xxxxxx) and counts twice when it leads four bytes
+// (11110xxx or above).
 func UTF16Len(s string) int64 {
+	const high = 0x8080808080808080
 	var n int64
-	for i := 0; i < len(s); i++ {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		b := s[i : i+8]
+		w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		if w&high == 0 {
+			n += 8 // ASCII, the common case
+			continue
+		}
+		// Shifting left by k brings each byte's bit 7-k to its bit 7,
+		// within the same byte.
+		continuation := w &^ (w << 1) & high
+		fourByteLead := w & (w << 1) & (w << 2) & (w << 3) & high
+		n += int64(8 - bits.OnesCount64(continuation) + bits.OnesCount64(fourByteLead))
+	}
+	for ; i < len(s); i++ {
 		switch b := s[i]; {
 		case b < 0x80:
 			n++
