@@ -14,7 +14,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -165,8 +164,14 @@ type CertificateGrant struct {
 	Role    string `json:"role"`
 }
 
-// tenantPattern is what a tenant's name may be, as tenantRule says.
-var tenantPattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,63}$`)
+// validTenant reports whether name is what a tenant's name may be, as
+// tenantRule says.
+func validTenant(name string) bool {
+	return madeOf(name, alphanumerics+"._-", maxTenantNameBytes) && madeOf(name[:1], alphanumerics, 1)
+}
+
+// maxTenantNameBytes is the longest a tenant's name may be.
+const maxTenantNameBytes = 64
 
 const tenantRule = "1 to 64 characters of a-z A-Z 0-9 . _ - starting with a letter or digit"
 
@@ -208,7 +213,7 @@ func (c *AuthConfig) check() error {
 		}
 	}
 	for name, l := range c.Tenants {
-		if !tenantPattern.MatchString(name) {
+		if !validTenant(name) {
 			return fmt.Errorf("tenants.%s: the name is not %s", name, tenantRule)
 		}
 		if l.MaxCostPerDayUSD < 0 || math.IsNaN(l.MaxCostPerDayUSD) || math.IsInf(l.MaxCostPerDayUSD, 0) {
@@ -279,7 +284,7 @@ func checkGrant(field, tenant, role string) error {
 	default:
 		return fmt.Errorf("%s.role: %q, want admin or user", field, role)
 	}
-	if tenant != "" && !tenantPattern.MatchString(tenant) {
+	if tenant != "" && !validTenant(tenant) {
 		return fmt.Errorf("%s.tenant: %q is not %s", field, tenant, tenantRule)
 	}
 	return nil
