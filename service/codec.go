@@ -34,6 +34,7 @@ func newEventCodecOption() grpc.ServerOption {
 	return grpc.ForceServerCodecV2(newEventCodec())
 }
 
+// newEventCodec returns eventCodec around grpc's registered proto codec.
 func newEventCodec() eventCodec { return eventCodec{proto: encoding.GetCodecV2("proto")} }
 
 // Marshal implements encoding.CodecV2.

@@ -173,6 +173,7 @@ func validTenant(name string) bool {
 // maxTenantNameBytes is the longest a tenant's name may be.
 const maxTenantNameBytes = 64
 
+// tenantRule says what validTenant accepts, in the words errors use.
 const tenantRule = "1 to 64 characters of a-z A-Z 0-9 . _ - starting with a letter or digit"
 
 // LoadAuthConfig reads and checks an --auth-config file.

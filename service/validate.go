@@ -87,14 +87,15 @@ const (
 	// idChars are what an id a client chooses may hold.
 	idChars = alphanumerics + "._:-"
 	// runMetadataKeyChars are what a run metadata key may hold.
-	runMetadataKeyChars    = alphanumerics + "._:/-"
+	runMetadataKeyChars = alphanumerics + "._:/-"
+	// maxRunMetadataKeyBytes is the longest a run metadata key may be.
 	maxRunMetadataKeyBytes = 64
 )
 
-// madeOf reports whether s has between 1 and max bytes, all in chars
+// madeOf reports whether s has between 1 and maxBytes bytes, all in chars
 // (ASCII).
-func madeOf(s, chars string, max int) bool {
-	return s != "" && len(s) <= max && strings.Trim(s, chars) == ""
+func madeOf(s, chars string, maxBytes int) bool {
+	return s != "" && len(s) <= maxBytes && strings.Trim(s, chars) == ""
 }
 
 // validID reports whether id is one a client may choose.
