@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	agentdv1 "github.com/agentd/agentd/gen/go/agentd/v1"
@@ -119,10 +120,13 @@ func RetryAfter(h http.Header, now time.Time) time.Duration {
 }
 
 // overflowPatterns are the wordings providers use for a prompt that does not
-// fit the context window (pi's list).
-var overflowPatterns = regexp.MustCompile(`(?i)prompt is too long|input is too long for requested model|exceeds the context window|input token count.*exceeds the maximum|maximum prompt length is \d+|reduce the length of the messages|maximum context length is \d+ tokens|exceeds the limit of \d+|exceeds the available context size|greater than the context length|context window exceeds limit|exceeded model token limit|too large for model with \d+ maximum context length|model_context_window_exceeded|context[_ ]length[_ ]exceeded|too many tokens|token limit exceeded`)
+// fit the context window (pi's list). Like retryablePattern, compiled on
+// the first failed call, not at every start of agentd.
+var overflowPatterns = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)prompt is too long|input is too long for requested model|exceeds the context window|input token count.*exceeds the maximum|maximum prompt length is \d+|reduce the length of the messages|maximum context length is \d+ tokens|exceeds the limit of \d+|exceeds the available context size|greater than the context length|context window exceeds limit|exceeded model token limit|too large for model with \d+ maximum context length|model_context_window_exceeded|context[_ ]length[_ ]exceeded|too many tokens|token limit exceeded`)
+})
 
-func overflowText(s string) bool { return overflowPatterns.MatchString(s) }
+func overflowText(s string) bool { return overflowPatterns().MatchString(s) }
 
 // IsContextOverflow reports whether a call failed because its prompt did not
 // fit, either by the provider's words or, for servers that silently
@@ -143,7 +147,10 @@ func IsContextOverflow(m *agentdv1.AssistantMessage, contextWindow int64) bool {
 	return false
 }
 
-var retryablePattern = regexp.MustCompile(`(?i)overloaded|rate.?limit|too many requests|429|500|502|503|504|529|service.?unavailable|server.?error|internal.?error|connection.?error|connection.?refused|connection.?reset|other side closed|fetch failed|upstream.?connect|reset before headers|terminated|retry delay|timed out|unexpected EOF`)
+// retryablePattern is how failures worth repeating are worded (pi's list).
+var retryablePattern = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?i)overloaded|rate.?limit|too many requests|429|500|502|503|504|529|service.?unavailable|server.?error|internal.?error|connection.?error|connection.?refused|connection.?reset|other side closed|fetch failed|upstream.?connect|reset before headers|terminated|retry delay|timed out|unexpected EOF`)
+})
 
 // IsRetryable reports whether a failed call is worth repeating unchanged:
 // rate limits, overloaded or failing servers and broken connections, as pi
@@ -155,7 +162,7 @@ func IsRetryable(m *agentdv1.AssistantMessage) bool {
 	if IsContextOverflow(m, 0) {
 		return false
 	}
-	return retryablePattern.MatchString(m.GetErrorMessage())
+	return retryablePattern().MatchString(m.GetErrorMessage())
 }
 
 // Redact removes every occurrence of secret from s, so that an SDK error
