@@ -430,11 +430,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	logger.Info("agentd serving", "addr", listenAddr(lis), "db", d.StoreName(), "replica", replica, "auth", cfg.authToken != "" || authCfg != nil, "tenants", authCfg != nil, "tls", cfg.tlsCert != "", "mtls", cfg.tlsClientCA != "")
 	reported := make(chan struct{})
+	reportCtx, stopReport := context.WithCancel(ctx)
 	go func() {
 		defer close(reported)
-		reportSandbox(toolSandbox, logger)
+		reportSandbox(reportCtx, toolSandbox, sandboxTryDelay, logger)
 	}()
-	defer func() { <-reported }() // before the sandbox closes
+	defer func() { stopReport(); <-reported }() // before the sandbox closes
 
 	var runErr error
 	select {

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/agentd/agentd/agent"
 	"github.com/agentd/agentd/daemon"
@@ -167,12 +169,31 @@ func newSandbox(c confinement, protected []agent.Protected, logger *slog.Logger)
 	return sandbox.New(opts)
 }
 
+// sandboxTryDelay is how long after agentd serves the sandbox tries
+// itself, unless a call needs it sooner. The try starts agentd's binary in
+// a new user namespace, which takes a real fork of agentd (a vfork cannot
+// enter one): the fork write-protects every page of agentd's heap, and each
+// page written afterwards faults once. Run with the first requests after a
+// restart, that made the first GetContext of a long session 2-3 times
+// slower (BenchmarkRestore: 75-100 ms instead of 30-40 on a 2-core
+// machine); a restart's burst of reads is over well within the delay.
+const sandboxTryDelay = 2 * time.Second
+
 // reportSandbox has the sandbox try itself, which takes tens of
 // milliseconds, and says in the log what it found. agentd calls it once it
-// serves, so that the try neither delays nor competes with the start-up; a
-// call that needs the sandbox before then waits for the same try.
-func reportSandbox(sb *sandbox.Sandbox, logger *slog.Logger) {
+// serves; the try waits delay, so that it neither delays nor competes with
+// the start-up and the first requests, or until a call that needed the
+// sandbox made it try. It returns without trying when ctx ends first.
+func reportSandbox(ctx context.Context, sb *sandbox.Sandbox, delay time.Duration, logger *slog.Logger) {
 	if sb == nil {
+		return
+	}
+	wait := time.NewTimer(delay)
+	defer wait.Stop()
+	select {
+	case <-wait.C:
+	case <-sb.Tried():
+	case <-ctx.Done():
 		return
 	}
 	if err := sb.Available(); err != nil {

@@ -5,10 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -212,4 +214,71 @@ func transcriptIn(t *testing.T, c agentdv1.AgentServiceClient, ctx context.Conte
 		t.Fatalf("GetTranscript: %v", err)
 	}
 	return resp.GetEntries()
+}
+
+// The sandbox tries itself after the delay agentd serves with, at once
+// when a call needs it sooner, and not at all when agentd stops first;
+// each try is reported in the log.
+func TestSandboxTryIsDeferred(t *testing.T) {
+	const reported = "tool sandbox "
+	report := func(ctx context.Context, sb *sandbox.Sandbox, delay time.Duration) (*lockedBuffer, chan struct{}) {
+		log := &lockedBuffer{}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			reportSandbox(ctx, sb, delay, slog.New(slog.NewTextHandler(log, nil)))
+		}()
+		return log, done
+	}
+	finished := func(t *testing.T, done chan struct{}) {
+		t.Helper()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("reportSandbox did not return")
+		}
+	}
+
+	t.Run("after the delay", func(t *testing.T) {
+		sb := sandbox.New(sandbox.Options{})
+		defer sb.Close()
+		log, done := report(context.Background(), sb, time.Millisecond)
+		finished(t, done)
+		if !strings.Contains(log.String(), reported) {
+			t.Fatalf("nothing reported:\n%s", log.String())
+		}
+	})
+	t.Run("a call needs it sooner", func(t *testing.T) {
+		sb := sandbox.New(sandbox.Options{})
+		defer sb.Close()
+		log, done := report(context.Background(), sb, time.Hour)
+		select {
+		case <-done:
+			t.Fatalf("reported before the delay with no call needing the sandbox:\n%s", log.String())
+		case <-sb.Tried():
+			t.Fatal("the sandbox tried itself before the delay with no call needing it")
+		case <-time.After(50 * time.Millisecond):
+		}
+		_ = sb.Available() // what a bash call asks first
+		finished(t, done)
+		if !strings.Contains(log.String(), reported) {
+			t.Fatalf("nothing reported:\n%s", log.String())
+		}
+	})
+	t.Run("agentd stops first", func(t *testing.T) {
+		sb := sandbox.New(sandbox.Options{})
+		defer sb.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		log, done := report(ctx, sb, time.Hour)
+		cancel()
+		finished(t, done)
+		select {
+		case <-sb.Tried():
+			t.Fatal("the sandbox tried itself while agentd was stopping")
+		default:
+		}
+		if log.String() != "" {
+			t.Fatalf("reported while stopping:\n%s", log.String())
+		}
+	})
 }

@@ -77,6 +77,10 @@ func (s *Sandbox) tried() {
 	<-s.probed
 }
 
+// Tried returns a channel closed once the sandbox has tried itself (by
+// the first Status or Available), without starting the try.
+func (s *Sandbox) Tried() <-chan struct{} { return s.probed }
+
 // Unavailable returns a sandbox that cannot confine anything, for reason:
 // what New returns where confinement is impossible, for the code paths
 // that must then refuse.

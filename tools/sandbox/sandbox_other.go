@@ -18,6 +18,13 @@ func New(Options) *Sandbox {
 // Unavailable returns a sandbox that cannot confine anything, for reason.
 func Unavailable(reason string) *Sandbox { return &Sandbox{status: Status{Reason: reason}} }
 
+// Tried returns a closed channel: off Linux there is nothing to try.
+func (s *Sandbox) Tried() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
 // Status reports what New found.
 func (s *Sandbox) Status() Status { return s.status }
 
