@@ -15,6 +15,17 @@ import (
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
+// freshSchema is what the migrations, applied in order to an empty file,
+// leave in sqlite_schema, as one script: a new database gets it in one
+// step, ~2 ms instead of ~10 for the eleven migrations' table rebuilds,
+// each of which makes SQLite parse the schema again. The migrations stay
+// the definition: TestFreshSchemaIsTheMigrations fails when this script
+// says anything else, and `go test -run TestFreshSchemaIsTheMigrations
+// -update-schema` rewrites it from them.
+//
+//go:embed schema.sql
+var freshSchema string
+
 // migration is one numbered schema step.
 type migration struct {
 	version int
@@ -101,9 +112,15 @@ func migrate(ctx context.Context, conn *sql.Conn, dbPath string) (err error) {
 			return fmt.Errorf("the file already holds %d tables but no agentd schema version; refusing to add agentd's tables to another database", tables)
 		}
 	}
-	for _, m := range ms[version:] {
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			return fmt.Errorf("apply migration %s: %w", m.name, err)
+	if version == 0 {
+		if _, err := tx.ExecContext(ctx, freshSchema); err != nil {
+			return fmt.Errorf("create the schema (schema.sql): %w", err)
+		}
+	} else {
+		for _, m := range ms[version:] {
+			if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+				return fmt.Errorf("apply migration %s: %w", m.name, err)
+			}
 		}
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA application_id = %d", applicationID)); err != nil {
