@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/agentd/agentd/agentloop"
+	"github.com/agentd/agentd/internal/benchenv"
 	"github.com/agentd/agentd/tools/sandbox"
 	"github.com/agentd/agentd/tools/sandbox/sandboxtest"
 )
@@ -118,4 +119,65 @@ func BenchmarkBashSandbox(b *testing.B) {
 	b.ReportMetric(float64(outside.Microseconds())/n, "µs/unconfined")
 	b.ReportMetric(float64(inSandbox)/float64(outside), "confined/unconfined")
 	b.ReportMetric(float64((inSandbox-outside).Microseconds())/n/1000, "ms-added")
+}
+
+// BenchmarkBashSandboxHeap measures what a confined call costs a process
+// holding a large heap (AGENTD_BENCH_HEAP_MIB, 256, as a busy agentd
+// does), beyond the call itself. The helper enters a new user namespace,
+// which takes a real fork of the caller rather than a vfork; the fork
+// write-protects every page of the heap, so the caller's next write to
+// each page faults. It reports each call's time and the time to then
+// write one byte in every page of the heap, after a confined call and
+// after an unconfined one (a vfork, which leaves the heap as it was).
+func BenchmarkBashSandboxHeap(b *testing.B) {
+	sb := sandboxtest.New(b, sandbox.Options{})
+	dir := b.TempDir()
+	confined, err := New(dir, Options{Sandbox: sb})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer confined.Close()
+	bare, err := New(dir, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer bare.Close()
+	const page = 4096
+	heap := make([][]byte, benchenv.Int(b, "HEAP_MIB", 256))
+	for i := range heap {
+		heap[i] = make([]byte, 1<<20)
+	}
+	touch := func() time.Duration {
+		start := time.Now()
+		for _, mib := range heap {
+			for i := 0; i < len(mib); i += page {
+				mib[i]++
+			}
+		}
+		return time.Since(start)
+	}
+	touch()
+	args, _ := structpb.NewStruct(map[string]any{"command": "true"})
+	call := func(ws *Workspace) (call, after time.Duration) {
+		tool, _ := ws.Tool(Bash)
+		start := time.Now()
+		if _, err := tool.Execute(b.Context(), agentloop.Call{ID: "c", Args: args}); err != nil {
+			b.Fatal(err)
+		}
+		call = time.Since(start)
+		return call, touch()
+	}
+	var inSandbox, outside, afterSandbox, afterOutside time.Duration
+	for b.Loop() {
+		c, a := call(confined)
+		inSandbox, afterSandbox = inSandbox+c, afterSandbox+a
+		c, a = call(bare)
+		outside, afterOutside = outside+c, afterOutside+a
+	}
+	n := float64(b.N) * 1000
+	b.ReportMetric(float64(len(heap)), "heap-MiB")
+	b.ReportMetric(float64(inSandbox.Microseconds())/n, "ms/confined")
+	b.ReportMetric(float64(afterSandbox.Microseconds())/n, "ms-writing-heap-after-confined")
+	b.ReportMetric(float64(outside.Microseconds())/n, "ms/unconfined")
+	b.ReportMetric(float64(afterOutside.Microseconds())/n, "ms-writing-heap-after-unconfined")
 }
