@@ -56,8 +56,16 @@ func TestSandboxedServer(t *testing.T) {
 	if home == "" || home == os.Getenv("HOME") || !strings.Contains(filepath.Base(home), "agentd-mcp-everything-") {
 		t.Fatalf("the server's HOME is %q; environment %s", home, env)
 	}
-	pid := source(t, m, "everything").GetPid()
-	status, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/status")
+	// The pid is the sandbox's spawn stage; its one child is the server.
+	pid := strconv.Itoa(int(source(t, m, "everything").GetPid()))
+	children, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(strings.Fields(string(children))) != 1 {
+		t.Fatalf("the sandbox's spawn stage %s has children %q, want the server alone", pid, children)
+	}
+	status, err := os.ReadFile("/proc/" + strings.TrimSpace(string(children)) + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}

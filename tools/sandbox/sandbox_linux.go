@@ -50,6 +50,9 @@ type Sandbox struct {
 // try (tens of milliseconds, which a start-up need not spend: agentd asks
 // once it serves) and tell whether it worked.
 func New(opts Options) *Sandbox {
+	if !confine.SpawnLinked {
+		return Unavailable("this agentd was built without cgo, which the sandbox's spawn stage needs")
+	}
 	o := opts.withDefaults()
 	s := &Sandbox{opts: o, idmaps: map[[2]int]*os.File{}, probed: make(chan struct{})}
 	s.root = os.Geteuid() == 0
@@ -204,24 +207,18 @@ func (s *Sandbox) command(spec Spec, argv []string) (*Cmd, error) {
 	if !spec.Network {
 		flags |= unix.CLONE_NEWNET
 	}
+	// agentd vforks the spawn stage, which makes the namespaces and the
+	// helper from a process of its own (see confine.SpawnName): a real
+	// fork of agentd would make its every next write to its heap fault.
+	// The helper is in the spawn stage's process group, so killing the
+	// group kills both, and each dies with its parent.
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
-		Args:       []string{confine.HelperName},
-		Env:        []string{confine.HelperEnv},
-		Dir:        "/",
-		ExtraFiles: files,
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags:                 flags,
-			UidMappings:                []syscall.SysProcIDMap{{ContainerID: s.uid, HostID: s.uid, Size: 1}},
-			GidMappings:                []syscall.SysProcIDMap{{ContainerID: s.gid, HostID: s.gid, Size: 1}},
-			GidMappingsEnableSetgroups: s.root,
-			Credential:                 &syscall.Credential{Uid: uint32(s.uid), Gid: uint32(s.gid), NoSetGroups: !s.root},
-			// The helper needs these in its own namespaces only, to mount,
-			// bring up loopback and drop every capability before the exec.
-			AmbientCaps: []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP},
-			Setpgid:     true,
-			Pdeathsig:   syscall.SIGKILL,
-		},
+		Path:        "/proc/self/exe",
+		Args:        confine.SpawnArgs(flags, s.uid, s.gid, s.root),
+		Env:         []string{},
+		Dir:         "/",
+		ExtraFiles:  files,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	}
 	c := &Cmd{Cmd: cmd, release: func() { closeAll(); statusR.Close() }}
 	c.start = func() error {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -298,5 +299,73 @@ func TestFirstUsesShareOneProbe(t *testing.T) {
 	}
 	if !first.Active {
 		t.Fatalf("the probe failed: %s", first.Reason)
+	}
+}
+
+// A confined command ends as it would unconfined: the sandbox's spawn
+// stage between agentd and the command relays its exit status, and the
+// signal that killed it.
+func TestCommandsEndAsTheyWould(t *testing.T) {
+	sb := sandboxtest.New(t, sandbox.Options{})
+	for script, code := range map[string]int{"exit 0": 0, "exit 3": 3, "sh -c 'kill -TERM $$'": 128 + int(syscall.SIGTERM)} {
+		_, err := run(t, sb, sandbox.Spec{Dir: workspace(t)}, script)
+		var ee *exec.ExitError
+		switch {
+		case code == 0 && err != nil:
+			t.Errorf("%s: %v, want success", script, err)
+		case code == 0:
+		case !errors.As(err, &ee) || ee.ExitCode() != code:
+			t.Errorf("%s: %v, want exit status %d", script, err, code)
+		}
+	}
+
+	// The command is the first process of its PID namespace, which only
+	// SIGKILL from outside ends.
+	cmd, err := sb.Command(sandbox.Spec{Dir: workspace(t), Env: []string{"PATH=/usr/bin:/bin"}}, []string{"/bin/sh", "-c", "sleep 30"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := strconv.Itoa(cmd.Process.Pid)
+	children, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
+	if err != nil || len(strings.Fields(string(children))) != 1 {
+		t.Fatalf("the spawn stage %s has children %q (%v), want the command alone", pid, children, err)
+	}
+	command, _ := strconv.Atoi(strings.TrimSpace(string(children)))
+	if err := syscall.Kill(command, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("a command killed by SIGKILL: %v, want the same end", err)
+	}
+}
+
+// Starting a confined command does not fork the caller: a fork would
+// write-protect every page of the caller's heap, and each page it writes
+// afterwards would fault (a vfork, the sandbox's way, leaves them as they
+// were).
+func TestCommandsLeaveTheCallersHeapAlone(t *testing.T) {
+	sb := sandboxtest.New(t, sandbox.Options{})
+	const page, pages = 4096, 16384 // 64 MiB
+	heap := make([]byte, page*pages)
+	touch := func() int64 {
+		var before, after syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &before)
+		for i := 0; i < len(heap); i += page {
+			heap[i]++
+		}
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &after)
+		return after.Minflt - before.Minflt
+	}
+	touch() // every page present and writable
+	if _, err := run(t, sb, sandbox.Spec{Dir: workspace(t)}, "true"); err != nil {
+		t.Fatal(err)
+	}
+	if faults := touch(); faults > pages/8 {
+		t.Fatalf("writing the caller's %d-page heap after a confined command took %d page faults: the start forked the caller", pages, faults)
 	}
 }

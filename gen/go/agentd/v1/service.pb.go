@@ -5396,7 +5396,9 @@ type ToolSource struct {
 	// The tools the server offers, after the operator's allow and deny lists,
 	// as last listed; empty until the server was first used (or refresh).
 	Tools []*McpTool `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
-	// The process id of a running stdio server; 0 otherwise.
+	// The process id of a running stdio server; 0 otherwise. For a server
+	// in the tool sandbox it is the process agentd started to make the
+	// sandbox, whose one child is the server: signalling it ends the server.
 	Pid int32 `protobuf:"varint,7,opt,name=pid,proto3" json:"pid,omitempty"`
 	// How many times the server was connected again after a failure.
 	Restarts      uint32 `protobuf:"varint,8,opt,name=restarts,proto3" json:"restarts,omitempty"`

@@ -2786,7 +2786,9 @@ export type ToolSource = Message<"agentd.v1.ToolSource"> & {
   tools: McpTool[];
 
   /**
-   * The process id of a running stdio server; 0 otherwise.
+   * The process id of a running stdio server; 0 otherwise. For a server
+   * in the tool sandbox it is the process agentd started to make the
+   * sandbox, whose one child is the server: signalling it ends the server.
    *
    * @generated from field: int32 pid = 7;
    */

@@ -9,4 +9,10 @@
 // imports are, and this one imports only the standard library, x/sys and
 // go-landlock. Every confined command, and the sandbox's probe, waits for
 // that init; importing more here delays them all.
+//
+// Before the helper, the binary started as [SpawnName] makes its
+// namespaces: spawn_linux.c, a C constructor that runs before the Go
+// runtime, so that agentd need only vfork (see [SpawnArgs]). The
+// package therefore needs cgo; without it [SpawnLinked] is false and
+// every confined start fails with a set-up error saying so.
 package confine

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,7 +18,25 @@ const (
 	// HolderName only holds a user namespace open while agentd takes a
 	// handle on it, for the idmapped workspace mounts.
 	HolderName = "agentd-sandbox-userns"
+	// SpawnName makes the helper's namespaces and starts the helper in
+	// them (spawn_linux.c, which names it too), before the Go runtime
+	// starts: agentd itself only vforks.
+	SpawnName = "agentd-sandbox-spawn"
 )
+
+// SpawnArgs is the spawn stage's argv: the helper gets new namespaces of
+// the kinds flags (CLONE_NEW*) names, runs as uid and gid, each mapped to
+// itself, without supplementary groups when agentd runs as root (where
+// setgroups stays allowed), and reports a failed set-up on [StatusFD] and
+// with [ExitSetupFailed].
+func SpawnArgs(flags uintptr, uid, gid int, root bool) []string {
+	asRoot := "0"
+	if root {
+		asRoot = "1"
+	}
+	return []string{SpawnName, strconv.Itoa(StatusFD), "0x" + strconv.FormatUint(uint64(flags), 16),
+		strconv.Itoa(uid), strconv.Itoa(gid), asRoot, strconv.Itoa(ExitSetupFailed), HelperName, HelperEnv}
+}
 
 // HelperEnv is the helper's whole environment (the command's is in its
 // Config): with collection off, the helper never asks the system for
