@@ -170,13 +170,12 @@ func newSandbox(c confinement, protected []agent.Protected, logger *slog.Logger)
 }
 
 // sandboxTryDelay is how long after agentd serves the sandbox tries
-// itself, unless a call needs it sooner. The try starts agentd's binary in
-// a new user namespace, which takes a real fork of agentd (a vfork cannot
-// enter one): the fork write-protects every page of agentd's heap, and each
-// page written afterwards faults once. Run with the first requests after a
-// restart, that made the first GetContext of a long session 2-3 times
-// slower (BenchmarkRestore: 75-100 ms instead of 30-40 on a 2-core
-// machine); a restart's burst of reads is over well within the delay.
+// itself, unless a call needs it sooner: the try starts agentd's binary
+// three times (holder, spawn stage, helper) and a shell, tens of
+// milliseconds of CPU that would otherwise compete with a restart's
+// first requests on a small machine. (When the try still forked agentd,
+// beside it the first GetContext of a long session took 75-100 ms
+// instead of 30-40: BenchmarkRestore.)
 const sandboxTryDelay = 2 * time.Second
 
 // reportSandbox has the sandbox try itself, which takes tens of

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -361,28 +362,48 @@ func (s *Sandbox) idmapNamespace(uid, gid int) (*os.File, error) {
 	if f, ok := s.idmaps[key]; ok {
 		return f, nil
 	}
+	// The holder makes the namespace itself, before Go starts
+	// (spawn_linux.c): agentd only vforks it, as it does the spawn stage.
+	var stderr bytes.Buffer
 	cmd := &exec.Cmd{
-		Path: "/proc/self/exe",
-		Args: []string{confine.HolderName},
-		Env:  []string{},
-		Dir:  "/",
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags:  unix.CLONE_NEWUSER,
-			UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: s.uid, Size: 1}},
-			GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: s.gid, Size: 1}},
-			Pdeathsig:   syscall.SIGKILL,
-		},
+		Path:        "/proc/self/exe",
+		Args:        []string{confine.HolderName},
+		Env:         []string{},
+		Dir:         "/",
+		Stderr:      &stderr,
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 	}
 	hold, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	ready, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("sandbox: start a user namespace for the workspace's owner: %w", err)
 	}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", cmd.Process.Pid))
-	hold.Close()
-	_ = cmd.Wait()
+	defer func() {
+		hold.Close()
+		_ = cmd.Wait()
+	}()
+	if _, err := io.ReadFull(ready, make([]byte, 1)); err != nil {
+		_ = cmd.Process.Kill()
+		return nil, fmt.Errorf("sandbox: user namespace for the workspace's owner: %v: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	proc := fmt.Sprintf("/proc/%d/", cmd.Process.Pid)
+	for _, m := range []struct{ file, text string }{
+		{"uid_map", fmt.Sprintf("%d %d 1\n", uid, s.uid)},
+		{"setgroups", "deny"},
+		{"gid_map", fmt.Sprintf("%d %d 1\n", gid, s.gid)},
+	} {
+		if err := os.WriteFile(proc+m.file, []byte(m.text), 0); err != nil {
+			_ = cmd.Process.Kill()
+			return nil, fmt.Errorf("sandbox: map the workspace's owner (uid %d, gid %d) to the sandbox's identity: %w", uid, gid, err)
+		}
+	}
+	f, err := os.Open(proc + "ns/user")
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: user namespace for the workspace's owner: %w", err)
 	}

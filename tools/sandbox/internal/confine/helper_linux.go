@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"runtime"
@@ -27,20 +26,8 @@ func init() {
 	if len(os.Args) == 0 {
 		return
 	}
-	switch os.Args[0] {
-	case HelperName:
+	if os.Args[0] == HelperName {
 		runHelper()
-	case HolderName:
-		// Hold the user namespace until agentd closes stdin.
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		os.Exit(0)
-	case SpawnName:
-		// The C stage takes over such a start before Go does; here only
-		// when it is not linked, and then the sandbox never starts one.
-		const reason = "this build of agentd has no sandbox spawn stage (it needs cgo)"
-		_, _ = unix.Write(StatusFD, []byte(reason))
-		fmt.Fprintln(os.Stderr, "agentd sandbox:", reason)
-		os.Exit(ExitSetupFailed)
 	}
 }
 

@@ -11,12 +11,15 @@ import (
 )
 
 // The helper is agentd's own binary started again (/proc/self/exe) under
-// these names, which this package's init recognizes.
+// these names, which this package's init (HelperName) and spawn_linux.c
+// (the others, before Go starts) recognize.
 const (
 	// HelperName sets up one call's confinement and execs its command.
 	HelperName = "agentd-sandbox"
-	// HolderName only holds a user namespace open while agentd takes a
-	// handle on it, for the idmapped workspace mounts.
+	// HolderName makes a user namespace and holds it while agentd writes
+	// its maps and takes a handle on it, for the idmapped workspace
+	// mounts (spawn_linux.c): it says it is ready with one byte on stdout
+	// and exits when its stdin closes.
 	HolderName = "agentd-sandbox-userns"
 	// SpawnName makes the helper's namespaces and starts the helper in
 	// them (spawn_linux.c, which names it too), before the Go runtime

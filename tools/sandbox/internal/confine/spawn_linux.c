@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -213,11 +214,35 @@ static void spawn(int argc, char **argv) {
 	relay(status);
 }
 
+// hold makes a user namespace for agentd to idmap a workspace with:
+// unshared here, before the Go runtime starts threads, so that agentd
+// need not fork itself into one. It says "ready" with one byte on stdout,
+// agentd writes its maps and takes a handle on it, and it exits when
+// agentd closes stdin.
+static void hold(void) {
+	if (unshare(CLONE_NEWUSER) != 0) {
+		dprintf(2, "agentd sandbox: make a user namespace: %s\n", strerror(errno));
+		_exit(1);
+	}
+	if (write(1, "u", 1) != 1) {
+		_exit(1);
+	}
+	char buf[64];
+	while (read(0, buf, sizeof buf) > 0) {
+	}
+	_exit(0);
+}
+
 // agentd_sandbox_spawn takes over a process started as the spawn stage
-// before the Go runtime starts; any other start goes on as usual.
+// or the namespace holder (SpawnName and HolderName in
+// protocol_linux.go) before the Go runtime starts; any other start goes
+// on as usual.
 __attribute__((constructor)) static void agentd_sandbox_spawn(int argc, char **argv, char **envp) {
 	(void)envp;
 	if (argc > 0 && argv[0] != NULL && strcmp(argv[0], "agentd-sandbox-spawn") == 0) {
 		spawn(argc, argv);
+	}
+	if (argc > 0 && argv[0] != NULL && strcmp(argv[0], "agentd-sandbox-userns") == 0) {
+		hold();
 	}
 }
