@@ -173,9 +173,9 @@ func newSandbox(c confinement, protected []agent.Protected, logger *slog.Logger)
 // itself, unless a call needs it sooner: the try starts agentd's binary
 // three times (holder, spawn stage, helper) and a shell, tens of
 // milliseconds of CPU that would otherwise compete with a restart's
-// first requests on a small machine. (When the try still forked agentd,
-// beside it the first GetContext of a long session took 75-100 ms
-// instead of 30-40: BenchmarkRestore.)
+// first requests on a small machine: beside it the first GetContext of a
+// long session took ~45 ms instead of ~34 (BenchmarkRestore, 2 cores),
+// and 75-100 ms while the try still forked agentd.
 const sandboxTryDelay = 2 * time.Second
 
 // reportSandbox has the sandbox try itself, which takes tens of
