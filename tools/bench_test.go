@@ -83,23 +83,31 @@ func BenchmarkUnifiedDiff(b *testing.B) {
 	}
 }
 
-// BenchmarkBashSandbox measures what confinement adds to one bash call of
-// `true`: confined and unconfined calls alternate in one run, and the
-// figures are the confined call's time, the unconfined one's, their ratio
-// and the milliseconds confinement adds.
-func BenchmarkBashSandbox(b *testing.B) {
+// bashWorkspaces returns two workspaces on one directory, one whose bash
+// runs in the tool sandbox and one whose bash runs unconfined; both close
+// with the benchmark.
+func bashWorkspaces(b *testing.B) (confined, bare *Workspace) {
 	sb := sandboxtest.New(b, sandbox.Options{})
 	dir := b.TempDir()
 	confined, err := New(dir, Options{Sandbox: sb})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer confined.Close()
-	bare, err := New(dir, Options{})
+	b.Cleanup(func() { confined.Close() })
+	bare, err = New(dir, Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer bare.Close()
+	b.Cleanup(func() { bare.Close() })
+	return confined, bare
+}
+
+// BenchmarkBashSandbox measures what confinement adds to one bash call of
+// `true`: confined and unconfined calls alternate in one run, and the
+// figures are the confined call's time, the unconfined one's, their ratio
+// and the milliseconds confinement adds.
+func BenchmarkBashSandbox(b *testing.B) {
+	confined, bare := bashWorkspaces(b)
 	args, _ := structpb.NewStruct(map[string]any{"command": "true"})
 	call := func(ws *Workspace) time.Duration {
 		tool, _ := ws.Tool(Bash)
@@ -130,18 +138,7 @@ func BenchmarkBashSandbox(b *testing.B) {
 // write one byte in every page of the heap, after a confined call and
 // after an unconfined one (a vfork, which leaves the heap as it was).
 func BenchmarkBashSandboxHeap(b *testing.B) {
-	sb := sandboxtest.New(b, sandbox.Options{})
-	dir := b.TempDir()
-	confined, err := New(dir, Options{Sandbox: sb})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer confined.Close()
-	bare, err := New(dir, Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bare.Close()
+	confined, bare := bashWorkspaces(b)
 	const page = 4096
 	heap := make([][]byte, benchenv.Int(b, "HEAP_MIB", 256))
 	for i := range heap {

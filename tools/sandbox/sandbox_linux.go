@@ -384,12 +384,13 @@ func (s *Sandbox) idmapNamespace(uid, gid int) (*os.File, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("sandbox: start a user namespace for the workspace's owner: %w", err)
 	}
-	defer func() {
-		hold.Close()
-		_ = cmd.Wait()
-	}()
+	// Wait, which ends the copy into stderr, before stderr is read.
+	var once sync.Once
+	finish := func() { once.Do(func() { hold.Close(); _ = cmd.Wait() }) }
+	defer finish()
 	if _, err := io.ReadFull(ready, make([]byte, 1)); err != nil {
 		_ = cmd.Process.Kill()
+		finish()
 		return nil, fmt.Errorf("sandbox: user namespace for the workspace's owner: %v: %s", err, strings.TrimSpace(stderr.String()))
 	}
 	proc := fmt.Sprintf("/proc/%d/", cmd.Process.Pid)
