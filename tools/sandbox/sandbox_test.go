@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/tools/sandbox"
 	"github.com/agentd/agentd/tools/sandbox/sandboxtest"
@@ -375,5 +376,41 @@ func TestCommandsLeaveTheCallersHeapAlone(t *testing.T) {
 	}
 	if faults := touch(); faults > pages/8 {
 		t.Fatalf("writing the caller's %d-page heap after a confined command took %d page faults: the start forked the caller", pages, faults)
+	}
+}
+
+// A confined command dies with the process agentd started for it (the
+// sandbox's spawn stage), as it would with agentd: nothing confined
+// outlives agentd, even after the command took the sandbox's identity.
+func TestCommandsDieWithTheirSpawnStage(t *testing.T) {
+	sb := sandboxtest.New(t, sandbox.Options{})
+	cmd, err := sb.Command(sandbox.Spec{Dir: workspace(t), Env: []string{"PATH=/usr/bin:/bin"}}, []string{"/bin/sh", "-c", "sleep 60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := strconv.Itoa(cmd.Process.Pid)
+	children, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
+	if err != nil || len(strings.Fields(string(children))) != 1 {
+		t.Fatalf("the spawn stage %s has children %q (%v), want the command alone", pid, children, err)
+	}
+	command := "/proc/" + strings.TrimSpace(string(children))
+	if err := cmd.Process.Kill(); err != nil { // the spawn stage alone, not its group
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// Gone, or a zombie its PID namespace's end reaps.
+		status, err := os.ReadFile(command + "/status")
+		if err != nil || strings.Contains(string(status), "State:\tZ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command outlived its spawn stage by 10 s:\n%s", status)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -22,6 +22,7 @@
 #include <grp.h>
 #include <sched.h>
 #include <linux/capability.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -109,6 +110,17 @@ static void helper_child(const struct spawn_args *a, int sync_r) {
 	}
 	if (setresuid(a->uid, a->uid, a->uid) != 0) {
 		spawn_fail(a, errno, "take uid %u", (unsigned)a->uid);
+	}
+	// A change of identity clears the parent-death signal: set it again,
+	// then make sure the parent did not die in between. It holds the
+	// pipe's write end until it exits, so a hang-up means it is gone (its
+	// pid means nothing here, in a PID namespace of our own).
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+		spawn_fail(a, errno, "set the helper's parent-death signal");
+	}
+	struct pollfd parent = {.fd = sync_r, .events = POLLIN};
+	if (poll(&parent, 1, 0) != 0 && (parent.revents & (POLLHUP | POLLERR)) != 0) {
+		_exit(a->failed);
 	}
 	struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct data[2];
@@ -201,9 +213,12 @@ static void spawn(int argc, char **argv) {
 	}
 	// Only the helper keeps the descriptors agentd passed (configuration,
 	// status, mounts): agentd learns that the command started when the
-	// status descriptor closes, at the helper's exec.
+	// status descriptor closes, at the helper's exec. The pipe's write end
+	// stays open, for the helper to see this process alive.
 	for (int fd = 3; fd < 1024; fd++) {
-		close(fd);
+		if (fd != sync[1]) {
+			close(fd);
+		}
 	}
 	int status;
 	while (waitpid(pid, &status, 0) < 0) {
