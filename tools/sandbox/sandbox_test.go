@@ -303,6 +303,30 @@ func TestFirstUsesShareOneProbe(t *testing.T) {
 	}
 }
 
+// startSleep starts a confined `sleep 60` and returns it and the pid of
+// the command itself: the one child of the spawn stage agentd started.
+func startSleep(t *testing.T, sb *sandbox.Sandbox) (*sandbox.Cmd, int) {
+	t.Helper()
+	cmd, err := sb.Command(sandbox.Spec{Dir: workspace(t), Env: []string{"PATH=/usr/bin:/bin"}}, []string{"/bin/sh", "-c", "sleep 60"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	pid := strconv.Itoa(cmd.Process.Pid)
+	children, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
+	if err != nil || len(strings.Fields(string(children))) != 1 {
+		t.Fatalf("the spawn stage %s has children %q (%v), want the command alone", pid, children, err)
+	}
+	command, err := strconv.Atoi(strings.TrimSpace(string(children)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd, command
+}
+
 // A confined command ends as it would unconfined: the sandbox's spawn
 // stage between agentd and the command relays its exit status, and the
 // signal that killed it.
@@ -322,23 +346,11 @@ func TestCommandsEndAsTheyWould(t *testing.T) {
 
 	// The command is the first process of its PID namespace, which only
 	// SIGKILL from outside ends.
-	cmd, err := sb.Command(sandbox.Spec{Dir: workspace(t), Env: []string{"PATH=/usr/bin:/bin"}}, []string{"/bin/sh", "-c", "sleep 30"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := strconv.Itoa(cmd.Process.Pid)
-	children, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
-	if err != nil || len(strings.Fields(string(children))) != 1 {
-		t.Fatalf("the spawn stage %s has children %q (%v), want the command alone", pid, children, err)
-	}
-	command, _ := strconv.Atoi(strings.TrimSpace(string(children)))
+	cmd, command := startSleep(t, sb)
 	if err := syscall.Kill(command, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 		t.Fatalf("a command killed by SIGKILL: %v, want the same end", err)
@@ -384,19 +396,8 @@ func TestCommandsLeaveTheCallersHeapAlone(t *testing.T) {
 // outlives agentd, even after the command took the sandbox's identity.
 func TestCommandsDieWithTheirSpawnStage(t *testing.T) {
 	sb := sandboxtest.New(t, sandbox.Options{})
-	cmd, err := sb.Command(sandbox.Spec{Dir: workspace(t), Env: []string{"PATH=/usr/bin:/bin"}}, []string{"/bin/sh", "-c", "sleep 60"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := strconv.Itoa(cmd.Process.Pid)
-	children, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
-	if err != nil || len(strings.Fields(string(children))) != 1 {
-		t.Fatalf("the spawn stage %s has children %q (%v), want the command alone", pid, children, err)
-	}
-	command := "/proc/" + strings.TrimSpace(string(children))
+	cmd, pid := startSleep(t, sb)
+	command := "/proc/" + strconv.Itoa(pid)
 	if err := cmd.Process.Kill(); err != nil { // the spawn stage alone, not its group
 		t.Fatal(err)
 	}
