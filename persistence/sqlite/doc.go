@@ -51,8 +51,9 @@
 //
 // The schema lives in embedded, numbered migrations (migrations/NNNN_*.sql)
 // applied in one transaction at Open; the applied version is PRAGMA
-// user_version. A database written by a newer agentd is refused rather than
-// misread.
+// user_version. A new file gets what they make in one step (schema.sql,
+// held to them by a test). A database written by a newer agentd is refused
+// rather than misread.
 //
 // A server opens the store once at start-up and repairs what a crash left:
 //
