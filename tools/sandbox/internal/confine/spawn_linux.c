@@ -147,6 +147,21 @@ static void helper_child(const struct spawn_args *a, int sync_r) {
 	spawn_fail(a, errno, "start the helper");
 }
 
+// close_from closes every descriptor from first on but keep, in two
+// close_range calls where the kernel has it (5.9), one close each
+// otherwise.
+static void close_from(int first, int keep) {
+	if (syscall(SYS_close_range, first, keep - 1, 0) == 0 &&
+	    syscall(SYS_close_range, keep + 1, ~0U, 0) == 0) {
+		return;
+	}
+	for (int fd = first; fd < 1024; fd++) {
+		if (fd != keep) {
+			close(fd);
+		}
+	}
+}
+
 // relay ends this process as the helper ended.
 static void relay(int status) {
 	if (WIFEXITED(status)) {
@@ -215,11 +230,7 @@ static void spawn(int argc, char **argv) {
 	// status, mounts): agentd learns that the command started when the
 	// status descriptor closes, at the helper's exec. The pipe's write end
 	// stays open, for the helper to see this process alive.
-	for (int fd = 3; fd < 1024; fd++) {
-		if (fd != sync[1]) {
-			close(fd);
-		}
-	}
+	close_from(3, sync[1]);
 	int status;
 	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR) {
