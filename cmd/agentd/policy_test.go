@@ -221,14 +221,18 @@ func transcriptIn(t *testing.T, c agentdv1.AgentServiceClient, ctx context.Conte
 // each try is reported in the log.
 func TestSandboxTryIsDeferred(t *testing.T) {
 	const reported = "tool sandbox "
-	report := func(ctx context.Context, sb *sandbox.Sandbox, delay time.Duration) (*lockedBuffer, chan struct{}) {
+	// report runs reportSandbox on a new sandbox, which it returns with
+	// the log and a channel closed when reportSandbox returned.
+	report := func(t *testing.T, ctx context.Context, delay time.Duration) (*sandbox.Sandbox, *lockedBuffer, chan struct{}) {
+		sb := sandbox.New(sandbox.Options{})
+		t.Cleanup(func() { sb.Close() })
 		log := &lockedBuffer{}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			reportSandbox(ctx, sb, delay, slog.New(slog.NewTextHandler(log, nil)))
 		}()
-		return log, done
+		return sb, log, done
 	}
 	finished := func(t *testing.T, done chan struct{}) {
 		t.Helper()
@@ -240,18 +244,14 @@ func TestSandboxTryIsDeferred(t *testing.T) {
 	}
 
 	t.Run("after the delay", func(t *testing.T) {
-		sb := sandbox.New(sandbox.Options{})
-		defer sb.Close()
-		log, done := report(context.Background(), sb, time.Millisecond)
+		_, log, done := report(t, context.Background(), time.Millisecond)
 		finished(t, done)
 		if !strings.Contains(log.String(), reported) {
 			t.Fatalf("nothing reported:\n%s", log.String())
 		}
 	})
 	t.Run("a call needs it sooner", func(t *testing.T) {
-		sb := sandbox.New(sandbox.Options{})
-		defer sb.Close()
-		log, done := report(context.Background(), sb, time.Hour)
+		sb, log, done := report(t, context.Background(), time.Hour)
 		select {
 		case <-done:
 			t.Fatalf("reported before the delay with no call needing the sandbox:\n%s", log.String())
@@ -266,10 +266,8 @@ func TestSandboxTryIsDeferred(t *testing.T) {
 		}
 	})
 	t.Run("agentd stops first", func(t *testing.T) {
-		sb := sandbox.New(sandbox.Options{})
-		defer sb.Close()
 		ctx, cancel := context.WithCancel(context.Background())
-		log, done := report(ctx, sb, time.Hour)
+		sb, log, done := report(t, ctx, time.Hour)
 		cancel()
 		finished(t, done)
 		select {

@@ -57,15 +57,8 @@ func TestSandboxedServer(t *testing.T) {
 		t.Fatalf("the server's HOME is %q; environment %s", home, env)
 	}
 	// The pid is the sandbox's spawn stage; its one child is the server.
-	pid := strconv.Itoa(int(source(t, m, "everything").GetPid()))
-	children, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(strings.Fields(string(children))) != 1 {
-		t.Fatalf("the sandbox's spawn stage %s has children %q, want the server alone", pid, children)
-	}
-	status, err := os.ReadFile("/proc/" + strings.TrimSpace(string(children)) + "/status")
+	pid := sandboxtest.Confined(t, int(source(t, m, "everything").GetPid()))
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -315,16 +315,7 @@ func startSleep(t *testing.T, sb *sandbox.Sandbox) (*sandbox.Cmd, int) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	pid := strconv.Itoa(cmd.Process.Pid)
-	children, err := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
-	if err != nil || len(strings.Fields(string(children))) != 1 {
-		t.Fatalf("the spawn stage %s has children %q (%v), want the command alone", pid, children, err)
-	}
-	command, err := strconv.Atoi(strings.TrimSpace(string(children)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cmd, command
+	return cmd, sandboxtest.Confined(t, cmd.Process.Pid)
 }
 
 // A confined command ends as it would unconfined: the sandbox's spawn

@@ -5,6 +5,8 @@ package sandboxtest
 
 import (
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -62,4 +64,21 @@ func FIFO(t testing.TB, path string) (gone func()) {
 			t.Fatal("a background process outlived its call")
 		}
 	}
+}
+
+// Confined returns the pid of what a confined start runs: the one child
+// of pid, the sandbox's spawn stage that agentd started (what
+// exec.Cmd.Process and an MCP server's status name).
+func Confined(t testing.TB, pid int) int {
+	t.Helper()
+	p := strconv.Itoa(pid)
+	children, err := os.ReadFile("/proc/" + p + "/task/" + p + "/children")
+	if err != nil || len(strings.Fields(string(children))) != 1 {
+		t.Fatalf("the sandbox's spawn stage %s has children %q (%v), want one: what it started", p, children, err)
+	}
+	child, err := strconv.Atoi(strings.TrimSpace(string(children)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return child
 }
