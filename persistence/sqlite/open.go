@@ -104,6 +104,8 @@ type options struct {
 	compress    bool
 	walLimit    int64
 	logger      *slog.Logger
+	// memoryIdle is MemoryIdle but in this package's tests.
+	memoryIdle time.Duration
 }
 
 // WithSynchronous selects commit durability; see SyncNormal and SyncFull.
@@ -153,7 +155,7 @@ func WithReaderPoolSize(n int) Option {
 // (*SchemaVersionError). Open does no work proportional to the number of
 // sessions. Close the store when done.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
-	o := options{synchronous: SyncNormal, busyTimeout: DefaultBusyTimeout, readers: max(4, runtime.NumCPU()), compress: true,
+	o := options{synchronous: SyncNormal, busyTimeout: DefaultBusyTimeout, readers: max(4, runtime.NumCPU()), compress: true, memoryIdle: MemoryIdle,
 		walLimit: DefaultWALSizeLimit, logger: slog.New(slog.DiscardHandler)}
 	for _, opt := range opts {
 		opt(&o)
@@ -291,8 +293,8 @@ func dsn(abs string, o options, readOnly bool) string {
 // writerCacheKiB is the writer connection's page cache. 16 MiB holds the
 // last pages of a thousand streaming sessions and runs: at 64 MiB the
 // writer used no less CPU under that load (33.8-42.1 us per event at 16,
-// 35.6-35.9 at 64) and agentd kept more memory afterwards (RSS after the
-// 1,000-session load 1.64-1.66x the baseline at 16, 1.78-1.82x at 64).
+// 35.6-35.9 at 64). The cache is emptied once the writer is idle
+// (Store.releaseIdleMemory), so its size bounds memory under load only.
 const writerCacheKiB = 16 << 10
 
 // readerMmapBytes is how much of the database file each reader maps.

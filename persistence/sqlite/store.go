@@ -38,7 +38,9 @@ type Store struct {
 	// only).
 	walLimit  int64
 	walWarned time.Time
-	logger    *slog.Logger
+	// memoryIdle is how often checkpointLoop looks for an idle writer.
+	memoryIdle time.Duration
+	logger     *slog.Logger
 	// scrub asks checkpoints to empty the WAL whatever its size: it holds
 	// earlier versions of pages a redaction overwrote.
 	scrub atomic.Bool
@@ -98,7 +100,7 @@ const (
 func newStore(ctx context.Context, path string, o options, w *writer, reader, checkpointer *sql.DB) (*Store, error) {
 	s := &Store{file: path, writer: w, reader: reader, now: time.Now, checkpointer: checkpointer,
 		checkpointKick: make(chan struct{}, 1), checkpointStop: make(chan struct{}),
-		walLimit: o.walLimit, logger: o.logger, records: newRecordCache()}
+		walLimit: o.walLimit, logger: o.logger, memoryIdle: o.memoryIdle, records: newRecordCache()}
 	prep := []struct {
 		dst  **sql.Stmt
 		text string
@@ -136,19 +138,62 @@ func newStore(ctx context.Context, path string, o options, w *writer, reader, ch
 // that happened to trigger it (and the event stream waiting on it) by
 // milliseconds. A failed checkpoint is harmless: the next one, or the
 // writer's backstop auto-checkpoint, catches up.
+//
+// The same goroutine gives the writer's page cache back once the writer
+// has been idle (see releaseIdleMemory).
 func (s *Store) checkpointLoop() {
 	defer s.checkpointDone.Done()
 	tick := time.NewTicker(checkpointIdle)
 	defer tick.Stop()
+	idle := time.NewTicker(s.memoryIdle)
+	defer idle.Stop()
+	// seen is the commit count at the last idle tick; released the count
+	// at the last release, so an idle store releases once, not every tick.
+	seen, released := s.commits.Load(), s.commits.Load()
 	for {
 		select {
 		case <-s.checkpointStop:
 			return
 		case <-s.checkpointKick:
 		case <-tick.C:
+		case <-idle.C:
+			if n := s.commits.Load(); n == seen && n != released && s.releaseIdleMemory() {
+				released = n
+			} else {
+				seen = n
+			}
+			continue
 		}
 		s.checkpoint()
 	}
+}
+
+// MemoryIdle is how long the writer must commit nothing (between one and
+// two MemoryIdle) before its page cache goes back to the system. The cache
+// (writerCacheKiB) fills under load and would otherwise stay allocated for
+// as long as the store is open; after an idle spell the first writes read
+// their pages back from the file (from the kernel's page cache, a few
+// preads each).
+const MemoryIdle = 2 * time.Second
+
+// releaseIdleMemory empties the writer's page cache and returns the freed
+// memory to the system, unless a write is running (then the writer is not
+// idle and nothing is released). It reports whether it released.
+func (s *Store) releaseIdleMemory() bool {
+	w := s.writer
+	select {
+	case w.leader <- struct{}{}:
+	default:
+		return false
+	}
+	_, err := w.conn.ExecContext(context.Background(), "PRAGMA shrink_memory")
+	<-w.leader
+	if err != nil {
+		s.logger.Warn("could not release the writer's page cache", "db", s.file, "err", err)
+		return false
+	}
+	returnFreedMemory()
+	return true
 }
 
 // checkpoint runs one background checkpoint. PASSIVE never blocks the
