@@ -104,7 +104,7 @@ type options struct {
 	compress    bool
 	walLimit    int64
 	logger      *slog.Logger
-	// memoryIdle is MemoryIdle but in this package's tests.
+	// memoryIdle is MemoryIdle, or shorter in this package's tests.
 	memoryIdle time.Duration
 }
 

@@ -178,7 +178,8 @@ const MemoryIdle = 2 * time.Second
 
 // releaseIdleMemory empties the writer's page cache and returns the freed
 // memory to the system, unless a write is running (then the writer is not
-// idle and nothing is released). It reports whether it released.
+// idle and nothing is released). It reports whether it tried: a failure is
+// logged and not retried before the writer has been busy and idle again.
 func (s *Store) releaseIdleMemory() bool {
 	w := s.writer
 	select {
@@ -190,7 +191,7 @@ func (s *Store) releaseIdleMemory() bool {
 	<-w.leader
 	if err != nil {
 		s.logger.Warn("could not release the writer's page cache", "db", s.file, "err", err)
-		return false
+		return true
 	}
 	returnFreedMemory()
 	return true
