@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,19 +43,19 @@ func TestEncodeEventIsProtoMarshal(t *testing.T) {
 		{"invalid UTF-8 in a tool call delta", update(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_ToolCallDelta{ToolCallDelta: &agentdv1.ToolCallDelta{Delta: "\xc3"}}}), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, delta, err := encodeEvent(tc.ev)
+			got, delta, err := new(eventEncoder).encode(tc.ev)
 			want, wantErr := proto.Marshal(tc.ev)
 			if tc.wantErr {
 				if err == nil || wantErr == nil {
-					t.Fatalf("encodeEvent error %v, proto.Marshal error %v; want both to refuse invalid UTF-8", err, wantErr)
+					t.Fatalf("eventEncoder error %v, proto.Marshal error %v; want both to refuse invalid UTF-8", err, wantErr)
 				}
 				return
 			}
 			if err != nil || wantErr != nil {
-				t.Fatalf("encodeEvent error %v, proto.Marshal error %v", err, wantErr)
+				t.Fatalf("eventEncoder error %v, proto.Marshal error %v", err, wantErr)
 			}
 			if !bytes.Equal(got, want) {
-				t.Fatalf("encodeEvent wrote\n%x\nproto.Marshal\n%x", got, want)
+				t.Fatalf("eventEncoder wrote\n%x\nproto.Marshal\n%x", got, want)
 			}
 			// A delta's facts rebuild it, and only a delta has facts.
 			if isDelta := tc.ev.GetMessageUpdate().GetTextDelta() != nil || tc.ev.GetMessageUpdate().GetThinkingDelta() != nil || tc.ev.GetMessageUpdate().GetToolCallDelta() != nil; isDelta != (delta.Kind != 0) {
@@ -70,14 +71,15 @@ func TestEncodeEventIsProtoMarshal(t *testing.T) {
 }
 
 // BenchmarkEncodeEvent compares encoding a logged text delta, the bulk of
-// every run's events, with encodeEvent and with proto.Marshal.
+// every run's events, with eventEncoder and with proto.Marshal.
 func BenchmarkEncodeEvent(b *testing.B) {
 	ev := update(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_TextDelta{TextDelta: &agentdv1.TextDelta{Delta: "port 3000, port "}}})
+	var enc eventEncoder
 	for _, bc := range []struct {
 		name   string
 		encode func(*agentdv1.AgentEvent) ([]byte, error)
 	}{
-		{"encodeEvent", func(ev *agentdv1.AgentEvent) ([]byte, error) { data, _, err := encodeEvent(ev); return data, err }},
+		{"eventEncoder", func(ev *agentdv1.AgentEvent) ([]byte, error) { data, _, err := enc.encode(ev); return data, err }},
 		{"proto.Marshal", func(ev *agentdv1.AgentEvent) ([]byte, error) { return proto.Marshal(ev) }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -88,5 +90,43 @@ func BenchmarkEncodeEvent(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestEventEncoderSharesSlabsSafely encodes many deltas, some too long for
+// a slab, and checks that each encoding is still what proto.Marshal
+// writes after all the others (neighbours in a slab never overwrite each
+// other, and appending to one cannot reach the next), and that the deltas
+// cost far less than one allocation each.
+func TestEventEncoderSharesSlabsSafely(t *testing.T) {
+	var enc eventEncoder
+	var events []*agentdv1.AgentEvent
+	var got [][]byte
+	for i := range 1000 {
+		text := strings.Repeat("端口 3000 ", i%7)
+		if i%97 == 0 {
+			text = strings.Repeat("long ", maxSlabbedEvent)
+		}
+		ev := update(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_TextDelta{TextDelta: &agentdv1.TextDelta{ContentIndex: uint32(i % 3), Delta: text}}})
+		ev.Seq = uint64(i + 1)
+		data, _, err := enc.encode(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = append(data, 0xff) // a caller's append must not reach a neighbour
+		events, got = append(events, ev), append(got, data)
+	}
+	for i, ev := range events {
+		want, err := proto.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[i], want) {
+			t.Fatalf("event %d encodes as\n%x\nafter the others, want\n%x", i+1, got[i], want)
+		}
+	}
+	ev := update(&agentdv1.MessageUpdate{Delta: &agentdv1.MessageUpdate_TextDelta{TextDelta: &agentdv1.TextDelta{Delta: "port 3000, port "}}})
+	if allocs := testing.AllocsPerRun(1000, func() { _, _, _ = enc.encode(ev) }); allocs > 0.1 {
+		t.Errorf("encoding a delta allocates %.2f times on average, want one slab per many deltas", allocs)
 	}
 }

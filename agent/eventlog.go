@@ -109,19 +109,56 @@ func isAgentEnd(data []byte) bool {
 	return false
 }
 
-// encodeEvent encodes a logged event. A streamed delta, nearly every
-// event of a run, takes vtprotobuf's generated marshaller (the same bytes
-// as proto.Marshal at about a third of the cost, measured in
+// eventEncoder encodes a run's logged events. A streamed delta, nearly
+// every event of a run, takes vtprotobuf's generated marshaller (the same
+// bytes as proto.Marshal at about a third of the cost, measured in
 // BenchmarkEncodeEvent), and its facts come back so the store can keep
 // them instead of the bytes (persistence.Event.Delta). Every other event
 // goes through proto.Marshal, which refuses invalid UTF-8 anywhere in it.
-func encodeEvent(ev *agentdv1.AgentEvent) ([]byte, persistence.Delta, error) {
-	if d, ok := persistence.DeltaOf(ev); ok {
+//
+// Deltas are encoded side by side into slabs of eventSlabBytes: one
+// allocation per hundred or so deltas instead of one each. A slab lives
+// while any of its events does (in the log's tail, or being sent); the
+// encodings are never written again, so sharing a slab is safe. Not safe
+// for concurrent use (the log encodes under its lock).
+type eventEncoder struct {
+	slab []byte
+}
+
+const (
+	// eventSlabBytes is the size of one slab of delta encodings.
+	eventSlabBytes = 8 << 10
+	// maxSlabbedEvent is the longest encoding carved from a slab; a longer
+	// delta gets its own allocation, so one long delta never strands most
+	// of a slab.
+	maxSlabbedEvent = 512
+)
+
+// encode encodes ev as described on [eventEncoder]. The returned bytes
+// must not be modified.
+func (e *eventEncoder) encode(ev *agentdv1.AgentEvent) ([]byte, persistence.Delta, error) {
+	d, ok := persistence.DeltaOf(ev)
+	if !ok {
+		data, err := proto.Marshal(ev)
+		return data, persistence.Delta{}, err
+	}
+	n := ev.SizeVT()
+	if n > maxSlabbedEvent {
 		data, err := ev.MarshalVT()
 		return data, d, err
 	}
-	data, err := proto.Marshal(ev)
-	return data, persistence.Delta{}, err
+	if cap(e.slab)-len(e.slab) < n {
+		e.slab = make([]byte, 0, eventSlabBytes)
+	}
+	start := len(e.slab)
+	// The capacity stops at the event's end: nothing appended to the
+	// returned slice can reach the next event.
+	data := e.slab[start : start+n : start+n]
+	if _, err := ev.MarshalToSizedBufferVT(data); err != nil {
+		return nil, d, err
+	}
+	e.slab = e.slab[:start+n]
+	return data, d, nil
 }
 
 // eventLog is the event log of one active run: the events not stored yet
@@ -143,6 +180,8 @@ type eventLog struct {
 	traceID          []byte // the run's trace, set before its first event
 
 	mu sync.Mutex
+	// encoder encodes the events this log appends (under mu).
+	encoder eventEncoder
 	// tail holds the events of seqs first..next-1 in chunks of
 	// tailChunkSize, dropped whole once stored and sent (trimLocked). A
 	// short run's chunk grows as it fills; a long run's are made whole and
@@ -274,7 +313,7 @@ func (l *eventLog) appendThen(ev *agentdv1.AgentEvent, beforeVisible func()) (lo
 		l.reservedLocked(through, err)
 	}
 	ev.SessionId, ev.RunId, ev.Seq, ev.TraceId = l.sessionID, l.runID, l.next, l.traceID
-	data, delta, err := encodeEvent(ev)
+	data, delta, err := l.encoder.encode(ev)
 	if err != nil {
 		// Generated messages always encode; an invalid UTF-8 string from a
 		// broken provider is the one way this fails. Replace it by an
