@@ -1,6 +1,8 @@
 package sqlite
 
 /*
+// stdlib.h brings the C library's features.h, which defines __GLIBC__
+// under glibc: the checks below need it first.
 #include <stdlib.h>
 #ifdef __GLIBC__
 #include <malloc.h>
